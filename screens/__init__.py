@@ -1,0 +1,1 @@
+"""Textual faces of gpu-provisioner."""
