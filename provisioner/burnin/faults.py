@@ -1,0 +1,62 @@
+"""Test-only fault injection, read from env `BURNIN_FAULT`.
+
+Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
+- `corrupt:rank=1[:collective=all_reduce]` adds 1 to the first element of that rank's result
+  before it is checked (every size; `collective=gemm` corrupts the GEMM result instead).
+- `hang:rank=1[:collective=all_reduce]` makes that rank sleep forever when it reaches the
+  collective, as a wedged NCCL kernel would; the per-collective timeout must turn it into a verdict.
+- `crash:rank=1[:collective=all_reduce]` makes that rank exit abruptly (exit status 3).
+A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV = "BURNIN_FAULT"
+KINDS = ("corrupt", "hang", "crash")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    rank: int
+    collective: str | None = None  # None: every collective
+
+    def applies(self, kind: str, rank: int, collective: str) -> bool:
+        return self.kind == kind and self.rank == rank and self.collective in (None, collective)
+
+
+def parse_faults(spec: str | None) -> tuple[Fault, ...]:
+    if not spec:
+        return ()
+    faults = []
+    for part in spec.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        kind, *items = part.split(":")
+        if kind not in KINDS:
+            raise ValueError(f"{ENV}: unknown fault kind {kind!r} (use {', '.join(KINDS)})")
+        opts: dict[str, str] = {}
+        for item in items:
+            key, sep, value = item.partition("=")
+            if not sep or key not in ("rank", "collective"):
+                raise ValueError(f"{ENV}: bad item {item!r} in {part!r}")
+            opts[key] = value
+        if "rank" not in opts or not opts["rank"].isdigit():
+            raise ValueError(f"{ENV}: {part!r} needs rank=N")
+        faults.append(Fault(kind=kind, rank=int(opts["rank"]), collective=opts.get("collective")))
+    return tuple(faults)
+
+
+def faults_from_env() -> tuple[Fault, ...]:
+    return parse_faults(os.environ.get(ENV))
+
+
+def find(faults: tuple[Fault, ...], kind: str, rank: int, collective: str) -> Fault | None:
+    for f in faults:
+        if f.applies(kind, rank, collective):
+            return f
+    return None

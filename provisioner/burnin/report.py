@@ -1,0 +1,193 @@
+"""The result document, the nccl-tests-style table and the human summary. Pure (plus file writes).
+
+`--json` prints the document as ONE line, the last line of stdout. Collective rows are objects
+with keys collective, size, count, type, redop, root, inplace, time_us, algbw, busbw, wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from provisioner.burnin.config import PHASES, BurninConfig
+from provisioner.burnin.verdict import FAIL, PASS, PhaseResult, overall
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "burnin.json"
+REPORT_FILE = "burnin.txt"
+
+
+def build_result(
+    cfg: BurninConfig,
+    phases: dict[str, PhaseResult],
+    *,
+    environment: dict[str, Any],
+    devices: list[dict[str, Any]],
+    started: float,
+    fault_spec: str | None,
+    extra_reasons: list[str] | None = None,
+) -> dict[str, Any]:
+    ordered = {name: phases[name] for name in (*PHASES, "monitor") if name in phases}
+    for name in PHASES:
+        if name not in ordered:
+            ordered[name] = PhaseResult(name, "skip", ["not requested"])
+    verdict = overall(ordered)
+    if extra_reasons:
+        verdict["reasons"] = list(extra_reasons) + verdict["reasons"]
+        verdict["status"] = FAIL
+    return {
+        "tool": "provisioner.burnin",
+        "schema_version": SCHEMA_VERSION,
+        "status": verdict["status"],
+        "exit_code": 0 if verdict["status"] == PASS else 1,
+        "backend": cfg.backend,
+        "world_size": cfg.world_size,
+        "environment": environment,
+        "devices": devices,
+        "config": cfg.public_dict(),
+        "fault_injection": fault_spec,
+        "elapsed_s": round(time.monotonic() - started, 3),
+        "phases": {name: p.to_dict() for name, p in ordered.items()},
+        "verdict": verdict,
+    }
+
+
+def failure_result(cfg: BurninConfig, reasons: list[str]) -> dict[str, Any]:
+    """A result for a run that produced none (rank 0 crashed or was killed)."""
+    return {
+        "tool": "provisioner.burnin",
+        "schema_version": SCHEMA_VERSION,
+        "status": FAIL,
+        "exit_code": 1,
+        "backend": cfg.backend,
+        "world_size": cfg.world_size,
+        "environment": {},
+        "devices": [],
+        "config": cfg.public_dict(),
+        "fault_injection": None,
+        "phases": {},
+        "verdict": {"status": FAIL, "failed_phases": [], "warned_phases": [], "reasons": reasons},
+    }
+
+
+def json_line(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, separators=(",", ":"), default=str)
+
+
+def float_str(value: float, width: int) -> str:
+    """nccl-tests' getFloatStr (src/util.cu): 2, 1 or 0 decimals by magnitude, else exponent."""
+    power = 0
+    val = 1
+    while value >= val:
+        power += 1
+        val *= 10
+    if power < width - 2:
+        return f"{value:{width}.2f}"
+    if power < width - 1:
+        return f"{value:{width}.1f}"
+    if power < width + 1:
+        return f"{value:{width}.0f}"
+    if width >= 7:
+        return f"{value:{width}.1e}"
+    return f"{value:{width}.0e}"
+
+
+def _half(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "  " + " " * 7 + "  " + " " * 6 + "  " + " " * 6 + "  " + " " * 6
+    body = f"  {float_str(row['time_us'], 7):>7s}  {float_str(row['algbw'], 6):>6s}  {float_str(row['busbw'], 6):>6s}"
+    if row["wrong"] is None:
+        return body + "    N/A"
+    return body + f"  {float(row['wrong']):6g}"
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """One nccl-tests block per collective (src/util.cu format strings)."""
+    coll = doc.get("phases", {}).get("collectives", {})
+    rows: list[dict[str, Any]] = coll.get("rows", [])
+    cfg = doc.get("config", {})
+    lines: list[str] = []
+    names = list(dict.fromkeys(r["collective"] for r in rows))
+    for name in names:
+        mine = [r for r in rows if r["collective"] == name]
+        sizes = sorted({int(r["size"]) for r in mine})
+        lines.append(f"# Collective test starting: {name}")
+        lines.append(
+            f"# nThread 1 nGpus 1 minBytes {sizes[0]} maxBytes {sizes[-1]} step: 2(factor) "
+            f"warmup iters: {cfg.get('warmup_iters', 0)} iters: {cfg.get('iters', 0)} agg iters: 1 "
+            f"validation: 1 graph: 0 unalign: 0"
+        )
+        lines.append("#")
+        lines.append("# Using devices")
+        for d in doc.get("devices", []):
+            lines.append(
+                f"#  Rank {d['rank']:2d} Group  0 Pid {d['pid']:6d} on {d['host']:>10s} "
+                f"device {d['device_index']:2d} [{d['bus']}] {d['name']}"
+            )
+        lines.append("#")
+        lines.append(f"# {'':>10s}  {'':>12s}  {'':>8s}  {'':>6s}  {'':>6s}           out-of-place"
+                     "                       in-place          ")
+        lines.append(
+            f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'redop':>6s}  {'root':>6s}  {'time':>7s}  "
+            f"{'algbw':>6s}  {'busbw':>6s}  {'#wrong':>6s}  {'time':>7s}  {'algbw':>6s}  {'busbw':>6s}  "
+            f"{'#wrong':>6s} "
+        )
+        lines.append(
+            f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'':>6s}  {'':>6s}  {'(us)':>7s}  "
+            f"{'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s}  {'(us)':>7s}  {'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s} "
+        )
+        for size in sizes:
+            at = [r for r in mine if int(r["size"]) == size]
+            oop = next((r for r in at if not r["inplace"]), None)
+            ip = next((r for r in at if r["inplace"]), None)
+            first = oop or ip
+            assert first is not None
+            lines.append(
+                f"{size:12d}  {int(first['count']):12d}  {first['type']:>8s}  {first['redop']:>6s}  "
+                f"{int(first['root']):6d}" + _half(oop) + _half(ip)
+            )
+        wrong_sizes = sum(1 for r in mine if r.get("wrong"))
+        avg = sum(float(r["busbw"]) for r in mine) / len(mine)
+        lines.append(f"# {'Out of bounds values':<20s} : {wrong_sizes} {'FAILED' if wrong_sizes else 'OK'}")
+        lines.append(f"# {'Avg bus bandwidth':<20s} : {avg:g} ")
+        lines.append("#")
+        lines.append(f"# Collective test concluded: {name}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def format_summary(doc: dict[str, Any]) -> str:
+    verdict = doc.get("verdict", {})
+    lines = [
+        f"burn-in {str(doc.get('status', 'fail')).upper()}: backend {doc.get('backend')}, "
+        f"world size {doc.get('world_size')}, {doc.get('elapsed_s', '?')} s",
+    ]
+    if doc.get("fault_injection"):
+        lines.append(f"  FAULT INJECTION ACTIVE: {doc['fault_injection']} (test run, not a real result)")
+    for name, phase in doc.get("phases", {}).items():
+        lines.append(f"  {name:<20s} {str(phase.get('status', '?')).upper()}")
+        for reason in phase.get("reasons", []):
+            lines.append(f"      - {reason}")
+        if name == "collectives" and phase.get("rows"):
+            lines.append(f"      avg bus bandwidth {phase.get('avg_bus_bandwidth', 0.0):.3f} GB/s over "
+                         f"{len(phase['rows'])} rows, out of bounds {phase.get('out_of_bounds', 0)}")
+        if name == "gemm" and phase.get("ranks"):
+            for r in phase["ranks"]:
+                lines.append(f"      rank {r['rank']} {r.get('name', '')}: {float(r.get('gflops', 0.0)):.1f} Gflop/s, "
+                             f"{r.get('iterations', 0)} GEMMs, {r.get('mismatches', 0)} mismatches")
+        if name == "soak" and phase.get("samples"):
+            lines.append(f"      busbw min {phase['busbw_min']:.3f} / p1 {phase['busbw_p1']:.3f} / mean "
+                         f"{phase['busbw_mean']:.3f} GB/s over {phase['samples']} samples")
+    for reason in verdict.get("reasons", []):
+        if not any(reason.endswith(r) for p in doc.get("phases", {}).values() for r in p.get("reasons", [])):
+            lines.append(f"  ! {reason}")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(doc: dict[str, Any], out_dir: Path) -> None:
+    """burnin.json (the document) and burnin.txt (table + summary) in out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULT_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    (out_dir / REPORT_FILE).write_text(format_table(doc) + "\n" + format_summary(doc), encoding="utf-8")

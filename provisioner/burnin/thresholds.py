@@ -1,0 +1,79 @@
+"""The per-GPU-model threshold table (`thresholds.json`), overridable by a file or a dict. Pure."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA_FILE = Path(__file__).with_name("thresholds.json")
+
+
+def load_default() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`defaults` keys replace the base ones; override `models` are tried before the base models."""
+    out = copy.deepcopy(base)
+    unknown = set(override) - {"defaults", "models", "schema_version", "about"}
+    if unknown:
+        raise ValueError(f"thresholds: unknown top-level key(s) {sorted(unknown)}")
+    defaults = override.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise ValueError("thresholds: 'defaults' must be an object")
+    out["defaults"].update(defaults)
+    models = override.get("models", [])
+    if not isinstance(models, list):
+        raise ValueError("thresholds: 'models' must be a list")
+    for m in models:
+        if not isinstance(m, dict) or "pattern" not in m:
+            raise ValueError(f"thresholds: model entry needs a 'pattern': {m!r}")
+        re.compile(str(m["pattern"]))
+    out["models"] = list(models) + out["models"]
+    return out
+
+
+def load(path: str | None = None, override: dict[str, Any] | None = None) -> dict[str, Any]:
+    table = load_default()
+    if path:
+        table = merge(table, json.loads(Path(path).read_text(encoding="utf-8")))
+    if override:
+        table = merge(table, override)
+    return table
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The reference that applies to this node, or why none does."""
+
+    busbw_gbps: float | None
+    pattern: str | None
+    source: str
+    reason: str | None = None  # set when no bandwidth verdict is possible
+
+
+def lookup(table: dict[str, Any], gpu_names: list[str], world_size: int) -> Reference:
+    if not gpu_names:
+        return Reference(None, None, "", "GPU model unknown (no NVML names)")
+    if len(set(gpu_names)) > 1:
+        return Reference(None, None, "", f"mixed GPU models {sorted(set(gpu_names))}: no single reference")
+    name = gpu_names[0]
+    for entry in table["models"]:
+        if re.search(str(entry["pattern"]), name, flags=re.IGNORECASE):
+            source = str(entry.get("source", ""))
+            want = entry.get("world_size")
+            if want is not None and int(want) != world_size:
+                return Reference(
+                    None, str(entry["pattern"]), source,
+                    f"reference for {name} is for {want} GPUs, this run has {world_size}",
+                )
+            value = entry.get("all_reduce_busbw_gbps")
+            if value is None:
+                return Reference(None, str(entry["pattern"]), source, f"no reference busbw for {name}")
+            return Reference(float(value), str(entry["pattern"]), source)
+    return Reference(None, None, "", f"no reference for GPU model {name!r}")

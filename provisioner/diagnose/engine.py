@@ -1,0 +1,203 @@
+"""Match rules against a cleaned log and turn the hits into ranked findings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from provisioner.diagnose.extract import log_fields
+from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule
+from provisioner.diagnose.normalize import CleanLog, clean_log
+from provisioner.diagnose.redact import redact
+from provisioner.diagnose.rules import RULES
+
+STRONG = 0.7  # a specific finding this sure makes generic-only findings redundant
+AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
+MAX_CONFIDENCE = 0.99
+MAX_EVIDENCE = 8
+HITS_PER_PATTERN = 3
+
+# Shown when a template field is unknown and not inside an optional [...] segment.
+DEFAULTS: dict[str, str] = {
+    "gpu": "the GPU",
+    "gpu_arch": "this GPU",
+    "gpu_cc": "this GPU",
+    "archs": "other architectures",
+    "library": "a required library",
+    "package": "the requested packages",
+    "vmid": "<vmid>",
+    "torch_version": "torch",
+    "driver_cuda": "the driver's CUDA version",
+}
+
+_OPTIONAL_RE = re.compile(r"\[([^\[\]]*)\]")
+_FIELD_RE = re.compile(r"\{(\w+)\}")
+
+
+def to_regex(pattern: str) -> str:
+    """A literal space outside a character class matches any whitespace run (line breaks too)."""
+    out: list[str] = []
+    in_class = False
+    escaped = False
+    for ch in pattern:
+        if escaped:
+            out.append(ch)
+            escaped = False
+        elif ch == "\\":
+            out.append(ch)
+            escaped = True
+        elif in_class:
+            out.append(ch)
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            out.append(ch)
+            in_class = True
+        elif ch == " ":
+            if not (out and out[-1] == r"\s+"):
+                out.append(r"\s+")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+@lru_cache(maxsize=1024)
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(to_regex(pattern), re.IGNORECASE | re.MULTILINE)
+
+
+def render(template: str, fields: Mapping[str, str]) -> str:
+    """Fill `{field}` slots; `[ ... ]` segments are kept only when all their fields are known."""
+
+    def optional(m: re.Match[str]) -> str:
+        names = _FIELD_RE.findall(m.group(1))
+        return m.group(1) if all(n in fields for n in names) else ""
+
+    text = _OPTIONAL_RE.sub(optional, template)
+    text = _FIELD_RE.sub(lambda m: fields.get(m.group(1)) or DEFAULTS.get(m.group(1), "?"), text)
+    return " ".join(text.split())
+
+
+@dataclass
+class RuleHit:
+    """The lines one rule matched."""
+
+    rule: Rule
+    lines: list[int] = field(default_factory=list)
+
+
+def _rule_applies(rule: Rule, text: str) -> bool:
+    if rule.context is not None and not compile_pattern(rule.context).search(text):
+        return False
+    return not (rule.unless is not None and compile_pattern(rule.unless).search(text))
+
+
+def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES) -> list[RuleHit]:
+    """Every rule that matches the log, with the visible lines it matched."""
+    hits: list[RuleHit] = []
+    for rule in rules:
+        if not _rule_applies(rule, log.full_text):
+            continue
+        lines: list[int] = []
+        for pattern in rule.patterns:
+            rx = compile_pattern(pattern)
+            for view in log.views:
+                for n, m in enumerate(rx.finditer(view.text)):
+                    if n >= HITS_PER_PATTERN:
+                        break
+                    for idx in view.lines_for_span(m.start(), m.end()):
+                        if idx not in lines:
+                            lines.append(idx)
+                if lines:
+                    break  # the plain view matched; the unwrapped view would repeat it
+        if lines:
+            hits.append(RuleHit(rule, sorted(lines)))
+    return hits
+
+
+@dataclass
+class Candidate:
+    """Evidence gathered for one category before ranking."""
+
+    category: Category
+    confidence: float
+    best: str
+    root_cause: str
+    fix: str
+    rules: list[str]
+    evidence: list[str]
+    generic_only: bool
+
+
+def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[str, str]) -> list[Candidate]:
+    out: list[Candidate] = []
+    for category in CATEGORIES:
+        mine = [h for h in hits if h.rule.category == category]
+        primaries = [h for h in mine if not h.rule.supporting]
+        if not primaries:
+            continue
+        primaries.sort(key=lambda h: (-h.rule.confidence, h.lines[0]))
+        best = primaries[0].rule
+        ordered = primaries + [h for h in mine if h.rule.supporting]
+        evidence: list[str] = []
+        for hit in ordered:
+            for line in log.evidence(hit.lines[:1] if hit.rule.supporting else hit.lines):
+                if line not in evidence:
+                    evidence.append(line)
+        conf = min(MAX_CONFIDENCE, best.confidence + AGREEMENT_BONUS * (len(mine) - 1))
+        out.append(
+            Candidate(
+                category=category,
+                confidence=conf,
+                best=best.name,
+                root_cause=render(best.root_cause, fields),
+                fix=render(best.fix, fields),
+                rules=[h.rule.name for h in ordered],
+                evidence=evidence,
+                generic_only=all(h.rule.generic for h in primaries),
+            )
+        )
+    return out
+
+
+def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list[Finding]:
+    """Merge candidates per category, drop redundant generic ones, order best first."""
+    merged: dict[str, Candidate] = {}
+    for c in candidates:
+        prev = merged.get(c.category)
+        if prev is None:
+            merged[c.category] = c
+            continue
+        top, other = (c, prev) if c.confidence > prev.confidence else (prev, c)
+        top.confidence = min(MAX_CONFIDENCE, top.confidence + AGREEMENT_BONUS * len(other.rules))
+        top.rules += [r for r in other.rules if r not in top.rules]
+        top.evidence += [e for e in other.evidence if e not in top.evidence]
+        top.generic_only = top.generic_only and other.generic_only
+        merged[c.category] = top
+    strong = any(not c.generic_only and c.confidence >= STRONG for c in merged.values())
+    kept = [c for c in merged.values() if not (strong and c.generic_only)]
+    order = {cat: i for i, cat in enumerate(CATEGORIES)}
+    kept.sort(key=lambda c: (-c.confidence, order[c.category]))
+    secrets = tuple(known_secrets)
+    return [
+        Finding(
+            category=c.category,
+            confidence=round(c.confidence, 2),
+            root_cause=c.root_cause,
+            fix=c.fix,
+            evidence=tuple(redact(e, secrets) for e in c.evidence[:MAX_EVIDENCE]),
+            rule=c.best,
+            rules=tuple(c.rules),
+        )
+        for c in kept
+    ]
+
+
+def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
+    """Candidates from a log text (no ranking)."""
+    log = clean_log(text)
+    fields = dict(extra_fields or {})
+    fields.update(log_fields(log.full_text))
+    return _candidates_from_hits(match_rules(log), log, fields)

@@ -1,0 +1,123 @@
+"""Pure readers of the values a log reveals (GPU arch, versions) to fill finding templates."""
+
+from __future__ import annotations
+
+import re
+
+_I = re.IGNORECASE
+
+# (field, regex with one group). The first regex that matches wins for each field.
+_FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("gpu", re.compile(r"(NVIDIA[^\n]{2,60}?|GeForce[^\n]{2,40}?|Tesla[^\n]{2,40}?)\s+with\s+CUDA\s+capability", _I)),
+    ("gpu", re.compile(r"Found\s+GPU\d+\s+(.{3,60}?)\s+which\s+is\s+of\s+(?:cuda|compute)", _I)),
+    ("sm", re.compile(r"CUDA\s+capability\s+sm_(\d{2,3})", _I)),
+    ("sm", re.compile(r"Unsupported\s+gpu\s+architecture\s+'compute_(\d{2,3})'", _I)),
+    ("sm", re.compile(r"Value\s+'sm_(\d{2,3})a?'\s+is\s+not\s+defined", _I)),
+    ("cc", re.compile(r"(?:cuda|compute)\s+capability(?:\s+\(CC\))?\s+(\d{1,2}\.\d)", _I)),
+    ("archs", re.compile(r"supports\s+CUDA\s+capabilities\s+((?:sm_\d+[a-z]?\s*)+)", _I)),
+    ("driver", re.compile(r"(?:Driver|KMD)\s+Version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", re.compile(r"Kernel\s+Module(?:\s+for\s+\S+)?\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", re.compile(r"kernel\s+module\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", re.compile(r"kernel\s+version\s+(?:is\s+)?(\d{3}\.\d+(?:\.\d+)?)\s+does\s+not\s+match", _I)),
+    ("lib_version", re.compile(r"NVML\s+library\s+version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("lib_version", re.compile(r"(?:driver\s+component|client)\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("lib_version", re.compile(r"DSO\s+version\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("driver_cuda", re.compile(r"CUDA\s+(?:UMD\s+)?Version:\s*(\d{2}\.\d)", _I)),
+    ("driver_cuda_raw", re.compile(r"driver\s+on\s+your\s+system\s+is\s+too\s+old\s+\(found\s+version\s+(\d{4,5})\)", _I)),
+    ("required_cuda", re.compile(r"unsatisfied\s+condition:\s*cuda\s*>=\s*(\d+\.\d+)", _I)),
+    ("torch_version", re.compile(r"PyTorch\s+version:\s*(\d+\.\d+\S*)", _I)),
+    ("torch_version", re.compile(r"\btorch[-=]=?\s*(\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+\w+)", _I)),
+    ("torch_version", re.compile(r"\btorch(?:==|-)(\d+\.\d+(?:\.\d+)?)\b", _I)),
+    ("torch_cuda", re.compile(r"CUDA\s+used\s+to\s+build\s+PyTorch:\s*(\d+\.\d+)", _I)),
+    ("torch_cuda_tag", re.compile(r"\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+(cu\d{3})", _I)),
+    ("library", re.compile(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+cannot\s+open\s+shared\s+object", _I)),
+    ("library", re.compile(r"`((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'\s+not\s+found", _I)),
+    ("library", re.compile(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
+    ("vmid", re.compile(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
+    ("package", re.compile(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
+    ("package", re.compile(r"there\s+is\s+no\s+version\s+of\s+(\S+?)(?:\s+and|,|\s*$)", _I | re.MULTILINE)),
+)
+
+
+def cuda_from_driver_int(raw: str) -> str:
+    """12080 -> '12.8' (the number torch prints for the driver's CUDA version)."""
+    n = int(raw)
+    return f"{n // 1000}.{(n % 1000) // 10}"
+
+
+def cuda_from_tag(tag: str) -> str:
+    """'cu128' -> '12.8', 'cu118' -> '11.8', 'cu92' -> '9.2'."""
+    digits = tag.lower().removeprefix("cu")
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 else digits
+
+
+def sm_of_cc(cc: str) -> str:
+    """'12.0' -> '120'."""
+    major, _, minor = cc.partition(".")
+    return f"{int(major)}{minor or '0'}"
+
+
+def arch_fix(sm: str | None) -> str:
+    """What build to install for a GPU of this sm (reference/torch-matrix.md §0, §8)."""
+    if not sm or not sm.isdigit():
+        return (
+            "Install a PyTorch build whose arch list includes this GPU "
+            "(`provisioner resolve --cc <cc> --driver <version> --python <x.y>` picks one)."
+        )
+    n = int(sm)
+    cc = f"{n // 10}.{n % 10}"
+    if n >= 100:
+        return (
+            f"Install a CUDA 12.8+ build (torch>=2.7 from the cu128/cu129/cu130 index) with a host "
+            f"driver >= 570; e.g. `provisioner resolve --cc {cc} --driver <version> --python <x.y>`."
+        )
+    if n < 70:
+        return (
+            f"Install a cu126 build (the last variant with sm_50/sm_60 SASS) and keep the driver on "
+            f"R580 or older; e.g. `provisioner resolve --cc {cc} --driver <version> --python <x.y>`."
+        )
+    if n < 75:
+        return (
+            f"Install a cu126 build (sm_70 is dropped from cu13x); e.g. "
+            f"`provisioner resolve --cc {cc} --driver <version> --python <x.y>`."
+        )
+    return (
+        f"Install a PyTorch CUDA build whose arch list includes sm_{sm} (check with "
+        f"`torch.cuda.get_arch_list()`); e.g. `provisioner resolve --cc {cc} --driver <version> --python <x.y>`."
+    )
+
+
+def log_fields(text: str) -> dict[str, str]:
+    """Values found anywhere in the cleaned log, keyed by template field name."""
+    fields: dict[str, str] = {}
+    for name, rx in _FIELD_PATTERNS:
+        if name in fields:
+            continue
+        m = rx.search(text)
+        if m:
+            fields[name] = " ".join(m.group(1).split()).rstrip(".,;:'\"`")
+    if "driver_cuda" not in fields and "driver_cuda_raw" in fields:
+        fields["driver_cuda"] = cuda_from_driver_int(fields["driver_cuda_raw"])
+    if "torch_cuda" not in fields and "torch_cuda_tag" in fields:
+        fields["torch_cuda"] = cuda_from_tag(fields["torch_cuda_tag"])
+    if "sm" not in fields and "cc" in fields:
+        fields["sm"] = sm_of_cc(fields["cc"])
+    if "cc" not in fields and "sm" in fields:
+        sm = int(fields["sm"])
+        fields["cc"] = f"{sm // 10}.{sm % 10}"
+    add_derived(fields)
+    return fields
+
+
+def add_derived(fields: dict[str, str]) -> None:
+    """Composite fields the templates use (`gpu_arch`, `gpu_cc`, `arch_fix`)."""
+    gpu, sm, cc = fields.get("gpu"), fields.get("sm"), fields.get("cc")
+    if gpu and sm:
+        fields["gpu_arch"] = f"{gpu} (sm_{sm})"
+    elif gpu or sm:
+        fields["gpu_arch"] = gpu or f"this GPU (sm_{sm})"
+    if gpu and cc:
+        fields["gpu_cc"] = f"{gpu} (compute capability {cc})"
+    elif gpu or cc:
+        fields["gpu_cc"] = gpu or f"this GPU (compute capability {cc})"
+    fields["arch_fix"] = arch_fix(sm)

@@ -1,0 +1,83 @@
+"""The vocabulary of a diagnosis: categories, rules and findings (ARCHITECTURE §7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+Category = Literal[
+    "arch_unsupported",
+    "driver_too_old",
+    "driver_lib_mismatch",
+    "no_driver_loaded",
+    "container_device_missing",
+    "cpu_only_wheel",
+    "missing_shared_lib",
+    "nccl_failure",
+    "installer_failure",
+    "resolver_failure",
+    "oom_or_hw",
+    "proxmox_lxc",
+]
+
+CATEGORIES: tuple[str, ...] = get_args(Category)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One log rule: regex signatures over the cleaned log, plus how to explain a match.
+
+    `patterns` are case-insensitive regexes searched over the whole cleaned log (after
+    `normalize.clean_log`). A literal space in a pattern matches any run of whitespace, line
+    breaks included, so a message wrapped over several lines still matches.
+
+    - `confidence`: the base confidence of a finding this rule alone produces (0..1).
+    - `generic`: a symptom shared by several causes (e.g. "No CUDA GPUs are available"). A
+      category backed only by generic rules is dropped when a specific finding of at least
+      `STRONG` confidence explains the log.
+    - `supporting`: context that never makes a finding alone; it only adds weight and
+      evidence to a category that a non-supporting rule already found.
+    - `context`: a regex that must also occur somewhere in the log for the rule to fire.
+    - `unless`: a regex that, if it occurs anywhere in the log, stops the rule.
+    - `root_cause` / `fix`: templates with `{field}` slots filled from named groups of the
+      match and from what `extract.log_fields` read elsewhere in the log.
+    - `examples`: real log lines (corpus, reference docs, public issue threads) the rule must
+      classify; the test suite replays every one.
+    """
+
+    name: str
+    category: Category
+    patterns: tuple[str, ...]
+    confidence: float
+    root_cause: str
+    fix: str
+    examples: tuple[str, ...]
+    generic: bool = False
+    supporting: bool = False
+    context: str | None = None
+    unless: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A diagnosed cause: what category, how sure, why, what to do, and the lines that show it."""
+
+    category: Category
+    confidence: float
+    root_cause: str
+    fix: str
+    evidence: tuple[str, ...]
+    rule: str
+    rules: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON shape of ARCHITECTURE §8 (plus `rules`: every rule that agreed)."""
+        return {
+            "category": self.category,
+            "confidence": self.confidence,
+            "root_cause": self.root_cause,
+            "fix": self.fix,
+            "evidence": list(self.evidence),
+            "rule": self.rule,
+            "rules": list(self.rules or (self.rule,)),
+        }

@@ -1,0 +1,257 @@
+"""Pure parsers for the raw probe outputs a live diagnosis reads (the facts dict).
+
+Each parser accepts either the raw command output (as collected over SSH) or an already parsed
+value, so the same facts dict works whether the lead's collector parses or not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_DRIVER_VERSION_RE = re.compile(r"(?<!\d)(?<!\d\.)(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.]*\d)")
+_LS_LINE_RE = re.compile(
+    r"^c[rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+(\d+),\s*(\d+)\s+(?:\S+\s+){2,3}(\S+)\s*$"
+)
+_ARCH_RE = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
+_CC_RE = re.compile(r"\b(\d{1,2})\.(\d)\b")
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def driver_version(raw: object) -> str | None:
+    """'595.71.05' from /sys/module/nvidia/version, /proc/driver/nvidia/version, nvidia-smi or `ls libcuda.so.*`."""
+    if raw is None:
+        return None
+    m = _DRIVER_VERSION_RE.search(str(raw))
+    return m.group(1) if m else None
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+def same_driver_version(a: str, b: str) -> bool:
+    """Equal, allowing one to be a truncation of the other (NVML prints '570.124' for 570.124.06)."""
+    ta, tb = version_tuple(a), version_tuple(b)
+    n = min(len(ta), len(tb))
+    return n >= 2 and ta[:n] == tb[:n]
+
+
+def gpu_count(raw: object) -> int | None:
+    """From an int, a list, a number as text, or `nvidia-smi -L` output ('GPU 0: ...' lines)."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, list | tuple):
+        return len(raw)
+    text = str(raw).strip()
+    if text.isdigit():
+        return int(text)
+    lines = re.findall(r"^\s*GPU \d+:", text, re.MULTILINE)
+    return len(lines) if lines or text == "" else None
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    path: str
+    major: int | None = None
+    minor: int | None = None
+
+
+def device_nodes(raw: object) -> dict[str, DeviceNode]:
+    """`ls -l /dev/nvidia* /dev/nvidia-caps` output (or a list of paths) -> {path: node}."""
+    nodes: dict[str, DeviceNode] = {}
+    if raw is None:
+        return nodes
+    if isinstance(raw, list | tuple):
+        for p in raw:
+            nodes[str(p)] = DeviceNode(str(p))
+        return nodes
+    current_dir = "/dev"
+    for line in str(raw).splitlines():
+        line = line.strip()
+        if line.endswith(":") and line.startswith("/dev"):
+            current_dir = line[:-1].rstrip("/")
+            continue
+        m = _LS_LINE_RE.match(line)
+        if m:
+            name = m.group(3)
+            path = name if name.startswith("/") else f"{current_dir}/{name}"
+            nodes[path] = DeviceNode(path, int(m.group(1)), int(m.group(2)))
+            continue
+        if not line.startswith(("total", "ls:")):
+            for tok in line.split():
+                if tok.startswith("/dev/") and not tok.endswith(":"):
+                    nodes.setdefault(tok, DeviceNode(tok))
+    return nodes
+
+
+def gpu_nodes(nodes: Mapping[str, DeviceNode]) -> list[str]:
+    return sorted((p for p in nodes if re.fullmatch(r"/dev/nvidia\d+", p)), key=lambda p: int(p[11:]))
+
+
+def char_majors(raw: object) -> dict[str, int]:
+    """/proc/devices -> {name: major} for character devices (nvidia, nvidia-uvm, nvidia-caps, ...)."""
+    if isinstance(raw, Mapping):
+        return {str(k): int(v) for k, v in raw.items()}
+    out: dict[str, int] = {}
+    if raw is None:
+        return out
+    in_char = True
+    for line in str(raw).splitlines():
+        s = line.strip()
+        if s.lower().startswith("block devices"):
+            in_char = False
+        elif s.lower().startswith("character devices"):
+            in_char = True
+        elif in_char:
+            parts = s.split()
+            if len(parts) == 2 and parts[0].isdigit():
+                out.setdefault(parts[1], int(parts[0]))
+    return out
+
+
+@dataclass
+class LxcConfig:
+    """What a Proxmox container config says about GPU passthrough."""
+
+    allow: list[tuple[str, str, str]] = field(default_factory=list)  # (type, major|'*', minor|'*')
+    allow_lines: list[str] = field(default_factory=list)
+    v1_allow_lines: list[str] = field(default_factory=list)
+    mount_sources: list[str] = field(default_factory=list)
+    dev_paths: list[str] = field(default_factory=list)
+    idmap_lines: list[str] = field(default_factory=list)
+    unprivileged: bool = False
+
+    def allows(self, major: int) -> bool:
+        for kind, maj, _ in self.allow:
+            if kind == "a" or (kind in ("c", "*") and maj in ("*", str(major))):
+                return True
+        return False
+
+
+def lxc_config(raw: object) -> LxcConfig:
+    """/etc/pve/lxc/<vmid>.conf (current section only; snapshots after `[name]` are ignored)."""
+    conf = LxcConfig()
+    if raw is None:
+        return conf
+    for line in str(raw).splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            break
+        if not s or s.startswith("#"):
+            continue
+        m = re.match(r"([\w.]+)\s*[:=]\s*(.*)$", s)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2).strip()
+        if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
+            (conf.allow_lines if "cgroup2" in key else conf.v1_allow_lines).append(s)
+            if "cgroup2" in key:
+                am = re.match(r"([abc*])(?:\s+([\d*]+):([\d*]+))?", value)
+                if am:
+                    conf.allow.append((am.group(1), am.group(2) or "*", am.group(3) or "*"))
+        elif key == "lxc.mount.entry":
+            src = value.split()[0] if value.split() else ""
+            if src.startswith("/dev/"):
+                conf.mount_sources.append(src)
+        elif re.fullmatch(r"dev\d+", key):
+            first = value.split(",")[0]
+            conf.dev_paths.append(first.removeprefix("path="))
+        elif key == "lxc.idmap":
+            conf.idmap_lines.append(s)
+        elif key == "unprivileged":
+            conf.unprivileged = value == "1"
+    return conf
+
+
+def shm_bytes(raw: object) -> int | None:
+    """Size of /dev/shm from bytes, or `df -k` / `df -B1` / `df -h` output."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        return int(raw)
+    lines = [ln for ln in str(raw).splitlines() if ln.strip()]
+    if len(lines) == 1 and re.fullmatch(r"\s*\d+\s*", lines[0]):
+        return int(lines[0])
+    if len(lines) < 2:
+        return None
+    header = lines[0]
+    unit = 1024  # df default is 1K blocks
+    hm = re.search(r"\b(\d+)([KMGT]?)B?-blocks", header, re.IGNORECASE)
+    if hm:
+        unit = int(hm.group(1)) * _UNITS[hm.group(2).upper()]
+    row = next((ln for ln in lines[1:] if "/dev/shm" in ln or "shm" in ln.split()[0]), lines[1])
+    cols = row.split()
+    if len(cols) < 2:
+        return None
+    size = cols[1]
+    sm = re.fullmatch(r"(\d+(?:[.,]\d+)?)([KMGT]?)i?", size, re.IGNORECASE)
+    if not sm:
+        return None
+    number = float(sm.group(1).replace(",", "."))
+    if sm.group(2) or "Size" in header:
+        return int(number * _UNITS[sm.group(2).upper()])
+    return int(number * unit)
+
+
+def arch_list(raw: object) -> list[tuple[str, int, str]]:
+    """torch.cuda.get_arch_list() / _cuda_getArchFlags() output -> [(kind, number, suffix)]."""
+    if raw is None:
+        return []
+    text = " ".join(map(str, raw)) if isinstance(raw, list | tuple) else str(raw)
+    return [(k, int(n), s) for k, n, s in _ARCH_RE.findall(text)]
+
+
+def compute_caps(raw: object) -> list[tuple[int, int]]:
+    """`nvidia-smi --query-gpu=compute_cap --format=csv,noheader` (or a list) -> [(major, minor)] per GPU."""
+    if raw is None:
+        return []
+    text = "\n".join(map(str, raw)) if isinstance(raw, list | tuple) else str(raw)
+    return [(int(a), int(b)) for a, b in _CC_RE.findall(text)]
+
+
+def arch_runs_on(kind: str, number: int, suffix: str, cc: tuple[int, int]) -> bool:
+    """Can code for this target run on a GPU of compute capability `cc`? (torch-matrix.md §0 rule 1)."""
+    major, minor = divmod(number, 10)
+    if kind == "compute":  # PTX JIT-compiles forward
+        return (major, minor) <= cc
+    if suffix == "a":
+        return (major, minor) == cc
+    return major == cc[0] and minor <= cc[1]
+
+
+def torch_is_cpu_only(version: object, cuda: object) -> bool | None:
+    """True for '+cpu' builds or torch.version.cuda None; None if unknown."""
+    if version is not None and "+cpu" in str(version):
+        return True
+    if cuda is None:
+        return None
+    text = str(cuda).strip()
+    if text.lower() in ("none", "", "null", "could not collect"):
+        return True
+    return False
+
+
+def cuda_version(raw: object) -> tuple[int, int] | None:
+    """'12.8' -> (12, 8)."""
+    if raw is None:
+        return None
+    m = re.search(r"(\d{1,2})\.(\d{1,2})", str(raw))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def env_vars(raw: object, prefix: str = "NCCL_") -> dict[str, str]:
+    """`env` output (or a dict) -> the variables starting with `prefix`."""
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items() if str(k).startswith(prefix)}
+    out: dict[str, str] = {}
+    if raw is None:
+        return out
+    for line in str(raw).splitlines():
+        m = re.match(rf"\s*(?:export\s+)?({re.escape(prefix)}\w+)=(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip().strip("'\"")
+    return out

@@ -1,0 +1,98 @@
+"""Resumable downloads with progress, verified against a SHA-256 before anything may use them."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+ProgressFn = Callable[[int, int | None], None]
+
+
+class DownloadError(Exception):
+    pass
+
+
+class ChecksumMismatch(DownloadError):
+    def __init__(self, path: Path, expected: str, actual: str, kept: Path) -> None:
+        self.path, self.expected, self.actual, self.kept = path, expected, actual, kept
+        super().__init__(f"checksum mismatch for {path.name}: expected sha256 {expected}, got {actual}; "
+                         f"the file was moved aside to {kept} and will not be executed")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parse_sha256sum(text: str, filename: str) -> str:
+    """`<hex>  <file>` (sha256sum format); the line for `filename`, or the only line."""
+    lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+    for parts in lines:
+        if len(parts) >= 2 and parts[1].lstrip("*").rsplit("/", 1)[-1] == filename:
+            return parts[0].lower()
+    if len(lines) == 1 and len(lines[0][0]) == 64:
+        return lines[0][0].lower()
+    raise DownloadError(f"no sha256 for {filename} in checksum file")
+
+
+def fetch_text(url: str, timeout: float = 30) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - http(s) only, checked by caller
+            data: bytes = resp.read()
+            return data.decode()
+    except (urllib.error.URLError, OSError) as exc:
+        raise DownloadError(f"cannot fetch {url}: {exc}") from None
+
+
+def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeout: float = 60,
+             retries: int = 3) -> Path:
+    """Download `url` to `dest`, resuming a partial `dest.part` with an HTTP Range request."""
+    if not url.startswith(("https://", "http://")):
+        raise DownloadError(f"refusing non-HTTP URL {url!r}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    for attempt in range(retries + 1):
+        have = part.stat().st_size if part.exists() else 0
+        req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+                if have and resp.status != 206:  # server ignored the range: start over
+                    have = 0
+                    part.unlink(missing_ok=True)
+                length = resp.headers.get("Content-Length")
+                total = have + int(length) if length is not None else None
+                with open(part, "ab") as fh:
+                    done = have
+                    while chunk := resp.read(1 << 16):
+                        fh.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(done, total)
+            shutil.move(part, dest)
+            return dest
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and part.exists():  # already complete
+                shutil.move(part, dest)
+                return dest
+            raise DownloadError(f"download of {url} failed: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            if attempt == retries:
+                raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {exc}") from None
+            time.sleep(min(2**attempt, 10))
+    raise AssertionError("unreachable")
+
+
+def verify(path: Path, expected: str) -> None:
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        kept = path.with_name(path.name + f".corrupt-{int(time.time())}")
+        path.rename(kept)
+        raise ChecksumMismatch(path, expected, actual, kept)

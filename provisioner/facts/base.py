@@ -1,0 +1,83 @@
+"""Facts: a read-only probe = a command plus a pure parser of its output, cached per run.
+
+A step that changes what a fact describes invalidates it (e.g. `driver.userspace` invalidates the
+container's `nvidia-smi` facts), so the next read probes again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from provisioner.transport.base import CommandResult, Transport
+
+T = TypeVar("T")
+
+
+class FactUnavailable(Exception):
+    """The probe ran but could not produce the fact (e.g. command missing, non-zero exit)."""
+
+    def __init__(self, fact: str, result: CommandResult | None, reason: str) -> None:
+        self.fact = fact
+        self.result = result
+        self.reason = reason
+        super().__init__(f"fact {fact}: {reason}")
+
+
+@dataclass(frozen=True)
+class Fact(Generic[T]):
+    """`argv` is run on the target; `parse` turns (exit status, output) into T."""
+
+    name: str
+    argv: Sequence[str]
+    parse: Callable[[str], T]
+    ok_statuses: tuple[int, ...] = (0,)
+    timeout: float = 60.0
+    idempotent: bool = True
+
+
+class FactCache:
+    """Per-run cache keyed by (target name, fact name)."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], Any] = {}
+
+    async def get(self, transport: Transport, fact: Fact[T], *, retries: int = 2) -> T:
+        key = (transport.name, fact.name)
+        if key in self._values:
+            value: T = self._values[key]
+            return value
+        result = await _run_with_retry(transport, fact, retries)
+        if result.exit_status not in fact.ok_statuses:
+            tail = " | ".join(result.tail(3))
+            raise FactUnavailable(fact.name, result, f"`{result.command}` exited {result.exit_status}: {tail}")
+        try:
+            value = fact.parse(result.output)
+        except ValueError as exc:
+            raise FactUnavailable(fact.name, result, f"cannot parse output: {exc}") from None
+        self._values[key] = value
+        return value
+
+    def invalidate(self, transport_name: str | None = None, *names: str) -> None:
+        for key in list(self._values):
+            if (transport_name is None or key[0] == transport_name) and (not names or key[1] in names):
+                del self._values[key]
+
+
+async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int) -> CommandResult:
+    """Idempotent probes are retried with backoff when the connection drops."""
+    import asyncio
+
+    from provisioner.transport.base import TransportError
+
+    delay = 0.5
+    for attempt in range(retries + 1):
+        try:
+            return await transport.run(fact.argv, timeout=fact.timeout, quiet=True)
+        except TransportError:
+            if not fact.idempotent or attempt == retries:
+                raise
+            await asyncio.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")

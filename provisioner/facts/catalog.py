@@ -1,0 +1,52 @@
+"""The probes the steps use: each is a fixed command plus a pure parser from `facts.nvidia`/`system`/`proxmox`."""
+
+from __future__ import annotations
+
+from provisioner.facts import nvidia, proxmox, system
+from provisioner.facts.base import Fact
+from provisioner.facts.models import (
+    CgroupInfo,
+    DevNodes,
+    DfEntry,
+    Gpu,
+    Libc,
+    OsRelease,
+    ProcDevices,
+    PveVersion,
+)
+
+
+def _module_version_or_none(text: str) -> str | None:
+    return nvidia.parse_module_version(text) if text.strip() else None
+
+
+def _proc_version_or_none(text: str) -> nvidia.DriverVersionInfo | None:
+    return nvidia.parse_proc_driver_version(text) if text.strip() else None
+
+
+def _gpus(text: str) -> list[Gpu]:
+    return nvidia.parse_gpu_query_csv(text)
+
+
+# Node (Proxmox host) facts
+GPUS: Fact[list[Gpu]] = Fact("gpus", list(nvidia.QUERY_GPU_COMMAND), _gpus)
+MODULE_VERSION: Fact[str | None] = Fact(
+    "module_version", ["sh", "-c", "cat /sys/module/nvidia/version 2>/dev/null || true"], _module_version_or_none)
+PROC_DRIVER_VERSION: Fact[nvidia.DriverVersionInfo | None] = Fact(
+    "proc_driver_version", ["sh", "-c", "cat /proc/driver/nvidia/version 2>/dev/null || true"], _proc_version_or_none)
+PROC_DEVICES: Fact[ProcDevices] = Fact("proc_devices", ["cat", "/proc/devices"], nvidia.parse_proc_devices)
+DEV_NODES: Fact[DevNodes] = Fact(
+    "dev_nodes", ["sh", "-c", "ls -l /dev/nvidia* 2>&1; ls -l /dev/nvidia-caps 2>/dev/null; true"],
+    nvidia.parse_ls_dev)
+PVEVERSION: Fact[PveVersion] = Fact("pveversion", ["pveversion"], proxmox.parse_pveversion)
+CGROUP: Fact[CgroupInfo] = Fact("cgroup", ["stat", "-fc", "%T", "/sys/fs/cgroup"], system.parse_cgroup_fs)
+OS_RELEASE: Fact[OsRelease] = Fact("os_release", ["cat", "/etc/os-release"], system.parse_os_release)
+LIBC: Fact[Libc] = Fact("libc", ["ldd", "--version"], system.parse_ldd_version)
+SHM: Fact[DfEntry] = Fact("shm", ["df", "-B1", "/dev/shm"], system.parse_df)
+ARCH: Fact[str] = Fact("arch", ["uname", "-m"], lambda t: t.strip())
+
+# Container facts (same probes, other target) — the container's nvidia-smi may legitimately fail.
+SMI_STATUS: Fact[nvidia.SmiStatus] = Fact(
+    "smi_status", ["sh", "-c", "command -v nvidia-smi >/dev/null || { echo 'nvidia-smi: command not found'; exit 127; };"
+                   " nvidia-smi --query-gpu=driver_version --format=csv,noheader"],
+    nvidia.parse_smi_status, ok_statuses=tuple(range(256)))

@@ -1,0 +1,52 @@
+"""The lab's stand-ins for node and container commands (everything they print says LAB where it is simulated).
+
+Node side (wrappers in ``<root>/bin``, first on the node's PATH): ``pct``, ``pveversion``,
+``nvidia-smi``, ``nvidia-modprobe``, ``lspci`` and ``pvesh`` (from `provisioner.lab.pvesh`).
+Container side (written into a container by `ct_seed` or by the driver installer):
+``apt-get``/``apt`` stand-ins, ``kmod`` tools once installed, and the installer's ``nvidia-smi``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from provisioner.lab.sandbox import bin_dir, lab_python
+
+#: wrapper name -> python module run by it
+NODE_COMMANDS: dict[str, str] = {
+    "pct": "provisioner.lab.commands.pct",
+    "pveversion": "provisioner.lab.commands.pveversion",
+    "nvidia-smi": "provisioner.lab.commands.nvidia_smi",
+    "nvidia-modprobe": "provisioner.lab.commands.nvidia_modprobe",
+    "lspci": "provisioner.lab.commands.lspci",
+    "pvesh": "provisioner.lab.pvesh",
+}
+
+
+def wrapper_text(module: str, root: Path, *extra: str) -> str:
+    """A /bin/sh wrapper that runs `module` with the lab's Python and root."""
+    args = " ".join(shlex.quote(a) for a in extra)
+    return (
+        "#!/bin/sh\n"
+        "# LAB stand-in (gpu-provisioner lab); not the real command\n"
+        f"PROVISIONER_LAB_ROOT={shlex.quote(str(root))}; export PROVISIONER_LAB_ROOT\n"
+        f"exec {shlex.quote(lab_python())} -m {module} {args}{' ' if args else ''}\"$@\"\n"
+    )
+
+
+def write_executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o755)
+    os.replace(tmp, path)
+
+
+def write_node_bin(root: Path) -> Path:
+    """Create ``<root>/bin`` with one wrapper per node stand-in; returns the directory."""
+    d = bin_dir(root)
+    for name, module in NODE_COMMANDS.items():
+        write_executable(d / name, wrapper_text(module, root))
+    return d

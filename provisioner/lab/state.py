@@ -1,0 +1,464 @@
+"""LabState: the single source of truth of the lab's simulated Proxmox VE node, kept on disk.
+
+Everything the lab's faces show (the HTTPS API, ``pvesh``, ``pct``, ``nvidia-smi``, the SSH
+endpoint) reads and writes this directory, so several processes can share one lab:
+
+    <root>/lab.json                    LabSettings (node, PVE version, scenarios, GPUs, storage,
+                                       templates, aplinfo catalogue, host_uvm_nodes, task_delay)
+    <root>/credentials.json            root@pam password, API token root@pam!lab, ticket secret (0600)
+    <root>/etc/pve/lxc/<vmid>.conf     container configs (provisioner.proxmox.lxc_conf format)
+    <root>/ct/<vmid>/status.json       {"status": "running"|"stopped", "pid": ..., "started": ...}
+    <root>/ct/<vmid>/rootfs/           the container's root directory
+    <root>/tasks/<upid>.json|.log      task status and log lines
+    <root>/tls/                        the API server's CA, certificate and key
+    <root>/api-requests.jsonl          one line per API request (secrets removed)
+    <root>/.lock                       fcntl lock file
+
+API (all paths derive from `root`)::
+
+    LabState.create(root, **settings) -> LabState       # new lab (random credentials)
+    LabState.load(root) -> LabState                     # existing lab (any process)
+    state.settings() -> LabSettings                     # fresh read of lab.json
+    state.update_settings(**changes) -> LabSettings     # e.g. host_uvm_nodes=True (nvidia-modprobe)
+    state.has_scenario("no-uvm") -> bool
+    state.credentials() -> LabCredentials; state.credentials_path
+    state.check_password(user, password) / state.check_token(tokenid, secret) -> bool
+    with state.lock(): ...                              # exclusive across processes; re-entrant per thread
+    state.list_cts() -> [vmid]; state.has_ct(vmid)
+    state.read_conf(vmid) -> LxcConfig (CtNotFound); state.write_conf(vmid, conf); state.conf_path(vmid)
+    state.get_status(vmid) -> CtStatus; state.set_status(vmid, "running"|"stopped")
+    state.ct_root(vmid) -> Path; state.delete_ct(vmid)
+    state.host_devices() -> {"/dev/nvidia0": (195, 0), ...}   # what exists on the lab host now
+    state.new_task(type, id, user) -> upid; state.append_task_log(upid, *lines)
+    state.finish_task(upid, exitstatus, log=()); state.get_task(upid) -> TaskRecord | None
+    state.task_log(upid) -> [lines]; state.list_tasks() -> [TaskRecord]
+    state.log_request({...})
+
+Read-modify-write sequences must hold `lock()`; single writes are atomic (write + rename).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from provisioner.proxmox.lxc_conf import LxcConfig
+from provisioner.proxmox.tasks import decode_upid, encode_upid, final_log_line
+
+LAB_ROOT_ENV = "PROVISIONER_LAB_ROOT"
+
+KNOWN_SCENARIOS = (
+    "driver-mismatch", "no-uvm", "ssh-drop", "task-fails", "start-fails", "api-timeout", "disk-full", "shm-small",
+)
+
+NVIDIA_MAJOR = 195
+
+
+class CtNotFound(KeyError):
+    """No config file for this vmid."""
+
+
+class StorageSpec(BaseModel):
+    """One storage of the lab node (``/etc/pve/storage.cfg`` entry)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    type: Literal["dir", "lvmthin"]
+    content: list[str]
+    path: str | None = None
+    total: int = 100 * 1024**3
+    used: int = 10 * 1024**3
+
+
+def default_storages() -> list[StorageSpec]:
+    return [
+        StorageSpec(id="local", type="dir", content=["vztmpl", "iso", "backup"], path="/var/lib/vz",
+                    total=100_861_726_720, used=11_794_362_368),
+        StorageSpec(id="local-lvm", type="lvmthin", content=["rootdir", "images"],
+                    total=1_862_530_097_152, used=0),
+    ]
+
+
+DEFAULT_TEMPLATES = [
+    "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
+    "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+]
+
+#: file sizes of the templates (bytes) as published on download.proxmox.com
+TEMPLATE_SIZES = {
+    "ubuntu-24.04-standard_24.04-2_amd64.tar.zst": 141_867_103,
+    "debian-12-standard_12.7-1_amd64.tar.zst": 126_857_393,
+    "ubuntu-22.04-standard_22.04-1_amd64.tar.zst": 129_824_858,
+    "debian-13-standard_13.1-2_amd64.tar.zst": 132_504_421,
+}
+
+
+def _apl(os_: str, package: str, version: str, headline: str, description: str) -> dict[str, str]:
+    template = f"{package}_{version}_amd64.tar.zst"
+    return {
+        "template": template,
+        "os": os_,
+        "package": package,
+        "version": version,
+        "type": "lxc",
+        "section": "system",
+        "headline": headline,
+        "description": description,
+        "location": f"http://download.proxmox.com/images/system/{template}",
+        "source": "http://download.proxmox.com/images",
+        "infopage": "https://pve.proxmox.com/wiki/Linux_Container#pct_supported_distributions",
+        "maintainer": "Proxmox Support Team <support@proxmox.com>",
+        "architecture": "amd64",
+        # LAB: stand-in checksum (sha512 of the name), not the real file's
+        "sha512sum": hashlib.sha512(template.encode()).hexdigest(),
+    }
+
+
+def default_aplinfo() -> list[dict[str, str]]:
+    return [
+        _apl("ubuntu-24.04", "ubuntu-24.04-standard", "24.04-2", "Ubuntu 24.04 Noble (standard)",
+             "Ubuntu 24.04 Noble Numbat (standard)"),
+        _apl("ubuntu-22.04", "ubuntu-22.04-standard", "22.04-1", "Ubuntu 22.04 Jammy (standard)",
+             "Ubuntu 22.04 Jammy Jellyfish (standard)"),
+        _apl("debian-12", "debian-12-standard", "12.7-1", "Debian 12 Bookworm (standard)",
+             "A small Debian Bookworm system including all standard packages."),
+        _apl("debian-13", "debian-13-standard", "13.1-2", "Debian 13 Trixie (standard)",
+             "A small Debian Trixie system including all standard packages."),
+    ]
+
+
+class LabSettings(BaseModel):
+    """lab.json: what the lab host is and has."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: int = 1
+    node: str = "pve"
+    pve_version: Literal["8.1", "8.4", "9"] = "8.4"
+    scenarios: list[str] = Field(default_factory=list)
+    driver_version: str = "595.71.05"
+    gpu_count: int = 8
+    gpu_name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    uvm_major: int = 511
+    host_uvm_nodes: bool = True
+    storages: list[StorageSpec] = Field(default_factory=default_storages)
+    templates: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATES))
+    aplinfo: list[dict[str, str]] = Field(default_factory=default_aplinfo)
+    task_delay: float = 0.1
+    created: float = Field(default_factory=time.time)
+
+
+class LabCredentials(BaseModel):
+    """credentials.json (mode 0600). Never print these; print `LabState.credentials_path` instead."""
+
+    model_config = ConfigDict(extra="forbid")
+    user: str = "root@pam"
+    password: str
+    token_id: str = "root@pam!lab"  # noqa: S105 - an identity, not a secret
+    token_value: str
+    ticket_secret: str
+
+    @property
+    def token_name(self) -> str:
+        return self.token_id.split("!", 1)[1]
+
+
+class CtStatus(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["running", "stopped"] = "stopped"
+    pid: int | None = None
+    started: float | None = None
+
+
+class TaskRecord(BaseModel):
+    """A task's status file (fields as in ``GET /nodes/{node}/tasks/{upid}/status``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    upid: str
+    node: str
+    pid: int
+    pstart: int
+    starttime: int
+    type: str
+    id: str
+    user: str
+    status: Literal["running", "stopped"] = "running"
+    exitstatus: str | None = None
+    endtime: int | None = None
+
+
+def _atomic_write(path: Path, data: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _task_stem(upid: str) -> str:
+    return upid.strip(":").replace(":", "_").replace("!", "+").replace("/", "_")
+
+
+class LabState:
+    """Handle on a lab directory; cheap to construct, safe to use from several processes."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).resolve()
+        self._rlock = threading.RLock()
+        self._local = threading.local()
+
+    # -- creation / loading ----------------------------------------------------------------
+    @classmethod
+    def create(cls, root: Path | str, *, overwrite: bool = False, **settings: Any) -> LabState:
+        """Create a lab at `root` with `settings` (LabSettings fields) and fresh random credentials."""
+        state = cls(root)
+        if state.settings_path.exists() and not overwrite:
+            raise FileExistsError(f"a lab already exists at {state.root}")
+        parsed = LabSettings(**settings)
+        if "host_uvm_nodes" not in settings:
+            parsed.host_uvm_nodes = "no-uvm" not in parsed.scenarios
+        state.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("etc/pve/lxc", "ct", "tasks"):
+            (state.root / sub).mkdir(parents=True, exist_ok=True)
+        creds = LabCredentials(
+            password=secrets.token_urlsafe(18),
+            token_value=str(uuid.uuid4()),
+            ticket_secret=secrets.token_hex(32),
+        )
+        _atomic_write(state.credentials_path, creds.model_dump_json(indent=2), 0o600)
+        _atomic_write(state.settings_path, parsed.model_dump_json(indent=2))
+        return state
+
+    @classmethod
+    def load(cls, root: Path | str | None = None) -> LabState:
+        """Open an existing lab (`root` defaults to $PROVISIONER_LAB_ROOT)."""
+        if root is None:
+            env = os.environ.get(LAB_ROOT_ENV)
+            if not env:
+                raise FileNotFoundError(f"no lab root given and ${LAB_ROOT_ENV} is not set")
+            root = env
+        state = cls(root)
+        if not state.settings_path.exists():
+            raise FileNotFoundError(f"no lab at {state.root} (missing lab.json)")
+        return state
+
+    # -- paths -----------------------------------------------------------------------------
+    @property
+    def settings_path(self) -> Path:
+        return self.root / "lab.json"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.root / "credentials.json"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.root / "tls"
+
+    @property
+    def requests_log_path(self) -> Path:
+        return self.root / "api-requests.jsonl"
+
+    def conf_path(self, vmid: int) -> Path:
+        return self.root / "etc" / "pve" / "lxc" / f"{int(vmid)}.conf"
+
+    def ct_dir(self, vmid: int) -> Path:
+        return self.root / "ct" / str(int(vmid))
+
+    # -- locking ---------------------------------------------------------------------------
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock over the lab (fcntl.flock on <root>/.lock); re-entrant within a thread."""
+        with self._rlock:
+            depth = getattr(self._local, "depth", 0)
+            if depth == 0:
+                fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._local.fd = fd
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+                if self._local.depth == 0:
+                    fcntl.flock(self._local.fd, fcntl.LOCK_UN)
+                    os.close(self._local.fd)
+
+    # -- settings / credentials ------------------------------------------------------------
+    def settings(self) -> LabSettings:
+        return LabSettings.model_validate_json(self.settings_path.read_text())
+
+    def update_settings(self, **changes: Any) -> LabSettings:
+        with self.lock():
+            current = self.settings().model_dump()
+            current.update(changes)
+            new = LabSettings.model_validate(current)
+            _atomic_write(self.settings_path, new.model_dump_json(indent=2))
+            return new
+
+    def has_scenario(self, name: str) -> bool:
+        return name in self.settings().scenarios
+
+    def credentials(self) -> LabCredentials:
+        return LabCredentials.model_validate_json(self.credentials_path.read_text())
+
+    def check_password(self, username: str, password: str) -> bool:
+        creds = self.credentials()
+        return username == creds.user and secrets.compare_digest(password.encode(), creds.password.encode())
+
+    def check_token(self, token_id: str, secret: str) -> bool:
+        creds = self.credentials()
+        return token_id == creds.token_id and secrets.compare_digest(secret.encode(), creds.token_value.encode())
+
+    # -- host devices ----------------------------------------------------------------------
+    def host_devices(self) -> dict[str, tuple[int, int]]:
+        """Character devices that exist on the lab host now: path -> (major, minor)."""
+        s = self.settings()
+        devs: dict[str, tuple[int, int]] = {f"/dev/nvidia{i}": (NVIDIA_MAJOR, i) for i in range(s.gpu_count)}
+        devs["/dev/nvidiactl"] = (NVIDIA_MAJOR, 255)
+        devs["/dev/nvidia-modeset"] = (NVIDIA_MAJOR, 254)
+        if s.host_uvm_nodes:
+            devs["/dev/nvidia-uvm"] = (s.uvm_major, 0)
+            devs["/dev/nvidia-uvm-tools"] = (s.uvm_major, 1)
+        return devs
+
+    # -- containers ------------------------------------------------------------------------
+    def list_cts(self) -> list[int]:
+        d = self.root / "etc" / "pve" / "lxc"
+        if not d.is_dir():
+            return []
+        return sorted(int(p.stem) for p in d.glob("*.conf") if p.stem.isdigit())
+
+    def has_ct(self, vmid: int) -> bool:
+        return self.conf_path(vmid).exists()
+
+    def read_conf(self, vmid: int) -> LxcConfig:
+        try:
+            return LxcConfig.parse(self.conf_path(vmid).read_text())
+        except FileNotFoundError:
+            raise CtNotFound(vmid) from None
+
+    def write_conf(self, vmid: int, conf: LxcConfig) -> None:
+        _atomic_write(self.conf_path(vmid), conf.render(), 0o640)
+
+    def get_status(self, vmid: int) -> CtStatus:
+        path = self.ct_dir(vmid) / "status.json"
+        if not path.exists():
+            if not self.has_ct(vmid):
+                raise CtNotFound(vmid)
+            return CtStatus()
+        return CtStatus.model_validate_json(path.read_text())
+
+    def set_status(self, vmid: int, status: Literal["running", "stopped"], pid: int | None = None) -> CtStatus:
+        if status == "running":
+            new = CtStatus(status="running", pid=pid or 100000 + secrets.randbelow(3_000_000), started=time.time())
+        else:
+            new = CtStatus(status="stopped")
+        _atomic_write(self.ct_dir(vmid) / "status.json", new.model_dump_json())
+        return new
+
+    def ct_root(self, vmid: int) -> Path:
+        root = self.ct_dir(vmid) / "rootfs"
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    def delete_ct(self, vmid: int) -> None:
+        with self.lock():
+            self.conf_path(vmid).unlink(missing_ok=True)
+            shutil.rmtree(self.ct_dir(vmid), ignore_errors=True)
+
+    # -- tasks -----------------------------------------------------------------------------
+    def _task_paths(self, upid: str) -> tuple[Path, Path]:
+        stem = _task_stem(upid)
+        return self.root / "tasks" / f"{stem}.json", self.root / "tasks" / f"{stem}.log"
+
+    def new_task(self, type_: str, id_: str, user: str) -> str:
+        """Register a running task and return its UPID (PVE format, trailing colon)."""
+        node = self.settings().node
+        with self.lock():
+            while True:
+                pid = 1000 + secrets.randbelow(4_000_000)
+                pstart = 100_000 + secrets.randbelow(90_000_000)
+                upid = encode_upid(node, pid, pstart, int(time.time()), type_, id_, user)
+                status_path, log_path = self._task_paths(upid)
+                if not status_path.exists():
+                    break
+            rec = TaskRecord(upid=upid, node=node, pid=pid, pstart=pstart, starttime=int(time.time()),
+                             type=type_, id=id_, user=user)
+            _atomic_write(status_path, rec.model_dump_json())
+            log_path.write_text("")
+        return upid
+
+    def append_task_log(self, upid: str, *lines: str) -> None:
+        _, log_path = self._task_paths(upid)
+        with self.lock(), open(log_path, "a") as fh:
+            for line in lines:
+                fh.write(line.rstrip("\n") + "\n")
+
+    def finish_task(self, upid: str, exitstatus: str, log: Sequence[str] = ()) -> TaskRecord:
+        """Append `log` and PVE's final line (TASK OK / TASK ERROR: ... / TASK WARNINGS: n); mark stopped."""
+        status_path, _ = self._task_paths(upid)
+        with self.lock():
+            rec = self.get_task(upid)
+            if rec is None:
+                raise KeyError(upid)
+            lines = list(log)
+            if exitstatus != "OK" and lines and lines[-1] != "":
+                lines.append("")  # PVE starts TASK ERROR/WARNINGS on a new line
+            self.append_task_log(upid, *lines, final_log_line(exitstatus))
+            rec = rec.model_copy(update={"status": "stopped", "exitstatus": exitstatus, "endtime": int(time.time())})
+            _atomic_write(status_path, rec.model_dump_json())
+            return rec
+
+    def get_task(self, upid: str) -> TaskRecord | None:
+        try:
+            decode_upid(upid)
+        except ValueError:
+            return None
+        status_path, _ = self._task_paths(upid)
+        try:
+            rec = TaskRecord.model_validate_json(status_path.read_text())
+        except FileNotFoundError:
+            return None
+        return rec if rec.upid == upid else None
+
+    def task_log(self, upid: str) -> list[str]:
+        _, log_path = self._task_paths(upid)
+        try:
+            return log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def list_tasks(self) -> list[TaskRecord]:
+        out = []
+        for p in sorted((self.root / "tasks").glob("*.json")):
+            try:
+                out.append(TaskRecord.model_validate_json(p.read_text()))
+            except (OSError, ValueError):
+                continue
+        return sorted(out, key=lambda r: r.starttime, reverse=True)
+
+    # -- request log -----------------------------------------------------------------------
+    def log_request(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, sort_keys=True, default=str)
+        with self.lock(), open(self.requests_log_path, "a") as fh:
+            fh.write(line + "\n")
+
+    def read_request_log(self) -> list[dict[str, Any]]:
+        if not self.requests_log_path.exists():
+            return []
+        return [json.loads(line) for line in self.requests_log_path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,1 @@
+"""Renderers of the event stream for the headless face."""

@@ -1,0 +1,119 @@
+"""Rich rendering of the event stream: step headers, commands, live output, progress, recap.
+
+Remote text is always wrapped in `rich.text.Text` (never parsed as markup).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from provisioner.events import (
+    CommandEnded,
+    CommandStarted,
+    Event,
+    Message,
+    OutputLine,
+    PlanReady,
+    Progress as ProgressEvent,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+)
+
+STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "interrupted": "bold red"}
+
+
+class ConsoleRenderer:
+    def __init__(self, console: Console | None = None, *, verbose: bool = True, multi_host: bool = False) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.verbose = verbose
+        self.multi_host = multi_host
+        self._progress: Progress | None = None
+        self._tasks: dict[tuple[str, str], TaskID] = {}
+
+    def _prefix(self, event: Event) -> Text:
+        return Text(f"[{event.host}] ", style="cyan") if self.multi_host and event.host else Text()
+
+    def __call__(self, event: Event) -> None:
+        c = self.console
+        p = self._prefix(event)
+        if isinstance(event, RunStarted):
+            c.rule(Text(f"{event.mode.upper()} {event.playbook}  (run {event.run_id})"))
+        elif isinstance(event, StepStarted):
+            self._stop_progress()
+            c.print(p + Text(f"▶ {event.index + 1}. {event.title}", style="bold"))
+        elif isinstance(event, PlanReady):
+            for change in event.changes:
+                c.print(p + Text("   will change: ", style="yellow") + Text(change))
+            for note in event.notes:
+                c.print(p + Text("   note: ", style="dim") + Text(note))
+        elif isinstance(event, CommandStarted):
+            if self.verbose:
+                c.print(p + Text("   $ ", style="dim") + Text(event.command, style="dim"))
+        elif isinstance(event, OutputLine):
+            if self.verbose:
+                c.print(p + Text("     ") + Text(event.line), overflow="fold")
+        elif isinstance(event, CommandEnded):
+            if self.verbose and (event.exit_status != 0 or event.timed_out):
+                what = "timed out" if event.timed_out else f"exit {event.exit_status}"
+                c.print(p + Text(f"   ✗ {what} after {event.duration_s:.1f}s", style="red"))
+        elif isinstance(event, ProgressEvent):
+            self._on_progress(event)
+        elif isinstance(event, Message):
+            style = {"info": "", "warning": "yellow", "error": "bold red"}[event.level]
+            c.print(p + Text(f"   {event.level}: ", style=style) + Text(event.text))
+        elif isinstance(event, StepFinished):
+            self._stop_progress()
+            style = STATUS_STYLE[event.status]
+            c.print(p + Text(f"   {event.status}", style=style) +
+                    Text(f" ({event.duration_s:.1f}s) " if event.duration_s else " ") +
+                    Text(event.message.splitlines()[0] if event.message else "", style="dim" if event.status
+                         in ("ok", "changed", "skipped") else ""))
+            if event.status in ("failed", "interrupted"):
+                for line in event.message.splitlines()[1:]:
+                    c.print(p + Text("     " + line))
+                for finding in event.diagnosis:
+                    c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
+                            Text(str(finding.get("root_cause", ""))))
+                    if finding.get("fix"):
+                        c.print(p + Text("   fix: ", style="magenta") + Text(str(finding["fix"])))
+        elif isinstance(event, RunFinished):
+            self._stop_progress()
+            c.print(recap_table(event.recap))
+
+    def _on_progress(self, event: ProgressEvent) -> None:
+        if self._progress is None:
+            columns: list[Any] = [TextColumn("   {task.description}"), BarColumn()]
+            if event.unit == "bytes":
+                columns.append(DownloadColumn())
+            else:
+                columns.append(TextColumn("{task.completed:.0f}/{task.total:.0f}"))
+            columns.append(TimeRemainingColumn())
+            self._progress = Progress(*columns, console=self.console, transient=True)
+            self._progress.start()
+        key = (event.host, event.task)
+        if key not in self._tasks:
+            self._tasks[key] = self._progress.add_task(event.task, total=event.total)
+        self._progress.update(self._tasks[key], completed=event.completed, total=event.total)
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._tasks.clear()
+
+
+def recap_table(recap: dict[str, dict[str, int]]) -> Table:
+    table = Table(title="Recap", title_justify="left")
+    table.add_column("host")
+    for col, style in (("ok", "green"), ("changed", "yellow"), ("failed", "red"), ("skipped", "dim")):
+        table.add_column(col, justify="right", style=style)
+    for host, counts in recap.items():
+        table.add_row(Text(host), *(str(counts.get(k, 0)) for k in ("ok", "changed", "failed", "skipped")))
+    return table

@@ -1,0 +1,69 @@
+"""Secrets are referenced, never written: `env:NAME` or `file:PATH`.
+
+Resolved values are registered with the process-wide redactor so that no sink (run log, console,
+recorded playbook, exception text) can print them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from pathlib import Path
+
+REF_RE = re.compile(r"^(env|file):(.+)$")
+SECRET_FIELD_NAMES = frozenset(
+    {"password", "token", "token_value", "secret", "api_token", "passphrase", "key_passphrase"}
+)
+
+
+class SecretError(ValueError):
+    """A secret reference that cannot be resolved, or a literal secret where a reference belongs."""
+
+
+def is_ref(value: str) -> bool:
+    return bool(REF_RE.match(value))
+
+
+def resolve(ref: str) -> str:
+    """Return the secret a reference points to; registers it for redaction."""
+    m = REF_RE.match(ref)
+    if not m:
+        raise SecretError("not a secret reference (use env:NAME or file:PATH)")
+    kind, where = m.groups()
+    if kind == "env":
+        value = os.environ.get(where)
+        if value is None:
+            raise SecretError(f"environment variable {where} is not set")
+    else:
+        path = Path(where).expanduser()
+        try:
+            value = path.read_text().strip()
+        except OSError as exc:
+            raise SecretError(f"cannot read secret file {path}: {exc.strerror}") from None
+    REDACTOR.add(value)
+    return value
+
+
+class Redactor:
+    """Replaces every known secret value with `***`."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, value: str) -> None:
+        if len(value) >= 4:
+            with self._lock:
+                self._values.add(value)
+
+    def __call__(self, text: str) -> str:
+        with self._lock:
+            values = sorted(self._values, key=len, reverse=True)
+        for value in values:
+            if value in text:
+                text = text.replace(value, "***")
+        return text
+
+
+REDACTOR = Redactor()

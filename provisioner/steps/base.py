@@ -1,0 +1,123 @@
+"""Steps are data plus behaviour: a pydantic parameter model and check → apply → verify.
+
+- `check(ctx) -> Plan` gathers facts and says what would change ("no change" = idempotent);
+- `apply(ctx)` is an async generator of events (commands stream their own output events);
+- `verify(ctx)` proves the result and raises `StepFailed` if it does not hold.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from provisioner.events import Event
+from provisioner.transport.base import CommandResult
+
+if False:  # pragma: no cover - import for type checkers only, avoids an import cycle
+    from provisioner.steps.context import StepContext
+
+
+class Params(BaseModel):
+    """Base of every step's parameter model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=Params)
+
+
+class Plan(BaseModel):
+    """What a step would do. No `changes` means nothing to do (idempotent re-run)."""
+
+    changes: list[str] = []
+    notes: list[str] = []
+    after_earlier_changes: bool = False
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changes) or self.after_earlier_changes
+
+    @classmethod
+    def no_change(cls, *notes: str) -> Plan:
+        return cls(notes=list(notes))
+
+
+class StepFailed(Exception):
+    """A step cannot proceed or did not verify. `fix` is the advice shown with it."""
+
+    def __init__(self, message: str, *, fix: str = "", result: CommandResult | None = None,
+                 evidence: list[str] | None = None, exit_code: int = 1) -> None:
+        self.message = message
+        self.fix = fix
+        self.result = result
+        self.evidence = evidence or (result.tail(20) if result else [])
+        self.exit_code = exit_code
+        super().__init__(message + (f"\nfix: {fix}" if fix else ""))
+
+
+class DependsOnEarlier(Exception):
+    """Raised by `check` in plan mode when the step's facts only exist after earlier changes."""
+
+
+class StepKind(abc.ABC, Generic[P]):
+    """Base of every step kind. Subclasses set `kind`, `title`, `Params` and implement the three phases."""
+
+    kind: ClassVar[str]
+    title: ClassVar[str]
+    Params: ClassVar[type[Params]]
+    # Facts (by name) this step changes; invalidated after apply.
+    invalidates: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, params: P) -> None:
+        self.params: P = params
+
+    @abc.abstractmethod
+    async def check(self, ctx: StepContext) -> Plan:
+        """Gather facts; return what would change."""
+
+    @abc.abstractmethod
+    def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        """Make the change; yield progress/message events."""
+
+    async def verify(self, ctx: StepContext) -> None:  # noqa: B027 - default: nothing to prove
+        """Prove the result; raise StepFailed when it does not hold."""
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        """Facts to store in the playbook's `resolved` section after a successful run."""
+        return {}
+
+
+STEP_KINDS: dict[str, type[StepKind[Any]]] = {}
+
+
+def register(cls: type[StepKind[Any]]) -> type[StepKind[Any]]:
+    if cls.kind in STEP_KINDS:
+        raise ValueError(f"step kind {cls.kind} registered twice")
+    STEP_KINDS[cls.kind] = cls
+    return cls
+
+
+def load_step_kinds() -> dict[str, type[StepKind[Any]]]:
+    """Import every step module so that they register."""
+    import importlib
+
+    for module in STEP_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # a step module not in this build yet
+            if exc.name != module:
+                raise
+    return STEP_KINDS
+
+
+STEP_MODULES = (
+    "provisioner.steps.node",
+    "provisioner.steps.lxc",
+    "provisioner.steps.driver",
+    "provisioner.steps.gpu",
+    "provisioner.steps.torch_steps",
+    "provisioner.steps.burnin_step",
+)

@@ -1,0 +1,161 @@
+"""`burnin.run`: ship the self-contained burn-in into the container venv and run it on every GPU."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from provisioner import quoting, validate
+from provisioner.events import Event, Metric
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.steps.lxc import ensure_inventory
+
+REMOTE_DIR = "/opt/gpu-provisioner/burnin"
+
+
+class BurninParams(Params):
+    venv: str = "/opt/torch-venv"
+    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl on GPUs (gloo in the lab)")
+    sizes: str = Field("8B:256MiB", pattern=r"^\d+[KMG]?i?B?:\d+[KMG]?i?B?$")
+    duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
+    phases: str = Field("preflight,gemm,collectives,soak,nvshmem", pattern=r"^[a-z,]+$")
+    timeout_s: int = Field(120, ge=5, le=3600, description="Per-collective timeout that turns a hang into a verdict")
+    thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {all_reduce_busbw_gbps: 30}")
+    always_run: bool = Field(False, description="Run even when a passing result for this venv exists")
+
+    @field_validator("venv")
+    @classmethod
+    def _venv(cls, v: str) -> str:
+        return validate.abs_path(v)
+
+
+def _package_tarball() -> bytes:
+    """The burn-in package (stdlib + torch + pynvml only) as a tar.gz for the container."""
+    import provisioner.burnin as pkg
+
+    src = Path(pkg.__file__).parent
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("provisioner/__init__.py")
+        info.size = 0
+        tar.addfile(info, io.BytesIO(b""))
+        for path in sorted(src.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}")
+    return buf.getvalue()
+
+
+@register
+class BurninRun(StepKind[BurninParams]):
+    """GEMM stress, NCCL collectives with nccl-tests' formulas, NVSHMEM probe, NVML health: one verdict."""
+
+    kind = "burnin.run"
+    title = "Burn-in: GEMM, NCCL collectives, NVSHMEM, NVML health"
+    Params = BurninParams
+
+    async def check(self, ctx: StepContext) -> Plan:
+        ct = ctx.container()
+        result = await ct.run(["sh", "-c", f"test -x {quoting.join([self.params.venv + '/bin/python'])} && echo ok; "
+                                           f"cat {REMOTE_DIR}/last-result.json 2>/dev/null | tail -c 200000; true"],
+                              timeout=60, quiet=True)
+        if not result.ok or not result.lines or result.lines[0] != "ok":
+            if ctx.mode == "plan":
+                raise DependsOnEarlier(f"the venv {self.params.venv} does not exist yet")
+            raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
+        last = "\n".join(result.lines[1:])
+        if last and not self.params.always_run:
+            try:
+                doc = json.loads(last)
+                if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
+                    ctx.shared["burnin"] = doc
+                    return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
+            except json.JSONDecodeError:
+                pass
+        return Plan(changes=[f"run the burn-in ({self.params.phases}; sizes {self.params.sizes}; "
+                             f"soak {self.params.duration_s}s)"])
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        inv = await ensure_inventory(ctx)
+        gpus = len((ctx.shared.get("gpu_detect") or inv)["gpus"])
+        backend = self.params.backend
+        if backend == "auto":
+            backend = "gloo" if ctx.lab else "nccl"
+        ct = ctx.container()
+        with tempfile.TemporaryDirectory() as tmp:
+            tarball = Path(tmp) / "burnin.tar.gz"
+            tarball.write_bytes(_package_tarball())
+            await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
+            await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
+        await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
+        if ctx.lab:
+            yield ctx.warning("LAB: the GPUs are simulated; the burn-in runs its collectives with gloo on the CPU")
+        py = f"{self.params.venv}/bin/python"
+        argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
+                "-m", "provisioner.burnin", "--backend", backend, "--sizes", self.params.sizes,
+                "--duration", str(self.params.duration_s), "--phases", self.params.phases,
+                "--timeout", str(self.params.timeout_s), "--expected-gpus", str(gpus),
+                "--out", f"{REMOTE_DIR}/out", "--json"]
+        for key, value in sorted(self.params.thresholds.items()):
+            argv += ["--threshold", f"{key}={value}"]
+        script = f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} exec {quoting.join(argv)}"
+        result = await ct.run(["sh", "-c", script], timeout=self.params.duration_s + 60 * 30,
+                              on_line=lambda line: _metric_from_line(ctx, line))
+        doc = _last_json(result.lines)
+        if doc is None:
+            raise StepFailed("the burn-in produced no result", result=result)
+        ctx.shared["burnin"] = doc
+        await ct.run(["sh", "-c", f"cat > {REMOTE_DIR}/last-result.json"], stdin=json.dumps(doc).encode(), timeout=60,
+                     quiet=True)
+        yield ctx.info(f"burn-in verdict: {_overall(doc)}")
+
+    async def verify(self, ctx: StepContext) -> None:
+        doc = ctx.shared.get("burnin") or {}
+        if _overall(doc) != "pass":
+            failed = [f"{k}: {v}" for k, v in (doc.get("verdict", {}).get("phases", {}) or {}).items()
+                      if isinstance(v, dict) and v.get("status") == "fail" or v == "fail"]
+            raise StepFailed("burn-in failed: " + ("; ".join(map(str, failed)) or json.dumps(doc.get("verdict"))[:400]),
+                             evidence=[json.dumps(doc.get("verdict"))[:2000]])
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        doc = ctx.shared.get("burnin") or {}
+        return {"burnin": {"verdict": _overall(doc), "summary": doc.get("summary")}} if doc else {}
+
+
+def _overall(doc: dict[str, Any]) -> str:
+    verdict = doc.get("verdict")
+    if isinstance(verdict, dict):
+        return str(verdict.get("overall", "unknown"))
+    return str(verdict or ("pass" if doc.get("passed") else "unknown"))
+
+
+def _last_json(lines: list[str]) -> dict[str, Any] | None:
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                doc: dict[str, Any] = json.loads(line)
+                return doc
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
+def _metric_from_line(ctx: StepContext, line: str) -> None:
+    """nccl-tests style rows become live busbw metrics for the TUI's chart."""
+    parts = line.split()
+    if len(parts) >= 9 and parts[0].isdigit() and parts[1].isdigit():
+        try:
+            ctx.bus.emit(Metric(host=ctx.host, name="busbw", value=float(parts[7]),
+                                labels={"size": parts[0], "collective": ctx.shared.get("_burnin_coll", "")}))
+        except ValueError:
+            pass
+    elif line.startswith("# Collective test starting:") or line.startswith("# collective:"):
+        ctx.shared["_burnin_coll"] = line.split(":", 1)[1].strip()

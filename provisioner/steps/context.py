@@ -1,0 +1,63 @@
+"""What a step sees while it runs: transports to the node and container, facts, the event bus."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from provisioner.events import Bus, Message, Progress
+from provisioner.facts.base import Fact, FactCache
+from provisioner.playbook import Playbook
+from provisioner.transport.base import Transport
+from provisioner.transport.container import ContainerTransport
+
+T = TypeVar("T")
+
+
+@dataclass
+class StepContext:
+    playbook: Playbook
+    host: str
+    bus: Bus
+    node: Transport
+    mode: str = "apply"  # "plan" or "apply"
+    facts: FactCache = field(default_factory=FactCache)
+    # Results steps hand to later steps (e.g. "gpus", "resolution"), and what goes to `resolved`.
+    shared: dict[str, Any] = field(default_factory=dict)
+    resolved: dict[str, Any] = field(default_factory=dict)
+    pve_factory: Any = None  # callable returning a PveClient, set by the runner
+    lab: bool = False
+    _pve: Any = None
+    _containers: dict[int, ContainerTransport] = field(default_factory=dict)
+
+    @property
+    def vmid(self) -> int:
+        ct = self.playbook.target.container
+        if ct is None:
+            raise ValueError("the playbook's target has no container id")
+        return ct
+
+    def container(self, vmid: int | None = None) -> ContainerTransport:
+        vmid = self.vmid if vmid is None else vmid
+        if vmid not in self._containers:
+            self._containers[vmid] = ContainerTransport(self.node, vmid)
+        return self._containers[vmid]
+
+    def pve(self) -> Any:
+        if self._pve is None:
+            if self.pve_factory is None:
+                raise RuntimeError("no Proxmox API configured for this target")
+            self._pve = self.pve_factory()
+        return self._pve
+
+    async def fact(self, transport: Transport, fact: Fact[T]) -> T:
+        return await self.facts.get(transport, fact)
+
+    def progress(self, task: str, completed: float, total: float | None = None, unit: str = "") -> Progress:
+        return Progress(host=self.host, task=task, completed=completed, total=total, unit=unit)
+
+    def info(self, text: str) -> Message:
+        return Message(host=self.host, level="info", text=text)
+
+    def warning(self, text: str) -> Message:
+        return Message(host=self.host, level="warning", text=text)

@@ -1,0 +1,56 @@
+"""`gpu.detect`: every GPU as the container sees it, with compute capability and the P2P matrix."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from provisioner.events import Event
+from provisioner.facts import nvidia
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.steps.driver import verify_smi
+from provisioner.steps.lxc import ensure_inventory
+
+
+class DetectParams(Params):
+    topology: bool = True
+
+
+@register
+class GpuDetect(StepKind[DetectParams]):
+    """Read-only: index, name, UUID, PCI bus id, compute capability, memory; P2P matrix for the burn-in."""
+
+    kind = "gpu.detect"
+    title = "Detect GPUs inside the container"
+    Params = DetectParams
+
+    async def check(self, ctx: StepContext) -> Plan:
+        inv = await ensure_inventory(ctx)
+        try:
+            gpus = await verify_smi(ctx, inv["driver_version"])
+        except StepFailed:
+            if ctx.mode == "plan":
+                raise DependsOnEarlier("the container's driver userspace is not in place yet") from None
+            raise
+        detected: dict[str, Any] = {"gpus": [g.model_dump() for g in gpus]}
+        if self.params.topology:
+            ct = ctx.container()
+            topo = await ct.run(["nvidia-smi", "topo", "-m"], timeout=60, quiet=True)
+            p2p = await ct.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=60, quiet=True)
+            if topo.ok:
+                detected["topology"] = nvidia.parse_topo_matrix(topo.output).model_dump()
+            if p2p.ok:
+                detected["p2p_read"] = nvidia.parse_topo_p2p(p2p.output).model_dump()
+        ctx.shared["gpu_detect"] = detected
+        ccs = sorted({str(g.compute_cap) for g in gpus})
+        return Plan.no_change(f"{len(gpus)} GPU(s) visible in CT {ctx.vmid}, compute capability {', '.join(ccs)}")
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        return
+        yield  # pragma: no cover
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        det = ctx.shared.get("gpu_detect") or {}
+        return {"container_gpus": [{k: g[k] for k in ("index", "name", "uuid", "pci_bus_id", "compute_cap",
+                                                       "memory_mib")} for g in det.get("gpus", [])]}

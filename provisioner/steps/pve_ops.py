@@ -1,0 +1,44 @@
+"""The Proxmox operations the lxc steps need, over our `PveClient` (HTTPS or pvesh over SSH).
+
+The client is synchronous (proxmoxer); calls run in a thread so the event loop keeps streaming.
+Errors of the client become `StepFailed` with PVE's message and a fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from provisioner.proxmox import errors as pve_errors
+from provisioner.steps.base import StepFailed
+from provisioner.steps.context import StepContext
+
+T = TypeVar("T")
+
+
+async def call(ctx: StepContext, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except pve_errors.AuthFailed as exc:
+        raise StepFailed(f"{what}: Proxmox API authentication failed ({exc})",
+                         fix="check the API user and the password/token reference in the playbook", exit_code=4) from None
+    except pve_errors.PermissionDenied as exc:
+        raise StepFailed(f"{what}: {exc.message}",
+                         fix="use root@pam with a password ticket (API tokens cannot set devN) or a root SSH shell") \
+            from None
+    except pve_errors.InvalidRequest as exc:
+        raise StepFailed(f"{what}: Proxmox rejected the request: {exc}", exit_code=2) from None
+    except pve_errors.TaskFailed as exc:
+        raise StepFailed(f"{what}: Proxmox task failed: {exc.exitstatus}", evidence=list(exc.log)[-20:],
+                         fix="read the task log above; fix the cause and replay (the step resumes)") from None
+    except pve_errors.TaskTimeout as exc:
+        raise StepFailed(f"{what}: Proxmox task did not finish in time ({exc})",
+                         fix="check the task in the Proxmox UI (Datacenter → Tasks); replay once it has finished") \
+            from None
+    except pve_errors.ProxmoxError as exc:
+        raise StepFailed(f"{what}: {exc}", exit_code=4 if isinstance(exc, pve_errors.Unreachable) else 1) from None
+
+
+def node_name(ctx: StepContext) -> str:
+    return ctx.playbook.target.node

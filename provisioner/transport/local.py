@@ -1,0 +1,72 @@
+"""Run commands on this machine (the node target when the tool runs on the Proxmox node itself)."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import shutil
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from provisioner.events import Bus
+from provisioner.transport.base import CommandTimeout, LineCallback, LineSplitter, Transport
+
+
+class LocalTransport(Transport):
+    name = "local"
+
+    def __init__(self, bus: Bus | None = None, host_label: str = "localhost",
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(bus, host_label)
+        self.env = dict(os.environ) | dict(env or {})
+
+    async def _run(
+        self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
+        stdin: bytes | None,
+    ) -> int | None:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+        splitter = LineSplitter(on_line)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            if stdin is not None and proc.stdin is not None:
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+                proc.stdin.close()
+            while chunk := await proc.stdout.read(65536):
+                splitter.feed(decoder.decode(chunk))
+            splitter.feed(decoder.decode(b"", final=True))
+            splitter.close()
+
+        try:
+            await asyncio.wait_for(pump(), timeout)
+            return await proc.wait()
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            _kill_group(proc)
+            await proc.wait()
+            if isinstance(exc, TimeoutError):
+                raise CommandTimeout(command) from None
+            raise
+
+    async def put(self, local: Path, remote: str, mode: int = 0o644) -> None:
+        dest = Path(remote)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copyfile, local, dest)
+        os.chmod(dest, mode)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

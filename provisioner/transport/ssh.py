@@ -1,0 +1,230 @@
+"""SSH with asyncssh: host keys checked against known_hosts, explicit trust-on-first-use.
+
+- An unknown host is refused unless `trust_new_host` is set (the `--trust-new-host` flag or the
+  TUI's fingerprint dialog); the accepted key is then appended to known_hosts.
+- A host whose key differs from known_hosts is always refused, loudly.
+- stdout and stderr are merged and streamed line by line; timeouts kill the remote command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from provisioner.events import Bus
+from provisioner.transport.base import (
+    CommandTimeout,
+    HostKeyError,
+    LineCallback,
+    LineSplitter,
+    Transport,
+    TransportError,
+)
+
+
+_PGID_MARKER = "__provisioner_pgid__="
+
+
+@dataclass
+class SshTarget:
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    trust_new_host: bool = False
+    connect_timeout: float = 15.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+
+
+def fingerprint(key: asyncssh.SSHKey) -> str:
+    """OpenSSH-style SHA256 fingerprint of a public key."""
+    digest = hashlib.sha256(key.public_data).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def _known_host_pattern(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+async def probe_host_key(target: SshTarget) -> tuple[str, str]:
+    """Fetch the server's host key without authenticating: (fingerprint, status).
+
+    status is "known", "unknown" or "changed" relative to known_hosts.
+    """
+    conn_key = await asyncssh.get_server_host_key(target.host, target.port)
+    if conn_key is None:
+        raise TransportError(f"{target.label}: no host key offered")
+    status = _known_status(target, conn_key)
+    return fingerprint(conn_key), status
+
+
+def _known_status(target: SshTarget, key: asyncssh.SSHKey) -> str:
+    path = Path(target.known_hosts).expanduser()
+    if not path.exists():
+        return "unknown"
+    known = asyncssh.read_known_hosts(str(path))
+    trusted, _, revoked, *_ = known.match(target.host, "127.0.0.1" if target.host == "localhost" else target.host,
+                                          target.port)
+    if any(k.public_data == key.public_data for k in revoked):
+        return "changed"
+    if any(k.public_data == key.public_data for k in trusted):
+        return "known"
+    return "changed" if trusted else "unknown"
+
+
+class SshTransport(Transport):
+    name = "ssh"
+
+    def __init__(self, target: SshTarget, bus: Bus | None = None) -> None:
+        super().__init__(bus, target.label)
+        self.target = target
+        self.name = f"ssh:{target.label}"
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = asyncio.Lock()
+
+    async def connect(self) -> asyncssh.SSHClientConnection:
+        async with self._lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return self._conn
+            self._conn = await self._connect()
+            return self._conn
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        t = self.target
+        known_path = Path(t.known_hosts).expanduser()
+        try:
+            fp, status = await asyncio.wait_for(probe_host_key(t), t.connect_timeout)
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+        if status == "changed":
+            raise HostKeyError(
+                f"HOST KEY CHANGED for {t.label}: the server offers {fp}, which does not match "
+                f"{known_path}. This can be an attack (man in the middle) or a reinstalled host. "
+                f"Refusing to connect. If the change is expected, remove the old entry with "
+                f"`ssh-keygen -R {_known_host_pattern(t.host, t.port)!s}` and connect again."
+            )
+        if status == "unknown":
+            if not t.trust_new_host:
+                raise HostKeyError(
+                    f"unknown host {t.label} (key {fp}); not in {known_path}. Verify the fingerprint "
+                    "on the host (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and rerun with "
+                    "--trust-new-host, or confirm it in the TUI."
+                )
+            key = await asyncssh.get_server_host_key(t.host, t.port)
+            assert key is not None
+            known_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(known_path, "a") as fh:
+                fh.write(f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}\n")
+        options: dict[str, object] = {
+            "username": t.user,
+            "known_hosts": str(known_path),
+            "connect_timeout": t.connect_timeout,
+            "keepalive_interval": 5,
+            "keepalive_count_max": 3,
+        }
+        if t.key_file:
+            options["client_keys"] = [os.path.expanduser(t.key_file)]
+        try:
+            return await asyncssh.connect(t.host, t.port, **options)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyError(f"{t.label}: host key not verifiable: {exc}") from None
+        except asyncssh.PermissionDenied as exc:
+            raise TransportError(f"{t.label}: authentication failed: {exc.reason}") from None
+        except (OSError, asyncssh.Error, TimeoutError) as exc:
+            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+
+    async def _run(
+        self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
+        stdin: bytes | None,
+    ) -> int | None:
+        conn = await self.connect()
+        pgid: list[int] = []
+
+        def first_line_aware(line: str) -> None:
+            if not pgid and line.startswith(_PGID_MARKER):
+                pgid.append(int(line[len(_PGID_MARKER):]))
+                return
+            on_line(line)
+
+        splitter = LineSplitter(first_line_aware)
+        # sshd makes the session shell a session leader: $$ is the process group to kill on timeout.
+        # stderr is merged into stdout remotely so the order of lines is preserved.
+        wrapped = f"exec 2>&1; echo {_PGID_MARKER}$$; {command}"
+        try:
+            proc = await conn.create_process(wrapped, encoding="utf-8", errors="replace",
+                                             stdin=asyncssh.PIPE if stdin is not None else asyncssh.DEVNULL)
+        except (OSError, asyncssh.Error) as exc:
+            self._conn = None
+            raise TransportError(f"{self.target.label}: connection lost: {exc}") from None
+
+        async def pump() -> int | None:
+            if stdin is not None:
+                proc.stdin.write(stdin.decode("utf-8", "replace"))
+                proc.stdin.write_eof()
+            async for chunk in _chunks(proc.stdout):
+                splitter.feed(chunk)
+            splitter.close()
+            completed = await proc.wait()
+            if completed.exit_status is None and completed.exit_signal is None:
+                raise TransportError(f"{self.target.label}: connection dropped while running `{command}`")
+            return completed.exit_status if completed.exit_status is not None else 255
+
+        try:
+            return await asyncio.wait_for(pump(), timeout)
+        except TimeoutError:
+            await self._kill_remote(proc, pgid)
+            raise CommandTimeout(command) from None
+        except asyncio.CancelledError:
+            await self._kill_remote(proc, pgid)
+            raise
+        except (asyncssh.Error, ConnectionError, BrokenPipeError) as exc:
+            self._conn = None
+            raise TransportError(f"{self.target.label}: connection dropped while running `{command}`: {exc}") \
+                from None
+
+    async def _kill_remote(self, proc: asyncssh.SSHClientProcess[str], pgid: list[int]) -> None:
+        """Kill the remote command's whole process group, then close the channel."""
+        conn = self._conn
+        if pgid and conn is not None and not conn.is_closed():
+            try:
+                await asyncio.wait_for(conn.run(f"kill -KILL -- -{pgid[0]}", check=False), 5)
+            except (asyncssh.Error, OSError, TimeoutError):
+                pass
+        proc.close()
+
+    async def put(self, local: Path, remote: str, mode: int = 0o644) -> None:
+        conn = await self.connect()
+        try:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.put(str(local), remote)
+                await sftp.chmod(remote, mode)
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(f"{self.target.label}: copy to {remote} failed: {exc}") from None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            try:
+                await self._conn.wait_closed()
+            except (OSError, asyncssh.Error):
+                pass
+            self._conn = None
+
+
+async def _chunks(stream: asyncssh.SSHReader[str]) -> "asyncssh.AsyncIterator[str]":  # type: ignore[name-defined]
+    while True:
+        data = await stream.read(65536)
+        if not data:
+            return
+        yield data

@@ -1,0 +1,55 @@
+"""Validators for parameters that end up on a command line or in an API call."""
+
+from __future__ import annotations
+
+import re
+
+HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+IPV4_RE = re.compile(r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$")
+STORAGE_RE = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.IGNORECASE)
+ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._+\-/]*$")
+PKG_SPEC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9,._\-]+\])?\s*((==|>=|<=|~=|!=|>|<|===)\s*[A-Za-z0-9.*+!_\-]+\s*,?\s*)*$")
+VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+def hostname(value: str) -> str:
+    if not HOSTNAME_RE.match(value):
+        raise ValueError(f"not a valid DNS host name: {value!r}")
+    return value
+
+
+def host_address(value: str) -> str:
+    """An SSH/API address: DNS name or IPv4 (IPv6 in brackets is not accepted here)."""
+    if IPV4_RE.match(value) or HOSTNAME_RE.match(value):
+        return value
+    raise ValueError(f"not a valid host name or IPv4 address: {value!r}")
+
+
+def vmid(value: int) -> int:
+    if not 100 <= value <= 999_999_999:
+        raise ValueError(f"vmid must be between 100 and 999999999, got {value}")
+    return value
+
+
+def storage(value: str) -> str:
+    if not STORAGE_RE.match(value):
+        raise ValueError(f"not a valid Proxmox storage id: {value!r}")
+    return value
+
+
+def abs_path(value: str) -> str:
+    if not ABS_PATH_RE.match(value) or "/../" in value + "/" or value.endswith("/.."):
+        raise ValueError(f"must be an absolute path of plain characters without '..': {value!r}")
+    return value
+
+
+def package_spec(value: str) -> str:
+    if not PKG_SPEC_RE.match(value):
+        raise ValueError(f"not a plain package requirement (name[extras] and version clauses): {value!r}")
+    return value
+
+
+def driver_version(value: str) -> str:
+    if not VERSION_RE.match(value):
+        raise ValueError(f"not a driver version like 595.71.05: {value!r}")
+    return value

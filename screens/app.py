@@ -1,0 +1,183 @@
+"""The wizard application: installed pages, the engine worker, event batching, global actions."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Iterable
+from typing import Any, ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+
+from provisioner.events import Event
+from screens.wizard_session import PAGES, WizardSession
+
+
+class EventsPending(Message):
+    """Engine events are waiting; coalesced so that a flood of output is one repaint per batch."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EventsPending)
+
+
+class ProvisionerApp(App[int]):
+    """`provisioner tui`: one page per stage, the same engine as the headless CLI."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gpu-provisioner"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),
+        Binding("f6", "toggle_theme", "Theme", tooltip="Switch between light and dark"),
+        Binding("ctrl+s", "save", "Save", tooltip="Save the recorded playbook"),
+        Binding("ctrl+o", "run_log", "Run log", tooltip="Open this run's log"),
+    ]
+
+    def __init__(self, session: WizardSession, *, start_page: str = "connect", lab: bool = False) -> None:
+        super().__init__()
+        self.session = session
+        self.start_page = start_page
+        self.lab = lab
+        self.busy = False
+        self.active_page: Any = None
+        self._pending: list[Event] = []
+        self._flush_posted = False
+        self.pages: dict[str, Any] = {}
+        self.sub_title = f"{session.host}{'  · LAB' if lab else ''}"
+        self.theme = "textual-dark"
+        session.subscribe(self._sink)
+
+    def on_mount(self) -> None:
+        from screens.pages import PAGE_CLASSES
+
+        for page in PAGES:
+            screen = PAGE_CLASSES[page.name](self.session)
+            self.pages[page.name] = screen
+            self.install_screen(screen, page.name)
+        self.push_screen(self.start_page)
+
+    async def on_unmount(self) -> None:
+        await self.session.close()
+
+    # --- engine events --------------------------------------------------------------------------------
+
+    def _sink(self, event: Event) -> None:
+        self._pending.append(event)
+        if not self._flush_posted:
+            self._flush_posted = True
+            self.post_message(EventsPending())
+
+    def on_events_pending(self, _: EventsPending) -> None:
+        self._flush_posted = False
+        self.flush_events()
+
+    def flush_events(self) -> None:
+        if not self._pending:
+            return
+        events, self._pending = self._pending, []
+        page = self.active_page
+        if page is not None and page.is_mounted:
+            page.handle_events(events)
+
+    def start_engine(self, page: Any, coro: Coroutine[Any, Any, None]) -> None:
+        """Run one engine task at a time, in a worker on the app's loop (the UI stays live)."""
+        if self.busy:
+            coro.close()
+            return
+        self.busy = True
+        self.active_page = page
+        page.refresh_controls()
+
+        async def task() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                page.log_line(f"error: {type(exc).__name__}: {exc}")
+                self.notify(f"{type(exc).__name__}: {exc}", severity="error", markup=False)
+            finally:
+                self.flush_events()
+                self.busy = False
+                if page.is_mounted:
+                    page.refresh_controls()
+                    page.refresh_view()
+
+        self.run_worker(task(), group="engine", exit_on_error=False, description="engine")
+
+    # --- navigation and global actions ----------------------------------------------------------------
+
+    def current_page_name(self) -> str | None:
+        for name, screen in self.pages.items():
+            if screen is self.screen:
+                return name
+        return None
+
+    def goto(self, name: str) -> None:
+        if self.screen is not self.pages.get(name) and isinstance(self.screen, Screen):
+            if self.current_page_name() is None:
+                return  # a dialog or the diagnose screen is on top
+            self.switch_screen(name)
+
+    def action_next_page(self) -> None:
+        name = self.current_page_name()
+        if name is not None:
+            index = [p.name for p in PAGES].index(name)
+            if index + 1 < len(PAGES):
+                self.goto(PAGES[index + 1].name)
+
+    def action_prev_page(self) -> None:
+        name = self.current_page_name()
+        if name is not None:
+            index = [p.name for p in PAGES].index(name)
+            if index > 0:
+                self.goto(PAGES[index - 1].name)
+
+    def action_abort(self) -> None:
+        self.session.aborted = True
+        self.notify("wizard aborted: the summary shows what ran", severity="warning")
+        self.goto("summary")
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def action_diagnose(self) -> None:
+        from screens.diagnose import DiagnoseScreen
+
+        if not isinstance(self.screen, DiagnoseScreen):
+            self.push_screen(DiagnoseScreen())
+
+    def action_run_log(self) -> None:
+        from screens.runlog_view import RunLogScreen
+
+        if not isinstance(self.screen, RunLogScreen):
+            self.push_screen(RunLogScreen(self.session.log_path))
+
+    def action_save(self) -> None:
+        summary = self.pages.get("summary")
+        path = summary.save_path() if summary is not None else "recorded-playbook.yaml"
+        try:
+            out = self.session.save(path)
+        except Exception as exc:
+            self.notify(f"cannot save: {exc}", severity="error", markup=False)
+            return
+        self.notify(f"playbook saved to {out}", markup=False)
+        if summary is not None and summary.is_mounted:
+            summary.refresh_view()
+
+    def action_run_step(self) -> None:
+        screen = self.screen
+        if hasattr(screen, "action_run"):
+            screen.action_run()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Run step", "Plan the next step of this page, or apply a shown plan", self.action_run_step)
+        yield SystemCommand("Next page", "Go to the next wizard page", self.action_next_page)
+        yield SystemCommand("Previous page", "Go back one page (entered values are kept)", self.action_prev_page)
+        for page in PAGES:
+            yield SystemCommand(f"Go to {page.title}", f"Open the {page.title} page",
+                                lambda name=page.name: self.goto(name))
+        yield SystemCommand("Diagnose a log", "Paste a log and get findings (diagnose mode)", self.action_diagnose)
+        yield SystemCommand("Save playbook", "Write the recorded playbook (what ran)", self.action_save)
+        yield SystemCommand("Open run log", "Show this run's JSON Lines event log", self.action_run_log)
+        yield SystemCommand("Toggle light/dark", "Switch the theme", self.action_toggle_theme)
+        yield SystemCommand("Abort wizard", "Stop and go to the summary", self.action_abort)

@@ -1,0 +1,61 @@
+"""Diagnose mode, reachable from anywhere (F5): paste a log, get findings."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static, TextArea
+
+from provisioner.runner import diagnose_lines
+
+
+def findings_text(findings: list[dict[str, Any]]) -> Text:
+    text = Text()
+    if not findings:
+        text.append("no finding: nothing in this log matches a known failure", style="dim")
+        return text
+    for finding in findings:
+        confidence = finding.get("confidence")
+        text.append(f"● {finding.get('category', '?')}", style="bold")
+        if isinstance(confidence, int | float):
+            text.append(f"  ({confidence:.0%})", style="dim")
+        text.append(f"\n  cause: {finding.get('root_cause', '')}\n  fix:   {finding.get('fix', '')}\n")
+        for line in list(finding.get("evidence") or [])[:3]:
+            text.append(f"  evidence: {line}\n", style="dim")
+    return text
+
+
+class DiagnoseScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Close"),
+        Binding("ctrl+r", "diagnose", "Diagnose"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static("Diagnose: paste a failing log below, then press Diagnose (ctrl+r). Esc closes.",
+                     id="crumbs")
+        yield TextArea("", id="diag-input", soft_wrap=False)
+        with Horizontal(id="actions"):
+            yield Button("Diagnose", id="diag-run", variant="primary", compact=True)
+            yield Button("Close", id="diag-close", compact=True)
+        yield Static("", id="findings")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    @on(Button.Pressed, "#diag-run")
+    def action_diagnose(self) -> None:
+        lines = self.query_one(TextArea).text.splitlines()
+        self.findings = diagnose_lines(lines)
+        self.query_one("#findings", Static).update(findings_text(self.findings))
+
+    @on(Button.Pressed, "#diag-close")
+    def _close(self) -> None:
+        self.app.pop_screen()

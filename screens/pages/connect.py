@@ -1,0 +1,130 @@
+"""Connect: node address, user, auth method; host-key confirmation on first contact."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from provisioner import secrets, validate
+from provisioner.playbook import ApiSettings, SshSettings, Target
+from screens.dialogs import HostKeyDialog
+from screens.step_page import StepPage
+from screens.widgets.params_form import ParamsForm
+
+AuthMethod = Literal["key file", "ssh agent"]
+
+
+class ConnectForm(BaseModel):
+    """What the connect page edits; turned into the playbook's `target`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field(description="Node address: IP or DNS name of the Proxmox VE host.")
+    ssh_port: int = Field(22, ge=1, le=65535)
+    user: str = Field("root", description="SSH user on the node.")
+    auth: AuthMethod = Field("key file", description="How SSH authenticates: a private key file or the agent.")
+    key_file: str | None = Field(None, description="Private key file (auth: key file).")
+    known_hosts: str = Field("~/.ssh/known_hosts", description="Host keys checked on connect.")
+    node: str = Field("pve", description="Proxmox node name (as in the API).")
+    api_user: str = Field("root@pam", description="Proxmox API user (devN passthrough needs root@pam).")
+    api_password: str | None = Field(None, description="API password as a reference: env:NAME or file:PATH.")
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        return validate.host_address(v)
+
+    @field_validator("node")
+    @classmethod
+    def _node(cls, v: str) -> str:
+        return validate.hostname(v)
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        return SshSettings(user=v).user
+
+    @field_validator("api_password")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        if v is not None and not secrets.is_ref(v):
+            raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
+        return v
+
+    @model_validator(mode="after")
+    def _key(self) -> ConnectForm:
+        if self.auth == "key file" and not self.key_file:
+            raise ValueError("auth 'key file' needs a key file")
+        return self
+
+    @classmethod
+    def from_target(cls, target: Target) -> dict[str, object]:
+        api = target.api or ApiSettings()
+        return {"host": target.host, "ssh_port": target.ssh.port, "user": target.ssh.user,
+                "auth": "key file" if target.ssh.key_file else "ssh agent", "key_file": target.ssh.key_file,
+                "known_hosts": target.ssh.known_hosts, "node": target.node, "api_user": api.user,
+                "api_password": api.password}
+
+    def to_target(self, base: Target) -> Target:
+        ssh = base.ssh.model_copy(update={"user": self.user, "port": self.ssh_port, "known_hosts": self.known_hosts,
+                                          "key_file": self.key_file if self.auth == "key file" else None})
+        api = (base.api or ApiSettings()).model_copy(update={"user": self.api_user, "password": self.api_password})
+        return base.model_copy(update={"host": self.host, "node": self.node, "ssh": ssh, "api": api})
+
+
+class ConnectPage(StepPage):
+    PAGE_NAME = "connect"
+
+    def compose_view(self) -> ComposeResult:
+        yield Static("Node", classes="section")
+        yield ParamsForm(ConnectForm, ConnectForm.from_target(self.session.target), key="target", id="target-form")
+        yield Static("", id="hostkey", markup=False)
+
+    @on(ParamsForm.Changed, "#target-form")
+    def _target_changed(self, event: ParamsForm.Changed) -> None:
+        event.stop()
+        self.form_valid[-1] = not event.errors
+        if not event.errors:
+            form = ConnectForm.model_validate(event.values)
+            self.session.set_target(form.to_target(self.session.target))
+            self.wizard.sub_title = self.session.host + ("  · LAB" if self.wizard.lab else "")
+        self.refresh_controls()
+
+    def refresh_controls(self) -> None:
+        super().refresh_controls()
+        if not self.form_valid.get(-1, True):
+            self.query_one("#run").disabled = True
+
+    async def before_run(self) -> bool:
+        """Check the host key; on first contact the user confirms the fingerprint."""
+        if self.session.node is not None or self.session.target.local:
+            return True
+        label = self.hostkey_label()
+        try:
+            fingerprint, status = await self.session.probe_host_key()
+        except Exception as exc:
+            self.query_one("#hostkey", Static).update(f"host key: cannot fetch ({exc})")
+            return True
+        if status == "known":
+            self.query_one("#hostkey", Static).update(f"host key {fingerprint}: known")
+            return True
+        if status == "changed":
+            self.query_one("#hostkey", Static).update(f"HOST KEY CHANGED: {fingerprint} — refusing to connect")
+            return True  # the connect step fails with the full warning and the fix
+        dialog = HostKeyDialog(label, fingerprint, self.session.target.ssh.known_hosts)
+        trusted = await self.app.push_screen_wait(dialog)
+        if not trusted:
+            self.query_one("#hostkey", Static).update(f"host key {fingerprint}: not trusted; not connecting")
+            return False
+        self.session.trust_new_host = True
+        self.session.node = None
+        self.query_one("#hostkey", Static).update(f"host key {fingerprint}: trusted (added to known_hosts)")
+        return True
+
+    def hostkey_label(self) -> str:
+        t = self.session.target
+        return f"{t.ssh.user}@{t.host}" + (f":{t.ssh.port}" if t.ssh.port != 22 else "")

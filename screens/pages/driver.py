@@ -1,0 +1,57 @@
+"""Driver: container userspace must equal the host kernel module; download progress; GPUs visible."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import ProgressBar, Static
+
+from provisioner.events import Progress
+from screens.step_page import StepPage
+
+
+def version_text(host: str | None, wanted: str, installed_note: str, detected: dict[str, Any]) -> Text:
+    text = Text()
+    text.append("host kernel module ", style="bold")
+    text.append(host or "? (run the inventory)")
+    text.append("   playbook ", style="bold")
+    text.append(wanted)
+    if host and wanted not in ("host", host):
+        text.append("   ✗ mismatch: userspace must equal the module", style="bold red")
+    elif host:
+        text.append("   ✓ match", style="green")
+    if installed_note:
+        text.append(f"\n{installed_note}", style="dim")
+    gpus = detected.get("gpus") or []
+    if gpus:
+        text.append(f"\n{len(gpus)} GPU(s) visible in the container: ", style="bold")
+        text.append(", ".join(sorted({str(g.get('name')) for g in gpus})))
+    return text
+
+
+class DriverPage(StepPage):
+    PAGE_NAME = "driver"
+
+    def compose_view(self) -> ComposeResult:
+        yield Static("", id="versions")
+        yield Static("", id="download-label", markup=False)
+        yield ProgressBar(total=None, show_eta=False, id="download")
+
+    def refresh_view(self) -> None:
+        shared = self.session.shared()
+        host = shared.get("host_driver") or (shared.get("inventory") or {}).get("driver_version")
+        wanted, note = "host", ""
+        for index in self.indices:
+            run = self.session.runs[index]
+            if run.spec.kind == "driver.userspace":
+                wanted = str(run.spec.params.get("version", "host"))
+                note = "; ".join([*run.changes, *run.notes])
+        self.query_one("#versions", Static).update(version_text(host, wanted, note, shared.get("gpu_detect") or {}))
+
+    def on_progress(self, event: Progress) -> None:
+        bar = self.query_one("#download", ProgressBar)
+        bar.update(total=event.total, progress=event.completed)
+        done = f"{event.completed / 1e6:.1f}" + (f" / {event.total / 1e6:.1f} MB" if event.total else " MB")
+        self.query_one("#download-label", Static).update(f"{event.task}: {done}")

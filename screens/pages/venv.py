@@ -1,0 +1,51 @@
+"""Venv: the package set (torch from the resolved index, extras), build progress, the locked result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import ProgressBar, Static
+
+from provisioner.events import Progress
+from screens.step_page import StepPage
+
+
+def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]) -> Text:
+    text = Text()
+    torch = params.get("torch") or res.get("torch") or "(from the resolver)"
+    vision = params.get("torchvision") or res.get("torchvision") or "(matching torch)"
+    index = params.get("index_url") or res.get("index_url") or "(from the resolver)"
+    text.append("packages ", style="bold")
+    text.append(f"torch=={torch}  torchvision=={vision}")
+    for extra in params.get("extra_packages", ["nvidia-ml-py"]):
+        text.append(f"  {extra}")
+    text.append("\nindex ", style="bold")
+    text.append(str(index))
+    if freeze:
+        text.append(f"\ninstalled ({len(freeze)}): ", style="bold")
+        text.append(", ".join(freeze[:8]) + (" …" if len(freeze) > 8 else ""))
+    return text
+
+
+class VenvPage(StepPage):
+    PAGE_NAME = "venv"
+
+    def compose_view(self) -> ComposeResult:
+        yield Static("", id="packages")
+        yield Static("", id="venv-progress-label", markup=False)
+        yield ProgressBar(total=None, show_eta=False, id="venv-progress")
+
+    def refresh_view(self) -> None:
+        shared = self.session.shared()
+        params: dict[str, Any] = {}
+        for index in self.indices:
+            params = dict(self.session.runs[index].spec.params)
+        self.query_one("#packages", Static).update(
+            packages_text(params, shared.get("resolution") or {}, list(shared.get("venv_freeze") or [])))
+
+    def on_progress(self, event: Progress) -> None:
+        self.query_one("#venv-progress", ProgressBar).update(total=event.total, progress=event.completed)
+        self.query_one("#venv-progress-label", Static).update(f"{event.task}: {event.completed:g}"
+                                                               + (f"/{event.total:g}" if event.total else ""))

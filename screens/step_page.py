@@ -1,0 +1,328 @@
+"""The shape every wizard page shares: step forms, the plan, run controls, live output, errors.
+
+A page drives the playbook steps of its kinds in order. "Run" (ctrl+r) plans the next step that is
+not done; a plan without changes is applied at once (nothing to confirm), a plan with changes is
+shown ("will change: …") and the button becomes "Apply", which is the confirmation. A failure
+shows the error panel with Retry / Skip / Abort. The engine runs in a worker on the app's loop;
+its events arrive through the app (batched) and are rendered here as plain text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Button, Footer, Log, Static
+
+from provisioner.events import (
+    CommandEnded,
+    CommandStarted,
+    Event,
+    Message,
+    Metric,
+    OutputLine,
+    PlanReady,
+    Progress,
+    StepFinished,
+    StepStarted,
+)
+from provisioner.steps.base import load_step_kinds
+from screens.widgets.error_panel import ErrorPanel, error_text
+from screens.widgets.params_form import ParamsForm
+from screens.wizard_session import PAGES, PageDef, StepRun, WizardSession, params_model
+
+if TYPE_CHECKING:
+    from screens.app import ProvisionerApp
+
+LOG_MAX_LINES = 5000
+STATUS_MARK = {"pending": "○", "planning": "…", "planned": "◐", "running": "▶", "ok": "✓", "changed": "✓",
+               "failed": "✗", "skipped": "↷", "interrupted": "✗"}
+
+
+def breadcrumb(current: str) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, page in enumerate(PAGES):
+        if i:
+            text.append(" › ", style="dim")
+        text.append(page.title, style="bold reverse" if page.name == current else "")
+    return text
+
+
+class StepPage(Screen[None]):
+    """Base of the wizard pages; subclasses add their specialised view."""
+
+    PAGE_NAME: ClassVar[str] = ""
+    AUTO_SCROLL_OUTPUT: ClassVar[bool] = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "run", "Run", tooltip="Plan the next step; apply it on a second press"),
+        Binding("ctrl+b", "app.prev_page", "Back"),
+        Binding("ctrl+n", "app.next_page", "Next"),
+    ]
+
+    def __init__(self, session: WizardSession) -> None:
+        self.page: PageDef = next(p for p in PAGES if p.name == self.PAGE_NAME)
+        super().__init__(name=self.page.name, id=f"page-{self.page.name}")
+        self.session = session
+        self.indices = session.indices(self.page.kinds)
+        self.form_valid: dict[int, bool] = {}
+
+    @property
+    def wizard(self) -> ProvisionerApp:
+        from screens.app import ProvisionerApp
+
+        app = self.app
+        assert isinstance(app, ProvisionerApp)
+        return app
+
+    # --- layout ------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(breadcrumb(self.page.name), id="crumbs")
+        with VerticalScroll(id="body"):
+            yield from self.compose_view()
+            yield from self.compose_steps()
+            yield Static("", id="plan", markup=False)
+            yield ErrorPanel(id="error")
+            yield Log(max_lines=LOG_MAX_LINES, id="log", auto_scroll=self.AUTO_SCROLL_OUTPUT)
+        with Horizontal(id="actions"):
+            yield Button("◀ Back", id="back", compact=True)
+            yield Static("", id="status", markup=False)
+            yield Button("Run", id="run", variant="primary", compact=True)
+            yield Button("Next ▶", id="next", compact=True)
+        yield Footer()
+
+    def compose_view(self) -> ComposeResult:
+        """The page's specialised widgets, above the step forms."""
+        return
+        yield
+
+    def compose_steps(self) -> ComposeResult:
+        if self.page.kinds and not self.indices:
+            yield Static(f"This playbook has no {' / '.join(self.page.kinds)} step; nothing to do here.",
+                         classes="note", markup=False)
+        kinds = load_step_kinds()
+        for index in self.indices:
+            run = self.session.runs[index]
+            cls = kinds.get(run.spec.kind)
+            title = cls.title if cls is not None else run.spec.kind
+            yield Static(self._step_title(run, title), id=f"title-{index}", classes="step-title")
+            model = params_model(run.spec.kind)
+            if model is not None and model.model_fields:
+                yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}")
+
+    def on_mount(self) -> None:
+        self.refresh_controls()
+        self.refresh_view()
+
+    def on_screen_resume(self) -> None:
+        self.query_one("#crumbs", Static).update(breadcrumb(self.page.name))
+        self.refresh_controls()
+        self.refresh_view()
+
+    # --- state shown ---------------------------------------------------------------------------------
+
+    def _step_title(self, run: StepRun, title: str | None = None) -> Text:
+        cls = load_step_kinds().get(run.spec.kind)
+        title = title or (cls.title if cls is not None else run.spec.kind)
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"{STATUS_MARK.get(run.status, '?')} {title}", style="bold")
+        text.append(f"  [{run.spec.kind}] {run.status}", style="dim")
+        return text
+
+    def next_index(self) -> int | None:
+        for index in self.indices:
+            if not self.session.runs[index].done:
+                return index
+        return None
+
+    def refresh_controls(self) -> None:
+        for i in self.indices:
+            self.query_one(f"#title-{i}", Static).update(self._step_title(self.session.runs[i]))
+        button = self.query_one("#run", Button)
+        index = self.next_index()
+        busy = self.wizard.busy
+        valid = all(self.form_valid.get(i, True) for i in self.indices)
+        if index is None:
+            button.label = "Done ✓" if self.indices else "—"
+            button.disabled = True
+        else:
+            run = self.session.runs[index]
+            if run.planned and run.changes:
+                button.label = f"Apply ({len(run.changes)})"
+            elif run.status == "failed":
+                button.label = "Retry"
+            else:
+                button.label = "Plan"
+            button.disabled = busy or not valid
+        self.query_one("#status", Static).update(self.status_line())
+        self.show_plan()
+
+    def status_line(self) -> str:
+        if self.wizard.busy:
+            return "running…"
+        done = sum(1 for i in self.indices if self.session.runs[i].done)
+        return f"{done}/{len(self.indices)} steps done" if self.indices else ""
+
+    def show_plan(self) -> None:
+        text = Text()
+        for index in self.indices:
+            run = self.session.runs[index]
+            if run.status in ("planned", "running", "ok", "changed") and (run.changes or run.notes):
+                if run.changes and run.status in ("planned", "running"):
+                    text.append("will change:\n", style="bold")
+                    for change in run.changes:
+                        text.append(f"  • {change}\n")
+                elif run.status == "planned":
+                    text.append("no change needed\n", style="bold")
+                for note in run.notes:
+                    text.append(f"  {note}\n", style="dim")
+        self.query_one("#plan", Static).update(text)
+
+    def show_error(self, index: int) -> None:
+        run = self.session.runs[index]
+        cls = load_step_kinds().get(run.spec.kind)
+        title = cls.title if cls is not None else run.spec.kind
+        command = run.failing_command or run.last_command
+        self.query_one(ErrorPanel).show(error_text(title, run.message, command, list(run.tail)[-12:],
+                                                   run.diagnosis))
+        self.query_one(ErrorPanel).scroll_visible()
+
+    def refresh_view(self) -> None:
+        """Subclasses refresh their specialised widgets from `session.shared()`."""
+
+    # --- forms ------------------------------------------------------------------------------------
+
+    @on(ParamsForm.Changed)
+    def _form_changed(self, event: ParamsForm.Changed) -> None:
+        if not event.form.key.startswith("s"):
+            return
+        index = int(event.form.key[1:])
+        self.form_valid[index] = not event.errors
+        if not event.errors:
+            self.session.set_params(index, event.values)
+        self.refresh_controls()
+
+    # --- running ------------------------------------------------------------------------------------
+
+    @on(Button.Pressed, "#run")
+    def _run_pressed(self) -> None:
+        self.action_run()
+
+    @on(Button.Pressed, "#back")
+    def _back(self) -> None:
+        self.wizard.action_prev_page()
+
+    @on(Button.Pressed, "#next")
+    def _next(self) -> None:
+        self.wizard.action_next_page()
+
+    @on(Button.Pressed, "#retry")
+    def _retry(self) -> None:
+        self.query_one(ErrorPanel).hide()
+        self.start(self.advance(retry=True))
+
+    @on(Button.Pressed, "#skip")
+    def _skip(self) -> None:
+        index = self.next_index()
+        if index is not None:
+            self.session.skip(index)
+        self.query_one(ErrorPanel).hide()
+        self.start(self.advance())
+
+    @on(Button.Pressed, "#abort")
+    def _abort(self) -> None:
+        self.query_one(ErrorPanel).hide()
+        self.wizard.action_abort()
+
+    def action_run(self) -> None:
+        if self.wizard.busy or self.next_index() is None:
+            return
+        if not all(self.form_valid.get(i, True) for i in self.indices):
+            self.notify("fix the highlighted fields first", severity="warning")
+            return
+        self.query_one(ErrorPanel).hide()
+        self.start(self.advance())
+
+    def start(self, coro: Any) -> None:
+        self.wizard.start_engine(self, coro)
+
+    async def before_run(self) -> bool:
+        """Hook run before the page's first engine call (the connect page checks the host key)."""
+        return True
+
+    async def advance(self, retry: bool = False) -> None:
+        """Plan/apply steps in order until one needs confirmation or fails."""
+        if not await self.before_run():
+            return
+        while (index := self.next_index()) is not None:
+            run = self.session.runs[index]
+            if not (run.planned and run.changes):
+                self.log_line(f"── plan: {run.spec.kind}")
+                status = await self.session.plan(index)
+                self.after_step(index)
+                if status == "failed":
+                    self.show_error(index)
+                    return
+                if run.changes and not retry:
+                    return  # wait for the confirmation (Apply)
+            retry = False
+            self.log_line(f"── apply: {run.spec.kind}")
+            status = await self.session.apply(index)
+            self.after_step(index)
+            if status not in ("ok", "changed"):
+                self.show_error(index)
+                return
+
+    def after_step(self, index: int) -> None:
+        self.wizard.flush_events()
+        self.refresh_controls()
+        self.refresh_view()
+
+    # --- events -------------------------------------------------------------------------------------
+
+    def log_line(self, line: str) -> None:
+        self.wizard.flush_events()  # keep the order of engine output and page notes
+        self.query_one("#log", Log).write_line(line)
+
+    def handle_events(self, events: list[Event]) -> None:
+        """Render a batch of engine events (remote text as plain text)."""
+        log = self.query_one("#log", Log)
+        lines: list[str] = []
+        for event in events:
+            if isinstance(event, OutputLine):
+                lines.append(event.line)
+                continue
+            if isinstance(event, CommandStarted):
+                lines.append(f"$ {event.command}")
+            elif isinstance(event, CommandEnded):
+                if event.exit_status != 0:
+                    lines.append(f"[exit {event.exit_status}{' timeout' if event.timed_out else ''}]")
+            elif isinstance(event, Message):
+                lines.append(f"{event.level}: {event.text}")
+            elif isinstance(event, PlanReady):
+                lines.extend(f"will change: {c}" for c in event.changes)
+            elif isinstance(event, StepFinished):
+                lines.append(f"{event.step}: {event.status} {event.message.splitlines()[0] if event.message else ''}")
+            elif isinstance(event, StepStarted):
+                pass
+            elif isinstance(event, Progress):
+                self.on_progress(event)
+            elif isinstance(event, Metric):
+                self.on_metric(event)
+        if lines:
+            log.write_lines(lines)
+
+    def on_progress(self, event: Progress) -> None:
+        """Specialised pages show progress bars."""
+
+    def on_metric(self, event: Metric) -> None:
+        """Specialised pages show live metrics."""
+
+    def query_widget(self, selector: str) -> Widget:
+        return self.query_one(selector)

@@ -1,0 +1,64 @@
+"""The panel a failed step shows: failing command, output tail, diagnose findings; retry/skip/abort."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Static
+
+
+def error_text(title: str, message: str, command: str, tail: list[str], diagnosis: list[dict[str, Any]]) -> Text:
+    """Plain text (remote output is data, never markup) with a few styled headings."""
+    text = Text()
+    text.append(f"✗ {title} failed\n", style="bold")
+    if message:
+        text.append(message.rstrip() + "\n")
+    if command:
+        text.append("\nfailing command: ", style="bold")
+        text.append(command + "\n")
+    if tail:
+        text.append("\nlast output:\n", style="bold")
+        for line in tail:
+            text.append("  " + line + "\n")
+    for finding in diagnosis:
+        text.append(f"\ndiagnosis [{finding.get('category', '?')}]: ", style="bold")
+        text.append(str(finding.get("root_cause", "")) + "\n")
+        if finding.get("fix"):
+            text.append("fix: ", style="bold")
+            text.append(str(finding["fix"]) + "\n")
+        for line in list(finding.get("evidence") or [])[:3]:
+            text.append("  evidence: " + str(line) + "\n")
+    return text
+
+
+class ErrorPanel(Vertical):
+    """Hidden until a step fails."""
+
+    DEFAULT_CSS = """
+    ErrorPanel { height: auto; display: none; border: round $error; padding: 0 1; margin: 1 0; }
+    ErrorPanel.shown { display: block; }
+    ErrorPanel #error-text { height: auto; }
+    ErrorPanel Horizontal { height: auto; }
+    ErrorPanel Button { margin-right: 1; min-width: 10; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="error-text")
+        with Horizontal():
+            yield Button("Retry", id="retry", variant="warning", compact=True)
+            yield Button("Skip", id="skip", compact=True)
+            yield Button("Abort", id="abort", variant="error", compact=True)
+
+    def show(self, text: Text) -> None:
+        self.query_one("#error-text", Static).update(text)
+        self.add_class("shown")
+
+    def hide(self) -> None:
+        self.remove_class("shown")
+
+    @property
+    def shown(self) -> bool:
+        return self.has_class("shown")

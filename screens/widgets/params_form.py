@@ -1,0 +1,130 @@
+"""A form built from a pydantic model's fields, validated (whole model) as you type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Input, Label, Select, Static, Switch
+
+from screens.form_fields import FieldSpec, clean_values, field_specs, from_text, initial_value, to_text, validate
+
+
+class ParamsForm(Vertical):
+    """One row per field: label, input, help and error line."""
+
+    DEFAULT_CSS = """
+    ParamsForm { height: auto; }
+    ParamsForm .field { height: auto; }
+    ParamsForm .field-label { width: 22; padding: 1 1 0 0; }
+    ParamsForm .field-input { width: 1fr; }
+    ParamsForm Input { width: 1fr; }
+    ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
+    ParamsForm .field-error { color: $error; padding-left: 22; height: auto; display: none; }
+    ParamsForm .field-error.shown { display: block; }
+    ParamsForm .form-error { color: $error; height: auto; }
+    """
+
+    class Changed(Message):
+        """Posted on every edit: the current values and the errors (empty when valid)."""
+
+        def __init__(self, form: ParamsForm, values: dict[str, Any], errors: dict[str, str]) -> None:
+            super().__init__()
+            self.form = form
+            self.values = values
+            self.errors = errors
+
+        @property
+        def control(self) -> ParamsForm:
+            return self.form
+
+    def __init__(self, model: type[BaseModel], values: dict[str, Any], *, key: str,
+                 exclude: tuple[str, ...] = (), id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model = model
+        self.key = key
+        self.specs: list[FieldSpec] = field_specs(model, exclude)
+        self._initial = dict(values)
+        self.errors: dict[str, str] = {}
+
+    def _wid(self, name: str) -> str:
+        return f"{self.key}--{name}"
+
+    def compose(self) -> ComposeResult:
+        for spec in self.specs:
+            value = initial_value(self.model, spec.name, self._initial)
+            with Horizontal(classes="field"):
+                yield Label(spec.label, classes="field-label")
+                yield self._input(spec, value)
+            if spec.help:
+                yield Static(spec.help, classes="field-help", markup=False)
+            yield Static("", id=f"{self._wid(spec.name)}--error", classes="field-error", markup=False)
+        yield Static("", classes="form-error", markup=False)
+
+    def _input(self, spec: FieldSpec, value: Any) -> Widget:
+        wid = self._wid(spec.name)
+        if spec.kind == "bool":
+            return Switch(value=bool(value), id=wid, classes="field-input")
+        if spec.kind == "choice":
+            current = getattr(value, "value", value)
+            options = [(str(c), c) for c in spec.choices]
+            return Select(options, value=current if current in spec.choices else Select.NULL,
+                          allow_blank=spec.optional, id=wid, classes="field-input", compact=True)
+        input_type = {"int": "integer", "float": "number"}.get(spec.kind, "text")
+        placeholder = "(none)" if spec.optional else ("required" if spec.required else "")
+        return Input(to_text(spec, value), id=wid, type=input_type,  # type: ignore[arg-type]
+                     placeholder=placeholder, classes="field-input", compact=True)
+
+    def values(self) -> dict[str, Any]:
+        """The raw values as entered (pydantic coerces them)."""
+        out: dict[str, Any] = {}
+        for spec in self.specs:
+            widget = self.query_one(f"#{self._wid(spec.name)}")
+            if isinstance(widget, Switch):
+                out[spec.name] = widget.value
+            elif isinstance(widget, Select):
+                out[spec.name] = None if widget.value is Select.NULL else widget.value
+            elif isinstance(widget, Input):
+                out[spec.name] = from_text(spec, widget.value)
+        return clean_values(self.model, out)
+
+    def set_value(self, name: str, value: Any) -> None:
+        spec = next(s for s in self.specs if s.name == name)
+        widget = self.query_one(f"#{self._wid(name)}")
+        if isinstance(widget, Switch):
+            widget.value = bool(value)
+        elif isinstance(widget, Select):
+            widget.value = value if value in spec.choices else Select.NULL
+        elif isinstance(widget, Input):
+            widget.value = to_text(spec, value)
+
+    def revalidate(self) -> dict[str, str]:
+        values = self.values()
+        self.errors = validate(self.model, values)
+        for spec in self.specs:
+            line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
+            message = self.errors.get(spec.name, "")
+            line.update(f"✗ {message}" if message else "")
+            line.set_class(bool(message), "shown")
+            self.query_one(f"#{self._wid(spec.name)}").set_class(bool(message), "-invalid")
+        other = "; ".join(m for k, m in self.errors.items() if k not in {s.name for s in self.specs})
+        self.query_one(".form-error", Static).update(f"✗ {other}" if other else "")
+        self.post_message(self.Changed(self, values, self.errors))
+        return self.errors
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @on(Input.Changed)
+    @on(Switch.Changed)
+    @on(Select.Changed)
+    def _edited(self, event: Message) -> None:
+        event.stop()
+        if self.is_mounted:
+            self.revalidate()

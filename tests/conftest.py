@@ -1,0 +1,1 @@
+from tests.support.sshd import sshd  # noqa: F401  (fixture)
