@@ -16,7 +16,7 @@ class JsonlRunLog:
 
     def __init__(self, run_id: str, directory: Path | None = None) -> None:
         self.path = (directory or runs_dir()) / f"{run_id}.jsonl"
-        self._fh: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._fh: IO[str] = open(self.path, "a", encoding="utf-8")
 
     def __call__(self, event: Event) -> None:
         self._fh.write(event.model_dump_json() + "\n")

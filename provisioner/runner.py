@@ -52,9 +52,9 @@ def diagnose_lines(lines: list[str]) -> list[dict[str, Any]]:
         return []
     try:
         findings = diagnose("\n".join(lines))
-    except Exception:  # noqa: BLE001 - diagnosis must never hide the original failure
+    except Exception:
         return []
-    return [f.model_dump() if hasattr(f, "model_dump") else dict(f) for f in findings[:3]]
+    return [dict(f.to_dict()) for f in findings[:3]]
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
@@ -24,7 +25,7 @@ class EventsPending(Message):
 class ProvisionerApp(App[int]):
     """`provisioner tui`: one page per stage, the same engine as the headless CLI."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "gpu-provisioner"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),

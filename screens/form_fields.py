@@ -96,9 +96,7 @@ def from_text(spec: FieldSpec, text: str) -> Any:
     """The raw value for `text` (pydantic coerces and validates it afterwards)."""
     text = text.strip()
     if text == "":
-        if spec.kind == "list":
-            return []
-        return None if (spec.optional or spec.required) else ""
+        return [] if spec.kind == "list" else None
     if spec.kind == "list":
         return [part.strip() for part in text.split(",") if part.strip()]
     if spec.kind == "yaml":
@@ -110,21 +108,25 @@ def from_text(spec: FieldSpec, text: str) -> Any:
 
 
 def validate(model: type[BaseModel], values: dict[str, Any]) -> dict[str, str]:
-    """Per-field error messages of validating the whole model ("" key: errors not tied to a field)."""
-    clean = {k: v for k, v in values.items() if not (v is None and not _accepts_none(model, k))}
+    """Per-field error messages of validating the whole model ("" key: errors not tied to a field).
+
+    A blank field that does not accept None is an error naming its default (never silently reset)."""
+    errors: dict[str, str] = {}
+    for name, value in values.items():
+        if value is None and not _accepts_none(model, name):
+            default = model.model_fields[name].get_default(call_default_factory=True)
+            errors[name] = f"a value is required (default: {default})"
     try:
-        model.model_validate(clean)
+        model.model_validate(clean_values(model, values))
     except ValidationError as exc:
-        errors: dict[str, str] = {}
         for err in exc.errors():
             key = str(err["loc"][0]) if err["loc"] else ""
             errors.setdefault(key, err["msg"])
-        return errors
-    return {}
+    return errors
 
 
 def clean_values(model: type[BaseModel], values: dict[str, Any]) -> dict[str, Any]:
-    """Values without blank entries for fields that do not accept None (their default applies)."""
+    """Values without blank entries for fields that do not accept None."""
     return {k: v for k, v in values.items() if not (v is None and not _accepts_none(model, k))}
 
 

@@ -61,8 +61,7 @@ def test_lab_outputs_say_lab_where_text_is_free() -> None:
 
 def _assert_query_matches(host: LabHost, text: str) -> None:
     gpus = parse_gpu_query_csv(text)
-    assert [(g.index, g.name, g.uuid, g.pci_bus_id, g.compute_cap, g.driver_version, g.memory_mib)
-            for g in gpus] == [
+    assert [(g.index, g.name, g.uuid, g.pci_bus_id, g.compute_cap, g.driver_version, g.memory_mib) for g in gpus] == [
         (g.index, g.name, g.uuid, g.bus_id, g.compute_cap, host.driver_version, g.memory_mib) for g in host.gpus
     ]
 
@@ -76,11 +75,16 @@ def test_query_csv_round_trip(units: bool, header: bool) -> None:
 def _assert_smi_q_matches(host: LabHost, text: str) -> None:
     q = parse_smi_q(text)
     assert (q.driver_version, q.cuda_version, q.attached_gpus) == (
-        host.driver_version, host.cuda_version, len(host.gpus)
+        host.driver_version,
+        host.cuda_version,
+        len(host.gpus),
     )
     for got, want in zip(q.gpus, host.gpus, strict=True):
         assert (got.bus_id, got.product_name, got.uuid, got.minor_number) == (
-            want.bus_id, want.name, want.uuid, want.index
+            want.bus_id,
+            want.name,
+            want.uuid,
+            want.index,
         )
         assert got.memory_total_mib == want.memory_mib
         assert (got.pcie_gen_current, got.pcie_gen_max) == (want.pcie_gen_current, want.pcie_gen_max)
@@ -99,7 +103,9 @@ def test_smi_q_round_trip() -> None:
 def _assert_table_matches(host: LabHost, text: str) -> None:
     t = parse_smi_table(text)
     assert (t.smi_version, t.driver_version, t.cuda_version) == (
-        host.driver_version, host.driver_version, host.cuda_version
+        host.driver_version,
+        host.driver_version,
+        host.cuda_version,
     )
     assert t.processes == ("No running processes found",)
     for got, want in zip(t.gpus, host.gpus, strict=True):
@@ -171,7 +177,10 @@ def test_pveversion_round_trip(verbose: bool) -> None:
     host = reference_host()
     v = parse_pveversion(render.render_pveversion(host, verbose=verbose))
     assert (v.manager_version, v.repoid, v.running_kernel, v.release) == (
-        "8.4.1", "2a5fa54a8503f96d", "6.8.12-10-pve", (8, 4)
+        "8.4.1",
+        "2a5fa54a8503f96d",
+        "6.8.12-10-pve",
+        (8, 4),
     )
     if verbose:
         assert v.packages["proxmox-ve"] == "8.4.0" and "pve-container" in v.packages
@@ -197,14 +206,23 @@ def test_error_texts_equal_the_recorded_ones() -> None:
 def test_smi_table_matches_recorded_r595_layout() -> None:
     """Rendered from the values of GPU 0 of a recorded R595 table, the lines are identical."""
     recorded = fx("smi_table_rtxpro6000_x2_595.txt").split("\n")
-    gpu = LabGpu(index=0, name=render.REFERENCE_GPU_NAME, uuid=render.lab_gpu_uuid(0), bus_id="00000000:16:00.0",
-                 compute_cap="12.0", memory_mib=97887, temperature_c=27, power_draw_w=36.0)
+    gpu = LabGpu(
+        index=0,
+        name=render.REFERENCE_GPU_NAME,
+        uuid=render.lab_gpu_uuid(0),
+        bus_id="00000000:16:00.0",
+        compute_cap="12.0",
+        memory_mib=97887,
+        temperature_c=27,
+        power_draw_w=36.0,
+    )
     host = LabHost(gpus=(gpu,), driver_version="595.71.05", cuda_version="13.2")
     rendered = render.render_smi_table(host, timestamp="Tue Jun 16 11:20:05 2026").split("\n")
     assert rendered[:12] == recorded[:12]  # timestamp, title, headers and the whole GPU 0 block
-    assert rendered[-9:] == [recorded[-10], *recorded[-9:-3], "|  No running processes found" + " " * 61 + "|",
-                             recorded[-2], ""][-9:]
-    assert {len(line) for line in rendered if line.strip()} == {91}
+    # spacer line, process box header, its bottom rule: as recorded; the row says no processes
+    assert rendered[-9:-3] == recorded[-9:-3] and rendered[-2:] == recorded[-2:]
+    assert rendered[-3] == "|  No running processes found" + " " * 61 + "|"
+    assert {len(line) for line in rendered[1:] if line.strip()} == {91}
 
 
 def test_smi_table_columns_line_up_with_recorded_r570() -> None:
@@ -238,8 +256,12 @@ def _gpu_block_paths(text: str) -> set[tuple[str, ...]]:
 
 
 def test_smi_q_keys_are_keys_real_nvidia_smi_prints() -> None:
-    recorded = set().union(*(_gpu_block_paths(fx(n)) for n in
-                             ("smi_q_rtx5090_570.txt", "smi_q_a100_x2_535.txt", "smi_q_v100_460_legacy.txt")))
+    recorded = set().union(
+        *(
+            _gpu_block_paths(fx(n))
+            for n in ("smi_q_rtx5090_570.txt", "smi_q_a100_x2_535.txt", "smi_q_v100_460_legacy.txt")
+        )
+    )
     rendered = _gpu_block_paths(render.render_smi_q(reference_host()))
     assert rendered - recorded == set()
     assert len(rendered) > 150
@@ -266,14 +288,14 @@ def test_topo_layout_matches_recorded() -> None:
     rendered = render.render_topo_m(reference_host()).split("\n")
     recorded = fx("topo_m_h100_x8_nvlink_nics_550.txt").split("\n")
     legend_at = recorded.index("Legend:")
-    assert rendered[rendered.index("Legend:"):] == [*recorded[legend_at:legend_at + 10], ""]
+    assert rendered[rendered.index("Legend:") :] == recorded[legend_at : legend_at + 10]
     header = rendered[0].split("\t")
     assert header[0] == "" and header[-3:] == recorded[0].split("\t")[-3:]
     gpu0 = rendered[1].split("\t")
     assert gpu0[1] == " X " and gpu0[-2:] == ["", "N/A"]  # the empty cell real output has
     p2p = render.render_topo_p2p(reference_host().model_copy(update={"p2p": "CNS"})).split("\n")
     recorded_p2p = fx("topo_p2p_r_x4_cns.txt").split("\n")
-    assert p2p[p2p.index("Legend:"):] == recorded_p2p[recorded_p2p.index("Legend:"):]
+    assert p2p[p2p.index("Legend:") :] == recorded_p2p[recorded_p2p.index("Legend:") :]
     assert all(re.match(r"^ GPU\d\t(?:(?:X|OK|CNS)\t)+$", ln) for ln in p2p[1:9])
     assert all(re.match(r"^ GPU\d\t(?:(?:X|OK|CNS)\t)+$", ln) for ln in recorded_p2p[1:5])
 
@@ -299,8 +321,13 @@ def test_proc_driver_version_banner_matches_recorded() -> None:
 
 # --- property: any lab host round-trips -----------------------------------------------------------
 
-_NAMES = [render.REFERENCE_GPU_NAME, "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 5090", "NVIDIA L4",
-          "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"]
+_NAMES = [
+    render.REFERENCE_GPU_NAME,
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA GeForce RTX 5090",
+    "NVIDIA L4",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+]
 
 
 @st.composite
@@ -308,19 +335,32 @@ def lab_hosts(draw: st.DrawFn) -> LabHost:
     n = draw(st.integers(1, 8))
     buses = draw(st.lists(st.integers(1, 255), min_size=n, max_size=n, unique=True))
     gpus = tuple(
-        LabGpu(index=i, name=draw(st.sampled_from(_NAMES)), uuid=render.lab_gpu_uuid(i, "prop"),
-               bus_id=f"00000000:{bus:02X}:00.0", compute_cap=draw(st.sampled_from(["12.0", "9.0", "8.9"])),
-               memory_mib=draw(st.integers(1024, 200000)), numa_node=draw(st.integers(0, 1)),
-               temperature_c=draw(st.integers(20, 95)), power_draw_w=draw(st.floats(5, 700).map(lambda x: round(x, 2))),
-               power_limit_w=draw(st.sampled_from([300.0, 450.0, 600.0, 700.0])),
-               pcie_gen_current=draw(st.integers(1, 5)), pcie_width_current=draw(st.sampled_from([1, 4, 8, 16])))
+        LabGpu(
+            index=i,
+            name=draw(st.sampled_from(_NAMES)),
+            uuid=render.lab_gpu_uuid(i, "prop"),
+            bus_id=f"00000000:{bus:02X}:00.0",
+            compute_cap=draw(st.sampled_from(["12.0", "9.0", "8.9"])),
+            memory_mib=draw(st.integers(1024, 200000)),
+            numa_node=draw(st.integers(0, 1)),
+            temperature_c=draw(st.integers(20, 95)),
+            power_draw_w=draw(st.floats(5, 700).map(lambda x: round(x, 2))),
+            power_limit_w=draw(st.sampled_from([300.0, 450.0, 600.0, 700.0])),
+            pcie_gen_current=draw(st.integers(1, 5)),
+            pcie_width_current=draw(st.sampled_from([1, 4, 8, 16])),
+        )
         for i, bus in enumerate(buses)
     )
     driver = draw(st.from_regex(r"\A(5[5-9]\d|6[01]\d)\.\d{2,3}\.\d{2}\Z"))
-    return LabHost(gpus=gpus, driver_version=driver, flavour=draw(st.sampled_from(["open", "proprietary"])),
-                   cuda_version=draw(st.sampled_from(["12.8", "13.0", "13.2"])),
-                   p2p=draw(st.sampled_from(["OK", "CNS", "GNS", "NS"])), persistence=draw(st.booleans()),
-                   ecc=draw(st.booleans()))
+    return LabHost(
+        gpus=gpus,
+        driver_version=driver,
+        flavour=draw(st.sampled_from(["open", "proprietary"])),
+        cuda_version=draw(st.sampled_from(["12.8", "13.0", "13.2"])),
+        p2p=draw(st.sampled_from(["OK", "CNS", "GNS", "NS"])),
+        persistence=draw(st.booleans()),
+        ecc=draw(st.booleans()),
+    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -253,6 +253,30 @@ def test_smi_table_r470_narrow_layout() -> None:
     assert t.processes == ("No running processes found",)
 
 
+def test_smi_table_mig_enabled_gpu_and_kmd_title() -> None:
+    text = "\n".join(
+        [
+            "+-----------------------------------------------------------------------------------------+",
+            "| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02     CUDA UMD Version: 13.3     |",
+            "+-----------------------------------------+------------------------+----------------------+",
+            "|=========================================+========================+======================|",
+            "|   0  NVIDIA RTX PRO 6000 Blac...    On  |   00000000:61:00.0 Off |                   On |",
+            "| N/A   34C    P0            108W /  600W |                  N/A   |     N/A      Default |",
+            "|                                         |                        |              Enabled |",
+            "+-----------------------------------------+------------------------+----------------------+",
+            "",
+            "+-----------------------------------------------------------------------------------------+",
+            "| MIG devices:                                                                            |",
+            "+------------------+----------------------------------+-----------+-----------------------+",
+        ]
+    )
+    t = parse_smi_table(text)
+    assert (t.driver_version, t.cuda_version) == ("610.43.02", "13.3")
+    (g,) = t.gpus
+    assert g.memory_used_mib is None and g.memory_total_mib is None and g.gpu_util_percent is None
+    assert (g.mig_mode, g.volatile_uncorr_ecc, g.power_usage_w) == ("Enabled", "On", 108)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -342,8 +366,12 @@ def test_topo_p2p_cns_between_sockets() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " \tGPU0\tGPU1\t\n GPU0\tX\tMAYBE\t\n GPU1\tOK\tX\t\n", " \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n",
-     " \tGPU0\tGPU1\t\n GPU0\tOK\tOK\t\n GPU1\tOK\tX\t\n"],
+    [
+        "",
+        " \tGPU0\tGPU1\t\n GPU0\tX\tMAYBE\t\n GPU1\tOK\tX\t\n",
+        " \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n",
+        " \tGPU0\tGPU1\t\n GPU0\tOK\tOK\t\n GPU1\tOK\tX\t\n",
+    ],
 )
 def test_topo_p2p_garbage(text: str) -> None:
     with pytest.raises(ParseError):
@@ -364,14 +392,34 @@ def test_module_version() -> None:
 @pytest.mark.parametrize(
     ("name", "version", "flavour", "arch", "gcc"),
     [
-        ("proc_driver_version_proprietary_550.txt", "550.54.14", "proprietary", "x86_64",
-         "gcc version 12.2.0 (Debian 12.2.0-14)"),
-        ("proc_driver_version_open_590.txt", "590.48.01", "open", "x86_64",
-         "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)"),
-        ("proc_driver_version_open_dkms_570.txt", "570.133.20", "open", "x86_64",
-         "gcc version 12.2.0 (Debian 12.2.0-14)"),
-        ("proc_driver_version_open_aarch64_580.txt", "580.82.07", "open", "aarch64",
-         "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)"),
+        (
+            "proc_driver_version_proprietary_550.txt",
+            "550.54.14",
+            "proprietary",
+            "x86_64",
+            "gcc version 12.2.0 (Debian 12.2.0-14)",
+        ),
+        (
+            "proc_driver_version_open_590.txt",
+            "590.48.01",
+            "open",
+            "x86_64",
+            "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)",
+        ),
+        (
+            "proc_driver_version_open_dkms_570.txt",
+            "570.133.20",
+            "open",
+            "x86_64",
+            "gcc version 12.2.0 (Debian 12.2.0-14)",
+        ),
+        (
+            "proc_driver_version_open_aarch64_580.txt",
+            "580.82.07",
+            "open",
+            "aarch64",
+            "gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)",
+        ),
     ],
 )
 def test_proc_driver_version(name: str, version: str, flavour: str, arch: str, gcc: str) -> None:
@@ -387,9 +435,7 @@ def test_proc_driver_version_build_info() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "text", ["", "GCC version:  gcc version 12.2.0\n", "NVRM version: nouveau 1.0\n"]
-)
+@pytest.mark.parametrize("text", ["", "GCC version:  gcc version 12.2.0\n", "NVRM version: nouveau 1.0\n"])
 def test_proc_driver_version_garbage(text: str) -> None:
     with pytest.raises(ParseError):
         parse_proc_driver_version(text)
@@ -432,8 +478,14 @@ def test_proc_devices_garbage(text: str) -> None:
 def test_ls_dev_host_with_caps_directory() -> None:
     nodes = parse_ls_dev(fx("ls_dev_nvidia_host_x2.txt")).by_path()
     assert set(nodes) == {
-        "/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1",
-        "/dev/nvidiactl", "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2",
+        "/dev/nvidia-modeset",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+        "/dev/nvidia-caps/nvidia-cap1",
+        "/dev/nvidia-caps/nvidia-cap2",
     }
     assert (nodes["/dev/nvidiactl"].major, nodes["/dev/nvidiactl"].minor) == (195, 255)
     assert (nodes["/dev/nvidia-uvm-tools"].major, nodes["/dev/nvidia-uvm-tools"].minor) == (508, 1)
@@ -459,7 +511,8 @@ def test_ls_dev_devn_long_iso_time() -> None:
 def test_ls_dev_single_directory() -> None:
     listing = parse_ls_dev(fx("ls_dev_nvidia_caps_dir.txt"), directory="/dev/nvidia-caps")
     assert [(n.path, n.major, n.minor) for n in listing.nodes] == [
-        ("/dev/nvidia-caps/nvidia-cap1", 240, 1), ("/dev/nvidia-caps/nvidia-cap2", 240, 2)
+        ("/dev/nvidia-caps/nvidia-cap1", 240, 1),
+        ("/dev/nvidia-caps/nvidia-cap2", 240, 2),
     ]
 
 
@@ -521,8 +574,13 @@ def test_pveversion_verbose() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "bash: pveversion: command not found\n", "pve-manager/eight/abc (running kernel: x)\n",
-     "proxmox-ve: 8.4.0 (running kernel: 6.8.12-10-pve)\n", "pve-manager: 8.4.1 (running version: 8.4.1/2a5f)\n"],
+    [
+        "",
+        "bash: pveversion: command not found\n",
+        "pve-manager/eight/abc (running kernel: x)\n",
+        "proxmox-ve: 8.4.0 (running kernel: 6.8.12-10-pve)\n",
+        "pve-manager: 8.4.1 (running version: 8.4.1/2a5f)\n",
+    ],
 )
 def test_pveversion_garbage(text: str) -> None:
     with pytest.raises(ParseError):
@@ -642,9 +700,13 @@ def test_installer_missing_kernel_source() -> None:
 def test_installer_wrapped_console_load_failure() -> None:
     log = parse_installer_log(fx("nvidia_installer_fail_load_console.log"))
     assert log.outcome == "failed" and log.installer_version is None
-    assert log.errors[0].startswith("ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently")
+    assert log.errors[0].startswith(
+        "ERROR: Unable to load the kernel module 'nvidia.ko'.  This happens most frequently"
+    )
     assert "graphics driver release." in log.errors[0]  # continuation lines joined
-    assert log.errors[1].startswith("ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log'")
+    assert log.errors[1].startswith(
+        "ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log'"
+    )
     assert log.kernel_module_load_error == "No such device"
     assert "-> Kernel module load error: No such device" in log.decisive_lines
 
@@ -711,10 +773,23 @@ def test_pip_freeze_empty_environment_and_garbage() -> None:
 # --- robustness: no parser raises anything but ParseError -------------------------------------
 
 PARSERS: list[Callable[[str], Any]] = [
-    parse_gpu_query_csv, parse_smi_q, parse_smi_table, parse_topo_matrix, parse_topo_p2p,
-    parse_module_version, parse_proc_driver_version, parse_proc_devices, parse_ls_dev, parse_stat_dev,
-    parse_installer_log, parse_pveversion, parse_cgroup_fs, parse_os_release, parse_ldd_version,
-    parse_df, parse_pip_freeze,
+    parse_gpu_query_csv,
+    parse_smi_q,
+    parse_smi_table,
+    parse_topo_matrix,
+    parse_topo_p2p,
+    parse_module_version,
+    parse_proc_driver_version,
+    parse_proc_devices,
+    parse_ls_dev,
+    parse_stat_dev,
+    parse_installer_log,
+    parse_pveversion,
+    parse_cgroup_fs,
+    parse_os_release,
+    parse_ldd_version,
+    parse_df,
+    parse_pip_freeze,
 ]
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".txt", ".log"))
 

@@ -121,7 +121,7 @@ async def test_dropped_connection_is_a_clear_error(sshd: Sshd) -> None:
         sshd.process.kill()
 
     killer = asyncio.create_task(kill_sshd_soon())
-    with pytest.raises(TransportError, match="connection|dropped|lost"):
+    with pytest.raises(TransportError, match=r"connection|dropped|lost"):
         await t.run(["sleep", "20"], timeout=15)
     await killer
     await t.close()

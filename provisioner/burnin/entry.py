@@ -65,10 +65,12 @@ def in_torchrun(environ: dict[str, str] | None = None) -> bool:
 def resolve_backend_and_world(backend: str, world_size: int | None) -> tuple[str, int]:
     if importlib.util.find_spec("torch") is None:
         raise Unsupported("torch is not installed in this Python")
-    import torch
-
     if in_torchrun():
         world_size = int(os.environ["WORLD_SIZE"])
+    if backend == "gloo":  # no need to import torch (seconds) just to check settings
+        return backend, world_size if world_size is not None else 2
+    import torch
+
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":

@@ -25,7 +25,7 @@ from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.report import failure_result, write_outputs
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that holds `provisioner/`
-EXIT_HUNG_OR_FAILED = 1
+RANK0_DONE_GRACE = 10.0
 
 
 def free_port() -> int:
@@ -61,7 +61,7 @@ def spawn_world(
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     for rank in range(world):
-        log = open(log_dir / f"rank{rank}.log", "wb")  # noqa: SIM115 - closed when the child exits
+        log = open(log_dir / f"rank{rank}.log", "wb")  # closed below: the child keeps its copy
         stderr: Any = rank0_stderr if (rank == 0 and rank0_stderr is not None) else log
         procs.append(
             subprocess.Popen(
@@ -88,15 +88,18 @@ def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 def wait_world(procs: list[subprocess.Popen[bytes]], grace: float, deadline: float | None = None) -> list[int]:
-    """Wait for every rank. After the first failure (or rank 0 finishing) the rest get `grace`
-    seconds; past `deadline` (monotonic) everything is killed. Returns exit codes (negative = signal)."""
+    """Wait for every rank. After the first failure the rest get `grace` seconds (time for their
+    watchdogs to report), once rank 0 has exited at most RANK0_DONE_GRACE; past `deadline`
+    (monotonic) everything is killed. Returns exit codes (negative = killed by that signal)."""
     kill_at: float | None = None
     while True:
         codes = [p.poll() for p in procs]
         if all(c is not None for c in codes):
             return [int(c) for c in codes if c is not None]
         now = time.monotonic()
-        if kill_at is None and (any(c not in (None, 0) for c in codes) or codes[0] is not None):
+        if codes[0] is not None:  # rank 0 has written (or failed to write) the result: nothing to wait for
+            kill_at = min(kill_at, now + RANK0_DONE_GRACE) if kill_at is not None else now + RANK0_DONE_GRACE
+        elif kill_at is None and any(c not in (None, 0) for c in codes):
             kill_at = now + grace
         if (kill_at is not None and now > kill_at) or (deadline is not None and now > deadline):
             _kill(procs)

@@ -41,7 +41,7 @@ class NvmlReader:
     """Opened with `open()` (nvmlInit); `close()` shuts NVML down. Not thread-safe by itself."""
 
     def __init__(self, nvml: Any | None = None) -> None:
-        self.nvml = nvml if nvml is not None else import_pynvml()
+        self.nvml: Any = nvml if nvml is not None else import_pynvml()
         self.error: str | None = None if self.nvml is not None else "pynvml (nvidia-ml-py) not installed"
         self.handles: list[Any] = []
 

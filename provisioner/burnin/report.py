@@ -170,6 +170,8 @@ def format_summary(doc: dict[str, Any]) -> str:
         lines.append(f"  {name:<20s} {str(phase.get('status', '?')).upper()}")
         for reason in phase.get("reasons", []):
             lines.append(f"      - {reason}")
+        for note in phase.get("notes", []):
+            lines.append(f"      (note) {note}")
         if name == "collectives" and phase.get("rows"):
             lines.append(f"      avg bus bandwidth {phase.get('avg_bus_bandwidth', 0.0):.3f} GB/s over "
                          f"{len(phase['rows'])} rows, out of bounds {phase.get('out_of_bounds', 0)}")

@@ -17,6 +17,7 @@ class PhaseResult:
     status: str = PASS
     reasons: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # context that does not change the status
 
     def fail(self, reason: str) -> None:
         self.reasons.append(reason)
@@ -31,11 +32,11 @@ class PhaseResult:
         self.reasons.append(reason)
         self.status = SKIP
 
-    def note(self, reason: str) -> None:
-        self.reasons.append(reason)
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reasons": list(self.reasons), **self.data}
+        return {"status": self.status, "reasons": list(self.reasons), "notes": list(self.notes), **self.data}
 
 
 def worst(statuses: list[str]) -> str:

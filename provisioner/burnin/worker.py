@@ -8,6 +8,7 @@ other ranks reported through the c10d store) and the process exits.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
@@ -71,14 +72,17 @@ class Worker:
     # -- messages ---------------------------------------------------------------------------------
     def log(self, msg: str) -> None:
         if self.rank == 0:
-            print(f"[burnin] {msg}", file=sys.stderr, flush=True)
+            try:
+                print(f"[burnin] {msg}", file=sys.stderr, flush=True)
+            except (OSError, ValueError):  # a closed stderr must not kill the rank
+                pass
 
-    def _peer_reports(self, wait: float) -> list[str]:
-        """Timeout messages other ranks left in the c10d store."""
+    def _peer_reports(self, wait: float) -> dict[int, dict[str, Any]]:
+        """Timeouts other ranks left in the c10d store: {rank: {"region": ..., "limit": ...}}."""
         if self.store is None:
-            return []
+            return {}
         end = time.monotonic() + wait
-        found: dict[int, str] = {}
+        found: dict[int, dict[str, Any]] = {}
         while True:
             for r in range(self.world):
                 if r == self.rank or r in found:
@@ -86,31 +90,47 @@ class Worker:
                 key = f"{STORE_PREFIX}{r}"
                 try:
                     if self.store.check([key]):
-                        found[r] = self.store.get(key).decode(errors="replace")
+                        found[r] = json.loads(self.store.get(key).decode(errors="replace"))
                 except Exception:  # noqa: S112 - the store may be gone with its host
                     continue
             if len(found) == self.world - 1 or time.monotonic() > end:
-                return [found[r] for r in sorted(found)]
+                return found
             time.sleep(0.1)
+
+    @staticmethod
+    def _describe_peers(peers: dict[int, dict[str, Any]]) -> str:
+        by_region: dict[str, list[int]] = {}
+        for r, info in sorted(peers.items()):
+            by_region.setdefault(f"{info.get('region')} (limit {info.get('limit', 0):g}s)", []).append(r)
+        return "; ".join(f"rank(s) {', '.join(map(str, ranks))} timed out in {region}"
+                         for region, ranks in by_region.items())
 
     def on_timeout(self, region: str, limit: float) -> None:
         msg = f"timeout: {region} did not finish within {limit:g}s on rank {self.rank}"
-        print(f"[burnin rank {self.rank}] {msg}", file=sys.stderr, flush=True)
+        try:
+            print(f"[burnin rank {self.rank}] {msg}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
         if self.store is not None:
             try:
-                self.store.set(f"{STORE_PREFIX}{self.rank}", msg)
+                self.store.set(f"{STORE_PREFIX}{self.rank}", json.dumps({"region": region, "limit": limit}))
             except Exception:  # noqa: S110 - best effort: the store host may be the hung rank
                 pass
         if self.rank == 0:
-            peers = self._peer_reports(wait=1.0)
-            self.finish([msg, *peers], failed_step=msg)
+            peers = self._describe_peers(self._peer_reports(wait=1.0))
+            full = msg + (f" ({peers})" if peers else "")
+            self.finish([full], failed_step=full)
         os._exit(self.exit_code if self._finished and self.rank == 0 else 1)
 
     def on_error(self, region: str, exc: BaseException) -> str:
+        """An exception in a collective (usually a peer that died or timed out); the group is unusable."""
         self.broken = True
-        msg = f"{region}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        peers = self._peer_reports(wait=2.0) if self.rank == 0 else []
-        return "; ".join([msg, *peers])
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        first = first.split(" This is typically")[0][:200]
+        peers = self._describe_peers(self._peer_reports(wait=2.0)) if self.rank == 0 else ""
+        if peers:
+            return f"hang: {peers}; rank {self.rank} then failed in {region}: {type(exc).__name__}: {first}"
+        return f"{region}: {type(exc).__name__}: {first}"
 
     # -- phases -----------------------------------------------------------------------------------
     def _set_phase(self, name: str) -> None:
@@ -240,7 +260,9 @@ class Worker:
         }
         if torch.cuda.is_available():
             try:
-                env["nccl"] = ".".join(str(x) for x in torch.cuda.nccl.version())
+                nccl: Any = torch.cuda.nccl  # its version() is untyped in torch's stubs
+                version: Any = nccl.version()
+                env["nccl"] = ".".join(str(x) for x in version) if isinstance(version, tuple) else str(version)
             except Exception:
                 env["nccl"] = None
         if "preflight" in self.phases:
@@ -343,7 +365,7 @@ def _bus_id(device: torch.device) -> str:
     if device.type != "cuda":
         return "cpu"
     try:
-        props = torch.cuda.get_device_properties(device)
+        props: Any = torch.cuda.get_device_properties(device)
         return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
     except Exception:
         return "?"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console, Group
@@ -22,7 +22,7 @@ from provisioner.diagnose import Finding, diagnose
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="bold red"))
     raise SystemExit(ExitCode.USAGE)
 
@@ -32,7 +32,6 @@ def _read_log(source: str) -> str:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         _fail(f"cannot read log {source}: {exc.strerror or exc}")
-        raise AssertionError("unreachable") from exc
     return data.decode("utf-8", errors="replace")
 
 
@@ -42,10 +41,9 @@ def _read_facts(source: str) -> dict[str, Any]:
         facts = json.loads(raw)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         _fail(f"cannot read facts {source}: {exc}")
-        raise AssertionError("unreachable") from exc
     if not isinstance(facts, dict):
         _fail(f"facts {source} must be a JSON object (probe name -> output)")
-    return facts
+    return {str(k): v for k, v in facts.items()}
 
 
 def _panel(finding: Finding) -> Panel:

@@ -1,10 +1,21 @@
-"""`provisioner replay PLAYBOOK`: apply a playbook headless and idempotently."""
+"""`provisioner replay PLAYBOOK`: apply a playbook headless and idempotently, on one host or a fleet."""
 
 from __future__ import annotations
 
-import click
+import asyncio
+import time
 
-from provisioner.cli.common import common_run
+import click
+from rich.console import Console
+
+from provisioner.cli.common import common_run, echo_json, load_or_exit
+from provisioner.events import Bus
+from provisioner.exitcodes import ExitCode
+from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fleet, write_report
+from provisioner.playbook import PlaybookError
+from provisioner.render.console import ConsoleRenderer
+from provisioner.runlog import JsonlRunLog
+from provisioner.runner import finish_event, new_run_id, start_event
 
 
 @click.command("replay")
@@ -14,10 +25,61 @@ from provisioner.cli.common import common_run
 @click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
 @click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
               help="Write the playbook as run (with resolved facts) to this file.")
-def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, record_to: str | None) -> None:
+@click.option("--inventory", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Run on every host of this inventory (YAML) concurrently.")
+@click.option("--parallel", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="Hosts provisioned at the same time (with --inventory).")
+@click.option("--limit", default=None, help="Comma-separated host names of the inventory to run on.")
+@click.option("--resume-failed", is_flag=True, help="Only the hosts that failed in the last fleet run.")
+@click.option("--quiet", is_flag=True, help="Do not stream command output (recap only).")
+def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, record_to: str | None,
+            inventory: str | None, parallel: int, limit: str | None, resume_failed: bool, quiet: bool) -> None:
     """Apply PLAYBOOK; a second replay reports no changes; an interrupted one resumes.
 
     Example: provisioner replay playbooks/blackwell-8gpu-lxc.yaml --lab --json
+
+    Fleet: provisioner replay PLAYBOOK --inventory hosts.yaml --parallel 8 [--limit a,b] [--resume-failed]
     """
-    common_run(playbook, mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
-               record_to=record_to)
+    if inventory is None:
+        if limit or resume_failed:
+            raise click.UsageError("--limit and --resume-failed need --inventory")
+        common_run(playbook, mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
+                   record_to=record_to)
+        return
+    pb = load_or_exit(playbook)
+    try:
+        inv = load_inventory(inventory)
+    except PlaybookError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(ExitCode.USAGE) from None
+    entries = inv.hosts
+    if limit:
+        wanted = {x.strip() for x in limit.split(",") if x.strip()}
+        unknown = wanted - {e.label for e in entries}
+        if unknown:
+            raise click.UsageError(f"--limit names hosts not in the inventory: {', '.join(sorted(unknown))}")
+        entries = [e for e in entries if e.label in wanted]
+    rpath = report_path(playbook, inventory)
+    if resume_failed:
+        failed = failed_hosts(rpath)
+        entries = [e for e in entries if e.label in failed]
+        if not entries:
+            click.echo("no failed hosts in the last fleet run: nothing to resume", err=True)
+            if json_out:
+                echo_json({"hosts": {}, "status": "ok"})
+            return
+    run_id = new_run_id()
+    log = JsonlRunLog(run_id)
+    console = Console(stderr=True, highlight=False)
+    bus = Bus(log, ConsoleRenderer(console, verbose=not quiet, multi_host=True))
+    bus.emit(start_event(run_id, playbook, "apply", [e.label for e in entries]))
+    started = time.time()
+    results = asyncio.run(run_fleet(pb, entries, bus, mode="apply", parallel=parallel, trust_new_host=trust_new_host))
+    bus.emit(finish_event(run_id, results))
+    log.close()
+    doc = write_report(rpath, results, started)
+    console.print(f"run log: {log.path}\nfleet report: {rpath}", markup=False)
+    if json_out:
+        echo_json({"hosts": doc["hosts"], "status": doc["status"]})
+    if doc["status"] != "ok":
+        raise SystemExit(ExitCode.FAILED)

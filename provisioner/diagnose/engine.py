@@ -129,11 +129,13 @@ class Candidate:
     rules: list[str]
     evidence: list[str]
     generic_only: bool
+    from_facts: bool = False  # facts findings are distinct problems: never merged with each other
 
 
 def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[str, str]) -> list[Candidate]:
     out: list[Candidate] = []
-    for category in CATEGORIES:
+    categories: tuple[Category, ...] = CATEGORIES
+    for category in categories:
         mine = [h for h in hits if h.rule.category == category]
         primaries = [h for h in mine if not h.rule.supporting]
         if not primaries:
@@ -162,22 +164,31 @@ def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[st
     return out
 
 
+def _merge(a: Candidate, b: Candidate) -> Candidate:
+    """Fold two candidates of one category into the surer one (agreement adds a little)."""
+    top, other = (a, b) if a.confidence >= b.confidence else (b, a)
+    top.confidence = min(MAX_CONFIDENCE, top.confidence + AGREEMENT_BONUS * len(other.rules))
+    top.rules += [r for r in other.rules if r not in top.rules]
+    top.evidence += [e for e in other.evidence if e not in top.evidence]
+    top.generic_only = top.generic_only and other.generic_only
+    top.from_facts = top.from_facts or other.from_facts
+    return top
+
+
 def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list[Finding]:
     """Merge candidates per category, drop redundant generic ones, order best first."""
+    facts = sorted((c for c in candidates if c.from_facts), key=lambda c: -c.confidence)
     merged: dict[str, Candidate] = {}
-    for c in candidates:
+    for c in (c for c in candidates if not c.from_facts):
         prev = merged.get(c.category)
-        if prev is None:
-            merged[c.category] = c
-            continue
-        top, other = (c, prev) if c.confidence > prev.confidence else (prev, c)
-        top.confidence = min(MAX_CONFIDENCE, top.confidence + AGREEMENT_BONUS * len(other.rules))
-        top.rules += [r for r in other.rules if r not in top.rules]
-        top.evidence += [e for e in other.evidence if e not in top.evidence]
-        top.generic_only = top.generic_only and other.generic_only
-        merged[c.category] = top
-    strong = any(not c.generic_only and c.confidence >= STRONG for c in merged.values())
-    kept = [c for c in merged.values() if not (strong and c.generic_only)]
+        merged[c.category] = c if prev is None else _merge(prev, c)
+    kept_facts: list[Candidate] = []
+    for f in facts:
+        same = merged.pop(f.category, None)  # a log finding corroborates the best facts finding
+        kept_facts.append(f if same is None else _merge(f, same))
+    everything = kept_facts + list(merged.values())
+    strong = any(not c.generic_only and c.confidence >= STRONG for c in everything)
+    kept = [c for c in everything if not (strong and c.generic_only)]
     order = {cat: i for i, cat in enumerate(CATEGORIES)}
     kept.sort(key=lambda c: (-c.confidence, order[c.category]))
     secrets = tuple(known_secrets)
@@ -199,5 +210,6 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     """Candidates from a log text (no ranking)."""
     log = clean_log(text)
     fields = dict(extra_fields or {})
-    fields.update(log_fields(log.full_text))
+    for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
+        fields.update(log_fields(view.text))
     return _candidates_from_hits(match_rules(log), log, fields)

@@ -20,10 +20,16 @@ _FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("module_version", re.compile(r"kernel\s+module\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
     ("module_version", re.compile(r"kernel\s+version\s+(?:is\s+)?(\d{3}\.\d+(?:\.\d+)?)\s+does\s+not\s+match", _I)),
     ("lib_version", re.compile(r"NVML\s+library\s+version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
-    ("lib_version", re.compile(r"(?:driver\s+component|client)\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    (
+        "lib_version",
+        re.compile(r"(?:driver\s+component|client)\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I),
+    ),
     ("lib_version", re.compile(r"DSO\s+version\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
     ("driver_cuda", re.compile(r"CUDA\s+(?:UMD\s+)?Version:\s*(\d{2}\.\d)", _I)),
-    ("driver_cuda_raw", re.compile(r"driver\s+on\s+your\s+system\s+is\s+too\s+old\s+\(found\s+version\s+(\d{4,5})\)", _I)),
+    (
+        "driver_cuda_raw",
+        re.compile(r"driver\s+on\s+your\s+system\s+is\s+too\s+old\s+\(found\s+version\s+(\d{4,5})\)", _I),
+    ),
     ("required_cuda", re.compile(r"unsatisfied\s+condition:\s*cuda\s*>=\s*(\d+\.\d+)", _I)),
     ("torch_version", re.compile(r"PyTorch\s+version:\s*(\d+\.\d+\S*)", _I)),
     ("torch_version", re.compile(r"\btorch[-=]=?\s*(\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+\w+)", _I)),

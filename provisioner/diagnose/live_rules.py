@@ -7,6 +7,7 @@ facts it compared.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 from provisioner.diagnose import probes
@@ -22,7 +23,14 @@ NVIDIA_MAJOR = 195
 DRIVER_FLOOR_FOR_CUDA: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 BLACKWELL_MIN_DRIVER = "570.0"
 # Debugging knobs the NCCL docs say not to keep in production (burnin.md §6.4).
-NCCL_DEBUG_KNOBS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+NCCL_DEBUG_KNOBS = (
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_NVLS_ENABLE",
+)
 # Facts holding raw command output that the log rules read as well.
 TEXT_FACT_KEYS = ("nvidia_smi", "dmesg", "torch_check", "pct_start", "install_log", "log")
 
@@ -39,7 +47,16 @@ def _cand(
         rules=[f"facts.{rule}"],
         evidence=evidence,
         generic_only=False,
+        from_facts=True,
     )
+
+
+def _caps_text(caps: list[tuple[int, int]]) -> str:
+    """'12.0 x8' style summary of per-GPU compute capabilities."""
+    seen: dict[tuple[int, int], int] = {}
+    for cc in caps:
+        seen[cc] = seen.get(cc, 0) + 1
+    return ", ".join(f"{a}.{b}" + (f" x{n}" if n > 1 else "") for (a, b), n in seen.items())
 
 
 def _host_driver(facts: Facts) -> str | None:
@@ -184,9 +201,10 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
                 "proxmox_lxc",
                 0.85,
                 "cgroup_v1_keys_on_v2",
-                "The config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host, so the device rules are ignored.",
+                "The config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host, "
+                "so the device rules are ignored.",
                 "Rename them to lxc.cgroup2.devices.allow (or use devN entries).",
-                conf.v1_allow_lines[:4] + [f"host cgroup filesystem: {facts.get('cgroup_fs', 'cgroup2fs (assumed)')}"],
+                [*conf.v1_allow_lines[:4], f"host cgroup filesystem: {facts.get('cgroup_fs', 'cgroup2fs (assumed)')}"],
             )
         )
     uncovered: dict[int, list[str]] = {}
@@ -213,7 +231,7 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
             )
         )
     if conf.idmap_lines:
-        kinds = {ln.split(":", 1)[1].split()[0] if ":" in ln else ln.split("=", 1)[1].split()[0] for ln in conf.idmap_lines}
+        kinds = {re.split(r"[:=]", ln, maxsplit=1)[1].split()[0] for ln in conf.idmap_lines}
         absent = [k for k in ("u", "g") if k not in kinds]
         if absent:
             out.append(
@@ -255,7 +273,8 @@ def check_shm(facts: Facts) -> list[Candidate]:
             "shm_too_small",
             f"/dev/shm is {size / 2**20:.0f} MiB; NCCL's shared-memory transport needs more "
             f"(< 1 GiB fails with 'No space left on device') for {gpus or 'several'} GPUs.",
-            "Give the container a larger /dev/shm (LXC: mount a tmpfs of several GiB on /dev/shm; Docker: --shm-size=8g or --ipc=host).",
+            "Give the container a larger /dev/shm (LXC: mount a tmpfs of several GiB on /dev/shm; "
+            "Docker: --shm-size=8g or --ipc=host).",
             [f"/dev/shm size: {size} bytes", f"GPUs in use: {gpus}"],
         )
     ]
@@ -281,7 +300,7 @@ def check_torch_arch(facts: Facts) -> list[Candidate]:
             f"The installed torch has no kernels for compute capability {', '.join(f'{a}.{b}' for a, b in bad)} "
             f"(built for {listed}).",
             fields["arch_fix"],
-            [f"torch arch list: {listed}", f"GPU compute capabilities: {', '.join(f'{a}.{b}' for a, b in caps)}"],
+            [f"torch arch list: {listed}", f"GPU compute capabilities: {_caps_text(caps)}"],
         )
     ]
 
@@ -292,7 +311,8 @@ def check_torch_cuda_vs_driver(facts: Facts) -> list[Candidate]:
     if not driver:
         return out
     cuda = probes.cuda_version(facts.get("torch_cuda_version"))
-    if cuda is not None and probes.torch_is_cpu_only(facts.get("torch_version"), facts.get("torch_cuda_version")) is not True:
+    cpu_only = probes.torch_is_cpu_only(facts.get("torch_version"), facts.get("torch_cuda_version"))
+    if cuda is not None and cpu_only is not True:
         floor = DRIVER_FLOOR_FOR_CUDA.get(cuda[0])
         if floor and probes.version_tuple(driver) < probes.version_tuple(floor):
             out.append(
@@ -315,8 +335,9 @@ def check_torch_cuda_vs_driver(facts: Facts) -> list[Candidate]:
                 0.9,
                 "blackwell_driver_floor",
                 f"Blackwell GPUs need driver R570 or newer; the host driver is {driver}.",
-                "Install a driver >= 570 (open kernel modules) on the host, then the matching userspace in the container.",
-                [f"GPU compute capabilities: {', '.join(f'{a}.{b}' for a, b in caps)}", f"host driver: {driver}"],
+                "Install a driver >= 570 (open kernel modules) on the host, "
+                "then the matching userspace in the container.",
+                [f"GPU compute capabilities: {_caps_text(caps)}", f"host driver: {driver}"],
             )
         )
     return out
@@ -326,6 +347,8 @@ def check_cpu_only(facts: Facts) -> list[Candidate]:
     version, cuda = facts.get("torch_version"), facts.get("torch_cuda_version")
     if "torch_cuda_version" not in facts and version is None:
         return []
+    if "torch_cuda_version" in facts and cuda is None:
+        cuda = "None"  # JSON null: torch.version.cuda is None, i.e. a CPU build
     if probes.torch_is_cpu_only(version, cuda) is not True:
         return []
     return [

@@ -20,7 +20,7 @@ Category = Literal[
     "proxmox_lxc",
 ]
 
-CATEGORIES: tuple[str, ...] = get_args(Category)
+CATEGORIES: tuple[Category, ...] = get_args(Category)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ _ANSI_RE = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (titles, hyperlinks)
     r"|\x1b[@-Z\\-_]"  # other two-byte escapes
     r"|\^\[\[[0-9;]*[A-Za-z]"  # caret form as copied from `less` or `cat -v`
-    r"|(?<![\w\]\[])\[(?:\d{1,3}(?:;\d{1,3})*)?m(?=\S|$)"  # ESC already lost: "[1;31m"
+    r"|(?<![\]\[])\[\d{1,3}(?:;\d{1,3})*m"  # ESC already lost: "[1;31m"
 )
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
@@ -106,14 +106,22 @@ def split_lines(text: str) -> list[str]:
     return out
 
 
-def _wrap_width(lengths: list[int]) -> int | None:
+_BORDER_END = ("|", "+", "-", "=", "#", "*", "│", "┃", "╯", "╮", "┘", "┐")
+
+
+def _is_wrapped(line: str, width: int) -> bool:
+    """A line cut by the terminal: exactly the wrap width and not ending like a table border."""
+    return len(line) == width and not line.endswith(_BORDER_END)
+
+
+def _wrap_width(lines: list[str]) -> int | None:
     """The terminal width a log was hard-wrapped at, if it looks hard-wrapped."""
-    if not lengths:
+    if not lines:
         return None
-    width = max(lengths)
+    width = max(len(line) for line in lines)
     if width < 60:
         return None
-    count = Counter(lengths)[width]
+    count = Counter(len(line) for line in lines if _is_wrapped(line, width))[width]
     return width if count >= 2 else None
 
 
@@ -142,8 +150,8 @@ def clean_log(text: str) -> CleanLog:
     matchable = [strip_prefix(line) for line in visible]
     parts = [(m, i) for i, m in enumerate(matchable)]
     views = [_build_view(parts, ["\n"] * len(parts))]
-    width = _wrap_width([len(v) for v in visible])
+    width = _wrap_width(visible)
     if width is not None:
-        joiners = ["" if len(visible[i]) == width else "\n" for i in range(len(visible))]
+        joiners = ["" if _is_wrapped(visible[i], width) else "\n" for i in range(len(visible))]
         views.append(_build_view(parts, joiners))
     return CleanLog(tuple(visible), tuple(views), views[0].text)

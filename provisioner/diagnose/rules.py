@@ -109,7 +109,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.85,
         root_cause="The GPU is older than this software supports[: {gpu_cc}].",
-        fix="Run on a newer GPU, or disable the feature (e.g. torch.compile/Triton, FlashAttention, bf16) for this GPU.",
+        fix=(
+            "Run on a newer GPU, or disable the feature (e.g. torch.compile/Triton, FlashAttention, bf16) for this "
+            "GPU."
+        ),
         examples=(
             "Found NVIDIA GeForce GTX 1070 which is too old to be supported by the triton GPU compiler, "
             "which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but "
@@ -125,7 +128,9 @@ RULES: tuple[Rule, ...] = (
             r"will ignore this GPU",
         ),
         confidence=0.8,
-        root_cause="The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch.",
+        root_cause=(
+            "The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch."
+        ),
         fix="Install the legacy driver branch named in the message (e.g. R580) and a cu126 PyTorch build.",
         examples=(
             "NVRM: The NVIDIA GeForce GTX 1050 GPU installed in this system is supported through the NVIDIA 580.xx "
@@ -152,7 +157,8 @@ RULES: tuple[Rule, ...] = (
             "made for the driver's CUDA (e.g. an older PyTorch CUDA variant / image tag)."
         ),
         examples=(
-            "Check failed: error == cudaSuccess (35 vs. 0)  CUDA driver version is insufficient for CUDA runtime version",
+            "Check failed: error == cudaSuccess (35 vs. 0)  CUDA driver version is insufficient for CUDA runtime "
+            "version",
         ),
     ),
     Rule(
@@ -191,7 +197,10 @@ RULES: tuple[Rule, ...] = (
             "The CUDA runtime is newer than the driver and the driver tried the forward-compatibility "
             "path, which this GPU does not support (error 804)."
         ),
-        fix="Upgrade the host driver to natively support the CUDA version in use, and remove cuda-compat libraries from the library path.",
+        fix=(
+            "Upgrade the host driver to natively support the CUDA version in use, and remove cuda-compat libraries "
+            "from the library path."
+        ),
         examples=(
             "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
             "functions before calling NumCudaDevices() that might have already set an error? Error 804: forward "
@@ -225,7 +234,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.8,
         root_cause="PTX in the binary was produced by a CUDA toolchain newer than the driver's JIT compiler.",
-        fix="Upgrade the driver to at least the CUDA version that produced the PTX, or install a build with SASS for this GPU.",
+        fix=(
+            "Upgrade the driver to at least the CUDA version that produced the PTX, or install a build with SASS for "
+            "this GPU."
+        ),
         examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",),
     ),
     Rule(
@@ -233,8 +245,14 @@ RULES: tuple[Rule, ...] = (
         category="driver_too_old",
         patterns=(r"device kernel image is invalid", r"cudaErrorInvalidKernelImage"),
         confidence=0.55,
-        root_cause="The driver cannot load the kernel image: typically compressed fatbins (CUDA >= 12.4 toolchains) on a driver older than 550.54.14.",
-        fix="Upgrade the driver to >= 550.54.14 (or the branch matching the build's CUDA), or install a build not using compressed fatbins.",
+        root_cause=(
+            "The driver cannot load the kernel image: typically compressed fatbins (CUDA >= 12.4 toolchains) on a "
+            "driver older than 550.54.14."
+        ),
+        fix=(
+            "Upgrade the driver to >= 550.54.14 (or the branch matching the build's CUDA), or install a build not "
+            "using compressed fatbins."
+        ),
         examples=("RuntimeError: CUDA error: device kernel image is invalid",),
     ),
     Rule(
@@ -285,8 +303,14 @@ RULES: tuple[Rule, ...] = (
             r"kernel version [\d.]+ does not match DSO version",
         ),
         confidence=0.93,
-        root_cause="The kernel module[ ({module_version})] and a userspace component[ ({lib_version})] are different driver versions.",
-        fix="Install matching versions (reboot after upgrading; in containers install userspace at the host module's version).",
+        root_cause=(
+            "The kernel module[ ({module_version})] and a userspace component[ ({lib_version})] are different driver "
+            "versions."
+        ),
+        fix=(
+            "Install matching versions (reboot after upgrading; in containers install userspace at the host module's "
+            "version)."
+        ),
         examples=(
             "NVRM: API mismatch: the client has the version 535.129.03, but\nNVRM: this kernel module has the "
             "version 535.104.05.  Please\nNVRM: make sure that this kernel module and all NVIDIA driver\n"
@@ -303,7 +327,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.88,
         root_cause="libcuda (userspace) and the kernel module are different driver versions (CUDA error 803).",
-        fix="Align the userspace driver with the kernel module version (reboot after an upgrade, or reinstall the matching userspace).",
+        fix=(
+            "Align the userspace driver with the kernel module version (reboot after an upgrade, or reinstall the "
+            "matching userspace)."
+        ),
         examples=(
             "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 803: system has "
             "unsupported display driver / cuda driver combination",
@@ -335,11 +362,19 @@ RULES: tuple[Rule, ...] = (
             r"NVRM: [^\n]{0,80}is already bound to (?:vfio-pci|nouveau|another driver)",
         ),
         confidence=0.88,
-        root_cause="Another driver (nouveau, a framebuffer driver or vfio-pci) owns the GPUs, so the nvidia module never bound them.",
-        fix="Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module claims the GPUs.",
+        root_cause=(
+            "Another driver (nouveau, a framebuffer driver or vfio-pci) owns the GPUs, so the nvidia module never "
+            "bound them."
+        ),
+        fix=(
+            "Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module "
+            "claims the GPUs."
+        ),
         examples=(
-            "NVRM: The NVIDIA probe routine was not called for 3 device(s).\nNVRM: This can occur when a driver such as: \n"
-            "NVRM: nouveau, rivafb, nvidiafb or rivatv \nNVRM: was loaded and obtained ownership of the NVIDIA device(s).",
+            "NVRM: The NVIDIA probe routine was not called for 3 device(s).\nNVRM: This can occur when a driver "
+            "such as: \n"
+            "NVRM: nouveau, rivafb, nvidiafb or rivatv \nNVRM: was loaded and obtained ownership of the NVIDIA "
+            "device(s).",
         ),
     ),
     Rule(
@@ -354,7 +389,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.82,
         root_cause="Secure Boot rejects the unsigned (or not-yet-enrolled) NVIDIA kernel module, so it is not loaded.",
-        fix="Enroll the module signing key (MOK) at the next boot console, or disable Secure Boot; then verify with `lsmod | grep nvidia`.",
+        fix=(
+            "Enroll the module signing key (MOK) at the next boot console, or disable Secure Boot; then verify with "
+            "`lsmod | grep nvidia`."
+        ),
         examples=(
             "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
             "I did get the MOK enrollment screen same as before",
@@ -365,13 +403,17 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
-            r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid argument)",
+            r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
+            r"argument)",
             r"nvml error: driver not loaded",
             r"NVML_ERROR_DRIVER_NOT_LOADED",
         ),
         confidence=0.85,
         root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
-        fix="Rebuild the module for the running kernel (dkms autoinstall / reinstall the driver with kernel headers) and load it; check dmesg for the reason.",
+        fix=(
+            "Rebuild the module for the running kernel (dkms autoinstall / reinstall the driver with kernel headers) "
+            "and load it; check dmesg for the reason."
+        ),
         examples=("modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",),
     ),
     Rule(
@@ -384,7 +426,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.82,
         root_cause="No NVIDIA driver is installed or loaded where this ran.",
-        fix="Install the NVIDIA driver on the host (kernel module + userspace) and check `nvidia-smi` works there first.",
+        fix=(
+            "Install the NVIDIA driver on the host (kernel module + userspace) and check `nvidia-smi` works there "
+            "first."
+        ),
         examples=(
             "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
             "installed a driver from http://www.nvidia.com/Download/index.aspx",
@@ -393,11 +438,23 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="nodriver.fabric_manager",
         category="no_driver_loaded",
-        patterns=(r"system not yet initialized", r"cudaErrorSystemNotReady", r"nvidia-fabricmanager[^\n]{0,60}(?:failed|inactive|not running)"),
+        patterns=(
+            r"system not yet initialized",
+            r"cudaErrorSystemNotReady",
+            r"nvidia-fabricmanager[^\n]{0,60}(?:failed|inactive|not running)",
+        ),
         confidence=0.7,
-        root_cause="On NVSwitch systems the Fabric Manager is not running (or not matching the driver), so CUDA is not ready.",
-        fix="Install nvidia-fabricmanager of exactly the driver version and start it (systemctl enable --now nvidia-fabricmanager).",
-        examples=("CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized",),
+        root_cause=(
+            "On NVSwitch systems the Fabric Manager is not running (or not matching the driver), so CUDA is not "
+            "ready."
+        ),
+        fix=(
+            "Install nvidia-fabricmanager of exactly the driver version and start it (systemctl enable --now "
+            "nvidia-fabricmanager)."
+        ),
+        examples=(
+            "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized",
+        ),
     ),
     Rule(
         name="nodriver.no_device_generic",
@@ -428,14 +485,17 @@ RULES: tuple[Rule, ...] = (
             r"nvidia-container-cli: device error",
         ),
         confidence=0.88,
-        root_cause="The NVIDIA container runtime could not set up the GPU devices for the container (device cgroup/mount).",
+        root_cause=(
+            "The NVIDIA container runtime could not set up the GPU devices for the container (device cgroup/mount)."
+        ),
         fix=(
             "In nested setups (Docker in LXC) set no-cgroups = true in /etc/nvidia-container-runtime/config.toml "
             "and pass /dev/nvidia* explicitly (or use CDI); otherwise check the toolkit version and cgroup driver."
         ),
         examples=(
             "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
-            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown.",
+            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: "
+            "unknown.",
         ),
     ),
     Rule(
@@ -450,7 +510,10 @@ RULES: tuple[Rule, ...] = (
             r"Failed to mount [\"']?/dev/nvidia[\w-]*[\"']? onto",
         ),
         confidence=0.85,
-        root_cause="A GPU device node the container needs (typically /dev/nvidia-uvm) is missing, on the host or in the container.",
+        root_cause=(
+            "A GPU device node the container needs (typically /dev/nvidia-uvm) is missing, on the host or in the "
+            "container."
+        ),
         fix=(
             "Create the UVM nodes on the host at boot (`nvidia-modprobe -u -c=0`) and pass /dev/nvidia-uvm and "
             "/dev/nvidia-uvm-tools (plus every /dev/nvidiaN and /dev/nvidiactl) into the container."
@@ -470,8 +533,14 @@ RULES: tuple[Rule, ...] = (
             r"cuInit\(0\) (?:failed|returned) (?:with )?999",
         ),
         confidence=0.6,
-        root_cause="CUDA initialisation fails with an unknown error while the driver answers: usually /dev/nvidia-uvm is missing or the uvm module is wedged.",
-        fix="Load/create nvidia-uvm (`nvidia-modprobe -u -c=0`, or reload nvidia_uvm) and make sure /dev/nvidia-uvm* reach the container.",
+        root_cause=(
+            "CUDA initialisation fails with an unknown error while the driver answers: usually /dev/nvidia-uvm is "
+            "missing or the uvm module is wedged."
+        ),
+        fix=(
+            "Load/create nvidia-uvm (`nvidia-modprobe -u -c=0`, or reload nvidia_uvm) and make sure /dev/nvidia-uvm* "
+            "reach the container."
+        ),
         examples=(
             "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up "
             "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
@@ -487,7 +556,10 @@ RULES: tuple[Rule, ...] = (
             r"/dev/nvidia(?:\d+|ctl)[\"']?:? (?:Operation not permitted|Permission denied)",
         ),
         confidence=0.7,
-        root_cause="The container can see the NVIDIA device nodes but the device cgroup (or permissions) denies opening them.",
+        root_cause=(
+            "The container can see the NVIDIA device nodes but the device cgroup (or permissions) denies opening "
+            "them."
+        ),
         fix=(
             "Allow the devices: lxc.cgroup2.devices.allow for major 195 and the nvidia-uvm major (or devN lines) "
             "on Proxmox; for Docker keep the cgroup rules across daemon-reload (CDI or systemd cgroup driver fix)."
@@ -503,7 +575,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.65,
         root_cause="GPU device nodes (/dev/nvidiaN, /dev/nvidiactl) are missing where CUDA runs.",
-        fix="Pass every /dev/nvidiaN plus /dev/nvidiactl and /dev/nvidia-uvm* into the container (devN entries on PVE >= 8.1).",
+        fix=(
+            "Pass every /dev/nvidiaN plus /dev/nvidiactl and /dev/nvidia-uvm* into the container (devN entries on "
+            "PVE >= 8.1)."
+        ),
         examples=("NVIDIA: could not open the device file /dev/nvidiactl (No such file or directory).",),
     ),
     Rule(
@@ -516,7 +591,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.85,
         root_cause="The container engine has no GPU runtime configured, so no GPU devices were given to the container.",
-        fix="Install nvidia-container-toolkit, run `nvidia-ctk runtime configure` for the engine and restart it (or use the device plugin on Kubernetes).",
+        fix=(
+            "Install nvidia-container-toolkit, run `nvidia-ctk runtime configure` for the engine and restart it (or "
+            "use the device plugin on Kubernetes)."
+        ),
         examples=(
             'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
         ),
@@ -535,8 +613,13 @@ RULES: tuple[Rule, ...] = (
         generic=True,
         context=CONTAINER_CONTEXT,
         root_cause="CUDA sees no GPU inside the container: the device nodes were not passed through.",
-        fix="Pass /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm* into the container and allow them in the device cgroup.",
-        examples=("root@ct101:~# python -c 'import torch'\nRuntimeError: No CUDA GPUs are available (inside the LXC container)",),
+        fix=(
+            "Pass /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm* into the container and allow them in the device "
+            "cgroup."
+        ),
+        examples=(
+            "root@ct101:~# nvidia-smi\nNo devices were found\nroot@ct101:~# cat /etc/pve/lxc/101.conf  # lxc container",
+        ),
     ),
     # ------------------------------------------------------------------ cpu_only_wheel
     Rule(
@@ -549,7 +632,10 @@ RULES: tuple[Rule, ...] = (
             "Reinstall torch from a CUDA index (e.g. --index-url https://download.pytorch.org/whl/cu128, "
             "or the variant `provisioner resolve` picks) and check that torch.version.cuda is not None."
         ),
-        examples=('raise AssertionError("Torch not compiled with CUDA enabled")\nAssertionError: Torch not compiled with CUDA enabled',),
+        examples=(
+            'raise AssertionError("Torch not compiled with CUDA enabled")\n'
+            "AssertionError: Torch not compiled with CUDA enabled",
+        ),
     ),
     Rule(
         name="cpu.build_reports_no_cuda",
@@ -570,7 +656,8 @@ RULES: tuple[Rule, ...] = (
             "conda: pin pytorch=*=*cuda*) and verify torch.version.cuda."
         ),
         examples=(
-            "PyTorch version: 2.1.0.dev20230905\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: False",
+            "PyTorch version: 2.1.0.dev20230905\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: "
+            "False",
             "Successfully installed torch-2.5.1+cpu torchvision-0.20.1+cpu",
         ),
     ),
@@ -594,7 +681,10 @@ RULES: tuple[Rule, ...] = (
         confidence=0.35,
         generic=True,
         root_cause="torch reports CUDA unavailable; the most common cause is a CPU-only torch build.",
-        fix="Print torch.__version__ and torch.version.cuda; if it is +cpu/None reinstall from a CUDA index, else check the driver.",
+        fix=(
+            "Print torch.__version__ and torch.version.cuda; if it is +cpu/None reinstall from a CUDA index, else "
+            "check the driver."
+        ),
         examples=(">>> torch.cuda.is_available()\nFalse",),
     ),
     # ------------------------------------------------------------------ missing_shared_lib
@@ -611,8 +701,10 @@ RULES: tuple[Rule, ...] = (
         confidence=0.85,
         root_cause="A required shared library[ ({library})] is not installed or not on the loader path.",
         fix=(
-            "Install the package that provides the missing library[ ({library})] in the same CUDA major as the rest of the stack "
-            "(e.g. the nvidia-*-cu12 wheels, or the matching cu12x/cu11x build of the extension), or fix LD_LIBRARY_PATH."
+            "Install the package that provides the missing library[ ({library})] in the same CUDA major as the rest "
+            "of the stack "
+            "(e.g. the nvidia-*-cu12 wheels, or the matching cu12x/cu11x build of the extension), or fix "
+            "LD_LIBRARY_PATH."
         ),
         examples=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
     ),
@@ -622,9 +714,13 @@ RULES: tuple[Rule, ...] = (
         patterns=(r"version `(?:GLIBCXX|GLIBC|CXXABI)_[\d.]+' not found",),
         confidence=0.88,
         root_cause="The loader picked a libstdc++/glibc older than the one the binary needs[ ({library})].",
-        fix="Use the environment's own newer libstdc++ (conda: reinstall libstdcxx-ng / fix the libstdc++.so.6 symlink) or a newer distro/glibc.",
+        fix=(
+            "Use the environment's own newer libstdc++ (conda: reinstall libstdcxx-ng / fix the libstdc++.so.6 "
+            "symlink) or a newer distro/glibc."
+        ),
         examples=(
-            "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by .../libtorch_python.so)",
+            "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by "
+            ".../libtorch_python.so)",
         ),
     ),
     Rule(
@@ -632,20 +728,38 @@ RULES: tuple[Rule, ...] = (
         category="missing_shared_lib",
         patterns=(r"\.so[\d.]*: undefined symbol: \S+", r"undefined symbol: __nvJitLink", r"version libnvJitLink\.so"),
         confidence=0.7,
-        root_cause="A compiled library was built against a different version of torch/CUDA than the one installed (undefined symbol).",
-        fix="Reinstall the extension built for the installed torch and CUDA (or pin torch to the version it was built for).",
+        root_cause=(
+            "A compiled library was built against a different version of torch/CUDA than the one installed "
+            "(undefined symbol)."
+        ),
+        fix=(
+            "Reinstall the extension built for the installed torch and CUDA (or pin torch to the version it was "
+            "built for)."
+        ),
         examples=(
-            "ImportError: /usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
+            "ImportError: "
+            "/usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
             "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
         ),
     ),
     Rule(
         name="lib.libcuda_link",
         category="missing_shared_lib",
-        patterns=(r"cannot find -lcuda\b", r"libcuda\.so cannot found", r"CUDA driver is a stub library", r"cudaErrorStubLibrary"),
+        patterns=(
+            r"cannot find -lcuda\b",
+            r"libcuda\.so cannot found",
+            r"CUDA driver is a stub library",
+            r"cudaErrorStubLibrary",
+        ),
         confidence=0.75,
-        root_cause="libcuda.so (the driver's userspace library) is not where the build/JIT expects it, or only the toolkit's stub is found.",
-        fix="Install the driver userspace (libcuda.so.1) and make sure libcuda.so is on the library path (ldconfig -p | grep libcuda).",
+        root_cause=(
+            "libcuda.so (the driver's userspace library) is not where the build/JIT expects it, or only the "
+            "toolkit's stub is found."
+        ),
+        fix=(
+            "Install the driver userspace (libcuda.so.1) and make sure libcuda.so is on the library path (ldconfig "
+            "-p | grep libcuda)."
+        ),
         examples=("/usr/bin/ld: cannot find -lcuda: No such file or directory",),
     ),
     Rule(
@@ -670,17 +784,22 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.92,
         root_cause="/dev/shm is too small for NCCL's shared-memory buffers (No space left on device).",
-        fix="Give the container a larger /dev/shm (Docker --shm-size=1g or --ipc=host; LXC: a tmpfs /dev/shm of several GiB).",
+        fix=(
+            "Give the container a larger /dev/shm (Docker --shm-size=1g or --ipc=host; LXC: a tmpfs /dev/shm of "
+            "several GiB)."
+        ),
         examples=(
             "include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
-            "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space left on device (28)",
+            "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No "
+            "space left on device (28)",
         ),
     ),
     Rule(
         name="nccl.p2p_broken",
         category="nccl_failure",
         patterns=(
-            r"(?:works?|working|fine|runs|succeeds?|passes|fixe[sd]|helps?|solves?)(?: \S+){0,4} (?:with|when setting|after setting|by setting) `?NCCL_P2P_DISABLE",
+            r"(?:works?|working|fine|runs|succeeds?|passes|fixe[sd]|helps?|solves?)(?: \S+){0,4} (?:with|when "
+            r"setting|after setting|by setting) `?NCCL_P2P_DISABLE",
             r"NCCL_P2P_DISABLE=1`?(?: \S+){0,3} (?:works|fixes|fixed|helps|solves|resolves)",
             r"peer access is not supported between these two devices",
             r"peer mapping resources exhausted",
@@ -688,12 +807,17 @@ RULES: tuple[Rule, ...] = (
             r"building transport map failed",
         ),
         confidence=0.8,
-        root_cause="GPU peer-to-peer (P2P) transport does not work on this machine (ACS/IOMMU, virtualisation, or GPUs without P2P).",
+        root_cause=(
+            "GPU peer-to-peer (P2P) transport does not work on this machine (ACS/IOMMU, virtualisation, or GPUs "
+            "without P2P)."
+        ),
         fix=(
             "Disable ACS/IOMMU redirection (BIOS, iommu=pt, setpci ACS) or, for GPUs without working P2P, "
             "set NCCL_P2P_DISABLE=1; verify with nccl-tests all_reduce_perf."
         ),
-        examples=("It works with NCCL_P2P_DISABLE=1, but ideally would like to figure out why normal P2P is not working.",),
+        examples=(
+            "It works with NCCL_P2P_DISABLE=1, but ideally would like to figure out why normal P2P is not working.",
+        ),
     ),
     Rule(
         name="nccl.error",
@@ -712,9 +836,13 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.72,
         root_cause="An NCCL collective or communicator setup failed.",
-        fix="Re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV to see the transport that fails; check /dev/shm size, P2P/ACS and network interfaces.",
+        fix=(
+            "Re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV to see the transport that fails; check /dev/shm "
+            "size, P2P/ACS and network interfaces."
+        ),
         examples=(
-            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+            "torch.distributed.DistBackendError: NCCL error in: "
+            "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
             "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
         ),
     ),
@@ -728,7 +856,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.75,
         root_cause="An NCCL collective hung until the watchdog timeout (often a broken P2P path or a rank that died).",
-        fix="Run nccl-tests with and without NCCL_P2P_DISABLE=1 to isolate P2P; check ACS/IOMMU and that every rank reached the collective.",
+        fix=(
+            "Run nccl-tests with and without NCCL_P2P_DISABLE=1 to isolate P2P; check ACS/IOMMU and that every rank "
+            "reached the collective."
+        ),
         examples=(
             "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
             "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600039 milliseconds before timing out.",
@@ -737,7 +868,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="nccl.warn",
         category="nccl_failure",
-        patterns=(r"\bNCCL WARN\b", r"socketStartConnect: Connect to [^\n]{0,60} failed", r"\[Proxy Service\][^\n]{0,40}Failed"),
+        patterns=(
+            r"\bNCCL WARN\b",
+            r"socketStartConnect: Connect to [^\n]{0,60} failed",
+            r"\[Proxy Service\][^\n]{0,40}Failed",
+        ),
         confidence=0.55,
         root_cause="NCCL reported a warning during communication setup or a collective.",
         fix="Read the NCCL WARN line; re-run with NCCL_DEBUG=INFO to see the failing transport.",
@@ -770,10 +905,14 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(r"An NVIDIA kernel module '[\w-]+' appears to already be loaded in your kernel",),
         confidence=0.9,
-        root_cause="The .run installer tried to install kernel modules while NVIDIA modules were already loaded (e.g. inside a container sharing the host kernel).",
+        root_cause=(
+            "The .run installer tried to install kernel modules while NVIDIA modules were already loaded (e.g. "
+            "inside a container sharing the host kernel)."
+        ),
         fix=(
             "Inside a container install only the userspace, at exactly the host's version: "
-            "`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`; on a host, stop GPU users and unload the modules first."
+            "`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`; on a host, stop GPU users and "
+            "unload the modules first."
         ),
         examples=(
             "ERROR: An NVIDIA kernel module 'nvidia-drm' appears to already be loaded in your kernel.  This may be "
@@ -804,7 +943,8 @@ RULES: tuple[Rule, ...] = (
             "compiler, or use a driver branch that supports this kernel; read the make.log / nvidia-installer.log."
         ),
         examples=(
-            "*** Failed CC version check. Bailing out! ***\nmake[2]: *** [/var/lib/dkms/nvidia/495.46/build/Kbuild:194: cc_version_check] Error 1",
+            "*** Failed CC version check. Bailing out! ***\nmake[2]: *** "
+            "[/var/lib/dkms/nvidia/495.46/build/Kbuild:194: cc_version_check] Error 1",
             "ERROR: Unable to find the kernel source tree for the currently running kernel.",
         ),
     ),
@@ -822,13 +962,17 @@ RULES: tuple[Rule, ...] = (
             r"nvidia-[\w.-]+ : Depends: [^\n]+ but (?:it is not going to be installed|[\w.~-]+ is to be installed)",
         ),
         confidence=0.8,
-        root_cause="The driver installer could not run in this environment (missing tools, conflicting driver or packages, corrupt download).",
+        root_cause=(
+            "The driver installer could not run in this environment (missing tools, conflicting driver or packages, "
+            "corrupt download)."
+        ),
         fix=(
             "Fix the named blocker (install kmod/binutils/gcc, remove distro NVIDIA packages, re-download the .run "
             "and check its sha256) and re-run the installer."
         ),
         examples=(
-            "ERROR: Unable to find the module utility `modprobe`; please make sure you have the package 'module-init-tools' or 'kmod' installed.",
+            "ERROR: Unable to find the module utility `modprobe`; please make sure you have the package "
+            "'module-init-tools' or 'kmod' installed.",
         ),
     ),
     Rule(
@@ -848,7 +992,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.62,
         root_cause="The installation step failed.",
-        fix="Read the installer log named in the output for the first error; fix it (disk space, network, build tools) and re-run.",
+        fix=(
+            "Read the installer log named in the output for the first error; fix it (disk space, network, build "
+            "tools) and re-run."
+        ),
         examples=(
             "ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log' for details.",
             "ERROR: Failed building wheel for flash-attn",
@@ -874,7 +1021,8 @@ RULES: tuple[Rule, ...] = (
             "(--index-url https://download.pytorch.org/whl/cuXXX, or a named explicit index in uv)."
         ),
         examples=(
-            "ERROR: Could not find a version that satisfies the requirement torch==1.9.1+cu111 (from versions: 0.1.2, 0.1.2.post1)\n"
+            "ERROR: Could not find a version that satisfies the requirement torch==1.9.1+cu111 (from versions: "
+            "0.1.2, 0.1.2.post1)\n"
             "ERROR: No matching distribution found for torch==1.9.1+cu111",
         ),
     ),
@@ -904,8 +1052,10 @@ RULES: tuple[Rule, ...] = (
             "check the Python version, and declare the PyTorch index as an explicit named index for torch only."
         ),
         examples=(
-            "  × No solution found when resolving dependencies:\n  ╰─▶ Because there is no version of torch==2.7.0+cu126 "
-            "and your project depends on torch==2.7.0+cu126, we can conclude that your project's requirements are unsatisfiable.",
+            "  × No solution found when resolving dependencies:\n  ╰─▶ Because there is no version of "
+            "torch==2.7.0+cu126 "
+            "and your project depends on torch==2.7.0+cu126, we can conclude that your project's requirements are "
+            "unsatisfiable.",
         ),
     ),
     Rule(
@@ -917,7 +1067,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.45,
         generic=True,
-        root_cause="pip installed a set of packages with conflicting requirements (e.g. torchvision built for another torch).",
+        root_cause=(
+            "pip installed a set of packages with conflicting requirements (e.g. torchvision built for another "
+            "torch)."
+        ),
         fix="Install torch, torchvision and torchaudio together from the same release and index.",
         examples=("torchvision 0.16.0 requires torch==2.1.0, but you have torch 2.3.1 which is incompatible.",),
     ),
@@ -939,7 +1092,8 @@ RULES: tuple[Rule, ...] = (
         confidence=0.9,
         root_cause="A GPU hardware fault (ECC memory error, GPU fell off the bus, or the device stopped responding).",
         fix=(
-            "Drain the GPU: check `nvidia-smi -q -d ECC,ROW_REMAPPER`, dmesg Xid codes, power/cooling and PCIe seating; "
+            "Drain the GPU: check `nvidia-smi -q -d ECC,ROW_REMAPPER`, dmesg Xid codes, power/cooling and PCIe "
+            "seating; "
             "reset or power-cycle, and replace the card if it recurs."
         ),
         examples=(
@@ -952,7 +1106,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="hw.xid_other",
         category="oom_or_hw",
-        patterns=(r"NVRM: Xid \(PCI:[^\n]{0,40}\): \d+", r"RmInitAdapter failed", r"PCIe Bus Error: severity=(?:Uncorrected|Fatal)"),
+        patterns=(
+            r"NVRM: Xid \(PCI:[^\n]{0,40}\): \d+",
+            r"RmInitAdapter failed",
+            r"PCIe Bus Error: severity=(?:Uncorrected|Fatal)",
+        ),
         confidence=0.65,
         root_cause="The driver logged GPU errors (Xid / adapter init failure / PCIe errors).",
         fix="Look the Xid up in NVIDIA's Xid catalog; check power, cooling, PCIe link and firmware; re-run a burn-in.",
@@ -975,7 +1133,8 @@ RULES: tuple[Rule, ...] = (
         root_cause="The GPU ran out of memory.",
         fix="Reduce batch size/sequence length, free other processes on the GPU (nvidia-smi), or use more/larger GPUs.",
         examples=(
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "23.55 GiB",
         ),
     ),
     Rule(
@@ -991,7 +1150,8 @@ RULES: tuple[Rule, ...] = (
         root_cause="The host (or container) ran out of RAM or shared memory and killed/aborted the process.",
         fix="Raise the container's memory and /dev/shm limits, reduce DataLoader workers/batch size, or add RAM.",
         examples=(
-            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory "
+            "(shm).",
         ),
     ),
     Rule(
@@ -1006,7 +1166,10 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.6,
         root_cause="The GPU is throttling, overheating, or failing mid-kernel (power/thermal/hardware).",
-        fix="Check airflow, power cables and limits (`nvidia-smi -q -d TEMPERATURE,POWER,PERFORMANCE`) and dmesg Xid codes.",
+        fix=(
+            "Check airflow, power cables and limits (`nvidia-smi -q -d TEMPERATURE,POWER,PERFORMANCE`) and dmesg Xid "
+            "codes."
+        ),
         examples=("    HW Slowdown                       : Active",),
     ),
     # ------------------------------------------------------------------ proxmox_lxc
@@ -1025,7 +1188,8 @@ RULES: tuple[Rule, ...] = (
         root_cause="Proxmox could not start container[ {vmid}]; an LXC hook or mount in its config fails.",
         fix=(
             "Run `pct start {vmid} --debug` (or lxc-start -n {vmid} -F -l DEBUG) to see the failing line; "
-            "remove or fix the hook/mount entry (NVIDIA hooks need an unprivileged CT, bind mounts need existing host paths)."
+            "remove or fix the hook/mount entry (NVIDIA hooks need an unprivileged CT, bind mounts need existing "
+            "host paths)."
         ),
         examples=(
             "run_buffer: 314 Script exited with status 1\nlxc_setup: 3388 Failed to run mount hooks\n"
@@ -1050,7 +1214,8 @@ RULES: tuple[Rule, ...] = (
             "lxc.idmap line is set Proxmox adds no default mapping)."
         ),
         fix=(
-            "Map both uids and gids over the full 0-65535 range (e.g. `lxc.idmap: u 0 100000 65536` next to the g lines) "
+            "Map both uids and gids over the full 0-65535 range (e.g. `lxc.idmap: u 0 100000 65536` next to the g "
+            "lines) "
             "and allow every mapped host id in /etc/subuid and /etc/subgid (root:100000:65536, root:44:1, ...)."
         ),
         examples=(
@@ -1070,9 +1235,13 @@ RULES: tuple[Rule, ...] = (
             r"unable to parse (?:config|value of) [^\n]{0,60}lxc",
         ),
         confidence=0.85,
-        root_cause="The Proxmox API or config refused the change (device passthrough needs root@pam; raw lxc.* keys are not API-settable; locked CT).",
+        root_cause=(
+            "The Proxmox API or config refused the change (device passthrough needs root@pam; raw lxc.* keys are not "
+            "API-settable; locked CT)."
+        ),
         fix=(
-            "Set devN entries as root@pam with a password ticket or `pct set` over SSH (API tokens cannot), and write raw "
+            "Set devN entries as root@pam with a password ticket or `pct set` over SSH (API tokens cannot), and "
+            "write raw "
             "lxc.* lines to /etc/pve/lxc/<vmid>.conf as root."
         ),
         examples=(
@@ -1084,7 +1253,10 @@ RULES: tuple[Rule, ...] = (
         category="proxmox_lxc",
         patterns=(r"^lxc\.cgroup\.devices\.allow\s*[:=]", r"cgroup v1 (?:keys|configuration) [^\n]{0,40}ignored"),
         confidence=0.5,
-        root_cause="The container config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host (PVE >= 7), where they are ignored.",
+        root_cause=(
+            "The container config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host (PVE >= 7), "
+            "where they are ignored."
+        ),
         fix="Use lxc.cgroup2.devices.allow lines (or devN entries on PVE >= 8.1).",
         examples=("lxc.cgroup.devices.allow: c 195:* rwm",),
     ),
@@ -1092,13 +1264,17 @@ RULES: tuple[Rule, ...] = (
         name="pve.container_does_not_start",
         category="proxmox_lxc",
         patterns=(
-            r"(?:LXC|CT|container)(?: \S+){0,2} (?:does not|doesn't|won't|will not|fails to|failed to|can't|cannot) start",
+            r"(?:LXC|CT|container)(?: \S+){0,2} (?:does not|doesn't|won't|will not|fails to|failed to|can't|cannot) "
+            r"start",
             r"TASK ERROR: ",
         ),
         confidence=0.45,
         generic=True,
         root_cause="The Proxmox container fails to start (or a Proxmox task failed).",
-        fix="Run `pct start <vmid> --debug` and read the first ERROR line; check the lxc.* lines added to /etc/pve/lxc/<vmid>.conf.",
+        fix=(
+            "Run `pct start <vmid> --debug` and read the first ERROR line; check the lxc.* lines added to "
+            "/etc/pve/lxc/<vmid>.conf."
+        ),
         examples=("But my LXC Container does not start.",),
     ),
 )

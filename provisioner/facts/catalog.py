@@ -8,11 +8,13 @@ from provisioner.facts.models import (
     CgroupInfo,
     DevNodes,
     DfEntry,
+    DriverVersionInfo,
     Gpu,
     Libc,
     OsRelease,
     ProcDevices,
     PveVersion,
+    SmiStatus,
 )
 
 
@@ -20,7 +22,7 @@ def _module_version_or_none(text: str) -> str | None:
     return nvidia.parse_module_version(text) if text.strip() else None
 
 
-def _proc_version_or_none(text: str) -> nvidia.DriverVersionInfo | None:
+def _proc_version_or_none(text: str) -> DriverVersionInfo | None:
     return nvidia.parse_proc_driver_version(text) if text.strip() else None
 
 
@@ -32,7 +34,7 @@ def _gpus(text: str) -> list[Gpu]:
 GPUS: Fact[list[Gpu]] = Fact("gpus", list(nvidia.QUERY_GPU_COMMAND), _gpus)
 MODULE_VERSION: Fact[str | None] = Fact(
     "module_version", ["sh", "-c", "cat /sys/module/nvidia/version 2>/dev/null || true"], _module_version_or_none)
-PROC_DRIVER_VERSION: Fact[nvidia.DriverVersionInfo | None] = Fact(
+PROC_DRIVER_VERSION: Fact[DriverVersionInfo | None] = Fact(
     "proc_driver_version", ["sh", "-c", "cat /proc/driver/nvidia/version 2>/dev/null || true"], _proc_version_or_none)
 PROC_DEVICES: Fact[ProcDevices] = Fact("proc_devices", ["cat", "/proc/devices"], nvidia.parse_proc_devices)
 DEV_NODES: Fact[DevNodes] = Fact(
@@ -46,7 +48,7 @@ SHM: Fact[DfEntry] = Fact("shm", ["df", "-B1", "/dev/shm"], system.parse_df)
 ARCH: Fact[str] = Fact("arch", ["uname", "-m"], lambda t: t.strip())
 
 # Container facts (same probes, other target) — the container's nvidia-smi may legitimately fail.
-SMI_STATUS: Fact[nvidia.SmiStatus] = Fact(
+SMI_STATUS: Fact[SmiStatus] = Fact(
     "smi_status", ["sh", "-c", "command -v nvidia-smi >/dev/null || { echo 'nvidia-smi: command not found'; exit 127; };"
                    " nvidia-smi --query-gpu=driver_version --format=csv,noheader"],
     nvidia.parse_smi_status, ok_statuses=tuple(range(256)))

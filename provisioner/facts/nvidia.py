@@ -263,11 +263,7 @@ def parse_smi_q_tree(text: str) -> SmiNode:
         indent = len(raw) - len(raw.lstrip(" "))
         body = raw.strip(" ")
         m = _KV_RE.match(body)
-        node = (
-            SmiNode(m.group("key").strip(), (m.group("value") or "").strip())
-            if m
-            else SmiNode(body.strip(), None)
-        )
+        node = SmiNode(m.group("key").strip(), (m.group("value") or "").strip()) if m else SmiNode(body.strip(), None)
         while stack[-1][0] >= indent:
             stack.pop()
         stack[-1][1].children.append(node)
@@ -376,7 +372,8 @@ def _table_gpu(rows: list[str], where: str) -> SmiTableGpu:
         raise ParseError(f"nvidia-smi table {where}: bad GPU line {rows[0]!r}")
     c2 = _cells(rows[1]) if len(rows) > 1 else []
     m3 = re.match(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)$", c2[0]) if len(c2) == 3 else None
-    m4 = re.match(r"^(\S+)\s*/\s*(\S+)$", c2[1]) if m3 else None
+    # MIG-enabled GPUs show "N/A" instead of "used / total"
+    m4 = re.match(r"^(\S+)\s*/\s*(\S+)$|^(N/A)$", c2[1]) if m3 else None
     m5 = re.match(r"^(\S+)\s+(.+)$", c2[2]) if m3 else None
     if m3 is None or m4 is None or m5 is None:
         raise ParseError(f"nvidia-smi table {where}: bad usage line {rows[1] if len(rows) > 1 else ''!r}")
@@ -394,8 +391,8 @@ def _table_gpu(rows: list[str], where: str) -> SmiTableGpu:
         perf_state=perf,
         power_usage_w=_int_prefix(_na(pwr)),
         power_cap_w=_int_prefix(_na(cap)),
-        memory_used_mib=_int_prefix(_na(m4.group(1))),
-        memory_total_mib=_int_prefix(_na(m4.group(2))),
+        memory_used_mib=_int_prefix(_na(m4.group(1) or "N/A")),
+        memory_total_mib=_int_prefix(_na(m4.group(2) or "N/A")),
         gpu_util_percent=_int_prefix(_na(m5.group(1))),
         compute_mode=m5.group(2),
         mig_mode=mig,
@@ -509,9 +506,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             raise ParseError(f"nvidia-smi topo -m: unexpected row {label!r} (devices {devices})")
         values = cells[1 : 1 + len(devices)]
         if len(values) != len(devices):
-            raise ParseError(
-                f"nvidia-smi topo -m: row {label} has {len(values)} links, expected {len(devices)}"
-            )
+            raise ParseError(f"nvidia-smi topo -m: row {label} has {len(values)} links, expected {len(devices)}")
         for v in values:
             if not _LINK_RE.match(v):
                 raise ParseError(f"nvidia-smi topo -m: row {label}: unknown link type {v!r}")

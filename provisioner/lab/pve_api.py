@@ -451,6 +451,8 @@ class LabApi:
     def _create(self, p: dict[str, Any], ident: Identity) -> str:
         s = self.state.settings()
         vmid = int(p["vmid"])
+        if self.state.has_ct(vmid):  # PVE checks check_vmid_unused first
+            raise ApiError(500, f"CT {vmid} already exists on node '{s.node}'\n")
         self._check_devn_perm(list(p), ident)
         ostemplate = str(p["ostemplate"])
         m = re.match(r"^([^:]+):(.+)$", ostemplate)

@@ -380,7 +380,7 @@ def render_smi_table(host: LabHost, *, timestamp: str = DEFAULT_TIMESTAMP) -> st
         )
         out.append(f"|{'':41}|{'':24}|{mig:>21} |")
         out.append(_TABLE_RULE)
-    out.append(" " * 91)
+    out.append(" " * 89)  # the (space-filled) line real nvidia-smi prints between the boxes
     out.extend(_PROCESS_BOX)
     return _lines(out)
 

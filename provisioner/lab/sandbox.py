@@ -216,9 +216,8 @@ def _populate_dev(s: _Script, dev: str | Path, nodes: Iterable[DeviceNode], shm_
 
 # --- lab host model and node files ------------------------------------------------------------
 
-PVE_FULL_VERSION = {"8.1": ("8.1.4", "ec5affc9e41f1d79", "6.5.13-5-pve"),
-                    "8.4": ("8.4.1", "2a5fa54a8503f96d", "6.8.12-10-pve"),
-                    "9": ("9.0.10", "deb1ca707ec72a89", "6.14.11-2-pve")}
+#: kernel each lab PVE version runs
+PVE_KERNELS = {"8.1": "6.5.13-5-pve", "8.4": "6.8.12-10-pve", "9": "6.14.11-4-pve"}
 
 
 def lab_host(settings: LabSettings) -> render.LabHost:
@@ -230,17 +229,31 @@ def lab_host(settings: LabSettings) -> render.LabHost:
         bus = base.bus_id if i < len(ref.gpus) else f"00000000:{0x10 + i:02X}:00.0"
         gpus.append(base.model_copy(update={"index": i, "name": settings.gpu_name, "bus_id": bus,
                                             "uuid": render.lab_gpu_uuid(i)}))
-    pve, repoid, kernel = PVE_FULL_VERSION.get(settings.pve_version, PVE_FULL_VERSION["8.4"])
+    from provisioner.lab.pve_api import VERSIONS
+
+    pve, _, repoid = VERSIONS.get(settings.pve_version, VERSIONS["8.4"])
+    kernel = PVE_KERNELS.get(settings.pve_version, PVE_KERNELS["8.4"])
     return ref.model_copy(update={"gpus": tuple(gpus), "driver_version": settings.driver_version,
                                   "uvm_major": settings.uvm_major, "pve_version": pve, "pve_repoid": repoid,
                                   "kernel": kernel})
 
 
 def _write(path: Path, text: str) -> None:
+    """Write in place and only when changed: live bind mounts of the file keep showing it (a replaced
+    file would leave them on a deleted inode, onto which nothing can be mounted)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    data = text.encode()
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def node_dir(root: Path) -> Path:

@@ -393,7 +393,7 @@ def _check_prop(value: Any, schema: Mapping[str, Any], path: str, wire: Wire, er
         return None
     if isinstance(typed, (dict, list)):
         return typed
-    text = _as_text(typed)
+    text = _as_text(value)  # PVE checks the value as sent ("0100" stays "0100")
     if (fmt := schema.get("format")) is not None:
         try:
             _check_format(fmt, text, path)

@@ -19,11 +19,13 @@ from provisioner.events import (
     Message,
     OutputLine,
     PlanReady,
-    Progress as ProgressEvent,
     RunFinished,
     RunStarted,
     StepFinished,
     StepStarted,
+)
+from provisioner.events import (
+    Progress as ProgressEvent,
 )
 
 STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "interrupted": "bold red"}

@@ -82,7 +82,7 @@ class StepKind(abc.ABC, Generic[P]):
     def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         """Make the change; yield progress/message events."""
 
-    async def verify(self, ctx: StepContext) -> None:  # noqa: B027 - default: nothing to prove
+    async def verify(self, ctx: StepContext) -> None:
         """Prove the result; raise StepFailed when it does not hold."""
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:

@@ -120,7 +120,7 @@ class BurninRun(StepKind[BurninParams]):
         doc = ctx.shared.get("burnin") or {}
         if _overall(doc) != "pass":
             failed = [f"{k}: {v}" for k, v in (doc.get("verdict", {}).get("phases", {}) or {}).items()
-                      if isinstance(v, dict) and v.get("status") == "fail" or v == "fail"]
+                      if (isinstance(v, dict) and v.get("status") == "fail") or v == "fail"]
             raise StepFailed("burn-in failed: " + ("; ".join(map(str, failed)) or json.dumps(doc.get("verdict"))[:400]),
                              evidence=[json.dumps(doc.get("verdict"))[:2000]])
 

@@ -14,6 +14,7 @@ from provisioner import download as dl
 from provisioner import validate
 from provisioner.events import Event
 from provisioner.facts import nvidia
+from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -36,7 +37,7 @@ class DriverParams(Params):
     driver_run: str | None = Field(None, description="Local .run file (air-gapped sites); needs sha256 or .sha256sum")
     driver_mirror: str | None = Field(None, description="Base URL replacing https://download.nvidia.com/XFree86")
     sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
-    extra_flags: list[str] = []
+    extra_flags: list[str] = Field(default_factory=list)
     install_prereqs: bool = True
 
     @field_validator("version")
@@ -256,7 +257,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         await verify_smi(ctx, host)
 
 
-async def verify_smi(ctx: StepContext, host: str) -> list[nvidia.Gpu]:
+async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
     """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
     result = await ctx.container().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
     failure = nvidia.classify_smi_failure(result.output)

@@ -152,7 +152,7 @@ async def container_exists(ctx: StepContext, vmid: int) -> dict[str, Any] | None
     cts = await call(ctx, "list containers", client.list_cts, node_name(ctx))
     for ct in cts:
         if int(ct.get("vmid", -1)) == vmid:
-            config: dict[str, Any] = await call(ctx, f"read CT {vmid} config", client.ct_config, node_name(ctx), vmid)
+            config: dict[str, Any] = await call(ctx, f"read CT {vmid} config", client.ct_config, vmid, node_name(ctx))
             return config
     return None
 
@@ -183,7 +183,7 @@ class LxcCreate(StepKind[CreateParams]):
             return Plan.no_change(f"CT {vmid} ({have['hostname']}) exists with the same spec")
         changes = []
         storage, _, volume = self.params.template.partition(":")
-        content = await call(ctx, "list templates", ctx.pve().storage_content, node_name(ctx), storage, "vztmpl")
+        content = await call(ctx, "list templates", ctx.pve().storage_content, storage, "vztmpl", node_name(ctx))
         if not any(item.get("volid") == self.params.template for item in content):
             if not self.params.download_template:
                 raise StepFailed(f"template {self.params.template} is not on storage {storage}",
@@ -201,11 +201,11 @@ class LxcCreate(StepKind[CreateParams]):
         client = ctx.pve()
         node = node_name(ctx)
         storage, _, volume = self.params.template.partition(":")
-        content = await call(ctx, "list templates", client.storage_content, node, storage, "vztmpl")
+        content = await call(ctx, "list templates", client.storage_content, storage, "vztmpl", node)
         if not any(item.get("volid") == self.params.template for item in content):
             yield ctx.info(f"downloading template {volume} via aplinfo")
-            upid = await call(ctx, "download template", client.download_template, node, storage,
-                              volume.removeprefix("vztmpl/"))
+            upid = await call(ctx, "download template", client.download_template, storage,
+                              volume.removeprefix("vztmpl/"), node)
             await call(ctx, "download template", client.wait_task, node, upid, 1800)
         params = self.params.api_params(vmid)
         if self.params.ssh_public_key_file:
@@ -213,7 +213,7 @@ class LxcCreate(StepKind[CreateParams]):
 
             params["ssh-public-keys"] = Path(self.params.ssh_public_key_file).expanduser().read_text().strip()
         yield ctx.info(f"creating CT {vmid}")
-        upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, **params)
+        upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, params)
         yield ctx.info(f"task {upid}")
         await call(ctx, f"create CT {vmid}", client.wait_task, node, upid, 900)
         ctx.shared["ct_created"] = True
@@ -400,7 +400,7 @@ class LxcStart(StepKind[StartParams]):
 
     async def _status(self, ctx: StepContext) -> str:
         try:
-            status = await call(ctx, "container status", ctx.pve().ct_status, node_name(ctx), ctx.vmid)
+            status = await call(ctx, "container status", ctx.pve().ct_status, ctx.vmid, node_name(ctx))
         except StepFailed:
             if ctx.mode == "plan":
                 raise DependsOnEarlier(f"CT {ctx.vmid} does not exist yet") from None
@@ -415,7 +415,7 @@ class LxcStart(StepKind[StartParams]):
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         client = ctx.pve()
-        upid = await call(ctx, f"start CT {ctx.vmid}", client.start_ct, node_name(ctx), ctx.vmid)
+        upid = await call(ctx, f"start CT {ctx.vmid}", client.start_ct, ctx.vmid, node_name(ctx))
         await call(ctx, f"start CT {ctx.vmid}", client.wait_task, node_name(ctx), upid, self.params.timeout_s)
         yield ctx.info(f"CT {ctx.vmid} started")
 

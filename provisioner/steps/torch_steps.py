@@ -78,7 +78,7 @@ class VenvParams(Params):
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
-    extra_packages: list[str] = ["nvidia-ml-py"]
+    extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"])
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
     smoke_test: bool = True
 

@@ -28,7 +28,6 @@ from provisioner.transport.base import (
     TransportError,
 )
 
-
 _PGID_MARKER = "__provisioner_pgid__="
 
 
@@ -222,7 +221,7 @@ class SshTransport(Transport):
             self._conn = None
 
 
-async def _chunks(stream: asyncssh.SSHReader[str]) -> "asyncssh.AsyncIterator[str]":  # type: ignore[name-defined]
+async def _chunks(stream: asyncssh.SSHReader[str]) -> asyncssh.AsyncIterator[str]:  # type: ignore[name-defined]
     while True:
         data = await stream.read(65536)
         if not data:

@@ -21,13 +21,16 @@ class ParamsForm(Vertical):
     DEFAULT_CSS = """
     ParamsForm { height: auto; }
     ParamsForm .field { height: auto; }
-    ParamsForm .field-label { width: 22; padding: 1 1 0 0; }
+    ParamsForm .field-label { width: 22; padding: 0 1 0 0; }
     ParamsForm .field-input { width: 1fr; }
     ParamsForm Input { width: 1fr; }
     ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
     ParamsForm .field-error { color: $error; padding-left: 22; height: auto; display: none; }
     ParamsForm .field-error.shown { display: block; }
-    ParamsForm .form-error { color: $error; height: auto; }
+    ParamsForm .form-error { color: $error; height: auto; display: none; }
+    ParamsForm .form-error.shown { display: block; }
+    ParamsForm Switch { width: auto; height: 1; border: none; padding: 0; }
+    ParamsForm Switch:focus { border: none; background-tint: $foreground 10%; }
     """
 
     class Changed(Message):
@@ -51,6 +54,7 @@ class ParamsForm(Vertical):
         self.specs: list[FieldSpec] = field_specs(model, exclude)
         self._initial = dict(values)
         self.errors: dict[str, str] = {}
+        self._raw: dict[str, Any] = {}
 
     def _wid(self, name: str) -> str:
         return f"{self.key}--{name}"
@@ -91,6 +95,7 @@ class ParamsForm(Vertical):
                 out[spec.name] = None if widget.value is Select.NULL else widget.value
             elif isinstance(widget, Input):
                 out[spec.name] = from_text(spec, widget.value)
+        self._raw = out
         return clean_values(self.model, out)
 
     def set_value(self, name: str, value: Any) -> None:
@@ -105,7 +110,7 @@ class ParamsForm(Vertical):
 
     def revalidate(self) -> dict[str, str]:
         values = self.values()
-        self.errors = validate(self.model, values)
+        self.errors = validate(self.model, self._raw)
         for spec in self.specs:
             line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
             message = self.errors.get(spec.name, "")
@@ -114,6 +119,7 @@ class ParamsForm(Vertical):
             self.query_one(f"#{self._wid(spec.name)}").set_class(bool(message), "-invalid")
         other = "; ".join(m for k, m in self.errors.items() if k not in {s.name for s in self.specs})
         self.query_one(".form-error", Static).update(f"✗ {other}" if other else "")
+        self.query_one(".form-error").set_class(bool(other), "shown")
         self.post_message(self.Changed(self, values, self.errors))
         return self.errors
 

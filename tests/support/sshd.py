@@ -71,7 +71,7 @@ def start_sshd(workdir: Path, extra_config: str = "") -> Sshd:
         "ClientAliveInterval 2\nClientAliveCountMax 3\n" + extra_config
     )
     proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(config)], stderr=open(workdir / "sshd.log", "wb")  # noqa: SIM115
+        [SSHD, "-D", "-e", "-f", str(config)], stderr=open(workdir / "sshd.log", "wb")
     )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -1,0 +1,135 @@
+"""Fleets: the same playbook on many Proxmox nodes at once, failures isolated per host.
+
+Inventory (YAML)::
+
+    hosts:
+      - name: pve1                # label in the recap (default: host)
+        host: 10.0.0.11           # SSH / API address
+        node: pve1                # Proxmox node name
+        container: 200            # optional: override the playbook's CT id
+        ssh: {port: 22, key_file: ~/.ssh/id_ed25519}
+        api: {password: env:PVE1_PASSWORD}
+      - name: lab-a
+        lab_root: /tmp/lab-a      # a running lab (provisioner lab up --root /tmp/lab-a)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provisioner.events import Bus
+from provisioner.paths import state_dir
+from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings
+from provisioner.runlog import Recorder
+from provisioner.runner import HostResult, run_host
+from provisioner.session import lab_shared, node_transport, point_at_lab, pve_factory
+
+
+class InventoryHost(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    host: str | None = None
+    node: str | None = None
+    container: int | None = None
+    ssh: SshSettings | None = None
+    api: ApiSettings | None = None
+    lab_root: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name or self.host or (Path(self.lab_root).name if self.lab_root else "?")
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hosts: list[InventoryHost] = Field(min_length=1)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+        inv = Inventory.model_validate(data)
+    except (OSError, yaml.YAMLError) as exc:
+        raise PlaybookError([f"{p}: cannot read inventory: {exc}"]) from None
+    except ValidationError as exc:
+        raise PlaybookError([f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+    labels = [h.label for h in inv.hosts]
+    dupes = {x for x in labels if labels.count(x) > 1}
+    if dupes:
+        raise PlaybookError([f"{p}: duplicate host names {sorted(dupes)}"])
+    return inv
+
+
+def playbook_for(playbook: Playbook, entry: InventoryHost) -> tuple[Playbook, dict[str, Any]]:
+    """The playbook with its target replaced by the inventory entry (validated again)."""
+    if entry.lab_root:
+        pb = point_at_lab(playbook, Path(entry.lab_root))
+        if entry.container is not None:
+            pb = pb.model_copy(update={"target": pb.target.model_copy(update={"container": entry.container})})
+        return pb, lab_shared(Path(entry.lab_root))
+    update: dict[str, Any] = {k: v for k, v in
+                              {"host": entry.host, "node": entry.node, "container": entry.container,
+                               "ssh": entry.ssh, "api": entry.api}.items() if v is not None}
+    target = type(playbook.target).model_validate({**playbook.target.model_dump(), **{
+        k: (v.model_dump() if isinstance(v, BaseModel) else v) for k, v in update.items()}})
+    return playbook.model_copy(update={"target": target}), {}
+
+
+def report_path(playbook_path: str, inventory_path: str) -> Path:
+    key = hashlib.sha256(f"{Path(playbook_path).resolve()}|{Path(inventory_path).resolve()}".encode()).hexdigest()[:16]
+    d = state_dir() / "fleet"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{key}.json"
+
+
+def failed_hosts(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    doc = json.loads(path.read_text())
+    return {h for h, counts in doc.get("hosts", {}).items() if counts.get("failed", 0) > 0}
+
+
+async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, *, mode: str, parallel: int,
+                    trust_new_host: bool = False) -> list[HostResult]:
+    sem = asyncio.Semaphore(max(1, parallel))
+
+    async def one(entry: InventoryHost) -> HostResult:
+        async with sem:
+            try:
+                pb, shared = playbook_for(playbook, entry)
+            except (ValidationError, RuntimeError, OSError) as exc:
+                r = HostResult(host=entry.label)
+                r.counts["failed"] = 1
+                r.error = str(exc)
+                return r
+            node = node_transport(pb.target, bus, trust_new_host=trust_new_host)
+            node.host_label = entry.label
+            try:
+                return await run_host(pb, bus, node, mode=mode, host=entry.label,  # type: ignore[arg-type]
+                                      pve_factory=pve_factory(pb.target), lab=bool(entry.lab_root),
+                                      recorder=Recorder(pb), shared=shared)
+            except Exception as exc:  # noqa: BLE001 - one host's crash must not take the fleet down
+                r = HostResult(host=entry.label)
+                r.counts["failed"] = 1
+                r.error = f"{type(exc).__name__}: {exc}"
+                return r
+
+    return list(await asyncio.gather(*(one(e) for e in entries)))
+
+
+def write_report(path: Path, results: list[HostResult], started: float) -> dict[str, Any]:
+    doc = {"hosts": {r.host: dict(r.counts) for r in results},
+           "errors": {r.host: r.error for r in results if r.error},
+           "status": "failed" if any(r.failed for r in results) else "ok",
+           "duration_s": round(time.time() - started, 3)}
+    path.write_text(json.dumps(doc, indent=2))
+    return doc

@@ -1,0 +1,52 @@
+"""``nvidia-modprobe`` stand-in: ``-u`` loads nvidia-uvm and (with ``-c=N``) creates its device nodes.
+
+On the lab host this flips LabState's ``host_uvm_nodes``: from then on ``/dev/nvidia-uvm`` and
+``/dev/nvidia-uvm-tools`` exist in the node view and ``/proc/devices`` lists ``nvidia-uvm``.
+Like the real tool it prints nothing and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from provisioner.lab.commands._common import die, state
+from provisioner.lab.sandbox import write_node_files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    unified = False
+    it = iter(args)
+    for a in it:
+        if a in ("-u", "--unified-memory"):
+            unified = True
+        elif a in ("-c", "--create-nvidia-device-file"):
+            next(it, None)
+        elif a.startswith(("-c=", "--create-nvidia-device-file=")):
+            continue
+        elif a in ("-m", "--modeset", "-s", "--nvswitch", "-l", "--nvlink", "-f", "--nvidia-capability-device-file"):
+            continue
+        elif a.startswith(("-f=", "--nvidia-capability-device-file=")):
+            continue
+        else:
+            die(f"nvidia-modprobe: unrecognized option: \"{a}\"", 1)
+    if unified:
+        lab = state()
+        if not lab.settings().host_uvm_nodes:
+            lab.update_settings(host_uvm_nodes=True)  # the module loads; -c=N also makes the nodes
+        write_node_files(lab)
+        # the nodes appear at once in this view too (the node's /dev is a tmpfs of its own)
+        for path, (major, minor) in lab.host_devices().items():
+            if "uvm" in path and not os.path.exists(path):
+                try:
+                    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+                    os.chmod(path, 0o666)
+                except OSError:
+                    pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""The runner over a real local transport: plan changes nothing, replay applies, second replay is a no-op,
+an interrupted run resumes, failures stop the host, the recap counts, the run log is JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from provisioner.cli import main
+from provisioner.events import Bus, Event, StepFinished
+from provisioner.playbook import Playbook, loads
+from provisioner.runlog import JsonlRunLog, Recorder
+from provisioner.runner import recap_json, run_host
+from provisioner.steps.base import STEP_KINDS, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.transport.local import LocalTransport
+
+
+class FileParams(Params):
+    path: str
+    content: str
+    fail_after_write: bool = False
+
+
+if "test.file" not in STEP_KINDS:
+
+    @register
+    class FileStep(StepKind[FileParams]):
+        kind = "test.file"
+        title = "write a file"
+        Params = FileParams
+
+        async def check(self, ctx: StepContext) -> Plan:
+            res = await ctx.node.run(["cat", self.params.path], quiet=True)
+            if res.ok and res.output.rstrip("\n") == self.params.content:
+                return Plan.no_change("content matches")
+            return Plan(changes=[f"write {self.params.path}"])
+
+        async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+            await ctx.node.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", self.params.content, self.params.path],
+                               check=True)
+            yield ctx.info("written")
+            if self.params.fail_after_write:
+                raise StepFailed("simulated failure after write", fix="replay")
+
+        async def verify(self, ctx: StepContext) -> None:
+            res = await ctx.node.run(["cat", self.params.path], quiet=True)
+            if res.output.rstrip("\n") != self.params.content:
+                raise StepFailed("content differs")
+
+
+def book(tmp: Path, *, fail: bool = False) -> Playbook:
+    text = f"""schema_version: 1
+target: {{host: localhost, local: true}}
+steps:
+  - kind: test.file
+    params: {{path: {tmp}/a.txt, content: alpha}}
+  - kind: test.file
+    params: {{path: {tmp}/b.txt, content: beta, fail_after_write: {str(fail).lower()}}}
+  - kind: test.file
+    params: {{path: {tmp}/c.txt, content: gamma}}
+"""
+    return loads(text, "t.yaml")
+
+
+async def run(pb: Playbook, mode: str, events: list[Event]) -> dict[str, object]:
+    bus = Bus(events.append)
+    result = await run_host(pb, bus, LocalTransport(bus), mode=mode, host="localhost")  # type: ignore[arg-type]
+    return recap_json([result])
+
+
+async def test_plan_changes_nothing_then_replay_then_noop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    pb = book(tmp_path)
+    events: list[Event] = []
+    recap = await run(pb, "plan", events)
+    assert recap == {"hosts": {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0}}, "status": "ok"}
+    assert not (tmp_path / "a.txt").exists()
+    recap = await run(pb, "apply", events)
+    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0}}
+    assert (tmp_path / "c.txt").read_text() == "gamma"
+    recap = await run(pb, "apply", events)
+    assert recap["hosts"] == {"localhost": {"ok": 3, "changed": 0, "failed": 0, "skipped": 0}}
+
+
+async def test_failure_skips_rest_and_replay_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    events: list[Event] = []
+    recap = await run(book(tmp_path, fail=True), "apply", events)
+    assert recap["status"] == "failed"
+    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 1, "failed": 1, "skipped": 1}}
+    failed = [e for e in events if isinstance(e, StepFinished) and e.status == "failed"]
+    assert "simulated failure" in failed[0].message and "fix: replay" in failed[0].message
+    assert not (tmp_path / "c.txt").exists()
+    # The fixed playbook resumes: a and b are already right (ok), only c changes.
+    recap = await run(book(tmp_path), "apply", events)
+    assert recap["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0}}
+
+
+async def test_run_log_and_recorder(tmp_path: Path) -> None:
+    pb = book(tmp_path)
+    log = JsonlRunLog("t1", tmp_path)
+    rec = Recorder(pb)
+    bus = Bus(log, rec)
+    result = await run_host(pb, bus, LocalTransport(bus), mode="apply", host="localhost", recorder=rec)
+    log.close()
+    assert not result.failed
+    kinds = [json.loads(line)["kind"] for line in log.path.read_text().splitlines()]
+    assert kinds.count("step.finished") == 3 and "command.started" in kinds and "output" not in kinds[:1]
+    recorded = rec.playbook()
+    assert [s.params["path"] for s in recorded.steps] == [s.params["path"] for s in pb.steps]
+
+
+def test_cli_plan_check_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    pb = tmp_path / "pb.yaml"
+    pb.write_text(f"""schema_version: 1
+target: {{host: localhost, local: true}}
+steps:
+  - kind: test.file
+    params: {{path: {tmp_path}/x.txt, content: x}}
+""")
+    runner = CliRunner()
+    res = runner.invoke(main, ["plan", str(pb), "--check", "--json"])
+    assert res.exit_code == 10, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])["status"] == "ok"
+    res = runner.invoke(main, ["replay", str(pb), "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["plan", str(pb), "--check", "--json"])
+    assert res.exit_code == 0
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {
+        "hosts": {"localhost": {"ok": 1, "changed": 0, "failed": 0, "skipped": 0}}, "status": "ok"}
+
+
+def test_help_lists_every_command_with_example_and_exit_codes() -> None:
+    res = CliRunner().invoke(main, ["--help"])
+    assert res.exit_code == 0
+    for name in ("demo", "lab", "plan", "replay", "resolve", "burnin", "diagnose", "bundle", "tui"):
+        assert name in res.output
+    assert res.output.count("e.g. provisioner") >= 9
+    assert "10 plan has pending changes" in res.output.replace("\n", " ").replace("  ", " ")
