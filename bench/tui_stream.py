@@ -151,7 +151,7 @@ async def measure(lines: int, keys: int, gap_s: float) -> dict[str, Any]:
 
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def summary(values: list[float]) -> dict[str, float]:

@@ -154,7 +154,7 @@ class ProvisionerApp(App[int]):
 
     def action_save(self) -> None:
         summary = self.pages.get("summary")
-        path = summary.save_path() if summary is not None else "recorded-playbook.yaml"
+        path = summary.save_path() if summary is not None and summary.is_mounted else self.session.record_to
         try:
             out = self.session.save(path)
         except Exception as exc:

@@ -13,6 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
 from provisioner.runner import diagnose_lines
+from screens.plain_text import plain_line
 
 
 def findings_text(findings: list[dict[str, Any]]) -> Text:
@@ -25,9 +26,10 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
         text.append(f"● {finding.get('category', '?')}", style="bold")
         if isinstance(confidence, int | float):
             text.append(f"  ({confidence:.0%})", style="dim")
-        text.append(f"\n  cause: {finding.get('root_cause', '')}\n  fix:   {finding.get('fix', '')}\n")
+        text.append(f"\n  cause: {plain_line(str(finding.get('root_cause', '')))}"
+                    f"\n  fix:   {plain_line(str(finding.get('fix', '')))}\n")
         for line in list(finding.get("evidence") or [])[:3]:
-            text.append(f"  evidence: {line}\n", style="dim")
+            text.append(f"  evidence: {plain_line(str(line))}\n", style="dim")
     return text
 
 

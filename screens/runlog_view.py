@@ -11,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Log, Static
 
+from screens.plain_text import plain_line
+
 
 def describe(event: dict[str, Any]) -> str:
     kind = event.get("kind", "?")
@@ -48,7 +50,7 @@ class RunLogScreen(Screen[None]):
             raw, lines = [], [f"cannot read {self.path}: {exc.strerror}"]
         for line in raw:
             try:
-                lines.append(describe(json.loads(line)))
+                lines.append(plain_line(describe(json.loads(line))))
             except json.JSONDecodeError:
-                lines.append(line)
+                lines.append(plain_line(line))
         self.query_one(Log).write_lines(lines)

@@ -33,6 +33,7 @@ from provisioner.events import (
     StepStarted,
 )
 from provisioner.steps.base import load_step_kinds
+from screens.plain_text import plain_line
 from screens.widgets.error_panel import ErrorPanel, error_text
 from screens.widgets.params_form import ParamsForm
 from screens.wizard_session import PAGES, PageDef, StepRun, WizardSession, params_model
@@ -45,12 +46,28 @@ STATUS_MARK = {"pending": "○", "planning": "…", "planned": "◐", "running":
                "failed": "✗", "skipped": "↷", "interrupted": "✗"}
 
 
-def breadcrumb(current: str) -> Text:
+def breadcrumb(current: str, width: int = 200) -> Text:
+    """All pages with the current one highlighted; when too wide, a window around the current page."""
+    names = [p.name for p in PAGES]
+    at = names.index(current) if current in names else 0
+    first, last = 0, len(PAGES)
+    full = sum(len(p.title) + 3 for p in PAGES)
+    while full > width - 8 and last - first > 1:
+        if at - first > last - 1 - at:
+            first += 1
+        else:
+            last -= 1
+        full = sum(len(p.title) + 3 for p in PAGES[first:last])
     text = Text(no_wrap=True, overflow="ellipsis")
-    for i, page in enumerate(PAGES):
-        if i:
+    text.append(f"{at + 1}/{len(PAGES)} ", style="dim")
+    if first:
+        text.append("… › ", style="dim")
+    for i, page in enumerate(PAGES[first:last], start=first):
+        if i > first:
             text.append(" › ", style="dim")
         text.append(page.title, style="bold reverse" if page.name == current else "")
+    if last < len(PAGES):
+        text.append(" › …", style="dim")
     return text
 
 
@@ -83,7 +100,7 @@ class StepPage(Screen[None]):
     # --- layout ------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(breadcrumb(self.page.name), id="crumbs")
+        yield Static(breadcrumb(self.page.name, self.app.size.width), id="crumbs")
         with VerticalScroll(id="body"):
             yield from self.compose_view()
             yield from self.compose_steps()
@@ -120,8 +137,11 @@ class StepPage(Screen[None]):
         self.refresh_controls()
         self.refresh_view()
 
+    def on_resize(self) -> None:
+        self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
+
     def on_screen_resume(self) -> None:
-        self.query_one("#crumbs", Static).update(breadcrumb(self.page.name))
+        self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         self.refresh_controls()
         self.refresh_view()
 
@@ -288,7 +308,7 @@ class StepPage(Screen[None]):
 
     def log_line(self, line: str) -> None:
         self.wizard.flush_events()  # keep the order of engine output and page notes
-        self.query_one("#log", Log).write_line(line)
+        self.query_one("#log", Log).write_line(plain_line(line))
 
     def handle_events(self, events: list[Event]) -> None:
         """Render a batch of engine events (remote text as plain text)."""
@@ -296,19 +316,20 @@ class StepPage(Screen[None]):
         lines: list[str] = []
         for event in events:
             if isinstance(event, OutputLine):
-                lines.append(event.line)
+                lines.append(plain_line(event.line))
                 continue
             if isinstance(event, CommandStarted):
-                lines.append(f"$ {event.command}")
+                lines.append(plain_line(f"$ {event.command}"))
             elif isinstance(event, CommandEnded):
                 if event.exit_status != 0:
                     lines.append(f"[exit {event.exit_status}{' timeout' if event.timed_out else ''}]")
             elif isinstance(event, Message):
-                lines.append(f"{event.level}: {event.text}")
+                lines.append(plain_line(f"{event.level}: {event.text}"))
             elif isinstance(event, PlanReady):
-                lines.extend(f"will change: {c}" for c in event.changes)
+                lines.extend(plain_line(f"will change: {c}") for c in event.changes)
             elif isinstance(event, StepFinished):
-                lines.append(f"{event.step}: {event.status} {event.message.splitlines()[0] if event.message else ''}")
+                first = event.message.splitlines()[0] if event.message else ""
+                lines.append(plain_line(f"{event.step}: {event.status} {first}"))
             elif isinstance(event, StepStarted):
                 pass
             elif isinstance(event, Progress):

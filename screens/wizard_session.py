@@ -122,7 +122,7 @@ class WizardSession:
     """One wizard run against one target."""
 
     def __init__(self, playbook: Playbook, *, playbook_path: str = "", lab: bool = False,
-                 runs_dir: Path | None = None) -> None:
+                 runs_dir: Path | None = None, record_to: str | None = None) -> None:
         self.base = playbook
         self.playbook_path = playbook_path
         self.lab = lab
@@ -130,6 +130,7 @@ class WizardSession:
         self.runs: list[StepRun] = [StepRun(i, spec) for i, spec in enumerate(playbook.steps)]
         self.run_id = new_run_id()
         self.runlog = JsonlRunLog(self.run_id, runs_dir)
+        self.record_to = record_to or str(Path.cwd() / f"recorded-{self.run_id}.yaml")
         self.bus = Bus(self.runlog, self._track)
         self.trust_new_host = False
         self.node: Transport | None = None

@@ -140,3 +140,12 @@ def test_templates_filled_from_log_values() -> None:
     f = diagnose("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12080).")[0]
     assert f.category == "driver_too_old" and "12.8" in f.root_cause
     assert "{" not in f.root_cause and "[" not in f.root_cause
+
+
+def test_docs_list_every_rule() -> None:
+    from provisioner.diagnose.live_rules import CHECKS
+
+    doc = (Path(__file__).parent.parent / "docs" / "diagnose-rules.md").read_text(encoding="utf-8")
+    missing = [r.name for r in RULES if f"`{r.name}`" not in doc]
+    assert not missing, f"regenerate the rule table in docs/diagnose-rules.md: {missing}"
+    assert len(CHECKS) >= 8 and "facts.torch_arch_vs_gpu" in doc

@@ -197,6 +197,16 @@ def test_ticket_login_and_csrf(lab: Lab) -> None:
     assert forged.status_code == 401
 
 
+def test_ticket_renewal_with_the_ticket_as_password(lab: Lab) -> None:
+    state, server = lab
+    first = requests.post(f"{server.url}/access/ticket", verify=str(server.cafile),
+                          data={"username": "root@pam", "password": state.credentials().password}).json()["data"]
+    renewed = requests.post(f"{server.url}/access/ticket", verify=str(server.cafile),
+                            data={"username": "root@pam", "password": first["ticket"]})
+    assert renewed.status_code == 200 and renewed.json()["data"]["username"] == "root@pam"
+    assert renewed.json()["data"]["ticket"].startswith("PVE:root@pam:")
+
+
 def test_token_auth_and_bad_token(lab: Lab) -> None:
     state, server = lab
     assert token_session(state, server).get(f"{server.url}/nodes").json()["data"][0]["node"] == "pve"
@@ -315,6 +325,16 @@ def test_create_task_config_start_status(lab: Lab) -> None:
     assert state.list_cts() == []
 
 
+def test_create_with_start(lab: Lab) -> None:
+    state, server = lab
+    s = ticket_session(state, server)
+    st = wait_stopped(s, server, create(s, server, start=1, hostname="gpu-01").json()["data"])
+    assert st["exitstatus"] == "OK"
+    assert state.get_status(200).status == "running"
+    assert (state.ct_root(200) / "etc" / "hostname").read_text() == "gpu-01\n"
+    assert 'VERSION_ID="24.04"' in (state.ct_root(200) / "etc" / "os-release").read_text()
+
+
 def test_vmid_clash_is_500(lab: Lab) -> None:
     state, server = lab
     s = ticket_session(state, server)
@@ -357,6 +377,9 @@ def test_devn_with_token_is_403(lab: Lab) -> None:
 def test_devices_must_exist_on_host(make_lab: Callable[..., Lab]) -> None:
     state, server = make_lab(scenarios=["no-uvm"])
     s = ticket_session(state, server)
+    failed = wait_stopped(s, server, create(s, server, dev0="/dev/nvidia-uvm").json()["data"])
+    assert failed["exitstatus"] == "unable to create CT 200 - Device /dev/nvidia-uvm does not exist"
+    assert state.list_cts() == []
     wait_stopped(s, server, create(s, server, dev0="/dev/nvidia0").json()["data"])
     r = s.put(f"{server.url}/nodes/pve/lxc/200/config", data={"dev1": "/dev/nvidia-uvm"})
     assert (r.status_code, r.json()["message"]) == (500, "Device /dev/nvidia-uvm does not exist\n")
@@ -450,7 +473,7 @@ def test_every_request_logged_without_secrets(lab: Lab) -> None:
 
 
 def test_server_exposes_tls_material(lab: Lab) -> None:
-    state, server = lab
+    _state, server = lab
     assert server.url == f"https://127.0.0.1:{server.port}/api2/json"
     assert len(server.fingerprint.split(":")) == 32
     assert server.cafile.read_text().startswith("-----BEGIN CERTIFICATE-----")

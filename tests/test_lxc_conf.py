@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provisioner.proxmox.lxc_conf import (
     LxcConfig,
@@ -192,3 +194,21 @@ def test_property_strings() -> None:
     assert format_property_string({"mode": "0666", "path": "/dev/nvidia-uvm"}, "path") == "/dev/nvidia-uvm,mode=0666"
     with pytest.raises(ValueError):
         parse_property_string("bare", None)
+
+
+_LINE = st.one_of(
+    st.sampled_from(DEVN_CONF.splitlines() + RAW_GPU_CONF.splitlines() + ["", "   ", "#", "garbage line"]),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=40),
+)
+
+
+@given(lines=st.lists(_LINE, max_size=30), ending=st.sampled_from(["\n", "\r\n"]), final=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_round_trip_property(lines: list[str], ending: str, final: bool) -> None:
+    text = ending.join(lines) + (ending if final and lines else "")
+    conf = LxcConfig.parse(text)
+    assert conf.render() == text
+    # an idempotent no-op edit keeps the bytes too
+    for key, value in conf.raw_lines():
+        assert conf.add_raw(key, value) is False
+    assert conf.render() == text

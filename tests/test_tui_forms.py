@@ -9,8 +9,8 @@ import pytest
 from provisioner.playbook import load
 from provisioner.steps.base import load_step_kinds
 from screens.form_fields import clean_values, field_specs, from_text, to_text, validate
+from screens.plain_text import plain_line
 from screens.wizard_session import PAGES, changed_params
-
 from tests.test_tui_support import PLAYBOOK
 
 
@@ -94,3 +94,13 @@ def test_an_empty_form_reports_exactly_the_required_fields(kind: str) -> None:
     blank = {s.name: from_text(s, "") for s in specs if s.kind not in ("bool", "choice")}
     must_fill = {s.name for s in specs if s.kind not in ("bool", "choice", "list") and not s.optional}
     assert set(validate(model(kind), blank)) == must_fill
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("\x1b[1;31mERROR:\x1b[0m nvidia-installer failed", "ERROR: nvidia-installer failed"),
+    ("Downloading \x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\ 10%", "Downloading link 10%"),
+    ("bell\x07 and \x9b C1", "bell� and � C1"),
+    ("[bold]x[/]\tcol", "[bold]x[/]      col"),
+])
+def test_remote_lines_are_shown_as_plain_text(raw: str, shown: str) -> None:
+    assert plain_line(raw) == shown

@@ -110,6 +110,15 @@ def emit(doc: dict[str, Any], json_out: bool) -> None:
     sys.stdout.flush()
 
 
+def _real_stream(stream: Any) -> Any:
+    """The stream if it is backed by a file descriptor a child can inherit (not under pytest/CliRunner)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return stream
+
+
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     if a.worker:
@@ -132,6 +141,6 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(cfg, None)
     from provisioner.burnin.launcher import run_local
 
-    doc = run_local(cfg, rank0_stderr=sys.stderr)
+    doc = run_local(cfg, rank0_stderr=_real_stream(sys.stderr))
     emit(doc, cfg.json)
     return EXIT_OK if doc.get("status") == "pass" else EXIT_FAILED

@@ -142,6 +142,9 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
             if c != 0:
                 reasons += [f"rank {k} log: {line}" for line in _tail(log_dir / f"rank{k}.log")]
         doc = failure_result(cfg, reasons)
+    crashed = [f"rank {k} exited with status {c} (crashed or killed)" for k, c in enumerate(codes) if c not in (0, 1)]
+    if crashed and doc.get("status") == "fail":
+        doc.setdefault("verdict", {}).setdefault("reasons", []).extend(crashed)
     doc["launcher"] = {"ranks": ranks, "log_dir": str(log_dir), "elapsed_s": round(time.monotonic() - started, 3)}
     return doc
 

@@ -29,13 +29,15 @@ def build_result(
     fault_spec: str | None,
     extra_reasons: list[str] | None = None,
 ) -> dict[str, Any]:
-    ordered = {name: phases[name] for name in (*PHASES, "monitor") if name in phases}
+    filled = dict(phases)
     for name in PHASES:
-        if name not in ordered:
-            ordered[name] = PhaseResult(name, "skip", ["not requested"])
+        filled.setdefault(name, PhaseResult(name, "skip", ["not requested"]))
+    ordered = {name: filled[name] for name in (*PHASES, "monitor") if name in filled}
+    ordered.update({name: p for name, p in filled.items() if name not in ordered})
     verdict = overall(ordered)
     if extra_reasons:
-        verdict["reasons"] = list(extra_reasons) + verdict["reasons"]
+        fresh = [r for r in extra_reasons if not any(r in known for known in verdict["reasons"])]
+        verdict["reasons"] = fresh + verdict["reasons"]
         verdict["status"] = FAIL
     return {
         "tool": "provisioner.burnin",
@@ -148,7 +150,7 @@ def format_table(doc: dict[str, Any]) -> str:
                 f"{size:12d}  {int(first['count']):12d}  {first['type']:>8s}  {first['redop']:>6s}  "
                 f"{int(first['root']):6d}" + _half(oop) + _half(ip)
             )
-        wrong_sizes = sum(1 for r in mine if r.get("wrong"))
+        wrong_sizes = len({int(r["size"]) for r in mine if r.get("wrong")})  # sizes with any wrong element
         avg = sum(float(r["busbw"]) for r in mine) / len(mine)
         lines.append(f"# {'Out of bounds values':<20s} : {wrong_sizes} {'FAILED' if wrong_sizes else 'OK'}")
         lines.append(f"# {'Avg bus bandwidth':<20s} : {avg:g} ")

@@ -18,7 +18,9 @@ DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwel
 @click.option("--playbook", "playbook_path", type=click.Path(dir_okay=False), default=None,
               help="Playbook giving the steps and defaults (default: the shipped Blackwell playbook).")
 @click.option("--page", default="connect", show_default=True, help="Page to open first.")
-def command(lab: bool, playbook_path: str | None, page: str) -> None:
+@click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
+              help="Where the Summary page saves the playbook of what ran (default: ./recorded-<run id>.yaml).")
+def command(lab: bool, playbook_path: str | None, page: str, record_to: str | None) -> None:
     """The interactive wizard: each page shows a step's plan, applies it on confirmation and streams
     its output; the Summary page saves the playbook of what ran (replay it with `provisioner replay`).
 
@@ -37,6 +39,6 @@ def command(lab: bool, playbook_path: str | None, page: str) -> None:
     if page not in {p.name for p in PAGES}:
         names = ", ".join(p.name for p in PAGES)
         raise click.BadParameter(f"unknown page {page!r} (one of {names})", param_hint="--page")
-    session = WizardSession(playbook, playbook_path=path, lab=lab)
+    session = WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to)
     code = ProvisionerApp(session, start_page=page, lab=lab).run()
     raise SystemExit(int(code or ExitCode.OK))

@@ -129,8 +129,8 @@ def check_device_nodes(facts: Facts) -> list[Candidate]:
                 f"{', '.join(uvm_missing)} missing in the container"
                 + (" and on the host (nvidia-uvm nodes not created)" if host_lacks else "")
                 + "; CUDA cannot initialise without them.",
-                ("Create them on the host at boot with `nvidia-modprobe -u -c=0`, then " if host_lacks else "")
-                + "pass /dev/nvidia-uvm and /dev/nvidia-uvm-tools into the container.",
+                ("Create them on the host at boot with `nvidia-modprobe -u -c=0`, then pass" if host_lacks else "Pass")
+                + " /dev/nvidia-uvm and /dev/nvidia-uvm-tools into the container.",
                 [f"container device nodes: {' '.join(sorted(nodes)) or '(none)'}"]
                 + (["host device nodes lack /dev/nvidia-uvm"] if host_lacks else []),
             )

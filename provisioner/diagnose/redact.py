@@ -53,7 +53,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\bsshpass\s+-p\s*)(?:'[^']*'|\"[^\"]*\"|\S+)"), rf"\1{MASK}"),
     # key=value / key: value in URLs, env, args, YAML, ini (quoted or bare value).
     (
-        re.compile(rf"(?i)(?<![\w-])({_KEY}\s*(?:=|:(?!//))\s*)(?!<redacted>){_REF}('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)"),
+        re.compile(rf"(?i)(?<![\w-])({_KEY}\s*(?:=|:(?!//))\s*)(?![^\s&;,'\"]*<redacted>){_REF}('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)"),
         rf"\1{MASK}",
     ),
     # Well-known token formats that leak without a key name.

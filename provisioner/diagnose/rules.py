@@ -11,7 +11,10 @@ from __future__ import annotations
 from provisioner.diagnose.model import Rule
 
 CONTAINER_CONTEXT = r"\b(?:docker|podman|lxc|lxd|pct|containerd|kubernetes|k8s|kubectl|container|nvidia-container)"
-NCCL_CONTEXT = r"\bNCCL\b|all_reduce_perf|nccl-tests|torch\.distributed|ProcessGroupNCCL|torchrun"
+IN_CONTAINER = (
+    r"\b(?:lxc|lxd|pct (?:exec|enter)|docker (?:run|exec)|podman (?:run|exec)|kubectl exec)\b"
+    r"|inside (?:the |a |an |my )?(?:\w+ )?(?:container|CT|LXC)\b"
+)
 
 RULES: tuple[Rule, ...] = (
     # ------------------------------------------------------------------ arch_unsupported
@@ -101,6 +104,7 @@ RULES: tuple[Rule, ...] = (
         name="arch.feature_needs_newer_gpu",
         category="arch_unsupported",
         patterns=(
+            r"requires device with capability [><=]+ \(\d+, ?\d+\) but your GPU has capability \(\d+, ?\d+\)",
             r"too old to be supported by the triton GPU compiler",
             r"Triton only supports devices of CUDA Capability >= \d",
             r"FlashAttention only supports (?:Ampere|Turing) GPUs or newer",
@@ -114,6 +118,9 @@ RULES: tuple[Rule, ...] = (
             "GPU."
         ),
         examples=(
+            "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs: ... "
+            "`cutlassF` is not supported because: requires device with capability > (8, 0) but your GPU has "
+            "capability (7, 5) (too old)",
             "Found NVIDIA GeForce GTX 1070 which is too old to be supported by the triton GPU compiler, "
             "which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but "
             "your device is of CUDA capability 6.1",
@@ -243,7 +250,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="driver.kernel_image_invalid",
         category="driver_too_old",
-        patterns=(r"device kernel image is invalid", r"cudaErrorInvalidKernelImage"),
+        patterns=(
+            r"a PTX JIT compilation failed",
+            r"CUDA_ERROR_INVALID_PTX",r"device kernel image is invalid", r"cudaErrorInvalidKernelImage"),
         confidence=0.55,
         root_cause=(
             "The driver cannot load the kernel image: typically compressed fatbins (CUDA >= 12.4 toolchains) on a "
@@ -356,6 +365,7 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.probe_conflict",
         category="no_driver_loaded",
         patterns=(
+            r"Kernel driver in use: (?:vfio-pci|nouveau)\b",
             r"NVRM: The NVIDIA probe routine was not called for \d+ device",
             r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",
             r"was loaded and obtained ownership of the NVIDIA device",
@@ -371,6 +381,8 @@ RULES: tuple[Rule, ...] = (
             "claims the GPUs."
         ),
         examples=(
+            "41:00.0 VGA compatible controller [0300]: NVIDIA Corporation GB202GL [RTX PRO 6000 Blackwell] "
+            "[10de:2bb5]\n	Kernel driver in use: vfio-pci\n	Kernel modules: nvidiafb, nouveau, nvidia_drm, nvidia",
             "NVRM: The NVIDIA probe routine was not called for 3 device(s).\nNVRM: This can occur when a driver "
             "such as: \n"
             "NVRM: nouveau, rivafb, nvidiafb or rivatv \nNVRM: was loaded and obtained ownership of the NVIDIA "
@@ -381,6 +393,9 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.secure_boot",
         category="no_driver_loaded",
         patterns=(
+            r"could not insert 'nvidia[\w-]*': Operation not permitted",
+            r"Loading of (?:unsigned )?module with unavailable key is rejected",
+            r"Loading of unsigned module is rejected",
             r"could not insert 'nvidia[\w-]*': (?:Key was rejected by service|Required key not available)",
             r"Lockdown: [^\n]{0,60}unsigned module loading is restricted",
             r"\bMOK (?:enrollment|management)",
@@ -402,6 +417,9 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.module_missing",
         category="no_driver_loaded",
         patterns=(
+            r"nvidia(?:_\w+)?: Unknown symbol \w+",
+            r"nvidia(?:_\w+)?: disagrees about version of symbol",
+            r"NVIDIA kernel module missing",
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
             r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
@@ -414,17 +432,18 @@ RULES: tuple[Rule, ...] = (
             "Rebuild the module for the running kernel (dkms autoinstall / reinstall the driver with kernel headers) "
             "and load it; check dmesg for the reason."
         ),
-        examples=("modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",),
+        examples=(
+            "[    4.120113] nvidia: Unknown symbol drm_gem_object_free (err -2)","modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",),
     ),
     Rule(
-        name="nodriver.torch_found_no_driver",
+        name="nodriver.no_driver_found",
         category="no_driver_loaded",
         patterns=(
             r"Found no NVIDIA driver on your system",
             r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml\.so\.1",
             r"NVIDIA driver is not loaded",
         ),
-        confidence=0.82,
+        confidence=0.88,
         root_cause="No NVIDIA driver is installed or loaded where this ran.",
         fix=(
             "Install the NVIDIA driver on the host (kernel module + userspace) and check `nvidia-smi` works there "
@@ -460,6 +479,7 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.no_device_generic",
         category="no_driver_loaded",
         patterns=(
+            r"CUDA driver initialization failed, you might not have a CUDA gpu",
             r"no CUDA-capable device is detected",
             r"No CUDA GPUs are available",
             r"CUDA_ERROR_NO_DEVICE",
@@ -570,6 +590,7 @@ RULES: tuple[Rule, ...] = (
         name="container.device_file_missing",
         category="container_device_missing",
         patterns=(
+            r"cannot access '?/dev/nvidia",
             r"could not open the device file /dev/nvidia(?:\d+|ctl)",
             r"/dev/nvidia(?:\d+|ctl)[\"']?:? No such file or directory",
         ),
@@ -585,6 +606,7 @@ RULES: tuple[Rule, ...] = (
         name="container.gpu_runtime_missing",
         category="container_device_missing",
         patterns=(
+            r"The NVIDIA Driver was not detected\. GPU functionality will not be available",
             r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]",
             r"unknown or invalid runtime name: nvidia",
             r"Insufficient nvidia\.com/gpu",
@@ -596,7 +618,45 @@ RULES: tuple[Rule, ...] = (
             "use the device plugin on Kubernetes)."
         ),
         examples=(
+            "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n   Use the "
+            "NVIDIA Container Toolkit to start this container with GPU support; see\n   "
+            "https://docs.nvidia.com/datacenter/cloud-native/ .",
             'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+        ),
+    ),
+    Rule(
+        name="container.driver_unreachable_in_container",
+        category="container_device_missing",
+        patterns=(
+            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+            r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",
+        ),
+        confidence=0.78,
+        context=IN_CONTAINER,
+        root_cause=(
+            "Inside the container nvidia-smi cannot reach the driver: the /dev/nvidia* nodes (or the driver "
+            "libraries) were not passed in, or the host driver itself is not loaded."
+        ),
+        fix=(
+            "Check `nvidia-smi` on the host first; then pass /dev/nvidiactl, every /dev/nvidiaN and /dev/nvidia-uvm* "
+            "into the container and install the userspace driver at exactly the host's version."
+        ),
+        examples=(
+            "root@pve:~# pct exec 101 -- nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with "
+            "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
+        ),
+    ),
+    Rule(
+        name="nodriver.userspace_missing",
+        category="no_driver_loaded",
+        patterns=(r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",),
+        confidence=0.7,
+        unless=IN_CONTAINER,
+        root_cause="The NVIDIA driver's userspace (libnvidia-ml.so) is not installed.",
+        fix="Install the NVIDIA driver (kernel module and userspace of the same version) and check `nvidia-smi`.",
+        examples=(
+            "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA "
+            "Display Driver is properly installed and present in your system.",
         ),
     ),
     Rule(
@@ -692,6 +752,10 @@ RULES: tuple[Rule, ...] = (
         name="lib.cannot_open_shared_object",
         category="missing_shared_lib",
         patterns=(
+            r"not found in any environmental path",
+            r"CUDA Setup failed despite GPU being available",
+            r"cuDNN version incompatibility: PyTorch was compiled against",
+            r"Could not load symbol \w+ from lib",
             r"lib[\w.+-]*\.so[\d.]*: cannot open shared object file",
             r"error while loading shared libraries",
             r"Could not load (?:dynamic )?library '?lib[\w.+-]*\.so",
@@ -765,7 +829,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="lib.windows_dll",
         category="missing_shared_lib",
-        patterns=(r"DLL load failed while importing", r"\[WinError 126\] The specified module could not be found"),
+        patterns=(
+            r"\[WinError 127\] The specified procedure could not be found",
+            r'Error loading \"[^\"\n]+\.dll\" or one of its dependencies',r"DLL load failed while importing", r"\[WinError 126\] The specified module could not be found"),
         confidence=0.7,
         root_cause="A DLL the module depends on could not be loaded.",
         fix="Reinstall torch and its CUDA runtime packages consistently and install the MSVC runtime.",
@@ -776,6 +842,8 @@ RULES: tuple[Rule, ...] = (
         name="nccl.shm_exhausted",
         category="nccl_failure",
         patterns=(
+            r"Error while creating shared memory segment",
+            r"Call to shm_open failed",
             r"failed to extend /dev/shm/nccl-",
             r"Error while creating shared memory segment /dev/shm/nccl",
             r"shm\.h:\d+ NCCL WARN Call to posix_fallocate failed",
@@ -783,7 +851,7 @@ RULES: tuple[Rule, ...] = (
             r"NCCL WARN[^\n]{0,120}No space left on device",
         ),
         confidence=0.92,
-        root_cause="/dev/shm is too small for NCCL's shared-memory buffers (No space left on device).",
+        root_cause="NCCL cannot create its shared-memory buffers in /dev/shm (too small, or not writable).",
         fix=(
             "Give the container a larger /dev/shm (Docker --shm-size=1g or --ipc=host; LXC: a tmpfs /dev/shm of "
             "several GiB)."
@@ -823,6 +891,11 @@ RULES: tuple[Rule, ...] = (
         name="nccl.error",
         category="nccl_failure",
         patterns=(
+            r"Distributed package doesn't have NCCL built in",
+            r"is setting up NCCL communicator and retrieving ncclUniqueId",
+            r"NCCL Error \d+: (?:unhandled|internal|invalid|remote|system)",
+            r"Test NCCL failure",
+            r"Bootstrap : no socket interface found",
             r"NCCL error in: ",
             r"\bncclUnhandledCudaError\b",
             r"\bncclSystemError\b",
@@ -923,6 +996,10 @@ RULES: tuple[Rule, ...] = (
         name="installer.kernel_build_failed",
         category="installer_failure",
         patterns=(
+            r"Unable to load the '?nvidia[\w-]*'? kernel module",
+            r"/nvidia[\w-]*/[\w/.-]+\.[ch]:\d+:\d+: error:",
+            r"trying to overwrite '[^']*nvidia[^']*', which is also in package",
+            r"Failed to verify gcc version",
             r"Failed CC version check",
             r"Compiler version check failed",
             r"Unable to find the kernel source tree for the currently running kernel",
@@ -943,6 +1020,8 @@ RULES: tuple[Rule, ...] = (
             "compiler, or use a driver branch that supports this kernel; read the make.log / nvidia-installer.log."
         ),
         examples=(
+            "/var/lib/dkms/nvidia/550.54.14/build/nvidia-drm/nvidia-drm-drv.c:1621:9: error: implicit declaration "
+            "of function 'drm_fbdev_generic_setup'",
             "*** Failed CC version check. Bailing out! ***\nmake[2]: *** "
             "[/var/lib/dkms/nvidia/495.46/build/Kbuild:194: cc_version_check] Error 1",
             "ERROR: Unable to find the kernel source tree for the currently running kernel.",
@@ -952,6 +1031,7 @@ RULES: tuple[Rule, ...] = (
         name="installer.environment_blocker",
         category="installer_failure",
         patterns=(
+            r"The distribution-provided pre-install script failed",
             r"The Nouveau kernel driver is currently in use by your system",
             r"You appear to be running an X server",
             r"Unable to find the (?:development tool|system utility|module utility) `?\w+",
@@ -979,6 +1059,10 @@ RULES: tuple[Rule, ...] = (
         name="installer.failed_generic",
         category="installer_failure",
         patterns=(
+            r"Could not install packages due to an OSError",
+            r"Failed to prepare distributions",
+            r"Failed to build `[^`]+`",
+            r"subprocess-exited-with-error",
             r"ERROR: Installation has failed",
             r"Installation failed\. See log at /var/log/(?:cuda|nvidia)-installer\.log",
             r"Sub-process /usr/bin/dpkg returned an error code",
@@ -1030,6 +1114,8 @@ RULES: tuple[Rule, ...] = (
         name="resolver.unsatisfiable",
         category="resolver_failure",
         patterns=(
+            r"Ignored the following versions that require a different python version",
+            r"ResolutionFailure",
             r"No solution found when resolving dependencies",
             r"we can conclude that [^\n]{0,200}(?:unsatisfiable|cannot be used)",
             r"ResolutionImpossible",
@@ -1079,6 +1165,8 @@ RULES: tuple[Rule, ...] = (
         name="hw.ecc_xid_fallen_off",
         category="oom_or_hw",
         patterns=(
+            r"GPU does not have the necessary power cables connected",
+            r"Detected Critical Xid Error",
             r"uncorrectable ECC error encountered",
             r"cudaErrorECCUncorrectable",
             r"CUDA_ERROR_ECC_UNCORRECTABLE",
@@ -1120,6 +1208,9 @@ RULES: tuple[Rule, ...] = (
         name="hw.cuda_oom",
         category="oom_or_hw",
         patterns=(
+            r"OOM when allocating tensor",
+            r"ran out of memory trying to allocate",
+            r"cudaMalloc failed: out of memory",
             r"CUDA out of memory",
             r"torch\.(?:cuda\.)?OutOfMemoryError",
             r"CUDA error: out of memory",
@@ -1177,6 +1268,9 @@ RULES: tuple[Rule, ...] = (
         name="pve.container_start_failed",
         category="proxmox_lxc",
         patterns=(
+            r'Failed to initialize container \"?\d+',
+            r"Failed to set up id mapping",
+            r"container '\d+' not running",
             r"startup for container '\d+' failed",
             r"Failed to spawn container \"?\d+",
             r"Failed to setup container \"?\d+",
@@ -1227,6 +1321,10 @@ RULES: tuple[Rule, ...] = (
         name="pve.api_permission",
         category="proxmox_lxc",
         patterns=(
+            r"Parameter verification failed",
+            r"unsupported (?:debian|ubuntu|centos|fedora|alpine|archlinux) version",
+            r"unable to create CT \d+",
+            r'apparmor=\"DENIED\"[^\n]{0,200}profile=\"lxc-',
             r"configuring device passthrough is only allowed for root@pam",
             r"property is not defined in schema and the schema does not allow additional properties",
             r"Permission check failed \(",
@@ -1245,6 +1343,7 @@ RULES: tuple[Rule, ...] = (
             "lxc.* lines to /etc/pve/lxc/<vmid>.conf as root."
         ),
         examples=(
+            "unable to create CT 105 - unsupported debian version '13.1'",
             "403 Forbidden: Permission check failed (configuring device passthrough is only allowed for root@pam)",
         ),
     ),
@@ -1276,5 +1375,67 @@ RULES: tuple[Rule, ...] = (
             "/etc/pve/lxc/<vmid>.conf."
         ),
         examples=("But my LXC Container does not start.",),
+    ),
+    Rule(
+        name="container.nvidia_container_cli_error",
+        category="container_device_missing",
+        patterns=(
+            r"nvidia-container-cli: [\w ]*error",
+            r"error running hook #\d+: error running hook: exit status \d+",
+        ),
+        confidence=0.6,
+        root_cause="The NVIDIA container runtime hook failed, so the container got no GPU devices.",
+        fix="Read the nvidia-container-cli message; check `nvidia-container-cli -k -d /dev/tty info` on the host.",
+        examples=(
+            "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+            "OCI runtime create failed: runc create failed: unable to start container process: error during "
+            "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
+            "nvidia-container-cli: initialization error: open failed: /proc/sys/kernel/overflowuid: permission "
+            "denied: unknown",
+        ),
+    ),
+    Rule(
+        name="nccl.wrong_results",
+        category="nccl_failure",
+        patterns=(
+            r"Out of bounds values\s*:\s*[1-9]\d*\s+FAILED",
+            r"Avg bus bandwidth\s*:\s*[\d.]+\s+FAILED",
+        ),
+        confidence=0.8,
+        root_cause="The collective test produced wrong values (or bandwidth below the threshold).",
+        fix=(
+            "Treat as a hardware/transport fault: rerun with NCCL_P2P_DISABLE=1 and per GPU pair to isolate the "
+            "link; check PCIe/NVLink errors and Xid codes in dmesg."
+        ),
+        examples=("# Out of bounds values : 32 FAILED\n# Avg bus bandwidth    : 21.0832",),
+    ),
+    Rule(
+        name="hw.illegal_memory_access",
+        category="oom_or_hw",
+        patterns=(r"an illegal memory access was encountered", r"cudaErrorIllegalAddress", r"CUDA_ERROR_ILLEGAL_ADDRESS"),
+        confidence=0.45,
+        generic=True,
+        root_cause="A kernel faulted on an illegal address: a software bug, or memory/hardware instability.",
+        fix=(
+            "Re-run with CUDA_LAUNCH_BLOCKING=1 to locate the kernel; if it recurs on one GPU only, check Xid codes "
+            "and ECC."
+        ),
+        examples=("RuntimeError: CUDA error: an illegal memory access was encountered",),
+    ),
+    Rule(
+        name="pve.lxc_cgroup_setup",
+        category="proxmox_lxc",
+        patterns=(
+            r"cgfsng_\w+: \d+ [^\n]{0,120}(?:Failed|Permission denied)",
+            r"Failed to (?:create|setup|set up) (?:cgroup|limits)",
+            r"lxc\.hook\.\w+ [^\n]{0,60}failed",
+        ),
+        confidence=0.7,
+        root_cause="LXC could not set up the container's cgroup limits or hooks from its config.",
+        fix=(
+            "Check the lxc.cgroup2.* and lxc.hook.* lines in /etc/pve/lxc/<vmid>.conf (cgroup v2 keys only on PVE >= "
+            "7)."
+        ),
+        examples=('cgfsng_setup_limits: 3251 No such file or directory - Failed to setup limits for the "devices" controller',),
     ),
 )

@@ -286,8 +286,8 @@ class LabApi:
             "status": result.status,
             "validated": validated,
             "errors": result.errors,
-            "auth": identity.kind if identity else None,
-            "user": identity.user if identity else None,
+            "auth": identity.kind if identity and identity.user else None,
+            "user": identity.user if identity and identity.user else None,
             "wire": wire,
         })
 

@@ -256,6 +256,15 @@ def _write(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def render_gpu_information(host: render.LabHost, g: render.LabGpu) -> str:
+    """``/proc/driver/nvidia/gpus/<bus>/information`` of one GPU."""
+    bus = g.bus_id.lower().replace("00000000:", "0000:")
+    return (f"Model: \t\t {g.name}\nIRQ:   \t\t {200 + g.index}\nGPU UUID: \t {g.uuid}\n"
+            f"Video BIOS: \t {g.vbios.lower()}\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+            f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t {g.index}\n"
+            f"GPU Firmware: \t {host.driver_version}\nGPU Excluded:\t No\n")
+
+
 def node_dir(root: Path) -> Path:
     return root / "node"
 
@@ -275,6 +284,9 @@ def write_node_files(state: LabState) -> Path:
         devices = "".join(line for line in devices.splitlines(keepends=True) if not line.endswith(" nvidia-uvm\n"))
         shutil.rmtree(uvm, ignore_errors=True)
     _write(d / "proc-devices", devices)
+    for g in host.gpus:
+        _write(d / "proc-driver" / "nvidia" / "gpus" / g.bus_id.lower().replace("00000000:", "0000:") / "information",
+               render_gpu_information(host, g))
     for sub in ("stage", "hold"):
         (state.root / "run" / sub).mkdir(parents=True, exist_ok=True)
     return d
@@ -450,10 +462,10 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", f"lab-ct{vmid}-dev", f"{stage}/dev")
     _populate_dev(s, f"{stage}/dev", ct_devices(state, conf), shm)
     for keep in keep_paths(root):
-        top = ct_hidden_under(keep)
-        if top is None:
+        hidden_by = ct_hidden_under(keep)
+        if hidden_by is None:
             continue
-        target = f"{stage}/{names[top]}/{str(keep)[len(top):].lstrip('/')}"
+        target = f"{stage}/{names[hidden_by]}/{str(keep)[len(hidden_by):].lstrip('/')}"
         s.raw(f"if [ -d {shlex.quote(str(keep))} ]; then mkdir -p {shlex.quote(target)}; "
               f"mount -n --bind {shlex.quote(str(keep))} {shlex.quote(target)}; fi")
     for top in ("/etc", "/usr", "/var", "/usr/local", "/var/log", "/opt", "/root", "/tmp", "/dev"):

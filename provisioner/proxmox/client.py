@@ -258,19 +258,23 @@ class PveClient:
                 identity = user
             else:
                 raise ValueError("give password= or token_name=/token_value=")
-        except ProxmoxError:
-            raise
         except Exception as exc:
-            raise _map_error(exc, base_url) from exc
-        finally:
             transport.close()
+            if isinstance(exc, (ProxmoxError, ValueError)):
+                raise
+            raise _map_error(exc, base_url) from exc
         session = ProxmoxHttpSession()
         session.auth = auth
         session.mount("https://", session_adapter)
         session.headers["Connection"] = "keep-alive"
         session.headers["accept"] = JsonSerializer().get_accept_types()
         api = ProxmoxResource(base_url=base_url, session=session, serializer=JsonSerializer())
-        return cls(api, auth_kind=kind, user=identity, target=base_url, node=node, closer=session.close)
+
+        def close() -> None:
+            session.close()
+            transport.close()  # kept open until now: ticket renewal posts through it
+
+        return cls(api, auth_kind=kind, user=identity, target=base_url, node=node, closer=close)
 
     @classmethod
     def ssh(

@@ -80,7 +80,7 @@ class _Line:
 
 
 def _ending(text: str) -> str:
-    for end in ("\r\n", "\n", "\r"):
+    for end in ("\r\n", "\n"):
         if text.endswith(end):
             return end
     return ""
@@ -110,7 +110,7 @@ class LxcConfig:
     @classmethod
     def parse(cls, text: str) -> LxcConfig:
         lines: list[_Line] = []
-        chunks = text.splitlines(keepends=True)
+        chunks = re.findall(r"[^\n]*\n|[^\n]+$", text)  # PVE splits on "\n" only
         for i, chunk in enumerate(chunks):
             body = chunk.rstrip("\r\n")
             if _SECTION_RE.match(body):

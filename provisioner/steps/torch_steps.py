@@ -1,4 +1,20 @@
-"""`torch.resolve` (pick the wheel index) and `venv.build` (uv venv + locked install + proof on every GPU)."""
+"""`torch.resolve` (pick the wheel index) and `venv.build` (uv venv + locked install + proof on every GPU).
+
+venv.build installs in two groups, each resolved with `uv pip compile --generate-hashes` and installed
+with `uv pip install --require-hashes`:
+
+1. `torch` (+ `torchvision`) from the chosen PyTorch index only (`--index-url <index>`): PyPI is not
+   consulted, so its default build can never shadow the chosen variant;
+2. the playbook's extra packages from PyPI, with torch/torchvision constrained to what group 1
+   installed and the PyTorch index as `--extra-index-url` (uv consults extra indexes *before*
+   `--index-url` and stops at the first index that has a package), so an extra that depends on torch
+   gets the same torch, never PyPI's.
+
+The locks (exact versions and hashes) go to the playbook's `resolved.venv_lock`; a replay whose
+requirements and indexes match installs from them instead of resolving again. `runtime.json` in the
+venv records what was built and proven; a venv without it is not ours and is never deleted unless
+the step says `recreate: true`.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +27,26 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
+from provisioner.facts import catalog
+from provisioner.facts.base import FactUnavailable
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc import ensure_inventory
+from provisioner.transport.base import CommandResult
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
-UV_PIN = "0.9.5"
+PYPI_INDEX = "https://pypi.org/simple"
+UV_PIN = "0.13.9"
+BUILDING_MARKER = ".provisioner-building"
+RUNTIME_FILE = "runtime.json"
+META_DIR = ".provisioner"
+BUILT_BY = "gpu-provisioner"
+TORCH_FAMILY = ("torch", "torchvision")
 
+_URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
+
+
+# --- torch.resolve ---------------------------------------------------------------------------------
 
 class ResolveParams(Params):
     torch: str | None = Field("==2.11.0", description="PEP 440 specifier for torch (None: newest that works)")
@@ -31,37 +60,111 @@ def _gpus_for_resolve(ctx: StepContext, inv: dict[str, Any]) -> list[dict[str, A
     return list(det["gpus"]) if det else list(inv["gpus"])
 
 
+def _capabilities(gpus: list[dict[str, Any]]) -> list[str]:
+    missing = [str(g.get("index")) for g in gpus if not g.get("compute_cap")]
+    if missing:
+        raise StepFailed(f"nvidia-smi reports no compute capability for GPU {', '.join(missing)}",
+                         fix="the resolver needs every GPU's compute capability: upgrade the driver "
+                             "(compute_cap is queryable from R510) or check the GPU with nvidia-smi -q")
+    if not gpus:
+        raise StepFailed("no GPU to resolve a PyTorch build for", fix="run gpu.detect; pass the GPUs to the container")
+    return [str(g["compute_cap"]) for g in gpus]
+
+
+async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
+    """CPU arch and glibc as the container sees them (arch falls back to the node: LXC shares its kernel)."""
+    notes: list[str] = []
+    ct = ctx.container()
+    try:
+        arch = await ctx.fact(ct, catalog.ARCH)
+    except FactUnavailable:
+        arch = await ctx.fact(ctx.node, catalog.ARCH)
+    arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
+    if arch not in ("x86_64", "aarch64"):
+        raise StepFailed(f"PyTorch publishes CUDA wheels for x86_64 and aarch64 only; this machine is {arch}",
+                         exit_code=3)
+    glibc: str | None = None
+    try:
+        libc = await ctx.fact(ct, catalog.LIBC)
+    except FactUnavailable:
+        notes.append("glibc of the container unknown yet (container not running): assumed modern")
+    else:
+        if libc.family != "glibc":
+            raise StepFailed(f"the container's C library is {libc.family} {libc.version}; PyTorch wheels need glibc",
+                             fix="use a glibc-based template (Debian, Ubuntu, Rocky) for the container", exit_code=3)
+        glibc = ".".join(libc.version.split(".")[:2])
+    return arch, glibc, notes
+
+
+def _rejected_notes(outcome: dict[str, Any], limit: int = 8) -> list[str]:
+    """Rejections that explain the choice first (same torch version), then the rest; counts what is left."""
+    chosen = outcome.get("torch")
+    rejected = list(outcome.get("rejected", []))
+    rejected.sort(key=lambda r: (r.get("torch") != chosen, str(r.get("reason", "")).startswith("does not match")))
+    notes = [f"rejected {r.get('variant')} {r.get('torch') or ''}: {r.get('reason')}".replace("  ", " ")
+             for r in rejected[:limit]]
+    if len(rejected) > limit:
+        notes.append(f"… and {len(rejected) - limit} more rejected candidates (provisioner resolve --json lists all)")
+    return notes
+
+
 @register
 class TorchResolve(StepKind[ResolveParams]):
-    """Choose torch version and CUDA variant from every GPU's capability, the driver, Python and arch."""
+    """Choose torch version and CUDA variant from every GPU's capability, the driver, Python, arch and glibc."""
 
     kind = "torch.resolve"
     title = "Pick the PyTorch wheel"
     Params = ResolveParams
 
+    def _request(self) -> dict[str, Any]:
+        return self.params.model_dump()
+
     async def check(self, ctx: StepContext) -> Plan:
         from provisioner.resolver import api as resolver_api
 
         inv = await ensure_inventory(ctx)
-        gpus = _gpus_for_resolve(ctx, inv)
-        ccs = [str(g["compute_cap"]) for g in gpus]
-        outcome = resolver_api.resolve_dict(ccs=ccs, driver=inv["driver_version"], python=self.params.python,
-                                            arch="x86_64", glibc=None, torch=self.params.torch,
-                                            prefer=self.params.prefer)
+        ccs = _capabilities(_gpus_for_resolve(ctx, inv))
+        arch, glibc, notes = await _platform(ctx)
+        facts = {"ccs": ccs, "driver": inv["driver_version"], "python": self.params.python, "arch": arch,
+                 "glibc": glibc, "prefer": self.params.prefer}
+        outcome: dict[str, Any] | None = None
+        recorded = ctx.resolved.get("torch") or {}
+        if recorded.get("request") == self._request() and recorded.get("torch") and recorded.get("variant"):
+            # Replay: keep the recorded choice while it still fits this host.
+            again = resolver_api.resolve_dict(**facts, torch=f"=={recorded['torch']}")
+            if "error" not in again and again["variant"] == recorded["variant"]:
+                outcome = again
+                notes.append(f"kept the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
+                             "from the playbook's resolved section")
+            else:
+                why = again["error"]["message"] if "error" in again else f"resolver now picks {again['variant']}"
+                notes.append(f"the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
+                             f"no longer fits: {why}; resolving afresh")
+        if outcome is None:
+            outcome = resolver_api.resolve_dict(**facts, torch=self.params.torch)
         if "error" in outcome:
             err = outcome["error"]
-            raise StepFailed(f"no PyTorch build fits this host: {err['message']}", fix=err.get("fix", ""), exit_code=3)
+            raise StepFailed(f"no PyTorch build fits this host ({err['code']}): {err['message']}",
+                             fix=err.get("fix", ""), evidence=outcome.get("reasons", []) + _rejected_notes(outcome),
+                             exit_code=2 if err.get("code") == "invalid_input" else 3)
         if self.params.variant and self.params.variant != outcome["variant"]:
             outcome["reasons"] = [f"variant overridden by the playbook: {self.params.variant} "
                                   f"(resolver chose {outcome['variant']})", *outcome["reasons"]]
             outcome["variant"] = self.params.variant
             outcome["index_url"] = PYTORCH_INDEX + self.params.variant
+        outcome["python"] = self.params.python
+        outcome["request"] = self._request()
         ctx.shared["resolution"] = outcome
-        notes = [f"torch {outcome['torch']} from {outcome['index_url']} ({outcome['variant']})",
-                 *[f"because: {r}" for r in outcome.get("reasons", [])[:6]]]
-        notes += [f"rejected {r.get('variant')} {r.get('torch', '')}: {r.get('reason')}"
-                  for r in outcome.get("rejected", [])[:6]]
-        return Plan.no_change(*notes)
+        head = f"torch {outcome['torch']}" + (f" + torchvision {outcome['torchvision']}" if outcome.get("torchvision")
+                                              else "") + f" from {outcome['index_url']} ({outcome['variant']})"
+        lines = [head, *[f"because: {r}" for r in outcome.get("reasons", [])]]
+        lines += [f"warning: {w}" for w in outcome.get("warnings", [])]
+        if not outcome.get("verified", True):
+            lines.append("warning: this choice rests on unverified wheel data (see the resolver's data file)")
+        lines += notes + _rejected_notes(outcome)
+        lines += [f"{o['tool']} would pick {o['variant']} torch {o['torch']}: {o['note']}"
+                  for o in outcome.get("others", [])]
+        return Plan.no_change(*lines)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         return
@@ -69,31 +172,45 @@ class TorchResolve(StepKind[ResolveParams]):
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         res = ctx.shared.get("resolution") or {}
-        return {"torch": {k: res.get(k) for k in ("variant", "index_url", "torch", "torchvision")}}
+        keys = ("variant", "index_url", "torch", "torchvision", "cuda", "python", "verified", "request")
+        return {"torch": {k: res.get(k) for k in keys}}
 
+
+# --- venv.build ------------------------------------------------------------------------------------
 
 class VenvParams(Params):
     path: str = Field("/opt/torch-venv", description="Absolute path of the venv in the container")
-    python: str = Field("3.12", pattern=r"^3\.\d{1,2}$")
+    python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="default: torch.resolve's Python, else 3.12")
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
-    extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"])
+    extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
+                                      description="Installed from PyPI after torch (second group)")
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
     smoke_test: bool = True
+    uv_dir: str = Field("/opt/uv", description="Where uv is installed (a venv) when the container has none")
 
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
         validate.abs_path(v)
-        if v.rstrip("/") in ("", "/usr", "/opt", "/root", "/etc", "/var", "/home"):
+        if v.rstrip("/") in ("", "/usr", "/opt", "/root", "/etc", "/var", "/home", "/tmp", "/bin", "/lib", "/srv"):
             raise ValueError(f"refusing a system directory as venv path: {v!r}")
-        return v
+        return v.rstrip("/")
+
+    @field_validator("uv_dir")
+    @classmethod
+    def _uv_dir(cls, v: str) -> str:
+        return validate.abs_path(v).rstrip("/")
 
     @field_validator("extra_packages")
     @classmethod
     def _pkgs(cls, v: list[str]) -> list[str]:
-        return [validate.package_spec(p) for p in v]
+        for p in v:
+            validate.package_spec(p)
+            if _req_name(p) in TORCH_FAMILY:
+                raise ValueError(f"{p!r}: torch and torchvision come from the resolved index, not extra_packages")
+        return v
 
     @field_validator("torch", "torchvision")
     @classmethod
@@ -105,14 +222,14 @@ class VenvParams(Params):
     @field_validator("index_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%]*)?", v):
+        if v is not None and not _URL_RE.fullmatch(v):
             raise ValueError(f"not an http(s) URL: {v!r}")
         return v
 
 
 VERIFY_SCRIPT = r"""
-import json, sys
-out = {}
+import json, platform, sys
+out = {"python": platform.python_version()}
 try:
     import torch
 except Exception as exc:
@@ -151,6 +268,95 @@ def arch_covers(arch_list: list[str], cc: str) -> bool:
     return False
 
 
+def _req_name(spec: str) -> str:
+    """Normalized project name of a requirement (PEP 503)."""
+    m = re.match(r"[A-Za-z0-9][A-Za-z0-9._\-]*", spec.strip())
+    return re.sub(r"[-_.]+", "-", m.group(0)).lower() if m else ""
+
+
+def parse_lock(text: str) -> dict[str, str]:
+    """`name==version` pins of a `uv pip compile` output (or `uv pip freeze`), names normalized."""
+    pins: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[^\]]*\])?==([^\s\\;]+)", line.strip())
+        if m:
+            pins[_req_name(m.group(1))] = m.group(3)
+    return pins
+
+
+def parse_state(text: str) -> dict[str, Any]:
+    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...}."""
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = line[2:].strip()
+            sections.setdefault(current, [])
+        elif current:
+            sections[current].append(line)
+    state = (sections.get("state") or ["foreign"])[0].strip()
+    out: dict[str, Any] = {"state": state}
+    if state == "built":
+        try:
+            runtime = json.loads("\n".join(sections.get("runtime", [])))
+        except json.JSONDecodeError:
+            runtime = None
+        if not isinstance(runtime, dict) or runtime.get("built_by") != BUILT_BY:
+            return {"state": "foreign"}
+        out["runtime"] = runtime
+        try:
+            out["lock"] = json.loads("\n".join(sections.get("lock", []))) or None
+        except json.JSONDecodeError:
+            out["lock"] = None
+    return out
+
+
+def _probe_script(path: str) -> str:
+    p = quoting.join([path])
+    return quoting.script(
+        f"p={p}",
+        'if [ ! -e "$p" ]; then echo @@state; echo absent; exit 0; fi',
+        'if [ ! -d "$p" ]; then echo @@state; echo notdir; exit 0; fi',
+        'if [ -z "$(ls -A "$p")" ]; then echo @@state; echo empty; exit 0; fi',
+        f'if [ -e "$p/{BUILDING_MARKER}" ]; then echo @@state; echo incomplete; exit 0; fi',
+        f'if [ -f "$p/{RUNTIME_FILE}" ]; then',
+        '  if [ ! -x "$p/bin/python" ]; then echo @@state; echo incomplete; exit 0; fi',
+        f'  echo @@state; echo built; echo @@runtime; cat "$p/{RUNTIME_FILE}"; echo',
+        f'  echo @@lock; cat "$p/{META_DIR}/lock.json" 2>/dev/null; echo; exit 0',
+        "fi",
+        "echo @@state; echo foreign",
+    )
+
+
+def _lines_match(result: CommandResult, *needles: str) -> bool:
+    return any(n.lower() in line.lower() for line in result.lines for n in needles)
+
+
+_NO_BUILD = ("no solution found", "no version of", "not found in the package registry",
+             "was not found in the provided package locations", "unsatisfiable", "no matching distribution")
+_UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connection refused", "client error (connect)",
+                "network unreachable")
+
+
+def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult) -> StepFailed:
+    """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
+    if _lines_match(result, *_NO_BUILD):
+        return StepFailed(f"resolver_failure: the index {index_desc} has no build satisfying {' '.join(reqs)} "
+                          f"for this Python/platform ({what})",
+                          fix="check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
+                              "set index_url: to an index that carries it, or pin another torch version",
+                          result=result, exit_code=3)
+    if _lines_match(result, *_UNREACHABLE):
+        return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
+                          fix="check the container's network/DNS and proxy settings, or point index_url: at a "
+                              "reachable mirror", result=result, exit_code=4)
+    if _lines_match(result, "hash mismatch", "hashes do not match"):
+        return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
+                          fix="the index served different bytes than when the lock was made; check the mirror, or "
+                              "remove resolved.venv_lock from the playbook to resolve afresh", result=result)
+    return StepFailed(f"uv failed while installing the {what} packages", result=result)
+
+
 @register
 class VenvBuild(StepKind[VenvParams]):
     """uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU."""
@@ -159,7 +365,8 @@ class VenvBuild(StepKind[VenvParams]):
     title = "Build the PyTorch venv with uv"
     Params = VenvParams
 
-    def _target(self, ctx: StepContext) -> tuple[str, str | None, str]:
+    # --- what is wanted ---------------------------------------------------------------------------
+    def _request(self, ctx: StepContext) -> dict[str, Any]:
         res = ctx.shared.get("resolution") or ctx.resolved.get("torch") or {}
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
@@ -170,119 +377,182 @@ class VenvBuild(StepKind[VenvParams]):
         lab_index = ctx.shared.get("lab_index_url")
         if lab_index and index.startswith(PYTORCH_INDEX):
             index = lab_index.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
-        return torch_v, self.params.torchvision or res.get("torchvision"), index
+        tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
+        python = self.params.python or res.get("python") or "3.12"
+        return {"torch": torch_v, "torchvision": tv, "index_url": index.rstrip("/"), "python": python,
+                "extra_packages": list(self.params.extra_packages),
+                "pypi_url": (ctx.shared.get("lab_pypi_url") or PYPI_INDEX).rstrip("/")}
 
+    def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
+        torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
+        groups = [{"name": "torch", "requirements": torch_reqs, "index_url": req["index_url"], "extra_index_url": None}]
+        if req["extra_packages"]:
+            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), "index_url": req["pypi_url"],
+                           "extra_index_url": req["index_url"]})
+        return groups
+
+    @staticmethod
+    def _describe(req: dict[str, Any]) -> str:
+        text = f"torch {req['torch']}" + (f" + torchvision {req['torchvision']}" if req["torchvision"] else "")
+        text += f" from {req['index_url']}"
+        if req["extra_packages"]:
+            text += f" + {', '.join(req['extra_packages'])}"
+        return text + f" (Python {req['python']})"
+
+    # --- what is there ----------------------------------------------------------------------------
     async def _state(self, ctx: StepContext) -> dict[str, Any]:
-        p = quoting.join([self.params.path])
-        result = await ctx.container().run(["sh", "-c", f"test -d {p} || {{ echo absent; exit 0; }}; "
-                                                        f"cat {p}/runtime.json 2>/dev/null || echo no-runtime; "
-                                                        f"test -e {p}/.provisioner-building && echo building; true"],
-                                           timeout=60, quiet=True)
+        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
         if not result.ok:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container is not running yet")
             raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
-        text = result.output.strip()
-        if text == "absent":
-            return {"state": "absent"}
-        if "building" in result.lines:
-            return {"state": "incomplete"}
-        if "no-runtime" in result.lines:
-            return {"state": "foreign"}
-        try:
-            return {"state": "built", "runtime": json.loads(result.lines[0])}
-        except (json.JSONDecodeError, IndexError):
-            return {"state": "foreign"}
+        return parse_state(result.output)
 
     async def check(self, ctx: StepContext) -> Plan:
-        torch_v, tv, index = self._target(ctx)
+        req = self._request(ctx)
+        want = self._describe(req)
         state = await self._state(ctx)
-        want = f"torch {torch_v}" + (f" + torchvision {tv}" if tv else "") + f" from {index}"
-        if state["state"] == "built":
+        path = self.params.path
+        kind = state["state"]
+        if kind == "notdir":
+            raise StepFailed(f"{path} exists in CT {ctx.vmid} and is not a directory; it is left untouched",
+                             fix="choose another path for the venv", exit_code=2)
+        if kind == "built":
             rt = state["runtime"]
-            if rt.get("torch", "").split("+")[0] == torch_v.split("+")[0] and rt.get("index_url") == index and \
-                    rt.get("torchvision_requested") == tv:
-                return Plan.no_change(f"{self.params.path} has {want}")
+            if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
+                if state.get("lock"):
+                    ctx.shared["venv_lock"] = state["lock"]
+                ctx.shared["runtime"] = rt
+                return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
+            if rt.get("request") == req:
+                return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
             if not self.params.recreate:
-                raise StepFailed(f"{self.params.path} exists with torch {rt.get('torch')} from {rt.get('index_url')}; "
-                                 f"the playbook wants {want}. It is left untouched.",
+                have = self._describe(rt["request"]) if isinstance(rt.get("request"), dict) else "another set"
+                raise StepFailed(f"{path} exists with {have}; the playbook wants {want}. It is left untouched.",
                                  fix="set recreate: true on the venv.build step, or choose another path")
-            return Plan(changes=[f"recreate {self.params.path} (recreate: true) with {want}"])
-        if state["state"] == "foreign":
+            return Plan(changes=[f"recreate {path} (recreate: true): {want}"])
+        if kind == "foreign":
             if not self.params.recreate:
-                raise StepFailed(f"{self.params.path} exists and was not built by gpu-provisioner; it is left untouched",
+                raise StepFailed(f"{path} exists in CT {ctx.vmid} and was not built by gpu-provisioner; "
+                                 "it is left untouched",
                                  fix="choose another path, or set recreate: true to replace it")
-            return Plan(changes=[f"replace {self.params.path} (recreate: true) with {want}"])
-        if state["state"] == "incomplete":
-            return Plan(changes=[f"finish the interrupted build of {self.params.path}: {want}"])
-        return Plan(changes=[f"create {self.params.path} (Python {self.params.python}) with {want}"
-                             + (f" + {', '.join(self.params.extra_packages)}" if self.params.extra_packages else "")])
+            return Plan(changes=[f"replace {path} (recreate: true; not built by gpu-provisioner): {want}"])
+        if kind == "incomplete":
+            return Plan(changes=[f"finish the interrupted build of {path}: {want}"])
+        return Plan(changes=[f"create {path} with {want}"])
 
+    # --- doing it ---------------------------------------------------------------------------------
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        torch_v, tv, index = self._target(ctx)
+        req = self._request(ctx)
         ct = ctx.container()
         path = self.params.path
-        q = quoting.join
+        meta = f"{path}/{META_DIR}"
         state = await self._state(ctx)
-        uv = await self._ensure_uv(ctx)
-        if state["state"] != "absent":
-            yield ctx.info(f"removing {path} ({state['state']})")
+        uv = await self._ensure_uv(ctx, req)
+        yield ctx.info(f"using {uv}")
+        stale = state["state"] == "foreign" or (state["state"] == "built" and state["runtime"].get("request") != req)
+        if stale:  # check() only lets these through with recreate: true
+            if not self.params.recreate:
+                raise StepFailed(f"{path} changed since the check; it is left untouched")
+            yield ctx.info(f"removing {path} ({state['state']}, recreate: true)")
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
-        yield ctx.info(f"creating venv {path} with Python {self.params.python}")
-        await ct.run(["mkdir", "-p", path], timeout=60, check=True)
-        await ct.run(["touch", f"{path}/.provisioner-building"], timeout=60, check=True)
-        await ct.run(["sh", "-c", f"{q([uv, 'venv', '--allow-existing', '--python', self.params.python, path])}"],
-                     timeout=900, check=True)
+        await ct.run(["mkdir", "-p", meta], timeout=60, check=True)
+        await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        yield ctx.info(f"creating venv {path} with Python {req['python']}")
+        created = await ct.run([uv, "venv", "--allow-existing", "--python", req["python"], path], timeout=900)
+        if not created.ok:
+            raise StepFailed(f"uv could not create a Python {req['python']} venv at {path}", result=created,
+                             fix=f"install Python {req['python']} in the container, or allow uv to download it "
+                                 "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
         py = f"{path}/bin/python"
-        groups: list[tuple[str, list[str], str | None]] = [
-            ("torch", [f"torch=={torch_v}"] + ([f"torchvision=={tv}"] if tv else []), index)]
-        if self.params.extra_packages:
-            extra_index = ctx.shared.get("lab_pypi_url")
-            groups.append(("extra", list(self.params.extra_packages), extra_index))
-        locks: dict[str, Any] = dict(ctx.resolved.get("venv_lock") or {})
-        for name, reqs, idx in groups:
-            lock = locks.get(name)
-            lockfile = f"{path}/.lock-{name}.txt"
-            idx_args = ["--index-url", idx] if idx else []
-            if lock and lock.get("requirements") == reqs and lock.get("index_url") == idx:
-                yield ctx.info(f"installing {name} packages from the recorded lock")
-                await ct.run(["sh", "-c", f"cat > {q([lockfile])}"], stdin=lock["text"].encode(), timeout=60, check=True)
+        recorded = ctx.resolved.get("venv_lock") or {}
+        locks: dict[str, Any] = {}
+        pins: dict[str, str] = {}
+        for group in self._groups(req):
+            name, reqs = group["name"], group["requirements"]
+            idx_args = ["--index-url", group["index_url"]]
+            if group["extra_index_url"]:
+                idx_args += ["--extra-index-url", group["extra_index_url"]]
+            index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
+            lockfile = f"{meta}/{name}.lock.txt"
+            prior = (recorded.get("groups") or {}).get(name) or {}
+            same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url")) \
+                and prior.get("python") == req["python"] and prior.get("text")
+            if same:
+                yield ctx.info(f"installing the {name} group from the recorded lock")
+                await ct.run(["sh", "-c", f"cat > {quoting.join([lockfile])}"], stdin=str(prior["text"]).encode(),
+                             timeout=60, check=True, quiet=True)
             else:
-                yield ctx.info(f"resolving {' '.join(reqs)} with hashes")
-                await ct.run(["sh", "-c", f"printf '%s\\n' {q(reqs)} | {q([uv, 'pip', 'compile', '-', '--generate-hashes', '--python', py, '--quiet', *idx_args, '-o', lockfile])}"],
-                             timeout=900, check=True)
-            result = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "-r", lockfile, *idx_args],
-                                  timeout=3600)
-            if not result.ok:
-                if any("No solution found" in ln or "not found in the package registry" in ln or "no version of" in ln
-                       for ln in result.lines):
-                    raise StepFailed(f"the index {idx or 'PyPI'} has no build satisfying {' '.join(reqs)}",
-                                     result=result, fix="check the resolver's choice and the index URL "
-                                     "(resolver_failure); a mirror may lack this variant")
-                raise StepFailed(f"uv pip install of {name} packages failed", result=result)
+                yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
+                infile = f"{meta}/{name}.in"
+                await ct.run(["sh", "-c", f"cat > {quoting.join([infile])}"], stdin=("\n".join(reqs) + "\n").encode(),
+                             timeout=60, check=True, quiet=True)
+                cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
+                       "--no-progress",
+                       *idx_args, "-o", lockfile]
+                if name != "torch":
+                    constraints = f"{meta}/constraints.txt"
+                    text = "".join(f"{n}=={v}\n" for n, v in pins.items() if n in TORCH_FAMILY)
+                    await ct.run(["sh", "-c", f"cat > {quoting.join([constraints])}"], stdin=text.encode(),
+                                 timeout=60, check=True, quiet=True)
+                    cmd += ["--constraint", constraints]
+                compiled = await ct.run(cmd, timeout=900)
+                if not compiled.ok:
+                    raise _install_failure(name, reqs, index_desc, compiled)
+            installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
+                                      "-r", lockfile, *idx_args], timeout=3600)
+            if not installed.ok:
+                raise _install_failure(name, reqs, index_desc, installed)
             text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
-            locks[name] = {"requirements": reqs, "index_url": idx, "text": text}
-        ctx.shared["venv_lock"] = locks
+            pins.update(parse_lock(text))
+            locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
+                           "python": req["python"], "text": text}
+        lock = {"groups": locks}
         freeze = await ct.run([uv, "pip", "freeze", "--python", py], timeout=120, quiet=True, check=True)
+        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": pins.get("torch"),
+                   "index_url": req["index_url"], "python": req["python"], "packages": freeze.lines}
+        ctx.shared["venv_lock"] = lock
         ctx.shared["venv_freeze"] = freeze.lines
-        runtime = {"torch": torch_v, "torchvision_requested": tv, "index_url": index, "python": self.params.python,
-                   "packages": freeze.lines}
         ctx.shared["runtime"] = runtime
-        await ct.run(["sh", "-c", f"cat > {q([path + '/runtime.json'])} && rm -f {q([path + '/.provisioner-building'])}"],
-                     stdin=json.dumps(runtime).encode(), timeout=60, check=True)
+        await ct.run(["sh", "-c", f"cat > {quoting.join([meta + '/lock.json'])}"], stdin=json.dumps(lock).encode(),
+                     timeout=60, check=True, quiet=True)
+        await self._write_runtime(ctx, runtime)
+        await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        yield ctx.info(f"installed {len(freeze.lines)} packages into {path}; lock recorded")
 
-    async def _ensure_uv(self, ctx: StepContext) -> str:
+    async def _write_runtime(self, ctx: StepContext, runtime: dict[str, Any]) -> None:
+        target = f"{self.params.path}/{RUNTIME_FILE}"
+        await ctx.container().run(["sh", "-c", f"cat > {quoting.join([target + '.tmp'])} && mv -f "
+                                               f"{quoting.join([target + '.tmp', target])}"],
+                                  stdin=json.dumps(runtime, indent=1).encode(), timeout=60, check=True, quiet=True)
+
+    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any]) -> str:
+        """uv from PATH, else the one we installed before, else pip-install the pinned uv into a venv."""
         ct = ctx.container()
-        probe = await ct.run(["sh", "-c", "command -v uv || { test -x /opt/uv/bin/uv && echo /opt/uv/bin/uv; } || true"],
-                             timeout=60, quiet=True)
-        if probe.lines and probe.lines[-1].strip():
-            return probe.lines[-1].strip()
-        await ct.run(["sh", "-c", "python3 -m venv /opt/uv || { export DEBIAN_FRONTEND=noninteractive; apt-get install "
-                                  "-y python3-venv && python3 -m venv /opt/uv; }"], timeout=900, check=True)
-        await ct.run(["/opt/uv/bin/pip", "install", f"uv=={UV_PIN}"], timeout=900, check=True)
-        return "/opt/uv/bin/uv"
+        uv_bin = f"{self.params.uv_dir}/bin/uv"
+        probe = await ct.run(["sh", "-c", f"command -v uv || {{ test -x {quoting.join([uv_bin])} && "
+                                          f"echo {quoting.join([uv_bin])}; }} || true"], timeout=60, quiet=True)
+        found = [ln.strip() for ln in probe.lines if ln.strip().startswith("/")]
+        if found:
+            return found[-1]
+        d = quoting.join([self.params.uv_dir])
+        made = await ct.run(["sh", "-c", f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; "
+                                         f"apt-get update -qq && apt-get install -y -qq python3-venv && "
+                                         f"python3 -m venv --clear {d}; }}"], timeout=900)
+        if not made.ok:
+            raise StepFailed("uv is not installed in the container and no Python venv could be made to install it",
+                             result=made, fix="install python3 and python3-venv in the container, or install uv")
+        pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
+                            "--index-url", req["pypi_url"], f"uv=={UV_PIN}"], timeout=900)
+        if not pip.ok:
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], req["pypi_url"], pip)
+        version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
+        if not version.ok or UV_PIN not in version.output:
+            raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
+        return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
+        runtime = dict(ctx.shared.get("runtime") or {})
         if not self.params.smoke_test:
             return
         ct = ctx.container()
@@ -302,22 +572,22 @@ class VenvBuild(StepKind[VenvParams]):
             problems.append("torch.cuda.is_available() is False")
         if info["count"] != len(gpus):
             problems.append(f"torch sees {info['count']} GPUs, {len(gpus)} were passed")
-        for g in gpus:
-            if not arch_covers(info["arch_list"], str(g["compute_cap"])):
-                problems.append(f"GPU {g['index']} (sm_{str(g['compute_cap']).replace('.', '')}) is not in torch's "
-                                f"arch list {' '.join(info['arch_list'])}")
-                break
+        uncovered = sorted({str(g["compute_cap"]) for g in gpus
+                            if g.get("compute_cap") and not arch_covers(info["arch_list"], str(g["compute_cap"]))})
+        if uncovered:
+            problems.append(f"compute capability {', '.join(uncovered)} is not covered by torch's arch list "
+                            f"{' '.join(info['arch_list'])}")
         if not all(info.get("matmul_ok", [])):
             problems.append(f"matmul check failed: {info.get('errors')}")
         if problems:
             raise StepFailed("; ".join(problems), evidence=[json.dumps(info)],
                              fix="see diagnose: the wheel must match the GPUs and the driver")
-        runtime = dict(ctx.shared.get("runtime") or {})
-        runtime.update({"cuda": info["cuda"], "torch": info["torch"], "gpus": [g.get("name") for g in gpus],
-                        "driver": inv["driver_version"]})
+        runtime.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
+                        "arch_list": info["arch_list"], "driver": inv["driver_version"],
+                        "gpus": [{"index": g.get("index"), "name": g.get("name"), "compute_cap": g.get("compute_cap")}
+                                 for g in gpus]})
         ctx.shared["runtime"] = runtime
-        await ct.run(["sh", "-c", f"cat > {quoting.join([self.params.path + '/runtime.json'])}"],
-                     stdin=json.dumps(runtime).encode(), timeout=60, quiet=True)
+        await self._write_runtime(ctx, runtime)
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -23,14 +21,14 @@ class SummaryPage(StepPage):
         yield table
         with Horizontal(classes="field"):
             yield Label("save playbook to", classes="field-label")
-            yield Input(str(Path.cwd() / f"recorded-{self.session.run_id}.yaml"), id="save-path", compact=True)
+            yield Input(self.session.record_to, id="save-path", compact=True)
         with Horizontal(id="summary-actions"):
             yield Button("Save playbook", id="save", variant="success", compact=True)
             yield Button("Open run log", id="open-log", compact=True)
         yield Static("", id="saved", markup=False)
 
     def save_path(self) -> str:
-        return self.query_one("#save-path", Input).value.strip() or f"recorded-{self.session.run_id}.yaml"
+        return self.query_one("#save-path", Input).value.strip() or self.session.record_to
 
     def refresh_view(self) -> None:
         recap = self.session.recap()

@@ -9,28 +9,30 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
+from screens.plain_text import plain_line
+
 
 def error_text(title: str, message: str, command: str, tail: list[str], diagnosis: list[dict[str, Any]]) -> Text:
     """Plain text (remote output is data, never markup) with a few styled headings."""
     text = Text()
     text.append(f"✗ {title} failed\n", style="bold")
-    if message:
-        text.append(message.rstrip() + "\n")
+    for line in message.rstrip().splitlines():
+        text.append(plain_line(line) + "\n")
     if command:
         text.append("\nfailing command: ", style="bold")
-        text.append(command + "\n")
+        text.append(plain_line(command) + "\n")
     if tail:
         text.append("\nlast output:\n", style="bold")
         for line in tail:
-            text.append("  " + line + "\n")
+            text.append("  " + plain_line(line) + "\n")
     for finding in diagnosis:
         text.append(f"\ndiagnosis [{finding.get('category', '?')}]: ", style="bold")
-        text.append(str(finding.get("root_cause", "")) + "\n")
+        text.append(plain_line(str(finding.get("root_cause", ""))) + "\n")
         if finding.get("fix"):
             text.append("fix: ", style="bold")
-            text.append(str(finding["fix"]) + "\n")
+            text.append(plain_line(str(finding["fix"])) + "\n")
         for line in list(finding.get("evidence") or [])[:3]:
-            text.append("  evidence: " + str(line) + "\n")
+            text.append("  evidence: " + plain_line(str(line)) + "\n")
     return text
 
 

@@ -85,7 +85,7 @@ _DIRS = ("etc", "etc/profile.d", "usr/bin", "usr/sbin", "usr/lib/x86_64-linux-gn
          "var/cache/apt", "opt", "root")
 
 #: machine files that must not show through a container's /usr (a GPU machine's own driver userspace)
-_HIDE = ("usr/bin/nvidia-smi", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "usr/lib/x86_64-linux-gnu/libcuda.so.1",
+_HIDE = ("etc/pve", "usr/bin/nvidia-smi", "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "usr/lib/x86_64-linux-gnu/libcuda.so.1",
          "usr/bin/apt", "usr/bin/apt-get")
 
 

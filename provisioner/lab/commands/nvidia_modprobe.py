@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             if "uvm" in path and not os.path.exists(path):
                 try:
                     os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-                    os.chmod(path, 0o666)
+                    os.chmod(path, 0o666)  # noqa: S103 - nvidia-modprobe's NV_DEVICE_FILE_MODE
                 except OSError:
                     pass
     return 0

@@ -1,0 +1,98 @@
+"""``provisioner lab up|down|status``: the embedded Proxmox VE lab (a simulated node on loopback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from provisioner.cli.common import echo_json
+from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
+from provisioner.lab.lab import ALL_SCENARIOS, PVE_CHOICES, Lab, LabError
+
+_root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+                            help="Lab directory (default: the state dir's lab/, or $PROVISIONER_LAB_ROOT).")
+
+
+def _console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _describe(conn: dict[str, Any]) -> list[str]:
+    ssh, api = conn["ssh"], conn["api"]
+    return [
+        f"LAB node '{conn['node']}' (PVE {conn.get('pve', '?')}, scenarios: {', '.join(conn.get('scenarios') or []) or 'none'})",
+        f"  ssh      {ssh['user']}@{ssh['host']} -p {ssh['port']} -i {ssh['key_file']} "
+        f"-o UserKnownHostsFile={ssh['known_hosts']}",
+        f"  api      https://{ssh['host']}:{api['port']}/api2/json  user {api['user']}  password {api['password']}",
+        f"  ca       {api['ca_file']}  (fingerprint {api['fingerprint']})",
+        f"  wheels   {conn['index_url']}<variant>/",
+        f"  drivers  {conn['driver_mirror']}/XFree86/Linux-x86_64/<ver>/NVIDIA-Linux-x86_64-<ver>.run",
+        f"  root     {conn['root']}  (pid {conn['pid']})",
+    ]
+
+
+@click.group(name="lab", epilog=EXIT_CODES_HELP)
+def command() -> None:
+    """Run the embedded LAB: a simulated Proxmox VE node with 8 NVIDIA GPUs on 127.0.0.1.
+
+    Everything it prints says LAB; nothing in it touches real hardware.
+    """
+
+
+@command.command("up")
+@click.option("--scenario", "scenarios", multiple=True, type=click.Choice(ALL_SCENARIOS),
+              help="Fault scenario (repeatable).")
+@click.option("--pve", type=click.Choice(PVE_CHOICES), default="8.4", show_default=True, help="PVE version to simulate.")
+@_root_option
+@click.option("--json", "json_out", is_flag=True, help="Print the connection info as JSON.")
+def up(scenarios: tuple[str, ...], pve: str, root: Path | None, json_out: bool) -> None:
+    """Start the lab in the background (returns once every service answers)."""
+    lab = Lab(root, list(scenarios), pve)
+    try:
+        conn, started = lab.up()
+    except LabError as exc:
+        _console().print(str(exc), markup=False)
+        raise SystemExit(ExitCode.FAILED) from None
+    if json_out:
+        echo_json({**conn, "started": started})
+        return
+    console = _console()
+    if not started:
+        console.print(f"LAB: already running at {lab.root} (pid {conn['pid']}); `provisioner lab down` stops it",
+                      markup=False)
+    for line in _describe(conn):
+        console.print(line, markup=False)
+
+
+@command.command("down")
+@_root_option
+def down(root: Path | None) -> None:
+    """Stop the lab."""
+    lab = Lab(root)
+    stopped = lab.down()
+    _console().print(f"LAB: stopped ({lab.root})" if stopped else f"LAB: not running ({lab.root})", markup=False)
+
+
+@command.command("status")
+@_root_option
+@click.option("--json", "json_out", is_flag=True, help="Print the status as JSON.")
+def status(root: Path | None, json_out: bool) -> None:
+    """Is the lab running, where, with which scenarios and containers (exit 1 when not running)."""
+    lab = Lab(root)
+    info = lab.status()
+    if json_out:
+        echo_json(info)
+    else:
+        console = _console()
+        if info["running"] and info.get("connection"):
+            for line in _describe(info["connection"]):
+                console.print(line, markup=False)
+            for ct in info.get("containers", []):
+                console.print(f"  CT {ct['vmid']}  {ct['status']}", markup=False)
+        else:
+            console.print(f"LAB: not running ({lab.root})", markup=False)
+    if not info["running"]:
+        raise SystemExit(ExitCode.FAILED)

@@ -1,0 +1,126 @@
+"""The lab's driver mirror: ``NVIDIA-Linux-x86_64-<ver>.run`` and its ``.sha256sum`` over HTTP on loopback,
+with download.nvidia.com's path layout (``/XFree86/Linux-x86_64/<ver>/<file>``, ``latest.txt``).
+
+The .run files are the lab's installer stand-ins (`provisioner.lab.commands.installer`) for
+595.71.05, 580.95.05 and the lab host's driver version. Scenario ``corrupt-download``: the first
+download of a .run (marker ``<root>/run/once/corrupt-download``) is damaged in transit, so its
+SHA-256 no longer matches the published ``.sha256sum`` (and makeself's own check fails).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from provisioner.lab.commands.installer import LAB_DRIVER_VERSIONS, build_run, corrupt, run_name, sha256sum_line
+from provisioner.lab.state import LabState
+
+BASE_PATH = "/XFree86/Linux-x86_64"
+_PATH_RE = re.compile(r"^/XFree86/Linux-x86_64/(\d+\.\d+(?:\.\d+)?)/NVIDIA-Linux-x86_64-(\d+\.\d+(?:\.\d+)?)\.run"
+                      r"(\.sha256sum)?$")
+
+
+class DriverMirror:
+    """Builds (and caches in memory) the .run bytes per version."""
+
+    def __init__(self, state: LabState) -> None:
+        self.state = state
+        self._cache: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def versions(self) -> list[str]:
+        return sorted({*LAB_DRIVER_VERSIONS, self.state.settings().driver_version})
+
+    def run_bytes(self, version: str) -> bytes:
+        with self._lock:
+            if version not in self._cache:
+                self._cache[version] = build_run(version, self.state.root)
+            return self._cache[version]
+
+    def download(self, version: str) -> bytes:
+        """What a client gets for the .run (damaged once under scenario corrupt-download)."""
+        data = self.run_bytes(version)
+        marker = self.state.root / "run" / "once" / "corrupt-download"
+        with self._lock:
+            if marker.exists() and self.state.has_scenario("corrupt-download"):
+                marker.unlink()
+                return corrupt(data)
+        return data
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "LAB-driver-mirror"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
+
+    def do_GET(self) -> None:
+        self._serve(head=False)
+
+    def _send(self, code: int, body: bytes, ctype: str, head: bool) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _serve(self, head: bool) -> None:
+        mirror: DriverMirror = self.server.mirror  # type: ignore[attr-defined]
+        path = self.path.split("?", 1)[0]
+        if path == f"{BASE_PATH}/latest.txt":
+            v = mirror.state.settings().driver_version
+            self._send(200, f"{v} {v}/{run_name(v)}\n".encode(), "text/plain", head)
+            return
+        m = _PATH_RE.match(path)
+        if not m or m.group(1) != m.group(2) or m.group(1) not in mirror.versions():
+            self._send(404, b"<html><body><h1>404 Not Found</h1>LAB driver mirror</body></html>\n", "text/html", head)
+            return
+        version = m.group(1)
+        if m.group(3):
+            self._send(200, sha256sum_line(mirror.run_bytes(version), version).encode(), "text/plain", head)
+            return
+        data = mirror.run_bytes(version) if head else mirror.download(version)
+        self._send(200, data, "application/octet-stream", head)
+
+
+class DriverFileServer:
+    """HTTP on loopback; `base_url` is what replaces ``https://download.nvidia.com``."""
+
+    def __init__(self, state: LabState, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.mirror = DriverMirror(state)
+        self._httpd = ThreadingHTTPServer((host, port), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.mirror = self.mirror  # type: ignore[attr-defined]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        port: int = self._httpd.server_address[1]
+        return port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, version: str) -> str:
+        return f"{self.base_url}{BASE_PATH}/{version}/{run_name(version)}"
+
+    def start(self) -> DriverFileServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        daemon=True, name="lab-driver-mirror")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._httpd.server_close()

@@ -1,0 +1,296 @@
+"""The whole lab: state + PVE API (HTTPS) + node SSH endpoint + driver mirror + wheel index.
+
+``Lab(root, scenarios, pve).up()`` starts everything in one background daemon process
+(``python -m provisioner.lab.serve --root ROOT``), waits until every service answers, and returns
+the connection info it wrote to ``<root>/connection.json``::
+
+    {"lab": "LAB", "node": "pve", "root": "...",
+     "ssh": {"host": "127.0.0.1", "port": P, "user": "root", "key_file": "<root>/client_key",
+             "known_hosts": "<root>/known_hosts"},
+     "api": {"port": P, "user": "root@pam", "password": "file:<root>/api-password",
+             "ca_file": "<root>/tls/...", "fingerprint": "AB:CD:..."},
+     "index_url": "http://127.0.0.1:P/whl/", "driver_mirror": "http://127.0.0.1:P",
+     "scenarios": [...], "pve": "8.4", "pid": N}
+
+``down()`` stops the daemon and removes connection.json; ``status()`` reports. `LabServices`
+runs the same services inside the current process (tests use it directly).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from provisioner.lab.commands import write_node_bin
+from provisioner.lab.state import KNOWN_SCENARIOS, LabState
+
+#: scenarios implemented on the node side (the API-side ones are in `provisioner.lab.state.KNOWN_SCENARIOS`)
+NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed")
+ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS)))
+#: scenarios that fire once; their markers live in <root>/run/once/
+ONCE_SCENARIOS = ("ssh-drop", "installer-killed", "corrupt-download")
+PVE_CHOICES = ("8.1", "8.4", "9")
+UP_TIMEOUT_S = 180.0
+
+
+class LabError(RuntimeError):
+    """The lab could not be started or stopped."""
+
+
+def connection_path(root: Path) -> Path:
+    return root / "connection.json"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _write_secret(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    os.chmod(path, 0o600)
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+class LabServices:
+    """All the lab's servers in this process (an asyncio loop in a thread runs the SSH endpoint)."""
+
+    def __init__(self, state: LabState, host: str = "127.0.0.1") -> None:
+        self.state = state
+        self.host = host
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.api: Any = None
+        self.ssh: Any = None
+        self.drivers: Any = None
+        self.wheels: Any = None
+
+    def start(self) -> LabServices:
+        from provisioner.lab.driver_files import DriverFileServer
+        from provisioner.lab.node_ssh import LabSshServer
+        from provisioner.lab.pve_api import LabApiServer
+        from provisioner.lab.sandbox import record_host_ns
+        from provisioner.lab.wheels import WheelIndexServer, build_index
+        from provisioner.paths import cache_dir
+
+        root = self.state.root
+        write_node_bin(root)
+        record_host_ns(root)
+        wheel_root = build_index(cache_dir() / "lab")
+        self.api = LabApiServer(self.state, self.host).start()
+        self.drivers = DriverFileServer(self.state, self.host).start()
+        self.wheels = WheelIndexServer(wheel_root, self.host).start()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="lab-ssh")
+        self._thread.start()
+        self.ssh = asyncio.run_coroutine_threadsafe(LabSshServer(self.state, self.host).start(), self._loop).result(30)
+        return self
+
+    def connection(self) -> dict[str, Any]:
+        settings = self.state.settings()
+        creds = self.state.credentials()
+        password_file = self.state.root / "api-password"
+        _write_secret(password_file, creds.password)
+        return {
+            "lab": "LAB",
+            "node": settings.node,
+            "root": str(self.state.root),
+            "ssh": {"host": self.host, "port": self.ssh.port, "user": "root",
+                    "key_file": str(self.ssh.client_key_path), "known_hosts": str(self.ssh.known_hosts)},
+            "api": {"port": self.api.port, "user": creds.user, "password": f"file:{password_file}",
+                    "ca_file": str(self.api.cafile), "fingerprint": self.api.fingerprint},
+            "index_url": self.wheels.base_url,
+            "driver_mirror": self.drivers.base_url,
+            "scenarios": list(settings.scenarios),
+            "pve": settings.pve_version,
+            "pid": os.getpid(),
+        }
+
+    def stop(self) -> None:
+        from provisioner.lab.sandbox import release_mounts
+
+        if self._loop is not None and self.ssh is not None:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.ssh.stop(), self._loop).result(10)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._thread is not None:
+                self._thread.join(5)
+            self._loop.close()
+            self._loop = None
+        for server in (self.wheels, self.drivers, self.api):
+            if server is not None:
+                with contextlib.suppress(Exception):
+                    server.stop()
+        release_mounts(self.state.root)
+
+
+class Lab:
+    """A lab at `root` (default `provisioner.paths.lab_dir()`)."""
+
+    def __init__(self, root: Path | str | None = None, scenarios: list[str] | tuple[str, ...] = (),
+                 pve: str = "8.4") -> None:
+        from provisioner.paths import lab_dir
+
+        self.root = Path(root).resolve() if root else lab_dir().resolve()
+        unknown = [s for s in scenarios if s not in ALL_SCENARIOS]
+        if unknown:
+            raise ValueError(f"unknown scenario {unknown[0]!r}; known: {', '.join(ALL_SCENARIOS)}")
+        if pve not in PVE_CHOICES:
+            raise ValueError(f"unknown PVE version {pve!r}; choose one of {', '.join(PVE_CHOICES)}")
+        self.scenarios = list(dict.fromkeys(scenarios))
+        self.pve = pve
+
+    # -- state -----------------------------------------------------------------------------
+    def connection(self) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(connection_path(self.root).read_text())
+        except (OSError, ValueError):
+            return None
+        return data
+
+    def running_pid(self) -> int | None:
+        conn = self.connection()
+        pid = conn.get("pid") if conn else None
+        if pid is None:
+            try:
+                pid = int((self.root / "run" / "serve.pid").read_text())
+            except (OSError, ValueError):
+                return None
+        return int(pid) if _pid_alive(int(pid)) else None
+
+    def create_state(self) -> LabState:
+        """A fresh lab at `root` (an earlier, stopped lab there is wiped)."""
+        from provisioner.lab.sandbox import release_mounts
+
+        if (self.root / "lab.json").exists():
+            release_mounts(self.root)
+            shutil.rmtree(self.root)
+        state = LabState.create(self.root, pve_version=self.pve, scenarios=self.scenarios)
+        once = self.root / "run" / "once"
+        once.mkdir(parents=True, exist_ok=True)
+        for name in ONCE_SCENARIOS:
+            if name in self.scenarios:
+                (once / name).write_text("LAB: fires once\n")
+        write_node_bin(self.root)
+        return state
+
+    # -- up / down / status ----------------------------------------------------------------
+    def up(self, timeout: float = UP_TIMEOUT_S) -> tuple[dict[str, Any], bool]:
+        """Start the lab daemon unless it runs; returns (connection info, started now?)."""
+        if self.running_pid() is not None:
+            conn = self.connection()
+            if conn is not None:
+                return conn, False
+        self.create_state()
+        log = open(self.root / "lab.log", "ab")
+        env = dict(os.environ, PROVISIONER_LAB_ROOT=str(self.root))
+        proc = subprocess.Popen([sys.executable, "-m", "provisioner.lab.serve", "--root", str(self.root)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True, cwd="/")
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            conn = self.connection()
+            if conn is not None and conn.get("pid") == proc.pid and self._all_answer(conn):
+                return conn, True
+            if proc.poll() is not None:
+                tail = (self.root / "lab.log").read_text(errors="replace")[-2000:]
+                raise LabError(f"LAB: the lab daemon exited with status {proc.returncode}:\n{tail}")
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        raise LabError(f"LAB: the lab did not come up within {timeout:.0f}s (see {self.root / 'lab.log'})")
+
+    @staticmethod
+    def _all_answer(conn: dict[str, Any]) -> bool:
+        host = conn["ssh"]["host"]
+        ports = [conn["ssh"]["port"], conn["api"]["port"], int(conn["index_url"].rsplit(":", 1)[1].split("/")[0]),
+                 int(conn["driver_mirror"].rsplit(":", 1)[1])]
+        return all(_answers(host, p) for p in ports)
+
+    def down(self, timeout: float = 15.0) -> bool:
+        """Stop the daemon; returns False when it was not running."""
+        pid = self.running_pid()
+        if pid is None:
+            connection_path(self.root).unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _pid_alive(pid):
+            time.sleep(0.05)
+        if _pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        connection_path(self.root).unlink(missing_ok=True)
+        return True
+
+    def status(self) -> dict[str, Any]:
+        pid = self.running_pid()
+        out: dict[str, Any] = {"lab": "LAB", "running": pid is not None, "root": str(self.root), "pid": pid}
+        if pid is not None:
+            out["connection"] = self.connection()
+        if (self.root / "lab.json").exists():
+            state = LabState.load(self.root)
+            settings = state.settings()
+            out["scenarios"] = settings.scenarios
+            out["pve"] = settings.pve_version
+            out["containers"] = [{"vmid": v, "status": state.get_status(v).status} for v in state.list_cts()]
+        return out
+
+
+def serve_forever(root: Path) -> int:
+    """Body of the lab daemon: start the services, publish connection.json, wait for SIGTERM."""
+    state = LabState.load(root)
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    (root / "run" / "serve.pid").write_text(f"{os.getpid()}\n")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    services = LabServices(state).start()
+    try:
+        conn = services.connection()
+        tmp = connection_path(root).with_suffix(".tmp")
+        tmp.write_text(json.dumps(conn, indent=2) + "\n")
+        os.chmod(tmp, 0o600)
+        tmp.replace(connection_path(root))
+        print(f"LAB: serving {root} (pid {os.getpid()})", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        services.stop()
+        conn_now = Lab(root).connection()
+        if conn_now is not None and conn_now.get("pid") == os.getpid():
+            connection_path(root).unlink(missing_ok=True)
+        (root / "run" / "serve.pid").unlink(missing_ok=True)
+        print("LAB: stopped", flush=True)
+    return 0

@@ -1,0 +1,463 @@
+"""Stand-in wheels and the lab's PEP 503 index (like download.pytorch.org/whl/<variant>/), served on loopback.
+
+Variants ``cu126``, ``cu128``, ``cu130`` and ``cpu``, each with ``torch==2.11.0+<variant>``,
+``torchvision==0.26.0+<variant>`` and ``nvidia-ml-py`` (a copy of the machine's real ``pynvml``
+when available). Wheels are real wheels (``WHEEL``, ``METADATA``, ``RECORD`` with hashes) for
+cp310–cp313 on ``manylinux_2_28_x86_64``, so ``uv pip install torch==2.11.0 torchvision==0.26.0
+--index-url http://127.0.0.1:P/whl/cu128`` works offline.
+
+The stand-in ``torch``: when the venv's Python can load the machine's real torch (the lab's own
+environment holds torch 2.13.0+cpu for Python 3.11), it imports it (so ``torch.distributed``
+with gloo really works) and then overrides ``__version__``, ``version.cuda`` and the
+``torch.cuda`` queries; otherwise it is a small pure-Python module with the same queries.
+``torch.cuda.is_available()``/``device_count()`` answer from the container's view: the usable
+``/dev/nvidiaN`` nodes, ``/dev/nvidiactl`` and ``/dev/nvidia-uvm``, and the installed userspace
+(``libnvidia-ml.so.1``) matching the host module (``/sys/module/nvidia/version``); a mismatch
+gives torch's real "Error 803" warning. The torch wheel carries 12 MiB of (highly compressible)
+padding so that scenario ``disk-full`` (an 8 MiB /opt) fails with the real ENOSPC.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import html
+import importlib.util
+import io
+import json
+import sys
+import threading
+import zipfile
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+TORCH_VERSION = "2.11.0"
+TORCHVISION_VERSION = "0.26.0"
+NVML_PY_VERSION = "13.595.45"
+#: variant -> (CUDA version or None, arch list) — reference/torch-matrix.json, release 2.11, linux_x86_64
+VARIANTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "cu126": ("12.6", ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")),
+    "cu128": ("12.8", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+    "cu130": ("13.0", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
+    "cpu": (None, ()),
+}
+PY_TAGS = ("cp310", "cp311", "cp312", "cp313")
+PLATFORM = "manylinux_2_28_x86_64"
+PADDING_BYTES = 12 * 1024 * 1024
+BUILDER_VERSION = "3"
+
+
+def _b64(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def make_wheel(out_dir: Path, dist: str, version: str, tag: str, files: dict[str, bytes],
+               requires: list[str] | None = None, summary: str = "") -> Path:
+    """Write a wheel with correct WHEEL/METADATA/RECORD; returns its path."""
+    norm = dist.replace("-", "_")
+    name = f"{norm}-{version}-{tag}.whl"
+    info = f"{norm}-{version}.dist-info"
+    meta = ["Metadata-Version: 2.1", f"Name: {dist}", f"Version: {version}",
+            f"Summary: {summary or 'LAB stand-in (gpu-provisioner lab)'}", "Requires-Python: >=3.10"]
+    meta += [f"Requires-Dist: {r}" for r in requires or []]
+    purelib = tag.endswith("-none-any")
+    entries = dict(files)
+    entries[f"{info}/METADATA"] = ("\n".join(meta) + "\n\nLAB stand-in wheel built by the gpu-provisioner lab.\n").encode()
+    entries[f"{info}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: gpu-provisioner-lab ({BUILDER_VERSION})\n"
+                                f"Root-Is-Purelib: {'true' if purelib else 'false'}\nTag: {tag}\n\n").encode()
+    entries[f"{info}/top_level.txt"] = ("\n".join(sorted({p.split('/')[0] for p in files if '/' in p or
+                                                          p.endswith('.py')})) + "\n").encode()
+    record = io.StringIO()
+    writer = csv.writer(record, lineterminator="\n")
+    for path, data in entries.items():
+        writer.writerow([path, f"sha256={_b64(hashlib.sha256(data).digest())}", str(len(data))])
+    writer.writerow([f"{info}/RECORD", "", ""])
+    entries[f"{info}/RECORD"] = record.getvalue().encode()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / name
+    tmp = wheel.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for arc, data in entries.items():
+            zi = zipfile.ZipInfo(arc, date_time=(2026, 3, 18, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(zi, data)
+    tmp.replace(wheel)
+    return wheel
+
+
+def real_torch_site() -> tuple[str, str] | None:
+    """(site dir holding the machine's real torch, "X.Y" it is built for), if there is one."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    return str(Path(spec.origin).parent.parent), f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+_TORCH_INIT = r'''"""LAB stand-in for torch @VERSION@ (gpu-provisioner lab) -- not PyTorch.
+
+Loads the machine's real torch when this Python can (so torch.distributed/gloo work), then
+answers the CUDA queries from the lab container's view (device nodes, driver versions).
+"""
+import os as _os
+import sys as _sys
+import warnings as _warnings
+
+_LAB_VERSION = "@VERSION@"
+_LAB_CUDA = @CUDA@
+_LAB_ARCHS = @ARCHS@
+_LAB_REAL_SITE = @REAL_SITE@
+_LAB_REAL_PY = @REAL_PY@
+_LAB_NOTE = "LAB stand-in for torch " + _LAB_VERSION + " (gpu-provisioner lab)"
+_CC_BY_NAME = (("RTX PRO 6000 Blackwell", (12, 0)), ("RTX 5090", (12, 0)), ("B200", (10, 0)), ("GB200", (10, 0)),
+               ("H100", (9, 0)), ("H200", (9, 0)), ("L40S", (8, 9)), ("L4", (8, 9)), ("A100", (8, 0)),
+               ("A10", (8, 6)), ("V100", (7, 0)), ("T4", (7, 5)))
+
+
+def _lab_mode(path):
+    try:
+        st = _os.stat(path)
+    except OSError:
+        return None
+    return st
+
+
+def _lab_gpus():
+    """(usable GPUs as [(minor, name)], problem or None) as the container sees them."""
+    if _LAB_CUDA is None:
+        return [], None
+    try:
+        host = open("/sys/module/nvidia/version").read().strip()
+    except OSError:
+        return [], "no-driver"
+    lib = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    if not _os.path.islink(lib) or not _os.path.exists(lib):
+        return [], "no-driver"
+    user = _os.readlink(lib).rsplit("libnvidia-ml.so.", 1)[-1]
+    if user != host:
+        return [], "mismatch"
+    for node in ("/dev/nvidiactl", "/dev/nvidia-uvm"):
+        st = _lab_mode(node)
+        if st is None or st.st_mode & 0o777 == 0:
+            return [], "no-device"
+    names = {}
+    base = "/proc/driver/nvidia/gpus"
+    for bus in sorted(_os.listdir(base)) if _os.path.isdir(base) else []:
+        info = {}
+        try:
+            for line in open(_os.path.join(base, bus, "information")):
+                k, _, v = line.partition(":")
+                info[k.strip()] = v.strip()
+        except OSError:
+            continue
+        if info.get("Device Minor", "").isdigit():
+            names[int(info["Device Minor"])] = info.get("Model", "NVIDIA GPU")
+    gpus = []
+    for entry in sorted(_os.listdir("/dev")):
+        if entry.startswith("nvidia") and entry[6:].isdigit():
+            st = _lab_mode("/dev/" + entry)
+            if st is not None and st.st_mode & 0o777 and _os.major(st.st_rdev) == 195:
+                minor = _os.minor(st.st_rdev)
+                gpus.append((minor, names.get(minor, "NVIDIA GPU")))
+    return gpus, (None if gpus else "no-device")
+
+
+_WARNED = []
+
+
+def _lab_warn(problem):
+    if _WARNED or problem in (None, "no-driver-quiet"):
+        return
+    _WARNED.append(problem)
+    if problem == "mismatch":
+        _warnings.warn("CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+                       "functions before calling NumCudaDevices() that might have already set an error? Error 803: "
+                       "system has unsupported display driver / cuda driver combination (LAB)", UserWarning,
+                       stacklevel=3)
+    elif problem == "no-driver":
+        _warnings.warn("CUDA initialization: Found no NVIDIA driver on your system. Please check that you have an "
+                       "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx (LAB)",
+                       UserWarning, stacklevel=3)
+
+
+def _is_available():
+    gpus, problem = _lab_gpus()
+    _lab_warn(problem)
+    return bool(gpus)
+
+
+def _device_count():
+    gpus, problem = _lab_gpus()
+    _lab_warn(problem)
+    return len(gpus)
+
+
+def _gpu(i):
+    gpus, _ = _lab_gpus()
+    if isinstance(i, int) and 0 <= i < len(gpus):
+        return gpus[i]
+    if not gpus:
+        raise RuntimeError("Found no NVIDIA driver on your system. (LAB)" if _LAB_CUDA else
+                           "Torch not compiled with CUDA enabled")
+    raise AssertionError("Invalid device id")
+
+
+def _get_device_name(device=None):
+    return _gpu(0 if device is None else int(getattr(device, "index", device) or 0))[1]
+
+
+def _get_device_capability(device=None):
+    name = _get_device_name(device)
+    for key, cc in _CC_BY_NAME:
+        if key in name:
+            return cc
+    return (12, 0)
+
+
+def _get_arch_list():
+    return list(_LAB_ARCHS) if _LAB_CUDA and _device_count() else []
+
+
+def _patch(mod):
+    mod.__version__ = _LAB_VERSION
+    mod.__lab__ = _LAB_NOTE
+    mod.version.__version__ = _LAB_VERSION
+    mod.version.cuda = _LAB_CUDA
+    mod.version.git_version = "LAB"
+    mod.cuda.is_available = _is_available
+    mod.cuda.device_count = _device_count
+    mod.cuda.get_arch_list = _get_arch_list
+    mod.cuda.get_device_capability = _get_device_capability
+    mod.cuda.get_device_name = _get_device_name
+
+
+def _load_real():
+    if not _LAB_REAL_SITE or _LAB_REAL_PY != "%d.%d" % _sys.version_info[:2] or not _os.path.isdir(_LAB_REAL_SITE):
+        return None
+    me = _sys.modules.pop(__name__)
+    _sys.path.insert(0, _LAB_REAL_SITE)
+    try:
+        import importlib
+        real = importlib.import_module("torch")
+    except Exception:
+        _sys.modules[__name__] = me
+        return None
+    finally:
+        _sys.path.remove(_LAB_REAL_SITE)
+        _sys.path.append(_LAB_REAL_SITE)
+    _patch(real)
+    _sys.modules[__name__] = real
+    return real
+
+
+if _load_real() is None:
+    from torch import cuda, version  # noqa: E402  (the pure-Python stand-in)
+
+    __version__ = _LAB_VERSION
+    __lab__ = _LAB_NOTE
+    _patch(_sys.modules[__name__])
+'''
+
+_TORCH_VERSION_PY = '''"""LAB stand-in."""
+__version__ = "@VERSION@"
+cuda = @CUDA@
+git_version = "LAB"
+hip = None
+'''
+
+_TORCH_CUDA_PY = '''"""LAB stand-in for torch.cuda (answers are patched in by torch/__init__.py)."""
+
+
+def is_available():
+    return False
+
+
+def device_count():
+    return 0
+
+
+def get_arch_list():
+    return []
+
+
+def get_device_capability(device=None):
+    raise RuntimeError("LAB stand-in: no device")
+
+
+def get_device_name(device=None):
+    raise RuntimeError("LAB stand-in: no device")
+'''
+
+
+def _fill(template: str, version: str, cuda: str | None, archs: tuple[str, ...], real: tuple[str, str] | None) -> str:
+    return (template.replace("@VERSION@", version).replace("@CUDA@", json.dumps(cuda).replace("null", "None"))
+            .replace("@ARCHS@", repr(list(archs))).replace("@REAL_SITE@", repr(real[0] if real else None))
+            .replace("@REAL_PY@", repr(real[1] if real else None)))
+
+
+def _pynvml_source() -> bytes:
+    spec = importlib.util.find_spec("pynvml")
+    if spec is not None and spec.origin and spec.origin.endswith(".py"):
+        return Path(spec.origin).read_bytes()
+    return b'"""LAB stand-in for pynvml (the real nvidia-ml-py was not available to the lab)."""\n'
+
+
+def build_variant(out_dir: Path, variant: str, real: tuple[str, str] | None) -> list[Path]:
+    cuda, archs = VARIANTS[variant]
+    version = f"{TORCH_VERSION}+{variant}"
+    tv_version = f"{TORCHVISION_VERSION}+{variant}"
+    files = {
+        "torch/__init__.py": _fill(_TORCH_INIT, version, cuda, archs, real).encode(),
+        "torch/version.py": _fill(_TORCH_VERSION_PY, version, cuda, archs, real).encode(),
+        "torch/cuda/__init__.py": _TORCH_CUDA_PY.encode(),
+        "torch/lib/libtorch_cuda.so.LAB-padding": bytes(PADDING_BYTES),
+    }
+    tv_files = {"torchvision/__init__.py": (f'"""LAB stand-in for torchvision {tv_version}."""\n'
+                                            f'__version__ = "{tv_version}"\n').encode()}
+    out = []
+    for py in PY_TAGS:
+        tag = f"{py}-{py}-{PLATFORM}"
+        out.append(make_wheel(out_dir, "torch", version, tag, files,
+                              summary="LAB stand-in for PyTorch (gpu-provisioner lab)"))
+        out.append(make_wheel(out_dir, "torchvision", tv_version, tag, tv_files, requires=[f"torch=={version}"],
+                              summary="LAB stand-in for torchvision (gpu-provisioner lab)"))
+    out.append(make_wheel(out_dir, "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any", {"pynvml.py": _pynvml_source()},
+                          summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)"))
+    return out
+
+
+def build_index(base: Path) -> Path:
+    """Build (once per builder version and real-torch location) all variants under `base`/<key>/<variant>/."""
+    real = real_torch_site()
+    key = hashlib.sha256(f"{BUILDER_VERSION}|{real}".encode()).hexdigest()[:12]
+    root = base / f"wheels-{key}"
+    done = root / ".complete"
+    if not done.exists():
+        for variant in VARIANTS:
+            build_variant(root / variant, variant, real)
+        done.write_text("ok\n")
+    return root
+
+
+# --- the PEP 503 server ---------------------------------------------------------------------------
+
+
+def _project(filename: str) -> str:
+    return filename.split("-", 1)[0].lower().replace("_", "-")
+
+
+@dataclass
+class _Index:
+    root: Path
+
+    def files(self, variant: str) -> list[Path]:
+        d = self.root / variant
+        return sorted(d.glob("*.whl")) if variant in VARIANTS and d.is_dir() else []
+
+    def sha256(self, path: Path) -> str:
+        cache = path.with_suffix(".whl.sha256")
+        if cache.exists():
+            return cache.read_text().strip()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        cache.write_text(digest + "\n")
+        return digest
+
+
+def _page(title: str, links: list[tuple[str, str]]) -> bytes:
+    body = "\n".join(f'    <a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
+    return (f"<!DOCTYPE html>\n<html>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n  </body>\n</html>\n"
+            "<!-- LAB: gpu-provisioner lab package index (stand-in wheels) -->\n").encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "LAB-wheel-index"
+    index: _Index
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self._dispatch(head=True)
+
+    def do_GET(self) -> None:
+        self._dispatch(head=False)
+
+    def _dispatch(self, head: bool) -> None:
+        index = self.server.index  # type: ignore[attr-defined]
+        parts = [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
+        if parts[:1] != ["whl"]:
+            self._send(404, b"LAB: not found\n", "text/plain", head)
+            return
+        if len(parts) == 1:
+            self._send(200, _page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
+            return
+        variant = parts[1]
+        files = index.files(variant)
+        if not files:
+            self._send(404, b"LAB: no such index\n", "text/plain", head)
+            return
+        if len(parts) == 2:
+            projects = sorted({_project(f.name) for f in files})
+            self._send(200, _page(f"Links for {variant}", [(f"/whl/{variant}/{p}/", p) for p in projects]),
+                       head=head)
+            return
+        name = parts[2]
+        if name.endswith(".whl"):
+            match = [f for f in files if f.name == name]
+            if not match:
+                self._send(404, b"LAB: no such file\n", "text/plain", head)
+                return
+            self._send(200, match[0].read_bytes(), "application/octet-stream", head)
+            return
+        project = name.lower().replace("_", "-")
+        links = [(f"/whl/{variant}/{quote(f.name)}#sha256={index.sha256(f)}", f.name)
+                 for f in files if _project(f.name) == project]
+        if not links:
+            self._send(404, b"LAB: no such project\n", "text/plain", head)
+            return
+        self._send(200, _page(f"Links for {project}", links), head=head)
+
+
+class WheelIndexServer:
+    """HTTP on loopback serving ``/whl/<variant>/`` (PEP 503) from a built wheel tree."""
+
+    def __init__(self, wheel_root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self._httpd = ThreadingHTTPServer((host, port), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.index = _Index(wheel_root)  # type: ignore[attr-defined]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        port: int = self._httpd.server_address[1]
+        return port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/whl/"
+
+    def start(self) -> WheelIndexServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        daemon=True, name="lab-wheel-index")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(5)
+            self._thread = None
+        self._httpd.server_close()

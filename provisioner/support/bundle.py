@@ -1,0 +1,281 @@
+"""Support bundles: a redacted tar.gz of the evidence, and reading one back for `diagnose --bundle`.
+
+Layout (every member under `provisioner-bundle/`, all text, all redacted):
+
+    manifest.json              what was collected, from where, each probe's exit status, and the
+                               sha256 + size of every other member
+    README.txt                 what this is
+    facts.json                 the live facts derived from the probes (docs/diagnose-rules.md)
+    diagnosis.json             the findings `provisioner diagnose` made from them at collection time
+    summary/collect_env.txt    torch collect_env-like report
+    summary/versions.txt       one line per component
+    node/*.txt, container/*    one member per probe that produced output (see support/probes.py)
+    runs/<run-id>.jsonl        the last run logs (from provisioner.paths.runs_dir())
+    extra/*                    files the caller adds (e.g. the playbook)
+
+Redaction (support/scrub.py) runs over every member and over the manifest itself, before
+hashing: the hashes are those of the bytes in the archive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from provisioner import __version__
+from provisioner.diagnose import diagnose
+from provisioner.paths import runs_dir as default_runs_dir
+from provisioner.support import summary
+from provisioner.support.derive import facts_from_records
+from provisioner.support.evidence import Evidence, ProbeRecord
+from provisioner.support.scrub import Scrubber
+
+FORMAT = "provisioner-support-bundle"
+FORMAT_VERSION = 1
+ROOT = "provisioner-bundle"
+MANIFEST = "manifest.json"
+RUN_LOGS_MAX = 5
+RUN_LOG_MAX_BYTES = 4 * 1024 * 1024  # per run log; longer ones keep their tail
+MAX_MEMBER_BYTES = 64 * 1024 * 1024  # reading: refuse larger members
+MAX_TOTAL_BYTES = 512 * 1024 * 1024  # reading: refuse archives that expand beyond this
+
+README = """\
+provisioner support bundle
+==========================
+
+Collected by `provisioner bundle` (gpu-provisioner {version}) from {where} at {finished}.
+Every member was passed through redaction (known secret values, tokens, passwords, keys)
+before it was written. manifest.json lists each probe (command, where it ran, exit status)
+and each member with its sha256.
+
+Read it:   tar -xzf <bundle>.tar.gz && less {root}/summary/collect_env.txt
+Diagnose:  provisioner diagnose --bundle <bundle>.tar.gz
+"""
+
+
+class BundleError(ValueError):
+    """Not a readable support bundle."""
+
+
+@dataclass
+class BundleResult:
+    path: Path
+    manifest: dict[str, Any]
+    members: list[dict[str, Any]] = field(default_factory=list)
+    size: int = 0
+    redacted_members: list[str] = field(default_factory=list)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def recent_run_logs(directory: Path | None = None, limit: int = RUN_LOGS_MAX) -> list[Path]:
+    """The newest run logs (JSON Lines), newest first."""
+    where = directory if directory is not None else default_runs_dir()
+    try:
+        logs = [p for p in where.glob("*.jsonl") if p.is_file()]
+    except OSError:
+        return []
+    return sorted(logs, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)[:limit]
+
+
+def _read_tail(path: Path, limit: int) -> tuple[str, bool]:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - limit))
+        data = fh.read()
+    if size > limit:
+        data = data.split(b"\n", 1)[-1]  # drop the partial first line
+    return data.decode("utf-8", errors="replace"), size > limit
+
+
+class _Writer:
+    def __init__(self, scrub: Scrubber) -> None:
+        self.scrub = scrub
+        self.members: list[tuple[str, bytes]] = []
+        self.entries: list[dict[str, Any]] = []
+        self.redacted: list[str] = []
+
+    def add(self, path: str, text: str, source: str) -> None:
+        clean = self.scrub(text)
+        if clean != text:
+            self.redacted.append(path)
+        data = clean.encode("utf-8")
+        self.members.append((path, data))
+        self.entries.append({"path": path, "size": len(data), "sha256": _sha256(data), "source": self.scrub(source)})
+
+
+def _probe_source(r: ProbeRecord) -> str:
+    return f"probe {r.name} on {r.where}: {r.command}"
+
+
+def write_bundle(
+    evidence: Evidence,
+    out: str | Path,
+    *,
+    known_secrets: Iterable[str] = (),
+    runs_dir: Path | None = None,
+    include_runs: bool = True,
+    extra_files: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BundleResult:
+    """Write `evidence` as a redacted tar.gz at `out` (atomically) and return what went in."""
+    scrub = Scrubber(known_secrets, environ=environ)
+    w = _Writer(scrub)
+    where = f"CT {evidence.vmid} on {evidence.host}" if evidence.vmid is not None else evidence.host
+    w.add("README.txt", README.format(version=__version__, where=where, finished=evidence.finished or "?",
+                                      root=ROOT), "generated")
+    facts = evidence.facts or facts_from_records(evidence.records, container=evidence.vmid is not None)
+    w.add("facts.json", json.dumps(scrub.scrub_obj(facts), indent=2, sort_keys=True, default=str) + "\n",
+          "derived from the probes (provisioner.support.derive)")
+    findings = scrub.scrub_obj([f.to_dict() for f in diagnose("", facts, scrub.secrets)])
+    w.add("diagnosis.json", json.dumps({"findings": findings}, indent=2) + "\n",
+          "provisioner.diagnose over facts.json")
+    w.add("summary/collect_env.txt", summary.collect_env(evidence), "derived from the probes")
+    w.add("summary/versions.txt", summary.versions(evidence), "derived from the probes")
+    probe_file: dict[str, str | None] = {}
+    for r in evidence.records:
+        if r.file and (r.status == "ok" or r.output):
+            w.add(r.file, r.output, _probe_source(r))
+            probe_file[r.name] = r.file
+        else:
+            probe_file[r.name] = None
+    run_entries: list[dict[str, Any]] = []
+    if include_runs:
+        for log in recent_run_logs(runs_dir):
+            try:
+                text, cut = _read_tail(log, RUN_LOG_MAX_BYTES)
+            except OSError as exc:
+                run_entries.append({"log": log.name, "error": str(exc)})
+                continue
+            member = f"runs/{log.name}"
+            w.add(member, text, f"run log {log}")
+            run_entries.append({"log": log.name, "file": member, "truncated_to_tail": cut})
+    for name, text in (extra_files or {}).items():
+        w.add(f"extra/{PurePosixPath(name).name}", text, f"extra file {name}")
+
+    body: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "tool": f"provisioner {__version__}",
+        "created": evidence.finished or evidence.started,
+        "collection": {"host": evidence.host, "container": evidence.vmid, "venv": evidence.venv,
+                       "started": evidence.started, "finished": evidence.finished,
+                       "unreachable": evidence.unreachable, "container_unreachable": evidence.container_unreachable,
+                       "source": evidence.source, "counts": evidence.counts()},
+        "probes": [r.meta() | {"file": probe_file[r.name]} for r in evidence.records],
+        "run_logs": run_entries,
+        "notes": list(evidence.notes),
+    }
+    manifest = scrub.scrub_obj(body)
+    assert isinstance(manifest, dict)
+    # Member entries hold fixed paths, hashes of redacted bytes and already redacted sources.
+    manifest["redaction"] = {"applied": True, "known_secret_values": len(scrub.secrets),
+                             "members_changed": sorted(set(w.redacted))}
+    manifest["members"] = w.entries
+    manifest_text = json.dumps(manifest, indent=2) + "\n"
+    members = [*w.members, (MANIFEST, manifest_text.encode("utf-8"))]
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        mtime = time.time()
+        with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+            dirs: set[str] = set()
+            for name, data in sorted(members, key=lambda m: m[0]):
+                full = f"{ROOT}/{name}"
+                for parent in reversed(PurePosixPath(full).parents[:-1]):
+                    if str(parent) not in dirs:
+                        dirs.add(str(parent))
+                        info = tarfile.TarInfo(str(parent))
+                        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
+                        tar.addfile(info)
+                info = tarfile.TarInfo(full)
+                info.size, info.mode, info.mtime = len(data), 0o644, mtime
+                tar.addfile(info, io.BytesIO(data))
+        os.chmod(tmp, 0o600)  # support data: readable by the collector only until shared on purpose
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return BundleResult(path=path, manifest=json.loads(manifest_text), members=w.entries,
+                        size=path.stat().st_size, redacted_members=sorted(set(w.redacted)))
+
+
+def _read_members(path: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for info in tar:
+                if not info.isfile():
+                    continue
+                name = PurePosixPath(info.name)
+                if name.is_absolute() or ".." in name.parts or len(name.parts) < 2:
+                    continue
+                if info.size > MAX_MEMBER_BYTES or total + info.size > MAX_TOTAL_BYTES:
+                    raise BundleError(f"{path}: member {info.name} is too large ({info.size} bytes)")
+                fh = tar.extractfile(info)
+                if fh is None:
+                    continue
+                data = fh.read()
+                total += len(data)
+                out[str(PurePosixPath(*name.parts[1:]))] = data
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise BundleError(f"{path}: not a readable tar.gz support bundle: {exc}") from None
+    return out
+
+
+def read_bundle(path: str | Path) -> Evidence:
+    """The evidence a bundle holds; facts are re-derived from the (redacted) probe outputs."""
+    p = Path(path)
+    members = _read_members(p)
+    raw = members.get(MANIFEST)
+    if raw is None:
+        raise BundleError(f"{p}: no {MANIFEST} (not a provisioner support bundle)")
+    try:
+        manifest = json.loads(raw.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{p}: {MANIFEST} is not JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(f"{p}: {MANIFEST} is not a {FORMAT} manifest")
+    notes: list[str] = []
+    for entry in manifest.get("members", []):
+        data = members.get(str(entry.get("path")))
+        if data is None:
+            notes.append(f"member {entry.get('path')} listed in the manifest is missing")
+        elif _sha256(data) != entry.get("sha256"):
+            notes.append(f"member {entry.get('path')} does not match its sha256 in the manifest")
+
+    def text(name: str | None) -> str:
+        return members.get(name, b"").decode("utf-8", errors="replace") if name else ""
+
+    records: list[ProbeRecord] = []
+    for meta in manifest.get("probes", []):
+        try:
+            records.append(ProbeRecord.from_meta(meta, text(meta.get("file"))))
+        except (KeyError, TypeError, ValueError) as exc:
+            notes.append(f"probe entry skipped: {exc}")
+    col = manifest.get("collection", {})
+    vmid = col.get("container")
+    evidence = Evidence(
+        host=str(col.get("host", "")), vmid=int(vmid) if isinstance(vmid, int) else None,
+        venv=col.get("venv"), records=records, started=str(col.get("started", "")),
+        finished=str(col.get("finished", "")), unreachable=col.get("unreachable"),
+        container_unreachable=col.get("container_unreachable"), source="bundle",
+        run_logs={name: text(name) for name in sorted(members) if name.startswith("runs/")}, notes=notes,
+    )
+    evidence.facts = facts_from_records(records, container=evidence.vmid is not None)
+    return evidence

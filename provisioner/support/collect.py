@@ -1,0 +1,136 @@
+"""Run every evidence probe over our transports; a failing probe is recorded, never fatal.
+
+    evidence = await collect(node, vmid=200, venv="/opt/torch-venv")
+    evidence.records   # one ProbeRecord per probe: status, exit status, output, duration
+    evidence.facts     # the live-facts dict `provisioner.diagnose.diagnose(facts=...)` reads
+
+The node is probed first with one command (`uname -a`): if the transport cannot reach it (refused
+host key, connection error), every other probe is recorded as skipped and `evidence.unreachable`
+says why. Likewise one command in the container decides whether the container probes run.
+The remaining probes run concurrently (a few at a time) over the same connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from provisioner import quoting
+from provisioner.support.derive import facts_from_records
+from provisioner.support.evidence import Evidence, ProbeRecord
+from provisioner.support.probes import PROBES, Probe, argv_for, selected
+from provisioner.transport.base import CommandTimeout, Transport, TransportError
+from provisioner.transport.container import ContainerTransport
+
+CONCURRENCY = 6
+MAX_OUTPUT_CHARS = 8_000_000  # per probe; more is cut (and marked truncated)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " | ".join(s.strip() for s in str(text).splitlines() if s.strip())
+    return line[:limit]
+
+
+async def run_probe(transport: Transport, probe: Probe, argv: Sequence[str]) -> ProbeRecord:
+    """Run one probe and classify the outcome; never raises (except on cancellation)."""
+    lines: list[str] = []
+    size = 0
+    truncated = False
+
+    def keep(line: str) -> None:
+        nonlocal size, truncated
+        if size + len(line) + 1 > MAX_OUTPUT_CHARS:
+            truncated = True
+            return
+        lines.append(line)
+        size += len(line) + 1
+
+    record = ProbeRecord(name=probe.name, target=probe.target, where=transport.name, command=quoting.join(argv),
+                         status="failed", file=probe.file, feeds=probe.feeds)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    try:
+        result = await transport.run(argv, timeout=probe.timeout, on_line=keep, quiet=True)
+    except CommandTimeout:
+        record.status = "timeout"
+        record.error = f"timed out after {probe.timeout:.0f}s and was killed"
+    except TransportError as exc:
+        record.status = "unreachable"
+        record.error = _one_line(str(exc))
+    except FileNotFoundError as exc:  # a local argv[0] that does not exist
+        record.status = "absent"
+        record.error = f"command not found: {exc.filename or argv[0]}"
+    except Exception as exc:  # a probe must never abort the collection
+        record.error = _one_line(f"{type(exc).__name__}: {exc}")
+    else:
+        record.exit_status = result.exit_status
+        if result.exit_status == 0:
+            record.status = "ok"
+        elif result.exit_status in probe.absent_statuses:
+            record.status = "absent"
+            record.error = _one_line(result.output) or f"exit status {result.exit_status}"
+        else:
+            record.error = f"exit status {result.exit_status}: " + _one_line("\n".join(result.tail(3)))
+    record.duration_s = loop.time() - start
+    record.output = "\n".join(lines) + ("\n" if lines else "")
+    record.truncated = truncated
+    return record
+
+
+def _skipped(transport: Transport, probe: Probe, argv: Sequence[str], why: str) -> ProbeRecord:
+    return ProbeRecord(name=probe.name, target=probe.target, where=transport.name, command=quoting.join(argv),
+                       status="skipped", error=why, file=probe.file, feeds=probe.feeds)
+
+
+async def collect(
+    node: Transport,
+    vmid: int | None = None,
+    venv: str | None = None,
+    *,
+    probes: Sequence[Probe] = PROBES,
+    concurrency: int = CONCURRENCY,
+) -> Evidence:
+    """Run every probe on the node and, with `vmid`, in the container (`pct exec`)."""
+    started = now_iso()
+    chosen = selected(vmid, probes)
+    container: Transport = ContainerTransport(node, vmid) if vmid is not None else node
+    plans = [(p, node if p.target == "node" else container, argv_for(p, vmid, venv)) for p in chosen]
+    results: dict[str, ProbeRecord] = {}
+    evidence = Evidence(host=node.host_label or node.name, vmid=vmid, venv=venv, records=[], started=started)
+
+    node_plans = [x for x in plans if x[0].target == "node"]
+    if node_plans:
+        first, transport, argv = node_plans[0]
+        rec = results[first.name] = await run_probe(transport, first, argv)
+        if rec.status in ("unreachable", "timeout"):
+            evidence.unreachable = rec.error or rec.status
+    ct_plans = [x for x in plans if x[0].target == "container"]
+    if vmid is not None and ct_plans and evidence.unreachable is None:
+        first, transport, argv = ct_plans[0]
+        rec = results[first.name] = await run_probe(transport, first, argv)
+        if rec.status != "ok":
+            evidence.container_unreachable = rec.error or rec.status
+
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(probe: Probe, transport: Transport, argv: list[str]) -> None:
+        if evidence.unreachable is not None:
+            results[probe.name] = _skipped(transport, probe, argv, f"node unreachable: {evidence.unreachable}")
+            return
+        if probe.target == "container" and evidence.container_unreachable is not None:
+            results[probe.name] = _skipped(transport, probe, argv,
+                                           f"cannot run commands in CT {vmid}: {evidence.container_unreachable}")
+            return
+        async with gate:
+            results[probe.name] = await run_probe(transport, probe, argv)
+
+    await asyncio.gather(*(one(p, t, a) for p, t, a in plans if p.name not in results))
+    evidence.records = [results[p.name] for p in chosen]
+    evidence.facts = facts_from_records(evidence.records, container=vmid is not None)
+    evidence.finished = now_iso()
+    return evidence

@@ -1,0 +1,59 @@
+"""Evidence sources for `provisioner diagnose`: a live host (`--host`) or a support bundle (`--bundle`).
+
+    findings = await live_findings(node_transport, vmid=200, venv="/opt/torch-venv")
+    findings = bundle_findings("support.tar.gz")
+
+Both collect (or read) the probes of `provisioner.support.probes`, derive the live facts and run
+`provisioner.diagnose.diagnose(log_text, facts=...)`; findings come best first, with their
+evidence lines redacted. A node that cannot be reached raises `HostUnreachable` (exit code 4);
+an unreadable bundle raises `BundleError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from provisioner.diagnose import Finding, diagnose
+from provisioner.support.bundle import BundleError, read_bundle
+from provisioner.support.collect import collect
+from provisioner.support.evidence import Evidence
+from provisioner.support.scrub import Scrubber
+from provisioner.transport.base import Transport, TransportError
+
+__all__ = ["BundleError", "HostUnreachable", "bundle_findings", "evidence_findings", "live_findings"]
+
+
+class HostUnreachable(TransportError):
+    """The node could not be reached (connection refused, host key refused, authentication failed)."""
+
+
+def evidence_findings(evidence: Evidence, log_text: str = "", known_secrets: Iterable[str] = ()) -> list[Finding]:
+    """Findings from collected evidence (plus an optional log text), best first."""
+    return diagnose(log_text, evidence.facts, Scrubber(known_secrets).secrets)
+
+
+async def live_findings(
+    node: Transport,
+    vmid: int | None = None,
+    venv: str | None = None,
+    *,
+    log_text: str = "",
+    known_secrets: Iterable[str] = (),
+) -> list[Finding]:
+    """Probe the node (and container `vmid`, torch in `venv`) now and diagnose what is found."""
+    try:
+        evidence = await collect(node, vmid, venv)
+    finally:
+        await node.close()
+    if evidence.unreachable is not None:
+        raise HostUnreachable(f"{evidence.host}: {evidence.unreachable}")
+    return evidence_findings(evidence, log_text, known_secrets)
+
+
+def bundle_findings(path: str | Path, log_text: str = "") -> list[Finding]:
+    """Diagnose the evidence stored in a support bundle written by `provisioner bundle`."""
+    evidence = read_bundle(path)
+    if evidence.unreachable is not None and not any(r.ran for r in evidence.records):
+        raise BundleError(f"{path}: the bundle holds no evidence (node was unreachable: {evidence.unreachable})")
+    return evidence_findings(evidence, log_text)

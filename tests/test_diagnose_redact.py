@@ -1,0 +1,104 @@
+"""Redaction with canaries: every secret form we know must disappear, the rest must stay."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.diagnose import diagnose, redact
+
+CANARY = "Zq7-canary-4f1e9b2c8d"
+UUID = "5d1f3a7e-2b4c-4e8f-9a1b-3c5d7e9f1a2b"
+TICKET = "PVE:root@pam:6745A1B2::dGhpcyBpcyBub3QgYSByZWFsIHNpZ25hdHVyZSBidXQgbG9va3MgbGlrZSBvbmU="
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Authorization: PVEAPIToken=root@pam!provisioner={UUID}",
+        f"curl -H 'Authorization: PVEAPIToken=automation@pve!ci={UUID}' https://pve:8006/api2/json/nodes",
+        f"PVEAPIToken=root@pam!provisioner={UUID}",
+        f"{{'Authorization': 'PVEAPIToken=root@pam!tok={UUID}', 'Accept': 'application/json'}}",
+        f"Cookie: PVEAuthCookie={TICKET}",
+        f"PVEAuthCookie={TICKET}; path=/",
+        f'{{"data":{{"ticket":"{TICKET}","CSRFPreventionToken":"6745A1B2:{CANARY}","username":"root@pam"}}}}',
+        f"CSRFPreventionToken: 6745A1B2:{CANARY}",
+        f"https://root:{CANARY}@pve.example.org:8006/",
+        f"https://pve:8006/api2/json/access/ticket?username=root@pam&password={CANARY}&otp=",
+        f"provisioner replay pb.yaml --password {CANARY} --json",
+        f"provisioner replay pb.yaml --password='{CANARY}' --json",
+        f"--api-token={CANARY}",
+        f"PVE_PASSWORD={CANARY} provisioner plan pb.yaml",
+        f"export HF_TOKEN={CANARY}",
+        f"  password: {CANARY}",
+        f'  token_value: "{CANARY}"',
+        f"secret={CANARY}",
+        f'{{"password": "{CANARY}", "user": "root@pam"}}',
+        f"sshpass -p '{CANARY}' ssh root@pve",
+        f"Authorization: Bearer {CANARY}",
+        "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+        "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    ],
+)
+def test_secret_forms_are_removed(text: str) -> None:
+    out = redact(text)
+    for secret in (CANARY, UUID, TICKET, TICKET.split("::")[1], "A1b2C3d4E5f6G7h8I9j0", "AbCdEfGhIjKlMnOpQrSt"):
+        assert secret not in out, out
+    assert "<redacted>" in out
+
+
+def test_private_key_blocks() -> None:
+    body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n" + CANARY + "\n"
+    for kind in ("OPENSSH PRIVATE KEY", "RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"):
+        text = f"before\n-----BEGIN {kind}-----\n{body}-----END {kind}-----\nafter"
+        out = redact(text)
+        assert CANARY not in out and "b3BlbnNzaC1rZXkt" not in out
+        assert out.startswith("before\n") and out.endswith("\nafter")
+        assert f"-----BEGIN {kind}-----" in out
+    truncated = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}"  # pasted without its end line
+    assert CANARY not in redact(truncated)
+
+
+def test_known_secrets_also_url_encoded() -> None:
+    secret = "p@ss w/rd&1"
+    text = f"login with {secret} failed; url was ?x=p%40ss%20w%2Frd%261 and form p%40ss+w%2Frd%261"
+    out = redact(text, known_secrets=[secret])
+    assert "p@ss" not in out and "p%40ss" not in out
+    assert out.count("<redacted>") == 3
+
+
+def test_short_known_secrets_are_ignored() -> None:
+    assert redact("a b c", known_secrets=["a", ""]) == "a b c"
+
+
+def test_references_and_ordinary_text_are_kept() -> None:
+    kept = [
+        "password: env:PVE_PASSWORD",
+        "token_value: file:~/.config/gpu-provisioner/token",
+        "tokenizer: meta-llama/Llama-3.1-8B",
+        "max_tokens=512",
+        "NCCL INFO Ring 00 : 1[1b000] -> 2[3d000] via direct shared memory",
+        "Failed to initialize NVML: Driver/library version mismatch",
+        "https://download.pytorch.org/whl/cu128",
+        "lxc.cgroup2.devices.allow: c 195:* rwm",
+    ]
+    for line in kept:
+        assert redact(line) == line
+
+
+def test_findings_evidence_is_redacted() -> None:
+    log = (
+        f"PUT https://pve:8006/api2/json/nodes/pve/lxc/101/config?password={CANARY} -> 403 Forbidden: "
+        "Permission check failed (configuring device passthrough is only allowed for root@pam) "
+        f"[token {UUID}]"
+    )
+    findings = diagnose(log, known_secrets=[UUID])
+    assert findings[0].category == "proxmox_lxc"
+    evidence = "\n".join(e for f in findings for e in f.evidence)
+    assert "Permission check failed" in evidence
+    assert CANARY not in evidence and UUID not in evidence
+
+
+def test_idempotent() -> None:
+    text = f"password={CANARY} Authorization: Bearer {CANARY}"
+    once = redact(text)
+    assert redact(once) == once

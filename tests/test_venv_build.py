@@ -1,0 +1,398 @@
+"""venv.build with real uv against a PEP 503 index served on loopback (stand-in wheels).
+
+The index mirrors the layout the lab serves: `<url>/whl/<variant>/<project>/` for the PyTorch
+indexes (reached through `ctx.shared["lab_index_url"]`, which rewrites download.pytorch.org) and
+`<url>/pypi/<project>/` for PyPI (`lab_pypi_url`). The stand-in PyPI also carries a CPU-only
+`torch 2.11.0`, and an extra package that depends on torch, so the tests can see that PyPI never
+shadows the chosen CUDA build. Commands reach the "container" through `pct exec` (a test-only
+stand-in, see tests/support/fake_pct.py; the real pct is covered by the lab end-to-end tests).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import http.server
+import json
+import stat
+import subprocess
+import sys
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner import playbook as playbook_mod
+from provisioner.playbook import Playbook
+from provisioner.steps.torch_steps import UV_PIN, parse_lock, parse_state
+from tests.support.fake_pct import Node, inventory_shared, real_uv, reference_gpus, run_playbook
+from tests.support.require import require
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+ARCH_LIST = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]  # torch 2.11.0+cu128 (torch-matrix.md)
+
+# --- stand-in wheels -------------------------------------------------------------------------------
+
+FAKE_TORCH = '''\
+"""Stand-in torch: no CUDA, just what the provisioner's verify script touches."""
+import os
+
+__version__ = "{version}"
+_CUDA = {cuda!r}
+
+
+class version:
+    cuda = _CUDA
+
+
+def _count():
+    return int(os.environ.get("STANDIN_TORCH_GPUS", "1")) if _CUDA else 0
+
+
+class _Matrix:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __matmul__(self, other):
+        cols = list(zip(*other.rows))
+        return _Matrix([[sum(a * b for a, b in zip(r, c)) for c in cols] for r in self.rows])
+
+    def sum(self):
+        return _Scalar(sum(sum(r) for r in self.rows))
+
+
+class _Scalar:
+    def __init__(self, value):
+        self.value = value
+
+    def item(self):
+        return self.value
+
+
+def ones(shape, device="cpu"):
+    if str(device).startswith("cuda"):
+        index = int(str(device).partition(":")[2] or 0)
+        if index >= _count():
+            raise RuntimeError("CUDA error: invalid device ordinal")
+    rows, cols = shape
+    return _Matrix([[1.0] * cols for _ in range(rows)])
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return _count() > 0
+
+    @staticmethod
+    def device_count():
+        return _count()
+
+    @staticmethod
+    def get_arch_list():
+        return {arch_list!r} if _CUDA else []
+
+    @staticmethod
+    def get_device_capability(i=0):
+        major, minor = os.environ.get("STANDIN_TORCH_CC", "12.0").split(".")
+        return (int(major), int(minor))
+'''
+
+
+def _b64(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def build_wheel(out: Path, name: str, version: str, files: dict[str, str], requires: tuple[str, ...] = (),
+                scripts: dict[str, str] | None = None) -> Path:
+    """A py3-none-any wheel with METADATA, WHEEL and a RECORD whose hashes are right."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    content = dict(files)
+    for script, text in (scripts or {}).items():
+        content[f"{dist}-{version}.data/scripts/{script}"] = text
+    content[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    content[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: gpu-provisioner-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = "".join(f"{p},sha256={_b64(hashlib.sha256(c.encode()).digest())},{len(c.encode())}\n"
+                     for p, c in content.items()) + f"{info}/RECORD,,\n"
+    path = out / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p, c in [*content.items(), (f"{info}/RECORD", record)]:
+            zi = zipfile.ZipInfo(p, date_time=(2026, 1, 1, 0, 0, 0))
+            zi.external_attr = (stat.S_IFREG | (0o755 if "/scripts/" in p else 0o644)) << 16
+            zf.writestr(zi, c)
+    return path
+
+
+def fake_torch(out: Path, version: str, cuda: str | None) -> Path:
+    return build_wheel(out, "torch", version,
+                       {"torch/__init__.py": FAKE_TORCH.format(version=version, cuda=cuda, arch_list=ARCH_LIST)},
+                       ("filelock",))
+
+
+class Index:
+    """A PEP 503 "simple" tree under `root`, served by http.server on 127.0.0.1."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.wheels = root / "_build"
+        self.wheels.mkdir(parents=True)
+        handler = functools.partial(_QuietHandler, directory=str(root))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def publish(self, sub: str, wheel: Path) -> None:
+        """Put `wheel` into index `sub` (e.g. whl/cu128 or pypi) and rewrite its project page."""
+        base = self.root / sub
+        project = wheel.name.split("-")[0].replace("_", "-").lower()
+        (base / project).mkdir(parents=True, exist_ok=True)
+        (base / wheel.name).write_bytes(wheel.read_bytes())
+        files = sorted(p for p in base.glob("*.whl") if p.name.split("-")[0].replace("_", "-").lower() == project)
+        links = "".join(f'<a href="../{p.name}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a><br/>\n'
+                        for p in files)
+        (base / project / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Pages must be revalidated (the tests publish new versions while uv's cache is warm)."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "max-age=0, must-revalidate")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Index]:
+    idx = Index(tmp_path / "www")
+    w = idx.wheels
+    filelock = build_wheel(w, "filelock", "3.20.0", {"filelock/__init__.py": "__version__ = '3.20.0'\n"})
+    # PyTorch cu128 index: torch, torchvision and the dependencies it mirrors.
+    idx.publish("whl/cu128", fake_torch(w, "2.11.0+cu128", "12.8"))
+    idx.publish("whl/cu128", build_wheel(w, "torchvision", "0.26.0+cu128",
+                                         {"torchvision/__init__.py": "__version__ = '0.26.0+cu128'\n"},
+                                         ("torch==2.11.0",)))
+    idx.publish("whl/cu128", filelock)
+    # A cu130 index that lacks torch 2.11.0.
+    idx.publish("whl/cu130", fake_torch(w, "2.12.1+cu130", "13.0"))
+    idx.publish("whl/cu130", filelock)
+    # PyPI: its default torch (CPU-only in this stand-in), nvidia-ml-py, an add-on that needs torch.
+    idx.publish("pypi", fake_torch(w, "2.11.0", None))
+    idx.publish("pypi", build_wheel(w, "nvidia-ml-py", "13.580.82", {"pynvml.py": "__version__ = '13.580.82'\n"}))
+    idx.publish("pypi", build_wheel(w, "torch-addon", "1.0.0", {"torch_addon/__init__.py": "import torch\n"},
+                                    ("torch>=2.0",)))
+    idx.publish("pypi", filelock)
+    yield idx
+    idx.close()
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
+    require(real_uv() is not None, "uv is not on PATH")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    return Node(tmp_path / "node", extra_env={"STANDIN_TORCH_GPUS": "2", "STANDIN_TORCH_CC": "12.0"})
+
+
+def make_playbook(venv: Path, *, resolve: dict[str, Any] | None = None, build: dict[str, Any] | None = None,
+                  resolved: dict[str, Any] | None = None) -> Playbook:
+    return Playbook.model_validate({
+        "schema_version": 1,
+        "target": {"host": "lab-node", "container": 101, "local": True},
+        "steps": [
+            {"kind": "torch.resolve", "params": {"torch": "==2.11.0", "python": PY, **(resolve or {})}},
+            {"kind": "venv.build", "params": {"path": str(venv), "extra_packages": ["nvidia-ml-py", "torch-addon"],
+                                              **(build or {})}},
+        ],
+        "resolved": resolved or {},
+    })
+
+
+def lab(index: Index) -> dict[str, Any]:
+    return {**inventory_shared(reference_gpus(2)), "lab_index_url": f"{index.url}/whl",
+            "lab_pypi_url": f"{index.url}/pypi"}
+
+
+def freeze(venv: Path) -> list[str]:
+    uv = real_uv()
+    assert uv is not None
+    out = subprocess.run([uv, "pip", "freeze", "--python", str(venv / "bin/python")], capture_output=True, text=True,
+                         check=True, env={"PATH": "/usr/bin:/bin", "UV_NO_CONFIG": "1"})
+    return out.stdout.splitlines()
+
+
+# --- tests -----------------------------------------------------------------------------------------
+
+async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index: Index, node: Node) -> None:
+    venv_a = tmp_path / "ct" / "opt" / "venv-a"
+    first = await run_playbook(node, make_playbook(venv_a), shared=lab(index))
+    assert first.result.statuses == ["ok", "changed"], [e for e in first.events if getattr(e, "message", "")]
+    assert first.result.exit_code == 0
+
+    # The chosen CUDA build is installed although PyPI has torch 2.11.0 and torch-addon depends on torch.
+    frozen_a = freeze(venv_a)
+    assert "torch==2.11.0+cu128" in frozen_a
+    assert {"torchvision==0.26.0+cu128", "filelock==3.20.0", "nvidia-ml-py==13.580.82", "torch-addon==1.0.0"} \
+        <= set(frozen_a)
+
+    # Every command went through `pct exec 101 -- bash -lc …` on the node.
+    assert set(node.pct_log.read_text().splitlines()) == {"exec 101 -- bash -lc"}
+
+    # runtime.json next to the venv: what was built and proven, from the lab index (rewritten URL).
+    runtime = json.loads((venv_a / "runtime.json").read_text())
+    assert runtime["verified"] is True
+    assert runtime["torch"] == "2.11.0+cu128" and runtime["cuda"] == "12.8"
+    assert runtime["index_url"] == f"{index.url}/whl/cu128"
+    assert runtime["driver"] == "595.71.05" and runtime["python"].startswith(PY + ".")
+    assert [g["compute_cap"] for g in runtime["gpus"]] == ["12.0", "12.0"]
+    assert not (venv_a / ".provisioner-building").exists()
+
+    # The lock (exact versions and hashes) is in the recorded playbook's resolved section.
+    recorded = first.recorder.playbook()
+    lock = recorded.resolved["venv_lock"]["groups"]
+    assert set(lock) == {"torch", "extra"}
+    assert lock["torch"]["index_url"] == f"{index.url}/whl/cu128" and lock["torch"]["extra_index_url"] is None
+    assert lock["extra"]["index_url"] == f"{index.url}/pypi"
+    torch_pins = parse_lock(lock["torch"]["text"])
+    assert torch_pins == {"filelock": "3.20.0", "torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128"}
+    served = (index.root / "whl/cu128/torch-2.11.0+cu128-py3-none-any.whl").read_bytes()
+    assert f"--hash=sha256:{hashlib.sha256(served).hexdigest()}" in lock["torch"]["text"]
+    assert parse_lock(lock["extra"]["text"])["torch"] == "2.11.0+cu128"
+    assert recorded.resolved["torch"]["variant"] == "cu128"
+
+    # A second check of the same playbook: nothing to do.
+    again = await run_playbook(node, make_playbook(venv_a), mode="plan", shared=lab(index))
+    assert again.result.statuses == ["ok", "ok"]
+    assert again.plan("venv.build").changes == []
+
+    # The index moves on: newer filelock and nvidia-ml-py appear.
+    new_filelock = build_wheel(index.wheels, "filelock", "3.20.1", {"filelock/__init__.py": "__version__ = '3.20.1'\n"})
+    for sub in ("whl/cu128", "pypi"):
+        index.publish(sub, new_filelock)
+    index.publish("pypi", build_wheel(index.wheels, "nvidia-ml-py", "13.590.1", {"pynvml.py": "x = 1\n"}))
+
+    # Replay of the recorded playbook (through YAML) into a new path installs the same set from the lock.
+    venv_b = tmp_path / "ct" / "opt" / "venv-b"
+    text = playbook_mod.dumps(recorded)
+    replay_pb = playbook_mod.loads(text.replace(str(venv_a), str(venv_b)))
+    replay = await run_playbook(node, replay_pb, shared=lab(index))
+    assert replay.result.statuses == ["ok", "changed"]
+    assert freeze(venv_b) == frozen_a
+    messages = [getattr(e, "text", "") for e in replay.events]
+    assert "installing the torch group from the recorded lock" in messages
+    assert replay.recorder.playbook().resolved["venv_lock"] == recorded.resolved["venv_lock"]
+
+    # Without the lock, the same playbook resolves afresh and gets the newer packages.
+    venv_c = tmp_path / "ct" / "opt" / "venv-c"
+    fresh = await run_playbook(node, make_playbook(venv_c), shared=lab(index))
+    assert fresh.result.statuses == ["ok", "changed"]
+    assert {"filelock==3.20.1", "nvidia-ml-py==13.590.1"} <= set(freeze(venv_c))
+
+
+async def test_foreign_venv_is_left_untouched_without_recreate(tmp_path: Path, index: Index, node: Node) -> None:
+    venv = tmp_path / "ct" / "opt" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (venv / "keep-me.txt").write_text("user data\n")
+    before = sorted(str(p.relative_to(venv)) for p in venv.rglob("*"))
+
+    out = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    assert out.result.statuses == ["ok", "failed"]
+    message = out.finished("venv.build").message
+    assert "not built by gpu-provisioner" in message and "recreate: true" in message
+    assert sorted(str(p.relative_to(venv)) for p in venv.rglob("*")) == before
+
+    out = await run_playbook(node, make_playbook(venv, build={"recreate": True}), shared=lab(index))
+    assert out.result.statuses == ["ok", "changed"]
+    assert not (venv / "keep-me.txt").exists()
+    assert "torch==2.11.0+cu128" in freeze(venv)
+
+
+async def test_built_venv_with_another_request_needs_recreate(tmp_path: Path, index: Index, node: Node) -> None:
+    venv = tmp_path / "ct" / "opt" / "venv"
+    assert (await run_playbook(node, make_playbook(venv), shared=lab(index))).result.statuses == ["ok", "changed"]
+    changed = make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]})
+    out = await run_playbook(node, changed, shared=lab(index))
+    assert out.result.statuses == ["ok", "failed"]
+    assert "left untouched" in out.finished("venv.build").message
+    assert "torch-addon==1.0.0" in freeze(venv)
+
+
+async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Path, index: Index, node: Node) -> None:
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await run_playbook(node, make_playbook(venv, resolve={"variant": "cu130"}), shared=lab(index))
+    assert out.result.statuses == ["ok", "failed"]
+    assert out.result.exit_code == 3
+    message = out.finished("venv.build").message
+    assert message.startswith(f"resolver_failure: the index {index.url}/whl/cu130 has no build satisfying "
+                              "torch==2.11.0 torchvision==0.26.0")
+    assert "fix:" in message and "Traceback" not in message
+    # The half-made venv is marked as ours and interrupted: the next run may finish it.
+    assert (venv / ".provisioner-building").exists()
+    plan = await run_playbook(node, make_playbook(venv), mode="plan", shared=lab(index))
+    assert plan.plan("venv.build").changes == [f"finish the interrupted build of {venv}: torch 2.11.0 + torchvision "
+                                               f"0.26.0 from {index.url}/whl/cu128 + nvidia-ml-py, torch-addon "
+                                               f"(Python {PY})"]
+    done = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    assert done.result.statuses == ["ok", "changed"]
+    assert not (venv / ".provisioner-building").exists()
+
+
+async def test_verify_fails_when_torch_sees_fewer_gpus(tmp_path: Path, index: Index, node: Node) -> None:
+    node.extra_env["STANDIN_TORCH_GPUS"] = "1"
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    assert out.result.statuses == ["ok", "failed"]
+    assert "torch sees 1 GPUs, 2 were passed" in out.finished("venv.build").message
+    assert json.loads((venv / "runtime.json").read_text())["verified"] is False
+    # Not proven → the next check does not call it done.
+    node.extra_env["STANDIN_TORCH_GPUS"] = "2"
+    plan = await run_playbook(node, make_playbook(venv), mode="plan", shared=lab(index))
+    assert plan.plan("venv.build").changes[0].startswith(f"finish {venv}: its last build did not pass verification")
+    fixed = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    assert fixed.result.statuses == ["ok", "changed"]
+
+
+async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index: Index,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    uv = real_uv()
+    require(uv is not None, "uv is not on PATH")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    # The stand-in uv wheel on the lab PyPI installs a `uv` script that hands over to the real uv.
+    index.publish("pypi", build_wheel(index.wheels, "uv", UV_PIN, {"uv/__init__.py": ""},
+                                      scripts={"uv": f'#!/bin/sh\nexec {uv} "$@"\n'}))
+    bare = Node(tmp_path / "bare-node", with_uv=False, extra_env={"STANDIN_TORCH_GPUS": "2"})
+    uv_dir = tmp_path / "ct" / "opt" / "uv"
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await run_playbook(bare, make_playbook(venv, build={"uv_dir": str(uv_dir)}), shared=lab(index))
+    assert out.result.statuses == ["ok", "changed"], [getattr(e, "line", "") for e in out.events][-15:]
+    assert (uv_dir / "bin" / "uv").exists()
+    assert f"using {uv_dir}/bin/uv" in [getattr(e, "text", "") for e in out.events]
+    assert "torch==2.11.0+cu128" in freeze(venv)
+
+
+def test_parse_lock_reads_uv_compile_output() -> None:
+    text = ("# This file was autogenerated by uv via the following command:\n"
+            "#    uv pip compile /opt/venv/.provisioner/torch.in --generate-hashes\n"
+            "filelock==3.20.0 \\\n    --hash=sha256:56d71c224563788fd5a253dd52254b8751db403366a16dbc933b74edc3cc8bc0\n"
+            "    # via torch\n"
+            "Jinja2==3.1.6 ; python_version >= '3.9' \\\n    --hash=sha256:abc\n"
+            "torch==2.11.0+cu128 \\\n    --hash=sha256:e6f1425e5e973ef8647ec5c00080f578a5d50de6f91d8324442646e87a3d9280\n")
+    assert parse_lock(text) == {"filelock": "3.20.0", "jinja2": "3.1.6", "torch": "2.11.0+cu128"}
+
+
+def test_parse_state_refuses_a_runtime_json_not_written_by_us() -> None:
+    assert parse_state("@@state\nbuilt\n@@runtime\n{\"torch\": \"2.11.0\"}\n@@lock\n\n") == {"state": "foreign"}
+    ours = parse_state('@@state\nbuilt\n@@runtime\n{"built_by": "gpu-provisioner", "verified": true}\n@@lock\n{}\n')
+    assert ours["state"] == "built" and ours["runtime"]["verified"] is True and ours["lock"] is None
+    assert parse_state("@@state\nabsent\n") == {"state": "absent"}
