@@ -75,5 +75,8 @@ def pve_factory(target: Target) -> Callable[[], Any] | None:
 def lab_shared(root: Path | None = None) -> dict[str, Any]:
     """Endpoints of the lab that steps use instead of the internet (wheel index, driver server)."""
     conn = lab_connection(root)
-    return {"lab_index_url": conn.get("index_url"), "lab_driver_mirror": conn.get("driver_mirror"),
+    mirror = conn.get("driver_mirror")
+    if mirror and not mirror.rstrip("/").endswith("/XFree86"):
+        mirror = mirror.rstrip("/") + "/XFree86"  # the layout of download.nvidia.com
+    return {"lab_index_url": conn.get("index_url"), "lab_driver_mirror": mirror,
             "lab_pypi_url": conn.get("pypi_url")}

@@ -266,8 +266,10 @@ class StepPage(Screen[None]):
         if not all(self.form_valid.get(i, True) for i in self.indices):
             self.notify("fix the highlighted fields first", severity="warning")
             return
+        index = self.next_index()
+        retry = index is not None and self.session.runs[index].status == "failed"
         self.query_one(ErrorPanel).hide()
-        self.start(self.advance())
+        self.start(self.advance(retry=retry))
 
     def start(self, coro: Any) -> None:
         self.wizard.start_engine(self, coro)

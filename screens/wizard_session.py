@@ -122,8 +122,10 @@ class WizardSession:
     """One wizard run against one target."""
 
     def __init__(self, playbook: Playbook, *, playbook_path: str = "", lab: bool = False,
-                 runs_dir: Path | None = None, record_to: str | None = None) -> None:
+                 runs_dir: Path | None = None, record_to: str | None = None,
+                 shared: dict[str, Any] | None = None) -> None:
         self.base = playbook
+        self.seed = dict(shared or {})  # e.g. the lab's endpoints (session.lab_shared())
         self.playbook_path = playbook_path
         self.lab = lab
         self.target: Target = playbook.target
@@ -201,6 +203,7 @@ class WizardSession:
             self.ctx = build_context(self.playbook(), self.bus, self.node, mode="apply", host=self.host,
                                      pve_factory=pve_factory(self.target), lab=self.lab)
             self.ctx.resolved.update(self.resolved)
+            self.ctx.shared.update(self.seed)
         else:
             self.ctx.playbook = self.playbook()
         return self.ctx

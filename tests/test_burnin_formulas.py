@@ -102,15 +102,16 @@ def test_table_row_has_the_exact_nccl_tests_layout() -> None:
     table = format_table(doc)
     line = next(x for x in table.splitlines() if x.startswith("    33554432"))
     # the format strings of util.cu, applied here independently of the implementation
-    spec = ("%12li  %12li  %8s  %6s  %6s" % (33554432, 8388608, "float", "sum", "%6i" % -1)
-            + "  %7s  %6s  %6s  %6g" % ("2275.10", " 14.75", " 24.58", 0.0)
-            + "  %7s  %6s  %6s  %6g" % ("2282.50", " 14.70", " 24.50", 0.0))
+    # (printf-style on purpose: these are the C format strings)
+    spec = ("%12li  %12li  %8s  %6s  %6s" % (33554432, 8388608, "float", "sum", "%6i" % -1)  # noqa: UP031
+            + "  %7s  %6s  %6s  %6g" % ("2275.10", " 14.75", " 24.58", 0.0)  # noqa: UP031
+            + "  %7s  %6s  %6s  %6g" % ("2282.50", " 14.70", " 24.50", 0.0))  # noqa: UP031
     assert line == spec
     # and the same values as the recorded run, field by field (only the time precision differs)
     assert [t.rstrip("0") for t in line.split()] == [t.rstrip("0") for t in recorded.split()]
     assert "# Out of bounds values : 0 OK" in table
     assert "# Avg bus bandwidth    : 24.54 " in table
-    header = [x for x in table.splitlines() if "size" in x and "count" in x][0]
+    header = next(x for x in table.splitlines() if "size" in x and "count" in x)
     # "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s"
     assert header == ("#       size         count      type   redop    root     time   algbw   busbw  #wrong"
                       "     time   algbw   busbw  #wrong ")

@@ -144,6 +144,16 @@ def test_monitor_degraded_link_under_load_gen3_x8() -> None:
     assert gpu2["pcie_under_load"] == "Gen3 x8"
 
 
+def test_pcie_under_load_is_judged_only_for_gpus_the_ranks_use() -> None:
+    # a 4-rank run on the 8-GPU node: GPUs 4-7 idle at Gen1 while 0-3 work
+    idle = {str(i): {"pcie_gen": 1} for i in range(4, 8)}
+    samples = [sample(float(t), "collectives", **idle) for t in range(3)]
+    torch_buses = ["0000:18:00", "0000:2a:00", "0000:3a:00", "0000:5d:00"]  # torch's pci ids of ranks 0-3
+    assert evaluate_monitor(healthy_record(), samples, [], torch_buses).status == "pass"
+    res = evaluate_monitor(healthy_record(), samples, [])
+    assert "GPU 4: PCIe link under load Gen1 x16, capable of Gen5 x16" in res.reasons
+
+
 def test_monitor_idle_gen1_alone_is_not_a_failure() -> None:
     samples = [sample(0.0, "idle", **{str(i): {"pcie_gen": 1} for i in range(8)}), sample(1.0, "soak")]
     res = evaluate_monitor(healthy_record(), samples, [])

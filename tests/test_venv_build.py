@@ -170,7 +170,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "max-age=0, must-revalidate")
         super().end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -286,6 +286,9 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     venv_b = tmp_path / "ct" / "opt" / "venv-b"
     text = playbook_mod.dumps(recorded)
     replay_pb = playbook_mod.loads(text.replace(str(venv_a), str(venv_b)))
+    planned = await run_playbook(node, replay_pb, mode="plan", shared=lab(index))
+    assert planned.plan("venv.build").notes == ["torch, extra group(s) install from the lock in the playbook's "
+                                                "resolved section"]
     replay = await run_playbook(node, replay_pb, shared=lab(index))
     assert replay.result.statuses == ["ok", "changed"]
     assert freeze(venv_b) == frozen_a

@@ -212,15 +212,19 @@ def make_bench(collective: str, size: int, inplace: bool, rt: Runtime) -> tuple[
     raise ValueError(f"unknown collective {collective!r}")
 
 
+# .item() on a CUDA tensor may wait for the device while holding the GIL, which would also stop
+# the watchdog thread; torch.cuda.synchronize() waits with the GIL released, so sync first.
 def _mean_over_ranks(value: float, rt: Runtime) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=rt.device)
     dist.all_reduce(t)
+    rt.sync()
     return float(t.item()) / rt.world
 
 
 def _sum_over_ranks(t: torch.Tensor, rt: Runtime) -> int:
     t = t.to(torch.int64).reshape(1)
     dist.all_reduce(t)
+    rt.sync()
     return int(t.item())
 
 
@@ -276,6 +280,7 @@ def usable_sizes(sizes: tuple[int, ...], rt: Runtime) -> tuple[list[int], list[i
         return list(sizes), []
     free = torch.tensor([float(torch.cuda.mem_get_info(rt.device)[0])], dtype=torch.float64, device=rt.device)
     dist.all_reduce(free, op=dist.ReduceOp.MIN)
+    rt.sync()
     budget = float(free.item()) * 0.9
     fits = [s for s in sizes if 3.2 * s <= budget]
     return fits, [s for s in sizes if s not in fits]

@@ -45,6 +45,8 @@ def run_gemm(rank: int, device: torch.device, n: int, seconds: float, faults: tu
         b_cpu = torch.rand(n, n, generator=gen) * 2 - 1
         a, b = a_cpu.to(device), b_cpu.to(device)
         first = a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # wait with the GIL released (the watchdog must stay alive)
         result["reference_mismatches"] = _reference_mismatches(a_cpu, b_cpu, first)
         c = torch.empty_like(first)
         bad = torch.zeros((), dtype=torch.int64, device=device)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -161,6 +162,9 @@ def run_local(cfg: BurninConfig, *, deadline_s: float | None = None, rank0_stder
         attach_p2p_ab(doc, ab)
     if cfg.out:
         write_outputs(doc, Path(cfg.out))
+    elif doc.get("status") == "pass":  # temporary logs are kept only when they explain a failure
+        shutil.rmtree(base, ignore_errors=True)
+        doc["launcher"]["log_dir"] = None
     return doc
 
 

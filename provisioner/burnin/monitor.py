@@ -57,13 +57,13 @@ class Monitor:
         finally:
             watcher.close()
 
-    def stop(self) -> PhaseResult:
+    def stop(self, used_buses: list[str] | None = None) -> PhaseResult:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.interval + 5)
         with self._lock:
             samples, events = list(self.samples), list(self.events)
-        res = evaluate_monitor(self.baseline, samples, events)
+        res = evaluate_monitor(self.baseline, samples, events, used_buses)
         if self.error:
             res.warn(f"monitor stopped early: {self.error}")
         return res

@@ -185,12 +185,29 @@ def _check_env(res: PhaseResult, env: dict[str, str]) -> None:
         res.warn("NCCL variables set that change its behaviour: " + ", ".join(f"{k}={env[k]}" for k in tuned))
 
 
+def bus_key(bus: str | None) -> tuple[int, int, int] | None:
+    """NVML '00000000:18:00.0' and torch '0000:18:00' -> (domain, bus, device)."""
+    if not bus:
+        return None
+    parts = bus.split(".")[0].split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[0], 16), int(parts[1], 16), int(parts[2], 16)
+    except ValueError:
+        return None
+
+
 def evaluate_monitor(
     baseline: dict[str, Any],
     samples: list[dict[str, Any]],
     events: list[dict[str, Any]],
+    used_buses: list[str] | None = None,
 ) -> PhaseResult:
-    """XID events, ECC deltas, clock-event reasons, temperature and power vs limits, PCIe under load."""
+    """XID events, ECC deltas, clock-event reasons, temperature and power vs limits, PCIe under load.
+
+    `used_buses` (PCI bus ids of the GPUs the ranks drive) limits the under-load PCIe check to them:
+    a GPU the run does not use idles at Gen1 and is not degraded."""
     res = PhaseResult("monitor")
     if baseline.get("error"):
         res.skip(f"NVML unavailable ({baseline['error']})")
@@ -211,9 +228,11 @@ def evaluate_monitor(
             if s.get("phase") in LOADED_PHASES:
                 loaded.setdefault(int(g["index"]), []).append(g)
     base = {int(g["index"]): g for g in baseline.get("gpus") or []}
+    used = {bus_key(b) for b in used_buses or []} - {None}
     summary = []
     for index, gs in sorted(per_gpu.items()):
-        summary.append(_judge_gpu(res, index, gs, loaded.get(index, []), base.get(index, {})))
+        in_use = not used or bus_key(base.get(index, {}).get("pci_bus_id")) in used
+        summary.append(_judge_gpu(res, index, gs, loaded.get(index, []) if in_use else [], base.get(index, {})))
     res.data["gpus"] = summary
     if samples and not loaded:
         res.note("no sample under load: PCIe link speed not re-checked")

@@ -198,6 +198,8 @@ def probe_rank(result_file: str) -> int:
                 chunk = numel // world
                 inp = symm_mem.empty(numel, dtype=torch.float32, device=device).fill_(rank)
                 out = symm_mem.empty(numel, dtype=torch.float32, device=device).fill_(-1)
+                symm_mem.rendezvous(inp, group_name)  # as torch's test_nvshmem.py does
+                symm_mem.rendezvous(out, group_name)
                 a2a(inp, out, group_name)
                 torch.cuda.synchronize(device)
                 want = torch.arange(world, device=device, dtype=torch.float32).repeat_interleave(chunk)

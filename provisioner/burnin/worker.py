@@ -61,6 +61,7 @@ class Worker:
         self.monitor: Monitor | None = None
         self.gpu_names: list[str] = []
         self.devices: list[dict[str, Any]] = []
+        self.env_info: dict[str, Any] | None = None
         self.store: Any = None
         self.broken = False
         self._done = threading.Lock()
@@ -254,6 +255,9 @@ class Worker:
 
     # -- the run ----------------------------------------------------------------------------------
     def environment(self) -> dict[str, Any]:
+        """Read once after init (the watchdog path must not call into CUDA)."""
+        if self.env_info is not None:
+            return self.env_info
         env: dict[str, Any] = {
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "host": socket.gethostname(),
@@ -267,6 +271,7 @@ class Worker:
                 env["nccl"] = None
         if "preflight" in self.phases:
             env["driver"] = self.phases["preflight"].data.get("driver_version")
+        self.env_info = env
         return env
 
     def finish(self, extra_reasons: list[str] | None = None, failed_step: str | None = None) -> int:
@@ -285,7 +290,8 @@ class Worker:
                 if name not in phases:
                     phases[name] = PhaseResult(name, "skip", ["not run: the run stopped early"])
             if self.monitor is not None:
-                phases["monitor"] = self.monitor.stop()
+                buses = [str(d.get("bus")) for d in self.devices if d.get("device_index", -1) >= 0]
+                phases["monitor"] = self.monitor.stop(buses)
             if self.rank != 0:
                 self.exit_code = 0
                 return 0
@@ -326,6 +332,7 @@ class Worker:
             self.init(device)
         except Exception as exc:
             return self._abort(self.on_error("init_process_group", exc))
+        self.environment()
         rt = Runtime(cfg=cfg, rank=self.rank, world=self.world, device=device, dog=self.dog,
                      faults=self.faults, guard_slack=self._slack(), log=self.log)
         try:

@@ -38,7 +38,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
-    Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="bold red"))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}", style="bold red"))
     raise SystemExit(code)
 
 
@@ -116,7 +116,7 @@ def _playbook_secrets(path: str) -> tuple[list[str], str, dict[str, Any]]:
             try:
                 known.append(secrets.resolve(ref))
             except secrets.SecretError as exc:
-                Console(stderr=True, highlight=False).print(f"warning: {exc}", markup=False)
+                Console(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {exc}", markup=False)
     target = playbook.target
     return known, Path(path).read_text(encoding="utf-8"), {"host": target.host, "vmid": target.container,
                                                             "user": target.ssh.user, "port": target.ssh.port}
@@ -153,7 +153,7 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
     choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv,
                                  default_host)
     known += choice.known_secrets
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     where = f"CT {choice.vmid} on {choice.spec.label}" if choice.vmid is not None else choice.spec.label
     err.print(f"collecting from {where} …", markup=False)
 

@@ -46,7 +46,7 @@ async def run_playbook(
 ) -> tuple[list[HostResult], dict[str, Any], Path]:
     run_id = new_run_id()
     runlog = JsonlRunLog(run_id)
-    bus = Bus(runlog, ConsoleRenderer(Console(stderr=True, highlight=False), verbose=verbose))
+    bus = Bus(runlog, ConsoleRenderer(Console(stderr=True, highlight=False, soft_wrap=True), verbose=verbose))
     recorder = Recorder(playbook)
     bus.subscribe(recorder)
     host = host_label(playbook.target)
@@ -73,7 +73,7 @@ def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, tru
     results, recap, log_path = asyncio.run(run_playbook(
         playbook, playbook_path, mode=mode, json_out=json_out, trust_new_host=trust_new_host, lab=lab,
         record_to=Path(record_to) if record_to else None))
-    Console(stderr=True, highlight=False).print(f"run log: {log_path}", markup=False)
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"run log: {log_path}", markup=False)
     if json_out:
         echo_json(recap)
     if recap["status"] != "ok":

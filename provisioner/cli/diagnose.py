@@ -23,7 +23,7 @@ from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 
 
 def _fail(message: str) -> NoReturn:
-    Console(stderr=True, highlight=False).print(Text(f"error: {message}", style="bold red"))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}", style="bold red"))
     raise SystemExit(ExitCode.USAGE)
 
 

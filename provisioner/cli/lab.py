@@ -17,7 +17,7 @@ _root_option = click.option("--root", type=click.Path(file_okay=False, path_type
 
 
 def _console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _describe(conn: dict[str, Any]) -> list[str]:

@@ -70,7 +70,7 @@ def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, reco
             return
     run_id = new_run_id()
     log = JsonlRunLog(run_id)
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     bus = Bus(log, ConsoleRenderer(console, verbose=not quiet, multi_host=True))
     bus.emit(start_event(run_id, playbook, "apply", [e.label for e in entries]))
     started = time.time()

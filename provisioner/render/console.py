@@ -33,7 +33,7 @@ STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipp
 
 class ConsoleRenderer:
     def __init__(self, console: Console | None = None, *, verbose: bool = True, multi_host: bool = False) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.verbose = verbose
         self.multi_host = multi_host
         self._progress: Progress | None = None

@@ -323,10 +323,11 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
             missing = [d for d in devices if d not in have]
             if missing:
                 changes.append(f"add devN entries for {', '.join(missing)} (mode {self.params.dev_mode})")
+        elif inv.get("uvm_major") is None:
+            # nvidia-uvm is not loaded: its dynamic major is only known after nvidia-modprobe loads it.
+            changes.append(f"add raw cgroup allow and bind-mount lines for {len(devices)} device nodes to "
+                           f"{conf_path(ctx.vmid)} (backup first) once nvidia-uvm is loaded")
         else:
-            if inv.get("uvm_major") is None:
-                raise StepFailed("nvidia-uvm is not loaded on the host, its device major is unknown",
-                                 fix="run `nvidia-modprobe -u -c=0` (or `modprobe nvidia-uvm`) on the host, then replay")
             lines = raw_lines_for(devices, inv)
             have_raw = set(conf.raw_lines())
             missing = [f"{k}: {v}" for k, v in lines if (k, v) not in have_raw]
@@ -342,13 +343,14 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         return Plan(changes=changes, notes=[note]) if changes else Plan.no_change(note)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        mode, devices, conf, _, uvm_missing = await self._plan(ctx)
-        vmid = ctx.vmid
-        if uvm_missing:
-            yield ctx.info("creating the nvidia-uvm device nodes on the host")
+        _, _, _, _, uvm_missing = await self._plan(ctx)
+        if uvm_missing or ctx.shared["inventory"].get("uvm_major") is None:
+            yield ctx.info("loading nvidia-uvm and creating its device nodes on the host (nvidia-modprobe -u -c=0)")
             await ctx.node.run(["nvidia-modprobe", "-u", "-c=0"], timeout=60, check=True)
             ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
             ctx.shared["inventory"] = await gather_inventory(ctx)
+        mode, devices, conf, _, _ = await self._plan(ctx)
+        vmid = ctx.vmid
         if mode == "dev":
             have = {parse_property_string(v, "path").get("path") for v in conf.indexed("dev").values()}
             used = set(conf.indexed("dev"))

@@ -357,6 +357,15 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
+def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any]) -> dict[str, Any] | None:
+    """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
+    prior = ((ctx.resolved.get("venv_lock") or {}).get("groups") or {}).get(group["name"])
+    if not isinstance(prior, dict) or not prior.get("text"):
+        return None
+    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url"))
+    return prior if same and prior.get("python") == req["python"] else None
+
+
 @register
 class VenvBuild(StepKind[VenvParams]):
     """uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU."""
@@ -437,9 +446,11 @@ class VenvBuild(StepKind[VenvParams]):
                                  "it is left untouched",
                                  fix="choose another path, or set recreate: true to replace it")
             return Plan(changes=[f"replace {path} (recreate: true; not built by gpu-provisioner): {want}"])
+        locked = [g["name"] for g in self._groups(req) if _recorded_lock(ctx, g, req)]
+        notes = [f"{', '.join(locked)} group(s) install from the lock in the playbook's resolved section"] if locked else []
         if kind == "incomplete":
-            return Plan(changes=[f"finish the interrupted build of {path}: {want}"])
-        return Plan(changes=[f"create {path} with {want}"])
+            return Plan(changes=[f"finish the interrupted build of {path}: {want}"], notes=notes)
+        return Plan(changes=[f"create {path} with {want}"], notes=notes)
 
     # --- doing it ---------------------------------------------------------------------------------
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
@@ -458,6 +469,14 @@ class VenvBuild(StepKind[VenvParams]):
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
         await ct.run(["mkdir", "-p", meta], timeout=60, check=True)
         await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        found = await ct.run([uv, "python", "find", req["python"]], timeout=120, quiet=True)
+        if not found.ok:
+            yield ctx.info(f"Python {req['python']} is not in the container: installing it with uv")
+            installed_py = await ct.run([uv, "python", "install", req["python"]], timeout=900)
+            if not installed_py.ok:
+                raise StepFailed(f"uv could not install Python {req['python']} in the container", result=installed_py,
+                                 fix=f"install python{req['python']} from the distribution, or give the container "
+                                     "access to uv's Python downloads (github.com)")
         yield ctx.info(f"creating venv {path} with Python {req['python']}")
         created = await ct.run([uv, "venv", "--allow-existing", "--python", req["python"], path], timeout=900)
         if not created.ok:
@@ -465,7 +484,6 @@ class VenvBuild(StepKind[VenvParams]):
                              fix=f"install Python {req['python']} in the container, or allow uv to download it "
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
         py = f"{path}/bin/python"
-        recorded = ctx.resolved.get("venv_lock") or {}
         locks: dict[str, Any] = {}
         pins: dict[str, str] = {}
         for group in self._groups(req):
@@ -475,10 +493,8 @@ class VenvBuild(StepKind[VenvParams]):
                 idx_args += ["--extra-index-url", group["extra_index_url"]]
             index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
             lockfile = f"{meta}/{name}.lock.txt"
-            prior = (recorded.get("groups") or {}).get(name) or {}
-            same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url")) \
-                and prior.get("python") == req["python"] and prior.get("text")
-            if same:
+            prior = _recorded_lock(ctx, group, req)
+            if prior:
                 yield ctx.info(f"installing the {name} group from the recorded lock")
                 await ct.run(["sh", "-c", f"cat > {quoting.join([lockfile])}"], stdin=str(prior["text"]).encode(),
                              timeout=60, check=True, quiet=True)

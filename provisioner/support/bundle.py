@@ -26,7 +26,7 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -107,13 +107,29 @@ class _Writer:
         self.entries: list[dict[str, Any]] = []
         self.redacted: list[str] = []
 
-    def add(self, path: str, text: str, source: str) -> None:
-        clean = self.scrub(text)
+    def add(self, path: str, text: str, source: str, pre: Callable[[str, Scrubber], str] | None = None) -> None:
+        clean = self.scrub(pre(text, self.scrub) if pre else text)
         if clean != text:
             self.redacted.append(path)
         data = clean.encode("utf-8")
         self.members.append((path, data))
         self.entries.append({"path": path, "size": len(data), "sha256": _sha256(data), "source": self.scrub(source)})
+
+
+def _scrub_jsonl(text: str, scrub: Scrubber) -> str:
+    """Redact JSON Lines value by value, so that a rule masking "the rest of the line" (an
+    Authorization header) cannot eat the closing quotes and braces and break the log's JSON.
+    Lines without a secret are kept byte for byte."""
+    out: list[str] = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            out.append(line)
+            continue
+        clean = scrub.scrub_obj(value)
+        out.append(line if clean == value else json.dumps(clean, ensure_ascii=False))
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def _probe_source(r: ProbeRecord) -> str:
@@ -160,7 +176,7 @@ def write_bundle(
                 run_entries.append({"log": log.name, "error": str(exc)})
                 continue
             member = f"runs/{log.name}"
-            w.add(member, text, f"run log {log}")
+            w.add(member, text, f"run log {log}", pre=_scrub_jsonl)
             run_entries.append({"log": log.name, "file": member, "truncated_to_tail": cut})
     for name, text in (extra_files or {}).items():
         w.add(f"extra/{PurePosixPath(name).name}", text, f"extra file {name}")

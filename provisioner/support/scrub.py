@@ -12,6 +12,7 @@ Three layers, applied to every text member (and to the manifest):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -54,6 +55,8 @@ class Scrubber:
     def __init__(self, known_secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None) -> None:
         self.secrets = {s for s in known_secrets if len(s) >= MIN_KNOWN_SECRET_LEN}
         self.secrets |= env_secrets(environ) | registered_secrets()
+        # ... and as they appear inside JSON strings (quotes and backslashes escaped)
+        self.secrets |= {json.dumps(s, ensure_ascii=False)[1:-1] for s in self.secrets}
 
     def __call__(self, text: str) -> str:
         return REDACTOR(redact(text, self.secrets))

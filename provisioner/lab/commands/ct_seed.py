@@ -5,6 +5,7 @@ that the steps look at, the lab's apt-get stand-in, the machine's Python and uv,
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from provisioner.lab.commands import wrapper_text, write_executable
@@ -126,7 +127,9 @@ def seed_container(state: LabState, vmid: int, conf: LxcConfig) -> Path:
     default = "3.11" if debian else "3.12"
     for minor, exe in pythons.items():
         if minor in ("3.11", "3.12", "3.13"):
-            _link(rootfs / f"usr/bin/python{minor}", str(exe))
+            # a wrapper, not a symlink: Python would take /usr as its prefix and pick up the machine's stdlib
+            write_executable(rootfs / f"usr/bin/python{minor}",
+                             f"#!/bin/sh\n# LAB: the machine's Python {minor}\nexec {shlex.quote(str(exe))} \"$@\"\n")
     if default in pythons:
         _link(rootfs / "usr/bin/python3", f"python{default}")
     uv = find_uv()

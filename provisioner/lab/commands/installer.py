@@ -231,7 +231,7 @@ def build_run(version: str, root: Path) -> bytes:
 def corrupt(data: bytes) -> bytes:
     """A damaged download: some payload bytes flipped (the size stays the same)."""
     buf = bytearray(data)
-    start = data.index(b"__LAB_PAYLOAD_BELOW__") + 200
+    start = data.index(b"\n__LAB_PAYLOAD_BELOW__\n") + 200
     for i in range(start, min(start + 64, len(buf))):
         buf[i] ^= 0x5A
     return bytes(buf)

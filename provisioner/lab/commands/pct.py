@@ -1,8 +1,8 @@
 """``pct`` stand-in for the lab node: exec, push, pull, status, config, set, start, stop, list.
 
 ``pct exec`` / ``pct push`` / ``pct pull`` run in the container's sandbox
-(`provisioner.lab.sandbox.ct_argv`); the process is replaced by the sandbox, so output, stdin
-and the exit status are the command's, as with ``lxc-attach``. Errors print what pct prints
+(`provisioner.lab.sandbox.ct_argv`); output and stdin are the command's and so is the exit
+status (128+N when it dies from signal N), as with ``lxc-attach``. Errors print what pct prints
 (a Perl ``die``: message on stderr, exit 255). ``set``/``start``/``stop`` go through the lab's
 API handlers as ``root@pam`` (the CLI identity), like the real pct.
 """
@@ -10,6 +10,7 @@ API handlers as ``root@pam`` (the CLI identity), like the real pct.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from typing import NoReturn
 
@@ -39,10 +40,12 @@ def _running(lab: LabState, vmid: int) -> bool:
 
 
 def _exec_in_ct(lab: LabState, vmid: int, argv: list[str]) -> NoReturn:
+    """Run in the container and exit with its status; a signal death becomes 128+N, as lxc-attach reports it."""
     full = ct_argv(lab, vmid, argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execvp(full[0], full)  # noqa: S606 - argv list, like pct's exec of lxc-attach
+    rc = subprocess.run(full, check=False).returncode
+    raise SystemExit(128 - rc if rc < 0 else rc)
 
 
 def cmd_exec(lab: LabState, args: list[str]) -> int:

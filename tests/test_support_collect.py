@@ -1,0 +1,285 @@
+"""Evidence collection over real transports: this machine (LocalTransport), a real sshd, the lab.
+
+Where a test needs a GPU node's commands it puts stand-ins on the PATH (like the lab does) that
+answer from the recorded outputs in tests/fixtures/outputs; the transports are never faked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioner.diagnose import diagnose
+from provisioner.support import collect
+from provisioner.support.collect import run_probe
+from provisioner.support.derive import facts_from_records
+from provisioner.support.diagnose_sources import HostUnreachable, evidence_findings, live_findings
+from provisioner.support.evidence import Evidence, ProbeRecord
+from provisioner.support.probes import BY_NAME, PROBES, Probe, argv_for, selected
+from provisioner.transport.local import LocalTransport
+from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.require import require
+from tests.support.sshd import Sshd
+
+OUTPUTS = Path(__file__).parent / "fixtures" / "outputs"
+VENV = sys.prefix  # the venv running the tests: it has torch (a CPU build in CI)
+HAS_NVIDIA_SMI = shutil.which("nvidia-smi") is not None
+HAS_NVIDIA_MODULE = Path("/sys/module/nvidia/version").exists()
+
+# dmesg lines in the kernel's format (NVRM banner; Xid format per reference/burnin.md §XID).
+DMESG_LINES = (
+    "[    4.211930] nvidia: loading out-of-tree module taints kernel.",
+    "[    4.250101] nvidia-nvlink: Nvlink Core is being initialized, major device number 236",
+    "[    4.312345] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+    "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:42:33 UTC 2025",
+    "[    5.001200] EXT4-fs (dm-1): mounted filesystem with ordered data mode.",
+    "[ 8123.456789] NVRM: Xid (PCI:0000:16:00): 79, pid=2231, name=python3, GPU has fallen off the bus.",
+)
+
+
+def _script(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def standin_bin(tmp: Path, *, vmid: int = 200, dmesg_extra: tuple[str, ...] = (), ct_wrapper: str = "") -> Path:
+    """A directory of stand-ins for a 2 × RTX PRO 6000 (580.95.05) Proxmox node.
+
+    `pct exec <vmid> -- cmd` runs cmd on this machine with STANDIN_CT=1 (optionally through
+    `ct_wrapper`, e.g. an `unshare` that mounts the container's /var/log); in the "container"
+    nvidia-smi fails with the driver/library mismatch recorded in smi_mismatch.txt.
+    """
+    bindir = tmp / "standin-bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    csv = OUTPUTS / "smi_query_csv_rtxpro6000_x2_580.txt"
+    _script(bindir / "nvidia-smi", f"""#!/bin/sh
+if [ -n "$STANDIN_CT" ]; then cat '{OUTPUTS}/smi_mismatch.txt'; exit 18; fi
+case "$1" in
+  -L) awk -F', ' '{{print "GPU " $1 ": " $2 " (UUID: " $3 ")"}}' '{csv}' ;;
+  -q) cat '{OUTPUTS}/smi_q_rtx5090_570.txt' ;;
+  --query-gpu=*) cat '{csv}' ;;
+  "") cat '{OUTPUTS}/smi_table_rtxpro6000_x2_595.txt' ;;
+  *) echo "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."; exit 2 ;;
+esac
+""")
+    dmesg = "\n".join((*DMESG_LINES, *dmesg_extra)) + "\n"
+    (bindir / "dmesg.txt").write_text(dmesg)
+    _script(bindir / "dmesg", f"#!/bin/sh\ncat '{bindir}/dmesg.txt'\n")
+    _script(bindir / "pct", f"""#!/bin/sh
+cmd=$1; shift
+vmid=$1; shift
+if [ "$vmid" != "{vmid}" ]; then echo "Configuration file 'nodes/pve/lxc/$vmid.conf' does not exist" >&2; exit 255; fi
+case "$cmd" in
+  exec) [ "$1" = "--" ] && shift
+        # bash -lc would reset PATH from /etc/profile and lose the stand-ins: run it without login
+        if [ "$1" = bash ] && [ "$2" = -lc ]; then shift 2; set -- bash -c "$@"; fi
+        STANDIN_CT=1; export STANDIN_CT; exec {ct_wrapper} "$@" ;;
+  status) echo "status: running"; echo "name: ml-burn"; echo "cpus: 64" ;;
+  *) echo "400 unknown command 'pct $cmd'" >&2; exit 255 ;;
+esac
+""")
+    return bindir
+
+
+def standin_transport(bindir: Path, **env: str) -> LocalTransport:
+    return LocalTransport(env={"PATH": f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}", **env})
+
+
+# --- pure: the probe list and the facts it derives ------------------------------------------------
+
+
+def test_probe_names_files_and_fact_keys_are_consistent() -> None:
+    assert len(BY_NAME) == len(PROBES)
+    assert len({p.file for p in PROBES}) == len(PROBES)
+    live_keys = {"host_driver_version", "container_driver_version", "host_gpu_count", "container_gpu_count",
+                 "host_proc_devices", "host_dev_nodes", "container_dev_nodes", "lxc_config", "cgroup_fs", "shm",
+                 "gpu_compute_caps", "torch_arch_list", "torch_cuda_version", "torch_version", "nccl_env",
+                 "nvidia_smi", "dmesg", "torch_check", "install_log"}
+    fed = {k for p in PROBES for k in p.feeds}
+    assert fed <= live_keys, fed - live_keys
+    # Every fact a live rule compares is fed by some probe.
+    assert live_keys - fed == set()
+
+
+def test_placeholders_stay_single_argv_elements() -> None:
+    venv = "/opt/my venv; rm -rf /"
+    argv = argv_for(BY_NAME["ct.torch"], 200, venv)
+    assert venv in argv and all(venv not in a for a in argv if a != venv)
+    assert argv_for(BY_NAME["node.lxc_config"], 200, None)[-1] == "/etc/pve/lxc/200.conf"
+    assert argv_for(BY_NAME["ct.packages"], None, None)[-2] == "/opt/torch-venv"
+    assert {p.name for p in selected(None)} == {p.name for p in PROBES if not p.needs_container}
+    with pytest.raises(ValueError):
+        argv_for(BY_NAME["node.lxc_config"], None, None)
+
+
+def _rec(name: str, output: str, status: str = "ok", exit_status: int = 0) -> ProbeRecord:
+    p = BY_NAME[name]
+    return ProbeRecord(name=name, target=p.target, where="recorded", command=" ".join(p.argv), status=status,  # type: ignore[arg-type]
+                       exit_status=exit_status, output=output, file=p.file, feeds=p.feeds)
+
+
+def test_facts_from_recorded_outputs_feed_the_live_rules() -> None:
+    records = [
+        _rec("node.proc_driver_version", (OUTPUTS / "proc_driver_version_open_590.txt").read_text()),
+        _rec("node.gpu_query", (OUTPUTS / "smi_query_csv_rtxpro6000_x2_580.txt").read_text()),
+        _rec("node.proc_devices", (OUTPUTS / "proc_devices_595_open.txt").read_text()),
+        _rec("node.dev_nodes", (OUTPUTS / "ls_dev_nvidia_host_x2.txt").read_text()),
+        _rec("ct.dev_nodes", (OUTPUTS / "ls_dev_nvidia_ct_unpriv.txt").read_text()),
+        _rec("ct.shm", (OUTPUTS / "df_k_shm_ct.txt").read_text()),
+        _rec("ct.userspace", "/usr/lib/x86_64-linux-gnu/libcuda.so.1\n/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.06\n"),
+        _rec("ct.nvidia_smi", (OUTPUTS / "smi_mismatch.txt").read_text(), "failed", 18),
+        _rec("ct.installer_log", (OUTPUTS / "nvidia_installer_success_userspace.log").read_text()),
+    ]
+    facts = facts_from_records(records, container=True)
+    assert facts["gpu_compute_caps"] == "12.0\n12.0\n"
+    assert "590." in str(facts["host_driver_version"])
+    assert facts["nvidia_smi"] == (OUTPUTS / "smi_mismatch.txt").read_text()
+    assert "container_dev_nodes" in facts and "install_log" in facts
+    top = diagnose("", facts)
+    assert top and top[0].category == "driver_lib_mismatch"
+    # Without a container the ct.* device listing is the node's own: not a container fact.
+    assert "container_dev_nodes" not in facts_from_records(records, container=False)
+
+
+def test_failed_probes_feed_no_value_facts() -> None:
+    records = [_rec("node.gpu_list", (OUTPUTS / "smi_no_driver.txt").read_text(), "failed", 9),
+               _rec("ct.shm", "df: /dev/shm: No such file or directory\n", "failed", 1)]
+    facts = facts_from_records(records, container=True)
+    assert "host_gpu_count" not in facts and "shm" not in facts
+    assert facts["nvidia_smi"] == (OUTPUTS / "smi_no_driver.txt").read_text()
+
+
+# --- run_probe: every outcome is a record ------------------------------------------------------------
+
+
+async def test_failing_and_hanging_probes_are_recorded_not_raised() -> None:
+    local = LocalTransport()
+    boom = Probe("t.boom", "node", ("sh", "-c", "echo first; echo boom >&2; exit 5"), "t/boom.txt")
+    rec = await run_probe(local, boom, list(boom.argv))
+    assert (rec.status, rec.exit_status) == ("failed", 5)
+    assert rec.output == "first\nboom\n" and "boom" in (rec.error or "")
+    hang = Probe("t.hang", "node", ("sh", "-c", "echo started; sleep 30"), "t/hang.txt", timeout=0.5)
+    rec = await run_probe(local, hang, list(hang.argv))
+    assert rec.status == "timeout" and rec.duration_s < 5 and rec.output.startswith("started\n")
+    missing = Probe("t.missing", "node", ("no-such-command-xyz",), "t/missing.txt")
+    rec = await run_probe(local, missing, list(missing.argv))
+    assert rec.status == "absent" and "no-such-command-xyz" in (rec.error or "")
+    absent = Probe("t.absent", "node", ("sh", "-c", "echo not here; exit 3"), "t/absent.txt")
+    assert (await run_probe(local, absent, list(absent.argv))).status == "absent"
+
+
+# --- this machine -------------------------------------------------------------------------------------
+
+
+async def test_collect_local_machine_records_every_probe() -> None:
+    import torch
+
+    ev = await collect(LocalTransport(), None, VENV)
+    assert [r.name for r in ev.records] == [p.name for p in selected(None)]
+    assert ev.unreachable is None and ev.container_unreachable is None
+    uname = ev.record("node.uname")
+    assert uname is not None and uname.status == "ok" and platform.machine() in uname.output
+    gpu_list = ev.record("node.gpu_list")
+    assert gpu_list is not None
+    if not HAS_NVIDIA_SMI:  # the usual CI machine: recorded as absent, not fatal
+        assert gpu_list.status == "absent" and "nvidia-smi" in (gpu_list.error or "")
+        assert "host_gpu_count" not in ev.facts
+    if not HAS_NVIDIA_MODULE:
+        mod = ev.record("node.module_version")
+        assert mod is not None and mod.status == "absent" and mod.exit_status == 3
+    assert ev.facts["torch_version"] == torch.__version__
+    assert ev.facts["torch_cuda_version"] == (torch.version.cuda or "None")
+    assert ev.facts["host_proc_devices"] == Path("/proc/devices").read_text()
+    packages = ev.record("ct.packages")
+    assert packages is not None and f"torch=={torch.__version__}" in packages.output.splitlines()
+    findings = evidence_findings(ev)
+    if torch.version.cuda is None:
+        assert findings and findings[0].category == "cpu_only_wheel"
+        assert any(torch.__version__ in line for line in findings[0].evidence)
+
+
+async def test_collect_with_unreachable_container_skips_its_probes() -> None:
+    require(shutil.which("pct") is None, "this machine is a Proxmox node (pct exists): CT 999 might exist")
+    ev = await collect(LocalTransport(), 999, VENV)
+    assert ev.unreachable is None and ev.container_unreachable is not None
+    first = ev.record("ct.uname")
+    assert first is not None and first.status == "absent" and "pct" in (first.error or "")
+    others = [r for r in ev.records if r.target == "container" and r.name != "ct.uname"]
+    assert others and all(r.status == "skipped" for r in others)
+    assert all(r.where == "ct999@local" for r in others)
+    conf = ev.record("node.lxc_config")
+    assert conf is not None and conf.status == "absent" and "/etc/pve/lxc/999.conf" in conf.command
+
+
+async def test_collect_through_pct_standins_reads_the_container(tmp_path: Path) -> None:
+    bindir = standin_bin(tmp_path)
+    ev = await collect(standin_transport(bindir), 200, "/nonexistent/venv")
+    assert ev.container_unreachable is None
+    by = {r.name: r for r in ev.records}
+    assert (by["ct.uname"].where, by["ct.uname"].command) == ("ct200@local", "uname -a")
+    assert by["ct.nvidia_smi"].status == "failed" and by["ct.nvidia_smi"].exit_status == 18
+    assert by["ct.torch"].status == "absent" and "no python at /nonexistent/venv" in by["ct.torch"].output
+    assert by["node.pct_status"].output.startswith("status: running")
+    assert ev.facts["gpu_compute_caps"] == "12.0\n12.0\n"
+    assert str(ev.facts["host_gpu_count"]).count("GPU ") == 2
+    assert "NVRM: Xid (PCI:0000:16:00): 79" in str(ev.facts["dmesg"])
+    assert "EXT4-fs" not in str(ev.facts["dmesg"])
+    assert "Driver/library version mismatch" in str(ev.facts["nvidia_smi"])
+    categories = [f.category for f in evidence_findings(ev)]
+    assert "driver_lib_mismatch" in categories
+
+
+# --- a real sshd ----------------------------------------------------------------------------------
+
+
+def _ssh(sshd: Sshd, known_hosts: Path | None = None) -> SshTransport:
+    return SshTransport(SshTarget(host=sshd.host, port=sshd.port, user=sshd.user, key_file=str(sshd.client_key),
+                                  known_hosts=str(known_hosts or sshd.known_hosts)))
+
+
+async def test_collect_over_ssh(sshd: Sshd) -> None:
+    import torch
+
+    node = _ssh(sshd)
+    try:
+        ev = await collect(node, 999, VENV)
+    finally:
+        await node.close()
+    assert ev.unreachable is None
+    assert ev.host == f"root@127.0.0.1:{sshd.port}"
+    uname = ev.record("node.uname")
+    local_uname = subprocess.run(["uname", "-a"], capture_output=True, text=True, check=True).stdout
+    assert uname is not None and uname.output == local_uname and uname.where.startswith("ssh:")
+    assert ev.facts["host_proc_devices"] == Path("/proc/devices").read_text()
+    cg = subprocess.run(["stat", "-fc", "%T", "/sys/fs/cgroup"], capture_output=True, text=True).stdout.strip()
+    assert ev.facts["cgroup_fs"] == cg
+    if shutil.which("pct") is None:  # no Proxmox here: the container probes fail gracefully over SSH too
+        assert ev.container_unreachable is not None
+        assert all(r.status == "skipped" for r in ev.records if r.target == "container" and r.name != "ct.uname")
+    statuses = {r.status for r in ev.records}
+    assert statuses <= {"ok", "absent", "failed", "skipped"}
+    # Without a container the workload probes (torch) run on the node over SSH.
+    node = _ssh(sshd)
+    findings = await live_findings(node, None, VENV)
+    if torch.version.cuda is None:
+        assert findings[0].category == "cpu_only_wheel"
+
+
+async def test_unknown_host_key_makes_the_node_unreachable(sshd: Sshd, tmp_path: Path) -> None:
+    node = _ssh(sshd, known_hosts=tmp_path / "empty_known_hosts")
+    ev = await collect(node, 200, VENV)
+    await node.close()
+    assert ev.unreachable is not None and "unknown host" in ev.unreachable
+    first = ev.record("node.uname")
+    assert first is not None and first.status == "unreachable"
+    assert all(r.status == "skipped" for r in ev.records if r.name != "node.uname")
+    with pytest.raises(HostUnreachable, match="unknown host"):
+        await live_findings(_ssh(sshd, known_hosts=tmp_path / "empty_known_hosts"))

@@ -1,0 +1,209 @@
+"""The whole wizard against the embedded lab, driven with Pilot.
+
+Every page is run with the keyboard (ctrl+r plans, ctrl+r again applies a shown plan), its
+specialised view is checked, values survive back/forward navigation, a failing step shows the
+error panel and recovers with Retry, and the saved playbook replays headless with no changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Button, DataTable, Input, Static
+
+from provisioner import secrets
+from provisioner.playbook import load
+from provisioner.session import lab_shared, point_at_lab
+from screens.app import ProvisionerApp
+from screens.step_page import StepPage
+from screens.widgets.busbw_chart import BusbwChart
+from screens.widgets.error_panel import ErrorPanel
+from screens.wizard_session import PAGES, WizardSession
+from tests.support.require import require
+from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_idle
+
+pytestmark = pytest.mark.slow
+
+
+def _lab_available() -> bool:
+    try:
+        import provisioner.lab.lab  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A private lab (scenarios from indirect parametrisation), with state under tmp_path."""
+    require(_lab_available(), "the embedded lab (provisioner.lab.lab) is not in this build")
+    from provisioner.lab.lab import Lab
+
+    scenarios = list(getattr(request, "param", []))
+    root = tmp_path / "lab"
+    monkeypatch.setenv("PROVISIONER_LAB_ROOT", str(root))
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "cache")))
+    lab = Lab(root, scenarios=scenarios)
+    lab.up()
+    try:
+        yield root
+    finally:
+        lab.down()
+
+
+def lab_session(root: Path, tmp_path: Path) -> WizardSession:
+    playbook = point_at_lab(load(PLAYBOOK), root)
+    return WizardSession(playbook, playbook_path=str(PLAYBOOK), lab=True, runs_dir=tmp_path,
+                         record_to=str(tmp_path / "recorded.yaml"), shared=lab_shared(root))
+
+
+async def run_page(app: ProvisionerApp, pilot: Any, *, timeout: float = 600) -> list[list[str]]:
+    """Press ctrl+r until the page is done; returns the plans that were shown for confirmation."""
+    page = app.screen
+    assert isinstance(page, StepPage)
+    confirmed: list[list[str]] = []
+    for _ in range(12):
+        index = page.next_index()
+        if index is None:
+            return confirmed
+        run = app.session.runs[index]
+        if run.planned and run.changes:
+            # A plan is on screen, waiting for the confirmation.
+            plan_text = str(page.query_one("#plan", Static).render())
+            assert "will change:" in plan_text
+            assert all(change[:40] in plan_text for change in run.changes)
+            assert str(page.query_one("#run", Button).label).startswith("Apply")
+            confirmed.append(list(run.changes))
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot, timeout)
+        for i in page.indices:
+            failed = app.session.runs[i]
+            assert failed.status != "failed", f"{failed.spec.kind} failed: {failed.message}\n" + "\n".join(failed.tail)
+    raise AssertionError(f"page {page.name} did not finish")
+
+
+async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> None:
+    session = lab_session(lab_env, tmp_path)
+    app = ProvisionerApp(session, lab=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        shown: dict[str, list[list[str]]] = {}
+        for page_def in PAGES[:-1]:
+            page = app.screen
+            assert page.name == page_def.name
+            if page_def.name == "container":
+                # Edit, go back and forth: the value is kept, then it is what runs.
+                page.query_one("#s2--cores", Input).value = "32"
+                await pilot.pause()
+                await pilot.press("ctrl+b", "ctrl+b", "ctrl+n", "ctrl+n")
+                assert app.screen is page
+                assert page.query_one("#s2--cores", Input).value == "32"
+            shown[page_def.name] = await run_page(app, pilot)
+            await pilot.pause()
+            check_page(app, page_def.name)
+            await pilot.press("ctrl+n")
+        assert app.screen.name == "summary"
+        assert any("create CT 200" in change for plan in shown["container"] for change in plan)
+        assert shown["connect"] == [] and shown["inventory"] == []  # read-only steps: nothing to confirm
+
+        text = screen_text(app)
+        assert "failed=0" in text and "pending=0" in text
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        saved = Path(session.record_to)
+        assert saved.exists()
+        run_log = session.log_path
+    # The run log holds the events of every step.
+    kinds = [json.loads(line)["kind"] for line in run_log.read_text().splitlines()]
+    assert kinds.count("step.finished") >= 10 and "output" in kinds
+
+    recorded = load(saved)
+    assert [s.kind for s in recorded.steps] == [s.kind for s in load(PLAYBOOK).steps]
+    create = next(s for s in recorded.steps if s.kind == "lxc.create")
+    assert create.params["cores"] == 32
+    assert recorded.resolved["torch"]["variant"] == "cu128"
+    # Secrets stay references.
+    assert recorded.target.api is not None and recorded.target.api.password is not None
+    assert secrets.is_ref(recorded.target.api.password)
+    assert secrets.resolve(recorded.target.api.password) not in saved.read_text()
+
+    replay = subprocess.run(
+        [sys.executable, "-c", "from provisioner.cli import main; main()", "replay", str(saved), "--lab", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, env=dict(os.environ))
+    assert replay.returncode == 0, replay.stderr[-3000:]
+    recap = json.loads(replay.stdout.strip().splitlines()[-1])
+    assert recap["status"] == "ok"
+    assert all(h["changed"] == 0 and h["failed"] == 0 for h in recap["hosts"].values()), recap
+
+
+def check_page(app: ProvisionerApp, name: str) -> None:
+    """Each specialised page shows what its step found."""
+    page = app.screen
+    shared = app.session.shared()
+    text = screen_text(app)
+    if name == "connect":
+        assert any("Proxmox VE" in n for n in app.session.runs[0].notes)
+    elif name == "inventory":
+        assert page.query_one("#gpus", DataTable).row_count == 8
+        assert "595.71.05" in str(page.query_one("#facts", Static).render())
+        assert "RTX PRO 6000" in text
+    elif name == "container":
+        assert "created by this run" in str(page.query_one("#existing", Static).render())
+    elif name == "passthrough":
+        devices = str(page.query_one("#devices", Static).render())
+        assert "/dev/nvidia0" in devices and "/dev/nvidia-uvm" in devices
+    elif name == "driver":
+        assert "✓ match" in str(page.query_one("#versions", Static).render())
+        assert shared["gpu_detect"]["gpus"]
+    elif name == "pytorch":
+        assert "cu128" in str(page.query_one("#choice", Static).render())
+        assert page.query_one("#rejected", DataTable).row_count == len(shared["resolution"]["rejected"]) > 0
+    elif name == "venv":
+        assert "torch==2.11.0" in str(page.query_one("#packages", Static).render())
+    elif name == "burnin":
+        assert page.query_one(BusbwChart).points
+        assert "PASS" in str(page.query_one("#verdict", Static).render())
+
+
+@pytest.mark.parametrize("lab_env", [["task-fails"]], indirect=True)
+async def test_a_failing_step_shows_the_error_panel_and_retry_recovers(lab_env: Path, tmp_path: Path) -> None:
+    from provisioner.lab.state import LabState
+
+    session = lab_session(lab_env, tmp_path)
+    app = ProvisionerApp(session, start_page="container", lab=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        page = app.screen
+        assert isinstance(page, StepPage)
+        await pilot.press("ctrl+r")  # plan
+        await wait_idle(app, pilot)
+        index = page.indices[0]
+        run = session.runs[index]
+        assert run.status == "planned" and run.changes
+        await pilot.press("ctrl+r")  # confirm: apply
+        await wait_idle(app, pilot)
+        assert run.status == "failed"
+        panel = page.query_one(ErrorPanel)
+        assert panel.shown
+        panel_text = str(panel.query_one("#error-text", Static).render())
+        assert "Create the LXC container failed" in panel_text
+        assert "insufficient free space" in panel_text
+        print("diagnosis:", run.diagnosis)
+        for finding in run.diagnosis:
+            assert finding["category"] in panel_text
+        assert str(page.query_one("#run", Button).label) == "Retry"
+        assert session.recorded_playbook().steps == []  # nothing that failed is recorded
+
+        LabState.load(lab_env).update_settings(scenarios=[])  # the operator frees space
+        panel.query_one("#retry", Button).press()  # the panel's Retry (ctrl+r on the page does the same)
+        await wait_idle(app, pilot)
+        assert run.status == "changed", run.message
+        assert not panel.shown
+        assert [s.kind for s in session.recorded_playbook().steps] == ["lxc.create"]
