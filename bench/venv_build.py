@@ -130,8 +130,16 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients may drop a download they no longer need
+            super().handle_error(request, client_address)
+
+
 def serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=str(root)))
+    server = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
@@ -204,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     total = build_index(work / "index", args.scale)
     server, url = serve(work / "index")
     print(f"index {url}: {len(PACKAGES)} wheels, {total / 2**20:.1f} MiB (scale {args.scale}); "
-          f"{uv_version}; {pip_version}; Python {args.python}; {os.cpu_count()} CPUs")
+          f"{uv_version}; {pip_version}; Python {args.python}; {os.cpu_count()} CPUs; "
+          f"load average {os.getloadavg()[0]:.1f}")
     times: dict[tuple[str, str], list[float]] = {}
     sets: dict[str, list[str]] = {}
     try:
@@ -233,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(values)
         rows.append({"flow": name, "cache": state, "runs": values, "median_s": med, "speedup_vs_pip_cold": base / med})
         print(f"{name:<10} {state:<5} {med:9.2f} {min(values):7.2f} {max(values):7.2f}  {base / med:21.1f}×")
-    print(f"\n{len(sets['pip'])} packages installed by every flow; {args.reps} runs each")
+    print(f"\n{len(sets['pip'])} packages installed by every flow; {args.reps} runs each; "
+          f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps({"uv": uv_version, "pip": pip_version, "index_mib": total / 2**20,
-                                         "scale": args.scale, "cpus": os.cpu_count(), "results": rows}, indent=1))
+                                         "scale": args.scale, "cpus": os.cpu_count(),
+                                         "loadavg_end": os.getloadavg()[0], "results": rows}, indent=1))
     return 0
 
 

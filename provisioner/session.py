@@ -79,4 +79,13 @@ def lab_shared(root: Path | None = None) -> dict[str, Any]:
     if mirror and not mirror.rstrip("/").endswith("/XFree86"):
         mirror = mirror.rstrip("/") + "/XFree86"  # the layout of download.nvidia.com
     return {"lab_index_url": conn.get("index_url"), "lab_driver_mirror": mirror,
+            "lab_torch_python": _torch_python(),
             "lab_pypi_url": conn.get("pypi_url")}
+
+
+def _torch_python() -> str | None:
+    """LAB: an interpreter of this machine with a real (CPU) torch, for the burn-in's gloo run."""
+    import importlib.util
+    import sys
+
+    return sys.executable if importlib.util.find_spec("torch") is not None else None

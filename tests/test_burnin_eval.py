@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.bandwidth import bus_factor
+from provisioner.burnin.config import ConfigError, make_config, parse_threshold_pairs
 from provisioner.burnin.evaluation import evaluate_collectives, evaluate_gemm, evaluate_soak, percentile
 from provisioner.burnin.faults import Fault, find, parse_faults
 from provisioner.burnin.nvshmem_probe import classify, precheck
@@ -210,3 +211,33 @@ def test_overall_verdict() -> None:
     v = overall(phases)
     assert v["status"] == "fail" and v["failed_phases"] == ["gemm"]
     assert v["reasons"] == ["gemm: rank 2: never computed (0 Gflop/s)"]
+
+
+def test_threshold_pairs_from_the_command_line() -> None:
+    cfg = make_config(backend="nccl", world_size=4, thresholds=["all_reduce_busbw_gbps=30", "min_fraction=0.85"])
+    assert cfg.thresholds_override is not None
+    table = load(None, cfg.thresholds_override)
+    assert table["defaults"]["min_fraction"] == 0.85
+    for names in ([RTX] * 4, []):  # any model, any world size, even when NVML gave no names
+        ref = lookup(table, names, 4)
+        assert ref.busbw_gbps == 30
+    r = rows("all_reduce", 4, {2 << 30: 26.0})
+    assert evaluate_collectives(r, world_size=4, backend="nccl", gpu_names=[RTX] * 4, table=table,
+                                expected_collectives=ALL).status == "pass"  # 26 >= 0.85 x 30
+    r = rows("all_reduce", 4, {2 << 30: 25.0})
+    assert evaluate_collectives(r, world_size=4, backend="nccl", gpu_names=[RTX] * 4, table=table,
+                                expected_collectives=ALL).status == "fail"
+    assert parse_threshold_pairs(["shm_warn_bytes=536870912"]) == {"defaults": {"shm_warn_bytes": 536870912},
+                                                                   "models": []}
+    for bad in (["busbw=3"], ["min_fraction"], ["min_fraction=fast"], ["min_fraction=-1"]):
+        with pytest.raises(ConfigError):
+            parse_threshold_pairs(bad)
+
+
+def test_click_options_map_onto_the_package_entry() -> None:
+    from provisioner.cli.burnin import to_argv
+
+    argv = to_argv({"backend": "gloo", "world_size": 4, "sizes": "1KiB:1MiB", "threshold": ("min_fraction=0.8",),
+                    "json_out": True, "p2p_ab": False, "out": None, "duration": 2.5})
+    assert argv == ["--backend", "gloo", "--world-size", "4", "--sizes", "1KiB:1MiB", "--duration", "2.5",
+                    "--threshold", "min_fraction=0.8", "--json"]

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import shutil
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,7 +120,7 @@ async def test_host_key_and_client_key_are_checked(lab: tuple[LabServices, dict[
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback lab URL
+    with urllib.request.urlopen(url, timeout=10) as resp:
         data: bytes = resp.read()
         return data
 

@@ -25,6 +25,7 @@ from provisioner.burnin import patterns
 from provisioner.burnin.bandwidth import algbw, bus_factor, shape_for
 from provisioner.burnin.config import BurninConfig, format_size
 from provisioner.burnin.faults import Fault, find
+from provisioner.burnin.report import table_footer, table_header, table_row
 from provisioner.burnin.watchdog import Watchdog
 
 ROOT = 0
@@ -62,6 +63,8 @@ class Runtime:
     faults: tuple[Fault, ...] = ()
     guard_slack: float = 0.0  # rank 0 waits a little longer so it can report the others' timeouts
     log: Callable[[str], None] = lambda _msg: None
+    emit: Callable[[str], None] = lambda _line: None  # raw progress lines (rank 0: the live nccl-tests table)
+    devices: list[dict[str, Any]] = field(default_factory=list)
     _hung: set[str] = field(default_factory=set)
 
     def sync(self) -> None:
@@ -305,7 +308,12 @@ def sweep(rt: Runtime, outcome: SweepOutcome, on_error: Callable[[str, BaseExcep
     sizes, skipped = usable_sizes(cfg.sizes, rt)
     outcome.skipped_sizes = skipped
     for collective in cfg.collectives:
+        if rt.rank == 0:
+            for line in table_header(collective, sizes, cfg.public_dict(), rt.devices):
+                rt.emit(line)
+        done: list[dict[str, Any]] = []
         for size in sizes:
+            pair: list[dict[str, Any]] = []
             for inplace in (False, True):
                 region = region_name(collective, size, inplace)
                 try:
@@ -321,10 +329,15 @@ def sweep(rt: Runtime, outcome: SweepOutcome, on_error: Callable[[str, BaseExcep
                     return
                 row = row_dict(collective, nbytes, count, inplace, seconds, wrong, rt.world)
                 outcome.rows.append(row)
-                if rt.rank == 0:
-                    rt.log(f"{region}: {row['time_us']:.1f} us, busbw {row['busbw']:.3f} GB/s, wrong {wrong}")
+                pair.append(row)
+            done += pair
+            if rt.rank == 0:
+                rt.emit(table_row(pair[0], pair[1]))
             if rt.device.type == "cuda" and size >= 256 << 20:
                 torch.cuda.empty_cache()
+        if rt.rank == 0:
+            for line in table_footer(collective, done):
+                rt.emit(line)
 
 
 @dataclass

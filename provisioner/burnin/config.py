@@ -82,6 +82,38 @@ def parse_collectives(spec: str) -> tuple[str, ...]:
     return tuple(c for c in COLLECTIVES if c in names)
 
 
+THRESHOLD_KEYS = ("min_fraction", "min_size_bytes", "gemm_slow_fraction", "soak_min_fraction",
+                  "shm_warn_bytes", "shm_fail_bytes")
+
+
+def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any] | None:
+    """`--threshold KEY=VALUE` items -> an override for the threshold table.
+
+    `all_reduce_busbw_gbps=V` sets the reference for whatever GPUs this node has; the other keys
+    replace the table's defaults (`min_fraction=0.85`, `soak_min_fraction=0.7`, ...)."""
+    if not pairs:
+        return None
+    defaults: dict[str, float | int] = {}
+    models: list[dict[str, Any]] = []
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not sep or value != value or value < 0:
+            raise ConfigError(f"--threshold {pair!r}: expected KEY=NUMBER")
+        if key == "all_reduce_busbw_gbps":
+            models.append({"pattern": ".*", "world_size": None, "all_reduce_busbw_gbps": value,
+                           "source": "--threshold all_reduce_busbw_gbps"})
+        elif key in THRESHOLD_KEYS:
+            defaults[key] = int(value) if key.endswith("_bytes") else value
+        else:
+            raise ConfigError(f"--threshold {key!r}: unknown key (all_reduce_busbw_gbps, {', '.join(THRESHOLD_KEYS)})")
+    return {"defaults": defaults, "models": models}
+
+
 @dataclass(frozen=True)
 class BurninConfig:
     """Everything one burn-in run needs. Build with `make_config` to get per-backend defaults."""
@@ -142,6 +174,7 @@ def make_config(
     nvshmem_timeout: float | None = None,
     expected_gpus: int | None = None,
     thresholds_file: str | None = None,
+    thresholds: list[str] | tuple[str, ...] | None = None,
     monitor_interval: float | None = None,
     p2p_ab: bool = False,
     json_out: bool = False,
@@ -171,6 +204,7 @@ def make_config(
         nvshmem_timeout=nvshmem_timeout if nvshmem_timeout is not None else 180.0,
         expected_gpus=expected_gpus,
         thresholds_file=thresholds_file,
+        thresholds_override=parse_threshold_pairs(thresholds),
         monitor_interval=monitor_interval if monitor_interval is not None else 1.0,
         p2p_ab=p2p_ab,
         json=json_out,

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--nvshmem-timeout", type=float, default=None, help="seconds for the NVSHMEM probe (180)")
     ap.add_argument("--expected-gpus", type=int, default=None, help="fail the preflight unless NVML sees this many")
     ap.add_argument("--thresholds", default=None, help="JSON file merged over the built-in threshold table")
+    ap.add_argument("--threshold", action="append", default=None, metavar="KEY=VALUE",
+                    help="override one threshold, e.g. all_reduce_busbw_gbps=30 or min_fraction=0.85 (repeatable)")
     ap.add_argument("--monitor-interval", type=float, default=None, help="NVML sampling period in seconds (1)")
     ap.add_argument("--p2p-ab", action="store_true",
                     help="rerun all_reduce with NCCL_P2P_DISABLE=1 (local launcher, nccl only)")
@@ -95,7 +97,8 @@ def config_from_args(a: argparse.Namespace) -> Any:
         backend=backend, world_size=world, sizes=a.sizes, phases=a.phases, collectives=a.collectives,
         iters=a.iters, warmup_iters=a.warmup_iters, duration=a.duration, timeout=a.timeout,
         gemm_seconds=a.gemm_seconds, gemm_size=a.gemm_size, nvshmem_timeout=a.nvshmem_timeout,
-        expected_gpus=a.expected_gpus, thresholds_file=a.thresholds, monitor_interval=a.monitor_interval,
+        expected_gpus=a.expected_gpus, thresholds_file=a.thresholds, thresholds=a.threshold,
+        monitor_interval=a.monitor_interval,
         p2p_ab=a.p2p_ab, json_out=a.json, out=a.out,
     )
 

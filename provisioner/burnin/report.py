@@ -39,11 +39,14 @@ def build_result(
         fresh = [r for r in extra_reasons if not any(r in known for known in verdict["reasons"])]
         verdict["reasons"] = fresh + verdict["reasons"]
         verdict["status"] = FAIL
+    verdict["overall"] = verdict["status"]  # alias read by the burnin.run step
+    verdict["phases"] = {name: p.status for name, p in ordered.items()}
     return {
         "tool": "provisioner.burnin",
         "schema_version": SCHEMA_VERSION,
         "status": verdict["status"],
         "exit_code": 0 if verdict["status"] == PASS else 1,
+        "summary": one_line_summary(verdict["status"], ordered),
         "backend": cfg.backend,
         "world_size": cfg.world_size,
         "environment": environment,
@@ -70,8 +73,29 @@ def failure_result(cfg: BurninConfig, reasons: list[str]) -> dict[str, Any]:
         "config": cfg.public_dict(),
         "fault_injection": None,
         "phases": {},
-        "verdict": {"status": FAIL, "failed_phases": [], "warned_phases": [], "reasons": reasons},
+        "summary": f"fail: {reasons[0] if reasons else 'no result'}",
+        "verdict": {"status": FAIL, "overall": FAIL, "phases": {}, "failed_phases": [], "warned_phases": [],
+                    "reasons": reasons},
     }
+
+
+def one_line_summary(status: str, phases: dict[str, PhaseResult]) -> str:
+    """e.g. `pass: gemm 51000 Gflop/s mean; all_reduce busbw 472.5 GB/s (reference 475)`."""
+    bits: list[str] = []
+    gemm = phases.get("gemm")
+    if gemm is not None and gemm.data.get("mean_gflops"):
+        bits.append(f"gemm {gemm.data['mean_gflops']:.0f} Gflop/s mean")
+    coll = phases.get("collectives")
+    if coll is not None and coll.data.get("rows"):
+        check = coll.data.get("bandwidth_check", {})
+        if check.get("applied"):
+            bits.append(f"all_reduce busbw {check['measured_gbps']:.1f} GB/s (reference {check['reference_gbps']:g})")
+        else:
+            bits.append(f"{len(coll.data['rows'])} collective rows, avg busbw {coll.data['avg_bus_bandwidth']:.3g} GB/s")
+    failed = [name for name, p in phases.items() if p.status == FAIL]
+    if failed:
+        bits.append("failed: " + ", ".join(failed))
+    return f"{status}: " + "; ".join(bits) if bits else status
 
 
 def json_line(doc: dict[str, Any]) -> str:
@@ -105,57 +129,71 @@ def _half(row: dict[str, Any] | None) -> str:
     return body + f"  {float(row['wrong']):6g}"
 
 
+def table_header(name: str, sizes: list[int], cfg: dict[str, Any], devices: list[dict[str, Any]]) -> list[str]:
+    """The preamble and column header nccl-tests prints before a collective's rows."""
+    lines = [
+        f"# Collective test starting: {name}",
+        f"# nThread 1 nGpus 1 minBytes {min(sizes, default=0)} maxBytes {max(sizes, default=0)} step: 2(factor) "
+        f"warmup iters: {cfg.get('warmup_iters', 0)} iters: {cfg.get('iters', 0)} agg iters: 1 "
+        f"validation: 1 graph: 0 unalign: 0",
+        "#",
+        "# Using devices",
+    ]
+    for d in devices:
+        lines.append(
+            f"#  Rank {d['rank']:2d} Group  0 Pid {d['pid']:6d} on {d['host']:>10s} "
+            f"device {d['device_index']:2d} [{d['bus']}] {d['name']}"
+        )
+    lines.append("#")
+    lines.append(f"# {'':>10s}  {'':>12s}  {'':>8s}  {'':>6s}  {'':>6s}           out-of-place"
+                 "                       in-place          ")
+    lines.append(
+        f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'redop':>6s}  {'root':>6s}  {'time':>7s}  "
+        f"{'algbw':>6s}  {'busbw':>6s}  {'#wrong':>6s}  {'time':>7s}  {'algbw':>6s}  {'busbw':>6s}  "
+        f"{'#wrong':>6s} "
+    )
+    lines.append(
+        f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'':>6s}  {'':>6s}  {'(us)':>7s}  "
+        f"{'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s}  {'(us)':>7s}  {'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s} "
+    )
+    return lines
+
+
+def table_row(oop: dict[str, Any] | None, ip: dict[str, Any] | None) -> str:
+    """One size: out-of-place then in-place, as `%12li  %12li  %8s  %6s  %6s` + two bodies."""
+    first = oop or ip
+    if first is None:
+        raise ValueError("a table row needs at least one placement")
+    return (
+        f"{int(first['size']):12d}  {int(first['count']):12d}  {first['type']:>8s}  {first['redop']:>6s}  "
+        f"{int(first['root']):6d}" + _half(oop) + _half(ip)
+    )
+
+
+def table_footer(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    wrong_sizes = len({int(r["size"]) for r in rows if r.get("wrong")})  # sizes with any wrong element
+    avg = sum(float(r["busbw"]) for r in rows) / len(rows) if rows else 0.0
+    return [
+        f"# {'Out of bounds values':<20s} : {wrong_sizes} {'FAILED' if wrong_sizes else 'OK'}",
+        f"# {'Avg bus bandwidth':<20s} : {avg:g} ",
+        "#",
+        f"# Collective test concluded: {name}",
+    ]
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """One nccl-tests block per collective (src/util.cu format strings)."""
-    coll = doc.get("phases", {}).get("collectives", {})
-    rows: list[dict[str, Any]] = coll.get("rows", [])
-    cfg = doc.get("config", {})
+    rows: list[dict[str, Any]] = doc.get("phases", {}).get("collectives", {}).get("rows", [])
     lines: list[str] = []
-    names = list(dict.fromkeys(r["collective"] for r in rows))
-    for name in names:
+    for name in dict.fromkeys(r["collective"] for r in rows):
         mine = [r for r in rows if r["collective"] == name]
         sizes = sorted({int(r["size"]) for r in mine})
-        lines.append(f"# Collective test starting: {name}")
-        lines.append(
-            f"# nThread 1 nGpus 1 minBytes {sizes[0]} maxBytes {sizes[-1]} step: 2(factor) "
-            f"warmup iters: {cfg.get('warmup_iters', 0)} iters: {cfg.get('iters', 0)} agg iters: 1 "
-            f"validation: 1 graph: 0 unalign: 0"
-        )
-        lines.append("#")
-        lines.append("# Using devices")
-        for d in doc.get("devices", []):
-            lines.append(
-                f"#  Rank {d['rank']:2d} Group  0 Pid {d['pid']:6d} on {d['host']:>10s} "
-                f"device {d['device_index']:2d} [{d['bus']}] {d['name']}"
-            )
-        lines.append("#")
-        lines.append(f"# {'':>10s}  {'':>12s}  {'':>8s}  {'':>6s}  {'':>6s}           out-of-place"
-                     "                       in-place          ")
-        lines.append(
-            f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'redop':>6s}  {'root':>6s}  {'time':>7s}  "
-            f"{'algbw':>6s}  {'busbw':>6s}  {'#wrong':>6s}  {'time':>7s}  {'algbw':>6s}  {'busbw':>6s}  "
-            f"{'#wrong':>6s} "
-        )
-        lines.append(
-            f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'':>6s}  {'':>6s}  {'(us)':>7s}  "
-            f"{'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s}  {'(us)':>7s}  {'(GB/s)':>6s}  {'(GB/s)':>6s}  {'':>6s} "
-        )
+        lines += table_header(name, sizes, doc.get("config", {}), doc.get("devices", []))
         for size in sizes:
             at = [r for r in mine if int(r["size"]) == size]
-            oop = next((r for r in at if not r["inplace"]), None)
-            ip = next((r for r in at if r["inplace"]), None)
-            first = oop or ip
-            assert first is not None
-            lines.append(
-                f"{size:12d}  {int(first['count']):12d}  {first['type']:>8s}  {first['redop']:>6s}  "
-                f"{int(first['root']):6d}" + _half(oop) + _half(ip)
-            )
-        wrong_sizes = len({int(r["size"]) for r in mine if r.get("wrong")})  # sizes with any wrong element
-        avg = sum(float(r["busbw"]) for r in mine) / len(mine)
-        lines.append(f"# {'Out of bounds values':<20s} : {wrong_sizes} {'FAILED' if wrong_sizes else 'OK'}")
-        lines.append(f"# {'Avg bus bandwidth':<20s} : {avg:g} ")
-        lines.append("#")
-        lines.append(f"# Collective test concluded: {name}")
+            lines.append(table_row(next((r for r in at if not r["inplace"]), None),
+                                   next((r for r in at if r["inplace"]), None)))
+        lines += table_footer(name, mine)
         lines.append("")
     return "\n".join(lines)
 

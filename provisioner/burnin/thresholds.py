@@ -58,11 +58,9 @@ class Reference:
 
 
 def lookup(table: dict[str, Any], gpu_names: list[str], world_size: int) -> Reference:
-    if not gpu_names:
-        return Reference(None, None, "", "GPU model unknown (no NVML names)")
     if len(set(gpu_names)) > 1:
         return Reference(None, None, "", f"mixed GPU models {sorted(set(gpu_names))}: no single reference")
-    name = gpu_names[0]
+    name = gpu_names[0] if gpu_names else ""  # unknown model: only a catch-all override (".*") matches
     for entry in table["models"]:
         if re.search(str(entry["pattern"]), name, flags=re.IGNORECASE):
             source = str(entry.get("source", ""))
@@ -76,4 +74,6 @@ def lookup(table: dict[str, Any], gpu_names: list[str], world_size: int) -> Refe
             if value is None:
                 return Reference(None, str(entry["pattern"]), source, f"no reference busbw for {name}")
             return Reference(float(value), str(entry["pattern"]), source)
+    if not name:
+        return Reference(None, None, "", "GPU model unknown (no NVML names)")
     return Reference(None, None, "", f"no reference for GPU model {name!r}")

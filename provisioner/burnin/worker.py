@@ -78,6 +78,14 @@ class Worker:
             except (OSError, ValueError):  # a closed stderr must not kill the rank
                 pass
 
+    def emit(self, line: str) -> None:
+        """Rank 0's live nccl-tests table on stderr (stdout stays for the result)."""
+        if self.rank == 0:
+            try:
+                print(line, file=sys.stderr, flush=True)
+            except (OSError, ValueError):
+                pass
+
     def _peer_reports(self, wait: float) -> dict[int, dict[str, Any]]:
         """Timeouts other ranks left in the c10d store: {rank: {"region": ..., "limit": ...}}."""
         if self.store is None:
@@ -334,7 +342,8 @@ class Worker:
             return self._abort(self.on_error("init_process_group", exc))
         self.environment()
         rt = Runtime(cfg=cfg, rank=self.rank, world=self.world, device=device, dog=self.dog,
-                     faults=self.faults, guard_slack=self._slack(), log=self.log)
+                     faults=self.faults, guard_slack=self._slack(), log=self.log, emit=self.emit,
+                     devices=self.devices)
         try:
             if "gemm" in cfg.phases:
                 self.gemm(rt)

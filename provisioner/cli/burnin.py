@@ -21,6 +21,9 @@ def to_argv(params: dict[str, object]) -> list[str]:
         value = params.get(name)
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
+    pairs = params.get("threshold") or ()
+    for pair in pairs if isinstance(pairs, (tuple, list)) else (pairs,):
+        argv += ["--threshold", str(pair)]
     if params.get("p2p_ab"):
         argv.append("--p2p-ab")
     if params.get("json_out"):
@@ -50,6 +53,8 @@ def to_argv(params: dict[str, object]) -> list[str]:
 @click.option("--expected-gpus", type=int, default=None, help="Fail the preflight unless NVML sees this many GPUs.")
 @click.option("--thresholds", type=click.Path(dir_okay=False), default=None,
               help="JSON file merged over the built-in per-GPU-model thresholds.")
+@click.option("--threshold", multiple=True, metavar="KEY=VALUE",
+              help="Override one threshold, e.g. all_reduce_busbw_gbps=30 or min_fraction=0.85 (repeatable).")
 @click.option("--monitor-interval", type=float, default=None, help="NVML sampling period in seconds.")
 @click.option("--p2p-ab", is_flag=True, help="Also rerun all_reduce with NCCL_P2P_DISABLE=1 and compare.")
 @click.option("--json", "json_out", is_flag=True, help="Print the result as one JSON line (the last stdout line).")

@@ -8,6 +8,7 @@ best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis ran (f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -18,8 +19,11 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
+from provisioner.cli.bundle import target_from_options, target_options
 from provisioner.diagnose import Finding, diagnose
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
+from provisioner.support.diagnose_sources import BundleError, HostUnreachable, bundle_findings, live_findings
+from provisioner.support.target import node_transport
 
 
 def _fail(message: str) -> NoReturn:
@@ -63,20 +67,41 @@ def _panel(finding: Finding) -> Panel:
 @click.command(
     "diagnose",
     epilog=EXIT_CODES_HELP,
-    help="Find why an install failed: match known failure signatures in a log (FILE or - for stdin) "
-    "and/or check a dict of live facts (--facts FILE.json). Findings come best first.",
+    help="Find why an install failed: match known failure signatures in a log (FILE or - for stdin), "
+    "check live facts of a host (--host/--local/--lab, optionally --container), a support bundle "
+    "(--bundle FILE.tar.gz) or a dict of facts (--facts FILE.json). Findings come best first.\n\n"
+    "Example: provisioner diagnose --log install.log --json",
 )
 @click.option("--log", "log_path", metavar="FILE|-", help="Log file to diagnose ('-' reads stdin).")
 @click.option("--facts", "facts_path", metavar="FILE.json", help="Live facts: JSON object of probe name -> output.")
+@target_options
+@click.option("--bundle", "bundle_path", metavar="FILE.tar.gz", help="Diagnose a support bundle written by `provisioner bundle`.")
 @click.option("--json", "json_out", is_flag=True, help="Print the findings as one JSON line (last line of stdout).")
-def command(log_path: str | None, facts_path: str | None, json_out: bool) -> None:
-    if log_path is None and facts_path is None:
-        _fail("give --log FILE (or - for stdin) and/or --facts FILE.json")
+def command(log_path: str | None, facts_path: str | None, host: str | None, user: str, port: int,
+            key_file: str | None, known_hosts: str, trust_new_host: bool, local: bool, lab: bool, vmid: int | None,
+            venv: str | None, bundle_path: str | None, json_out: bool) -> None:
+    live = bool(host or local or lab)
+    if log_path is None and facts_path is None and not live and not bundle_path:
+        _fail("give --log FILE (or - for stdin), --host/--local/--lab, --bundle FILE.tar.gz and/or --facts FILE.json")
     if log_path == "-" and facts_path == "-":
         _fail("only one of --log and --facts can read stdin")
     text = _read_log(log_path) if log_path else ""
     facts = _read_facts(facts_path) if facts_path else None
-    findings = diagnose(text, facts)
+    if bundle_path:
+        try:
+            findings = bundle_findings(bundle_path, log_text=text)
+        except BundleError as exc:
+            _fail(str(exc))
+    elif live:
+        choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv)
+        try:
+            findings = asyncio.run(live_findings(node_transport(choice.spec), choice.vmid, choice.venv,
+                                                 log_text=text, known_secrets=choice.known_secrets))
+        except HostUnreachable as exc:
+            Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {exc}", style="bold red"))
+            raise SystemExit(ExitCode.UNREACHABLE) from None
+    else:
+        findings = diagnose(text, facts)
     if json_out:
         click.echo(json.dumps({"findings": [f.to_dict() for f in findings]}, ensure_ascii=False))
         return

@@ -222,7 +222,66 @@ def _get_arch_list():
     return list(_LAB_ARCHS) if _LAB_CUDA and _device_count() else []
 
 
+def _lab_cpu_device(device):
+    """LAB: a tensor asked for on cuda:N lives on the CPU, after checking that GPU N is visible."""
+    text = str(device) if device is not None else "cpu"
+    if not text.startswith("cuda"):
+        return device
+    index = int(text.split(":", 1)[1]) if ":" in text else 0
+    gpus, problem = _lab_gpus()
+    if index >= len(gpus):
+        raise RuntimeError("CUDA error: invalid device ordinal (LAB)" if gpus else
+                           "Found no NVIDIA driver on your system. (LAB)")
+    return "cpu"
+
+
+def _wrap_factory(fn):
+    def factory(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _lab_cpu_device(kwargs["device"])
+        return fn(*args, **kwargs)
+    factory.__doc__ = getattr(fn, "__doc__", None)
+    return factory
+
+
+class _LabScalar:
+    def __init__(self, value):
+        self._value = value
+
+    def item(self):
+        return self._value
+
+
+class _LabTensor:
+    """Just enough of a tensor for the provisioner's smoke test (LAB stand-in)."""
+
+    def __init__(self, rows, cols, value):
+        self.shape = (rows, cols)
+        self._value = value
+
+    def __matmul__(self, other):
+        if self.shape[1] != other.shape[0]:
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (LAB)")
+        return _LabTensor(self.shape[0], other.shape[1], self._value * other._value * self.shape[1])
+
+    def sum(self):
+        return _LabScalar(float(self._value * self.shape[0] * self.shape[1]))
+
+
+def _lab_ones(*shape, device=None, **kwargs):
+    _lab_cpu_device(device)
+    dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    rows, cols = (int(dims[0]), int(dims[1])) if len(dims) == 2 else (1, int(dims[0]))
+    return _LabTensor(rows, cols, 1.0)
+
+
 def _patch(mod):
+    if getattr(mod, "_lab_real", False):
+        for name in ("ones", "zeros", "randn", "rand", "empty", "full", "arange", "tensor"):
+            if hasattr(mod, name):
+                setattr(mod, name, _wrap_factory(getattr(mod, name)))
+    else:
+        mod.ones = _lab_ones
     mod.__version__ = _LAB_VERSION
     mod.__lab__ = _LAB_NOTE
     mod.version.__version__ = _LAB_VERSION
@@ -249,6 +308,7 @@ def _load_real():
     finally:
         _sys.path.remove(_LAB_REAL_SITE)
         _sys.path.append(_LAB_REAL_SITE)
+    real._lab_real = True
     _patch(real)
     _sys.modules[__name__] = real
     return real

@@ -95,9 +95,16 @@ class BurninRun(StepKind[BurninParams]):
             await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
             await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
         await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
+        py = f"{self.params.venv}/bin/python"
         if ctx.lab:
             yield ctx.warning("LAB: the GPUs are simulated; the burn-in runs its collectives with gloo on the CPU")
-        py = f"{self.params.venv}/bin/python"
+            lab_py = ctx.shared.get("lab_torch_python")
+            probe = await ct.run([py, "-c", "import torch, sys; sys.exit(0 if hasattr(torch, '_lab_real') else 3)"],
+                                 timeout=120, quiet=True)
+            if probe.exit_status != 0 and lab_py:
+                yield ctx.warning(f"LAB: the venv's torch is a stand-in (no real CPU build for its Python here); "
+                                  f"the burn-in runs with the lab's torch ({lab_py})")
+                py = lab_py
         argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
                 "-m", "provisioner.burnin", "--backend", backend, "--sizes", self.params.sizes,
                 "--duration", str(self.params.duration_s), "--phases", self.params.phases,

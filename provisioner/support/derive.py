@@ -9,11 +9,14 @@ accept it, so a bundle re-derives exactly the facts the live collection saw.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from provisioner.facts.nvidia import parse_gpu_query_csv
 from provisioner.support.evidence import ProbeRecord
+
+_NVML_LIB_RE = re.compile(r"^NVML library version: *\S+", re.MULTILINE)
 
 
 def torch_report(output: str) -> tuple[dict[str, Any] | None, list[str]]:
@@ -88,6 +91,8 @@ def facts_from_records(records: Iterable[ProbeRecord], *, container: bool) -> di
 
     if (text := ok("ct.userspace")) is not None and text.strip():
         facts["container_driver_version"] = text
+    elif (smi := by.get("ct.nvidia_smi")) is not None and (m := _NVML_LIB_RE.search(smi.output)):
+        facts["container_driver_version"] = m.group(0)  # libraries outside the usual dirs
     if (text := ok("ct.gpu_list")) is not None:
         facts["container_gpu_count"] = text
     if container and (text := ok("ct.dev_nodes")) is not None:

@@ -47,7 +47,7 @@ async def live_findings(
     finally:
         await node.close()
     if evidence.unreachable is not None:
-        raise HostUnreachable(f"{evidence.host}: {evidence.unreachable}")
+        raise HostUnreachable(evidence.unreachable)
     return evidence_findings(evidence, log_text, known_secrets)
 
 

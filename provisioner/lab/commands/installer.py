@@ -186,7 +186,7 @@ if [ -n "$old" ]; then
 fi
 logit "-> Installing '$TITLE' ($VERSION):"
 say "-> Installing '$TITLE' ($VERSION):"
-sleep 1
+sleep 0.3
 mkdir -p /usr/bin "$LIBDIR"
 printf '%s' "$SMI_WRAPPER" > /usr/bin/nvidia-smi
 chmod 0755 /usr/bin/nvidia-smi
@@ -202,7 +202,7 @@ for lib in libnvidia-ml.so libcuda.so; do
   logit "   Installing: $LIBDIR/$lib.$VERSION"
 done
 ln -sf libcuda.so.1 "$LIBDIR/libcuda.so"
-sleep 0.5
+sleep 0.1
 logit "-> Driver file installation is complete."
 logit "-> Running post-install sanity check:"
 logit "-> Post-install sanity check passed."
