@@ -30,6 +30,7 @@ from tests.support.require import require
 from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_idle
 
 pytestmark = pytest.mark.slow
+LIGHT_BURNIN = {"sizes": "8B:1MiB", "duration_s": "0", "phases": "preflight,gemm,collectives"}
 
 
 def _lab_available() -> bool:
@@ -106,6 +107,12 @@ async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> Non
                 await pilot.press("ctrl+b", "ctrl+b", "ctrl+n", "ctrl+n")
                 assert app.screen is page
                 assert page.query_one("#s2--cores", Input).value == "32"
+            if page_def.name == "burnin":
+                # A short burn-in for the CPU lab, entered in the generic form.
+                index = page.indices[0]
+                for name, value in LIGHT_BURNIN.items():
+                    page.query_one(f"#s{index}--{name}", Input).value = value
+                await pilot.pause()
             shown[page_def.name] = await run_page(app, pilot)
             await pilot.pause()
             check_page(app, page_def.name)
@@ -129,6 +136,8 @@ async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> Non
     assert [s.kind for s in recorded.steps] == [s.kind for s in load(PLAYBOOK).steps]
     create = next(s for s in recorded.steps if s.kind == "lxc.create")
     assert create.params["cores"] == 32
+    burnin = next(s for s in recorded.steps if s.kind == "burnin.run")
+    assert burnin.params["sizes"] == "8B:1MiB" and burnin.params["duration_s"] == 0
     assert recorded.resolved["torch"]["variant"] == "cu128"
     # Secrets stay references.
     assert recorded.target.api is not None and recorded.target.api.password is not None

@@ -338,7 +338,7 @@ async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Pat
     assert out.result.exit_code == 3
     message = out.finished("venv.build").message
     assert message.startswith(f"resolver_failure: the index {index.url}/whl/cu130 has no build satisfying "
-                              "torch==2.11.0 torchvision==0.26.0")
+                              "torch==2.11.0 torchvision==0.26.0 for this Python/platform (torch packages)")
     assert "fix:" in message and "Traceback" not in message
     # The half-made venv is marked as ours and interrupted: the next run may finish it.
     assert (venv / ".provisioner-building").exists()
@@ -382,6 +382,36 @@ async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index:
     assert (uv_dir / "bin" / "uv").exists()
     assert f"using {uv_dir}/bin/uv" in [getattr(e, "text", "") for e in out.events]
     assert "torch==2.11.0+cu128" in freeze(venv)
+
+
+async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Path, index: Index, node: Node) -> None:
+    index.publish("whl/cu128", build_wheel(index.wheels, "nvidia-ml-py", "13.595.45", {"pynvml.py": "x = 1\n"}))
+    shared = {k: v for k, v in lab(index).items() if k != "lab_pypi_url"}
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]}), shared=shared)
+    assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
+    extra = out.recorder.playbook().resolved["venv_lock"]["groups"]["extra"]
+    assert (extra["index_url"], extra["extra_index_url"]) == (f"{index.url}/whl/cu128", None)
+    assert "nvidia-ml-py==13.595.45" in freeze(venv)
+
+
+async def test_builds_from_the_lab_wheel_index(tmp_path: Path, node: Node) -> None:
+    """The same step against the lab's own index (provisioner.lab.wheels); its torch answers CUDA queries
+    from the container's /dev/nvidia* nodes, which this machine lacks, so the smoke test is off here."""
+    from provisioner.lab import wheels
+
+    server = wheels.WheelIndexServer(wheels.build_index(tmp_path / "lab-wheels")).start()
+    try:
+        venv = tmp_path / "ct" / "opt" / "venv"
+        shared = {**inventory_shared(reference_gpus(2)), "lab_index_url": server.base_url}
+        pb = make_playbook(venv, build={"smoke_test": False, "extra_packages": ["nvidia-ml-py"]})
+        out = await run_playbook(node, pb, shared=shared)
+        assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
+        frozen = freeze(venv)
+        assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128"} <= set(frozen)
+        assert any(line.startswith("nvidia-ml-py==") for line in frozen)
+    finally:
+        server.stop()
 
 
 def test_parse_lock_reads_uv_compile_output() -> None:

@@ -393,7 +393,8 @@ def build_variant(out_dir: Path, variant: str, real: tuple[str, str] | None) -> 
 def build_index(base: Path) -> Path:
     """Build (once per builder version and real-torch location) all variants under `base`/<key>/<variant>/."""
     real = real_torch_site()
-    key = hashlib.sha256(f"{BUILDER_VERSION}|{real}".encode()).hexdigest()[:12]
+    templates = hashlib.sha256((_TORCH_INIT + _TORCH_VERSION_PY + _TORCH_CUDA_PY).encode()).hexdigest()
+    key = hashlib.sha256(f"{BUILDER_VERSION}|{real}|{templates}".encode()).hexdigest()[:12]
     root = base / f"wheels-{key}"
     done = root / ".complete"
     if not done.exists():

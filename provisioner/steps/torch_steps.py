@@ -341,11 +341,12 @@ _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connec
 def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult) -> StepFailed:
     """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
     if _lines_match(result, *_NO_BUILD):
+        fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
+               "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
+              ("check the names and versions in extra_packages; an extra that needs another torch than the one "
+               "installed cannot be added to this venv")
         return StepFailed(f"resolver_failure: the index {index_desc} has no build satisfying {' '.join(reqs)} "
-                          f"for this Python/platform ({what})",
-                          fix="check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
-                              "set index_url: to an index that carries it, or pin another torch version",
-                          result=result, exit_code=3)
+                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=3)
     if _lines_match(result, *_UNREACHABLE):
         return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
                           fix="check the container's network/DNS and proxy settings, or point index_url: at a "
@@ -386,18 +387,20 @@ class VenvBuild(StepKind[VenvParams]):
         lab_index = ctx.shared.get("lab_index_url")
         if lab_index and index.startswith(PYTORCH_INDEX):
             index = lab_index.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
+        index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
-        return {"torch": torch_v, "torchvision": tv, "index_url": index.rstrip("/"), "python": python,
-                "extra_packages": list(self.params.extra_packages),
-                "pypi_url": (ctx.shared.get("lab_pypi_url") or PYPI_INDEX).rstrip("/")}
+        # The lab has no network: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
+        pypi = ctx.shared.get("lab_pypi_url") or (index if lab_index else PYPI_INDEX)
+        return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
+                "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 
     def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
         torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
         groups = [{"name": "torch", "requirements": torch_reqs, "index_url": req["index_url"], "extra_index_url": None}]
         if req["extra_packages"]:
             groups.append({"name": "extra", "requirements": list(req["extra_packages"]), "index_url": req["pypi_url"],
-                           "extra_index_url": req["index_url"]})
+                           "extra_index_url": None if req["pypi_url"] == req["index_url"] else req["index_url"]})
         return groups
 
     @staticmethod
