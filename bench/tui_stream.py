@@ -103,7 +103,7 @@ async def measure(lines: int, keys: int, gap_s: float) -> dict[str, Any]:
             host.cursor_position = len(host.value)
             await pilot.pause()
 
-            idle = []
+            idle: list[float] = []
             for i in range(keys):
                 idle.append(await type_and_measure(app, pilot, "abcdefghij"[i % 10]))
                 await asyncio.sleep(gap_s)
@@ -123,7 +123,7 @@ async def measure(lines: int, keys: int, gap_s: float) -> dict[str, Any]:
 
             app.start_engine(page, stream())
             frames_before = app.frames
-            busy = []
+            busy: list[float] = []
             while not done.is_set():
                 try:
                     busy.append(await type_and_measure(app, pilot, "klmnopqrst"[len(busy) % 10]))

@@ -116,8 +116,8 @@ async def test_values_survive_back_and_forward_navigation(app: ProvisionerApp) -
 
 async def test_streamed_output_is_plain_text_and_bounded(app: ProvisionerApp) -> None:
     lines = LOG_MAX_LINES + 1500
-    script = ("import sys\nfor i in range(%d): sys.stdout.write('line %%d [bold red]not markup[/] \\x1b[31m\\n' %% i)"
-              % lines)
+    script = ("import sys\nfor i in range(" + str(lines) + "): "
+              "sys.stdout.write(f'line {i} [bold red]not markup[/] \\x1b[31m\\n')")
     async with app.run_test(size=(80, 24)) as pilot:
         page = app.screen
         transport = LocalTransport(app.session.bus, "local")

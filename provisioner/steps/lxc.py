@@ -401,12 +401,12 @@ class LxcStart(StepKind[StartParams]):
     Params = StartParams
 
     async def _status(self, ctx: StepContext) -> str:
-        try:
-            status = await call(ctx, "container status", ctx.pve().ct_status, ctx.vmid, node_name(ctx))
-        except StepFailed:
+        cts = await call(ctx, "list containers", ctx.pve().list_cts, node_name(ctx))
+        if not any(int(ct.get("vmid", -1)) == ctx.vmid for ct in cts):
             if ctx.mode == "plan":
-                raise DependsOnEarlier(f"CT {ctx.vmid} does not exist yet") from None
-            raise
+                raise DependsOnEarlier(f"CT {ctx.vmid} does not exist yet")
+            raise StepFailed(f"CT {ctx.vmid} does not exist on {node_name(ctx)}", fix="run lxc.create first")
+        status = await call(ctx, "container status", ctx.pve().ct_status, ctx.vmid, node_name(ctx))
         return str(status.get("status", "unknown"))
 
     async def check(self, ctx: StepContext) -> Plan:

@@ -340,7 +340,7 @@ class FlakyMirror:
         import urllib.request
 
         try:
-            with urllib.request.urlopen(self.upstream + path, timeout=30) as resp:  # noqa: S310 - loopback lab
+            with urllib.request.urlopen(self.upstream + path, timeout=30) as resp:
                 return int(resp.status), resp.read()
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.read()
