@@ -143,3 +143,67 @@ def test_help_lists_every_command_with_example_and_exit_codes() -> None:
         assert name in res.output
     assert res.output.count("e.g. provisioner") >= 9
     assert "10 plan has pending changes" in res.output.replace("\n", " ").replace("  ", " ")
+
+
+class EchoParams(Params):
+    text: str
+
+
+if "test.fail_with" not in STEP_KINDS:
+
+    @register
+    class FailWith(StepKind[EchoParams]):
+        """Fails with the output of a real command as evidence (what the diagnoser reads)."""
+
+        kind = "test.fail_with"
+        title = "fail with output"
+        Params = EchoParams
+
+        async def check(self, ctx: StepContext) -> Plan:
+            return Plan(changes=["run it"])
+
+        async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+            res = await ctx.node.run(["sh", "-c", 'printf "%s\\n" "$1"; exit 1', "sh", self.params.text])
+            raise StepFailed("the command failed", result=res)
+            yield  # pragma: no cover
+
+
+async def test_failed_step_carries_the_diagnosis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    pb = loads("""schema_version: 1
+target: {host: localhost, local: true}
+steps:
+  - kind: test.fail_with
+    params:
+      text: "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
+""")
+    events: list[Event] = []
+    recap = await run(pb, "apply", events)
+    assert recap["status"] == "failed"
+    (finished,) = [e for e in events if isinstance(e, StepFinished)]
+    assert finished.diagnosis and finished.diagnosis[0]["category"] == "arch_unsupported"
+    assert any("sm_120" in line for line in finished.diagnosis[0]["evidence"])
+
+
+async def test_two_runs_cannot_provision_the_same_container(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    pb = loads(f"""schema_version: 1
+target: {{host: localhost, local: true, container: 300}}
+steps:
+  - kind: test.file
+    params: {{path: {tmp_path}/l.txt, content: l}}
+""")
+    lock_dir = tmp_path / "state" / "locks"
+    lock_dir.mkdir(parents=True)
+    with open(lock_dir / "localhost-300.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another run holds the container
+        events: list[Event] = []
+        recap = await run(pb, "apply", events)
+        assert recap["status"] == "failed"
+        assert any("another run is provisioning container 300" in getattr(e, "text", "") for e in events)
+        assert not (tmp_path / "l.txt").exists()
+    recap = await run(pb, "apply", [])
+    assert recap["status"] == "ok" and (tmp_path / "l.txt").exists()

@@ -32,10 +32,12 @@ class StepContext:
 
     @property
     def vmid(self) -> int:
-        ct = self.playbook.target.container
+        """The playbook's container: `target.container`, else the id lxc.create took from /cluster/nextid
+        (recorded in `resolved.vmid`, so a replay finds the same container)."""
+        ct = self.playbook.target.container or self.shared.get("vmid") or self.resolved.get("vmid")
         if ct is None:
-            raise ValueError("the playbook's target has no container id")
-        return ct
+            raise ValueError("the playbook's target has no container id and lxc.create has not chosen one")
+        return int(ct)
 
     def container(self, vmid: int | None = None) -> ContainerTransport:
         vmid = self.vmid if vmid is None else vmid

@@ -147,6 +147,16 @@ def target_vmid(ctx: StepContext, vmid: int | None) -> int:
     return ctx.vmid
 
 
+async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
+    """The step's vmid; with none given anywhere, the next free id from /cluster/nextid (then recorded)."""
+    if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.get("vmid") or \
+            ctx.shared.get("vmid"):
+        return target_vmid(ctx, vmid)
+    chosen = int(await call(ctx, "next free vmid", ctx.pve().nextid))
+    ctx.shared["vmid"] = chosen
+    return chosen
+
+
 async def container_exists(ctx: StepContext, vmid: int) -> dict[str, Any] | None:
     client = ctx.pve()
     cts = await call(ctx, "list containers", client.list_cts, node_name(ctx))
@@ -166,7 +176,7 @@ class LxcCreate(StepKind[CreateParams]):
     Params = CreateParams
 
     async def check(self, ctx: StepContext) -> Plan:
-        vmid = target_vmid(ctx, self.params.vmid)
+        vmid = await choose_vmid(ctx, self.params.vmid)
         existing = await container_exists(ctx, vmid)
         if existing is not None:
             want = self.params.comparable()
@@ -228,6 +238,9 @@ class LxcCreate(StepKind[CreateParams]):
         bad = [k for k in want if have[k] != want[k]]
         if bad:
             raise StepFailed(f"CT {vmid} was created but differs in {', '.join(bad)}")
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        return {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
 
 
 # --- lxc.gpu_passthrough ---------------------------------------------------------------------------
@@ -305,9 +318,15 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         if self.params.mode == "dev" and release < (8, 1):
             raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv['pve_version']}",
                              fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=2)
-        if self.params.mode != "auto":
-            return self.params.mode
-        return "dev" if release >= (8, 1) else "raw"
+        mode = self.params.mode if self.params.mode != "auto" else ("dev" if release >= (8, 1) else "raw")
+        target = ctx.playbook.target
+        if not target.local and target.ssh.user != "root":
+            raise StepFailed(
+                f"{mode} passthrough needs root on the node: devN may only be set by root@pam (`pct set` as root "
+                "or a root@pam password ticket; PVE refuses API tokens with 403) and raw lxc.* lines need a root edit "
+                f"of /etc/pve/lxc/<vmid>.conf; the playbook logs in as {target.ssh.user!r}",
+                fix="set target.ssh.user: root (key authentication) for this step", exit_code=2)
+        return mode
 
     async def _plan(self, ctx: StepContext) -> tuple[str, list[str], LxcConfig, list[str], bool]:
         inv = await ensure_inventory(ctx)

@@ -91,20 +91,25 @@ async def gather_inventory(ctx: StepContext) -> dict[str, Any]:
     warnings: list[str] = []
     module_version = await ctx.fact(node, catalog.MODULE_VERSION)
     proc_version = await ctx.fact(node, catalog.PROC_DRIVER_VERSION)
-    if module_version is None and proc_version is None:
-        raise StepFailed(
-            f"no NVIDIA kernel module is loaded on {ctx.host} (/sys/module/nvidia/version and "
-            "/proc/driver/nvidia/version are absent)",
-            fix="install the NVIDIA driver on the Proxmox host (kernel module, open flavour for Blackwell) and "
-                "load it (`modprobe nvidia`); check `dmesg | grep -i nvrm` for why it did not load")
-    driver = module_version or (proc_version.version if proc_version else "")
-    flavour = proc_version.flavour if proc_version else "unknown"
+    no_module = StepFailed(
+        f"no NVIDIA kernel module is loaded on {ctx.host} (/sys/module/nvidia/version and "
+        "/proc/driver/nvidia/version are absent)",
+        fix="install the NVIDIA driver on the Proxmox host (kernel module, open flavour for Blackwell) and "
+            "load it (`modprobe nvidia`); check `dmesg | grep -i nvrm` for why it did not load")
     try:
         gpus = [g.model_dump() for g in await ctx.fact(node, catalog.GPUS)]
     except FactUnavailable as exc:
+        if module_version is None and proc_version is None:
+            raise no_module from None
         raise StepFailed(f"nvidia-smi on the node failed: {exc.reason}",
                          fix="fix the host driver first: nvidia-smi must list the GPUs on the node",
                          result=exc.result) from None
+    # Host version: /sys/module/nvidia/version, else /proc/driver/nvidia/version, else nvidia-smi.
+    driver = module_version or (proc_version.version if proc_version else "") or \
+        (gpus[0]["driver_version"] if gpus else "")
+    if not driver:
+        raise no_module
+    flavour = proc_version.flavour if proc_version else "unknown"
     devices = await ctx.fact(node, catalog.PROC_DEVICES)
     nodes = await ctx.fact(node, catalog.DEV_NODES)
     present = {n.path for n in nodes.nodes}

@@ -1,0 +1,96 @@
+"""driver.userspace against the lab: a container with another userspace version is planned as a replacement
+and fixed; the installer's behaviour is what the step depends on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.require import require
+
+pytestmark = pytest.mark.slow
+
+LIGHT = """schema_version: 1
+name: light
+target:
+  host: 127.0.0.1
+  node: pve
+  container: {ct}
+steps:
+  - kind: node.connect
+  - kind: node.inventory
+    params: {{expected_gpus: 8}}
+  - kind: lxc.create
+    params: {{hostname: drv-test, cores: 4, memory: 8192, rootfs_size_gb: 16}}
+  - kind: lxc.gpu_passthrough
+    params: {{mode: {mode}}}
+  - kind: lxc.start
+  - kind: driver.userspace
+  - kind: gpu.detect
+"""
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:
+    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+    root = tmp_path / "lab"
+    env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
+               PROVISIONER_CACHE_DIR=str(tmp_path / "cache"))
+    args = ["lab", "up", "--root", str(root)]
+    for s in scenarios:
+        args += ["--scenario", s]
+    up = cli(env, *args)
+    assert up.returncode == 0, up.stderr
+    return env
+
+
+def test_driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> None:
+    env = start_lab(tmp_path, "driver-mismatch")
+    try:
+        pb = tmp_path / "light.yaml"
+        # Raw mode: also exercises the root edit of /etc/pve/lxc/<vmid>.conf through the lab's node shell.
+        pb.write_text(LIGHT.format(ct=201, mode="raw"))
+        # Create and start the container; the lab seeds userspace 580.95.05 in it (scenario driver-mismatch).
+        first = cli(env, "replay", str(pb), "--lab", "--json")
+        assert first.returncode == 0, first.stderr[-4000:]
+        assert "replace userspace 580.95.05 with 595.71.05" in first.stderr
+        (counts,) = json.loads(first.stdout.strip().splitlines()[-1])["hosts"].values()
+        assert counts["failed"] == 0
+        # Fixed: nvidia-smi in the container reports the host version for all 8 GPUs, and a plan shows no change.
+        plan = cli(env, "plan", str(pb), "--lab", "--check", "--json")
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        assert "userspace 595.71.05 installed, equal to the host module" in plan.stderr
+        assert "8 GPU(s) visible in CT 201, compute capability 12.0" in plan.stderr
+        conf = (Path(env["PROVISIONER_LAB_ROOT"]) / "etc" / "pve" / "lxc" / "201.conf").read_text()
+        assert "lxc.cgroup2.devices.allow: c 195:* rwm" in conf and "lxc.mount.entry: /dev/nvidia7 dev/nvidia7" in conf
+    finally:
+        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+
+
+def test_corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
+    env = start_lab(tmp_path, "corrupt-download")
+    try:
+        pb = tmp_path / "light.yaml"
+        pb.write_text(LIGHT.format(ct=202, mode="auto"))
+        run = cli(env, "replay", str(pb), "--lab", "--json")
+        assert run.returncode == 1
+        assert "checksum mismatch" in run.stderr and "will not be executed" in run.stderr
+        assert "NVIDIA-Linux-x86_64-595.71.05.run --silent" not in run.stderr  # the installer never ran
+        kept = list((Path(env["PROVISIONER_CACHE_DIR"]) / "drivers").glob("*.corrupt-*"))
+        assert kept, "the corrupt file is kept aside for inspection"
+        ct_root = Path(env["PROVISIONER_LAB_ROOT"]) / "ct" / "202"
+        assert not list(ct_root.rglob("NVIDIA-Linux-*.run")), "nothing was copied into the container"
+        # The lab corrupts once; the replay downloads a good copy and finishes.
+        again = cli(env, "replay", str(pb), "--lab", "--json")
+        assert again.returncode == 0, again.stderr[-3000:]
+    finally:
+        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
