@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from provisioner.lab.commands.installer import LAB_DRIVER_VERSIONS, build_run, corrupt, run_name, sha256sum_line
+from provisioner.lab.httpd import BackgroundHttpServer
 from provisioner.lab.state import LabState
 
 BASE_PATH = "/XFree86/Linux-x86_64"
@@ -89,8 +90,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, data, "application/octet-stream", head)
 
 
-class DriverFileServer:
+class DriverFileServer(BackgroundHttpServer):
     """HTTP on loopback; `base_url` is what replaces ``https://download.nvidia.com``."""
+
+    thread_name = "lab-driver-mirror"
 
     def __init__(self, state: LabState, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
@@ -98,12 +101,7 @@ class DriverFileServer:
         self._httpd = ThreadingHTTPServer((host, port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.mirror = self.mirror  # type: ignore[attr-defined]
-        self._thread: threading.Thread | None = None
 
-    @property
-    def port(self) -> int:
-        port: int = self._httpd.server_address[1]
-        return port
 
     @property
     def base_url(self) -> str:
@@ -112,15 +110,3 @@ class DriverFileServer:
     def url(self, version: str) -> str:
         return f"{self.base_url}{BASE_PATH}/{version}/{run_name(version)}"
 
-    def start(self) -> DriverFileServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        daemon=True, name="lab-driver-mirror")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(5)
-            self._thread = None
-        self._httpd.server_close()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from provisioner.lab.httpd import BackgroundHttpServer
 from provisioner.lab.state import TEMPLATE_SIZES, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
 from provisioner.proxmox.lxc_conf import LxcConfig, format_property_string, parse_property_string
@@ -968,8 +969,10 @@ class _LabHttpServer(ThreadingHTTPServer):
         return  # clients that reject our certificate or hang up are not server errors
 
 
-class LabApiServer:
+class LabApiServer(BackgroundHttpServer):
     """The lab's PVE API over HTTPS on loopback (port 0 = a free port)."""
+
+    thread_name = "lab-pve-api"
 
     def __init__(self, state: LabState, host: str = "127.0.0.1", port: int = 0, *,
                  auth_fail_delay: float = 0.0) -> None:
@@ -984,12 +987,7 @@ class LabApiServer:
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(self.tls.cert, self.tls.key)
         self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
-        self._thread: threading.Thread | None = None
 
-    @property
-    def port(self) -> int:
-        port: int = self._httpd.server_address[1]
-        return port
 
     @property
     def url(self) -> str:
@@ -1005,18 +1003,9 @@ class LabApiServer:
         """PEM file to trust (pass as ``verify=``)."""
         return self.tls.ca_cert
 
-    def start(self) -> LabApiServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        daemon=True, name="lab-pve-api")
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(5)
-            self._thread = None
-        self._httpd.server_close()
+        super().stop()
+        self.api.join_tasks(2.0)
         self.api.join_tasks(2.0)
 
     def __enter__(self) -> LabApiServer:

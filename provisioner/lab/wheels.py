@@ -27,13 +27,14 @@ import importlib.util
 import io
 import json
 import sys
-import threading
 import zipfile
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
+
+from provisioner.lab.httpd import BackgroundHttpServer
 
 TORCH_VERSION = "2.11.0"
 TORCHVISION_VERSION = "0.26.0"
@@ -491,34 +492,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, _page(f"Links for {project}", links), head=head)
 
 
-class WheelIndexServer:
+class WheelIndexServer(BackgroundHttpServer):
     """HTTP on loopback serving ``/whl/<variant>/`` (PEP 503) from a built wheel tree."""
+
+    thread_name = "lab-wheel-index"
 
     def __init__(self, wheel_root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self._httpd = ThreadingHTTPServer((host, port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.index = _Index(wheel_root)  # type: ignore[attr-defined]
-        self._thread: threading.Thread | None = None
 
-    @property
-    def port(self) -> int:
-        port: int = self._httpd.server_address[1]
-        return port
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/whl/"
 
-    def start(self) -> WheelIndexServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        daemon=True, name="lab-wheel-index")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(5)
-            self._thread = None
-        self._httpd.server_close()
