@@ -62,6 +62,7 @@ LAB_ROOT_ENV = "PROVISIONER_LAB_ROOT"
 
 KNOWN_SCENARIOS = (
     "driver-mismatch", "no-uvm", "ssh-drop", "task-fails", "start-fails", "api-timeout", "disk-full", "shm-small",
+    "apt-lock", "corrupt-download", "installer-killed",
 )
 
 NVIDIA_MAJOR = 195
