@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import base64
 import csv
+import fcntl
 import hashlib
+import os
 import html
 import importlib.util
 import io
@@ -80,7 +82,7 @@ def make_wheel(out_dir: Path, dist: str, version: str, tag: str, files: dict[str
     entries[f"{info}/RECORD"] = record.getvalue().encode()
     out_dir.mkdir(parents=True, exist_ok=True)
     wheel = out_dir / name
-    tmp = wheel.with_suffix(".tmp")
+    tmp = wheel.with_name(f"{wheel.name}.{os.getpid()}.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
         for arc, data in entries.items():
             zi = zipfile.ZipInfo(arc, date_time=(2026, 3, 18, 0, 0, 0))
@@ -398,10 +400,16 @@ def build_index(base: Path) -> Path:
     key = hashlib.sha256(f"{BUILDER_VERSION}|{real}|{templates}".encode()).hexdigest()[:12]
     root = base / f"wheels-{key}"
     done = root / ".complete"
-    if not done.exists():
-        for variant in VARIANTS:
-            build_variant(root / variant, variant, real)
-        done.write_text("ok\n")
+    if done.exists():
+        return root
+    base.mkdir(parents=True, exist_ok=True)
+    # Several labs may start at once (fleets, parallel tests): one builds, the others wait for it.
+    with open(base / f".wheels-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            for variant in VARIANTS:
+                build_variant(root / variant, variant, real)
+            done.write_text("ok\n")
     return root
 
 

@@ -16,8 +16,10 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ tags: inference
 unprivileged: 1
 """
 REPLAY_TIMEOUT_S = 300
+_ENV_LOCK = threading.Lock()
 _PORT_RE = re.compile(r"127\.0\.0\.1:\d+")
 
 
@@ -148,7 +151,8 @@ class LabRun:
     def up(self) -> dict[str, Any]:
         from provisioner.lab.lab import Lab
 
-        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}):
+        # Lab.up() hands os.environ to the daemon: patch it for this start only (one start at a time).
+        with _ENV_LOCK, mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}):
             conn, _ = Lab(self.root, self.scenarios).up()
         return conn
 
@@ -205,21 +209,60 @@ class LabRun:
         return out
 
     # -- runs ---------------------------------------------------------------------------------
-    def replay(self, playbook: Path, *, timeout: float = REPLAY_TIMEOUT_S) -> Replay:
+    def replay(self, playbook: Path, *, timeout: float = REPLAY_TIMEOUT_S,
+               after_step: tuple[str, Callable[[], None]] | None = None) -> Replay:
+        """`provisioner replay PLAYBOOK --lab --json`; `after_step=(kind, fn)` calls fn() as soon as
+        the run log records that step as finished (to change the lab while the run goes on)."""
         argv = [sys.executable, "-m", "provisioner", "replay", str(playbook), "--lab", "--json"]
+        runs = self.state_dir / "runs"
+        before = set(runs.glob("*.jsonl")) if runs.is_dir() else set()
         started = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env(), cwd=REPO, timeout=timeout,
-                              check=False)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=self.env(), cwd=REPO)
+            try:
+                if after_step is not None:
+                    _call_after_step(proc, runs, before, *after_step)
+                proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
         seconds = time.monotonic() - started
         recap = None
-        lines = proc.stdout.strip().splitlines()
+        lines = stdout.strip().splitlines()
         if lines:
             with contextlib.suppress(ValueError):
                 recap = json.loads(lines[-1])
-        m = re.search(r"run log: (\S+\.jsonl)", proc.stderr)
+        m = re.search(r"run log: (\S+\.jsonl)", stderr)
         log_path = Path(m.group(1)) if m else None
         events = read_run_log(log_path) if log_path is not None else []
-        return Replay(proc.returncode, proc.stdout, proc.stderr, seconds, recap, log_path, events)
+        return Replay(proc.returncode, stdout, stderr, seconds, recap, log_path, events)
+
+
+def _call_after_step(proc: subprocess.Popen[str], runs: Path, before: set[Path], kind: str,
+                     fn: Callable[[], None]) -> None:
+    """Tail the run's new JSONL log until `kind` finishes, then call fn (raises if the run ends first)."""
+    log: Path | None = None
+    seen = 0
+    while True:
+        if log is None and runs.is_dir():
+            new = [p for p in runs.glob("*.jsonl") if p not in before]
+            log = new[0] if new else None
+        if log is not None:
+            text = log.read_text()
+            complete = text[: text.rfind("\n") + 1]
+            for line in complete[seen:].splitlines():
+                event = json.loads(line)
+                if event.get("kind") == "step.finished" and event.get("step") == kind:
+                    fn()
+                    return
+            seen = len(complete)
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before step {kind} finished")
+        time.sleep(0.05)
 
 
 # -- the final state ------------------------------------------------------------------------
@@ -263,11 +306,36 @@ def snapshot(root: Path, vmid: int = VMID) -> dict[str, Any]:
         "exists": venv.is_dir(),
         "python": [p.name for p in site],
         "dists": dists,
+        "broken_files": broken_files(site[0]) if site else [],
         "building_marker": (venv / ".provisioner-building").exists(),
         "records": {p.name: _norm(p.read_text()) for p in sorted((venv / ".provisioner").glob("*")) if p.is_file()},
         "runtime": json.loads(_norm(_read(venv / "runtime.json")) or "null"),
     }
     return snap
+
+
+def broken_files(site: Path) -> list[str]:
+    """Files that a distribution's RECORD lists but that are missing or differ (size, sha256): what a
+    half-finished install leaves behind while its dist-info already says "installed"."""
+    import base64
+    import csv
+
+    out = []
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        for row in csv.reader(record.read_text().splitlines()):
+            if not row or not row[0] or row[0].startswith("/"):
+                continue  # (absolute paths would name the container's files, not these)
+            rel, digest, size = [*row, "", ""][:3]
+            path = site / rel
+            if not path.is_file():
+                out.append(f"{record.parent.name}: {rel} missing")
+            elif size and path.stat().st_size != int(size):
+                out.append(f"{record.parent.name}: {rel} has {path.stat().st_size} bytes, RECORD says {size}")
+            elif digest.startswith("sha256="):
+                actual = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).decode().rstrip("=")
+                if actual != digest[7:]:
+                    out.append(f"{record.parent.name}: {rel} differs from its RECORD hash")
+    return out
 
 
 def _read(path: Path) -> str:
@@ -300,7 +368,6 @@ class FlakyMirror:
     """
 
     def __init__(self, upstream: str, *, cut_fraction: float | None = 0.5) -> None:
-        import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.upstream = upstream.rstrip("/")
