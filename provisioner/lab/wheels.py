@@ -23,11 +23,11 @@ import base64
 import csv
 import fcntl
 import hashlib
-import os
 import html
 import importlib.util
 import io
 import json
+import os
 import sys
 import zipfile
 from dataclasses import dataclass
