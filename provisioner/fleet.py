@@ -19,13 +19,14 @@ import asyncio
 import hashlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from provisioner.events import Bus
+from provisioner.events import Bus, Message
 from provisioner.paths import state_dir
 from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings
 from provisioner.runlog import Recorder
@@ -100,36 +101,55 @@ def failed_hosts(path: Path) -> set[str]:
 
 async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, *, mode: str, parallel: int,
                     trust_new_host: bool = False) -> list[HostResult]:
+    # Proxmox task waits hold a worker thread each: size the pool for `parallel` hosts, not for the CPUs.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * max(1, parallel) + 4))
     sem = asyncio.Semaphore(max(1, parallel))
+
+    def failed(entry: InventoryHost, error: str) -> HostResult:
+        bus.emit(Message(host=entry.label, level="error", text=error))
+        r = HostResult(host=entry.label)
+        r.counts["failed"] = 1
+        r.error = error
+        return r
 
     async def one(entry: InventoryHost) -> HostResult:
         async with sem:
             try:
                 pb, shared = playbook_for(playbook, entry)
-            except (ValidationError, RuntimeError, OSError) as exc:
-                r = HostResult(host=entry.label)
-                r.counts["failed"] = 1
-                r.error = str(exc)
-                return r
-            node = node_transport(pb.target, bus, trust_new_host=trust_new_host)
+                node = node_transport(pb.target, bus, trust_new_host=trust_new_host)
+            except (ValidationError, RuntimeError, OSError, ValueError) as exc:
+                return failed(entry, str(exc))
             node.host_label = entry.label
             try:
                 return await run_host(pb, bus, node, mode=mode, host=entry.label,  # type: ignore[arg-type]
                                       pve_factory=pve_factory(pb.target), lab=bool(entry.lab_root),
                                       recorder=Recorder(pb), shared=shared)
-            except Exception as exc:  # noqa: BLE001 - one host's crash must not take the fleet down
-                r = HostResult(host=entry.label)
-                r.counts["failed"] = 1
-                r.error = f"{type(exc).__name__}: {exc}"
-                return r
+            except Exception as exc:  # one host's crash must not take the fleet down
+                return failed(entry, f"{type(exc).__name__}: {exc}")
 
     return list(await asyncio.gather(*(one(e) for e in entries)))
 
 
 def write_report(path: Path, results: list[HostResult], started: float) -> dict[str, Any]:
+    """Merge this run's hosts into the fleet report (a --limit run must not forget earlier failures);
+    returns this run's part."""
     doc = {"hosts": {r.host: dict(r.counts) for r in results},
            "errors": {r.host: r.error for r in results if r.error},
            "status": "failed" if any(r.failed for r in results) else "ok",
            "duration_s": round(time.time() - started, 3)}
-    path.write_text(json.dumps(doc, indent=2))
+    merged: dict[str, Any] = {"hosts": {}, "errors": {}}
+    if path.exists():
+        try:
+            previous = json.loads(path.read_text())
+            merged["hosts"].update(previous.get("hosts", {}))
+            merged["errors"].update(previous.get("errors", {}))
+        except (OSError, json.JSONDecodeError):
+            pass
+    for r in results:
+        merged["errors"].pop(r.host, None)
+    merged["hosts"].update(doc["hosts"])
+    merged["errors"].update(doc["errors"])
+    merged["status"] = "failed" if any(c.get("failed", 0) for c in merged["hosts"].values()) else "ok"
+    merged["last_run"] = doc
+    path.write_text(json.dumps(merged, indent=2))
     return doc

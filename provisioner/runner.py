@@ -189,6 +189,9 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         msg = f"{exc}" + ("\nthe step was interrupted while applying; replay the playbook to resume"
                           if phase == "apply" else "")
         return finish(status, msg)
+    except Exception as exc:  # a bug in one step must not lose the host's recap or the run log
+        return finish("failed", f"internal error in {step.kind} ({phase}): {type(exc).__name__}: {exc}\n"
+                                "this is a bug of gpu-provisioner; the run log has the steps before it")
 
 
 def recap_json(results: list[HostResult]) -> dict[str, Any]:

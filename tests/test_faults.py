@@ -4,21 +4,28 @@ For every fault: the run that meets it ends with a clear message and exit code, 
 log parses event by event (run.started ... run.finished), another team's container on the same
 node is untouched, and the next `provisioner replay` (after the fault is gone, as the lab models
 it) succeeds and leaves a final state identical to a clean run's (container config, userspace
-driver, venv packages and records).
+driver, the venv's packages verified file by file against their RECORDs, its lock and runtime).
 
 The playbook is the shipped `playbooks/blackwell-8gpu-lxc.yaml` minus `burnin.run` (no fault
 below is in the burn-in, and its 8-rank launch would multiply this file's runtime); `lxc.start`
-gets `timeout_s: 10` so that the hanging Proxmox task is reported in seconds, not minutes.
+gets `timeout_s: 10` so that a hanging Proxmox task is reported in seconds, not minutes.
+
+Runtime: every scenario is a script of lab actions and replays (`SCRIPTS`); the ones the
+selected tests need are played concurrently (FAULT_WORKERS at a time, default 3) by one
+module fixture, the clean reference run among them, and each test then checks its own record.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +42,186 @@ from tests.support.labrun import (
 )
 from tests.support.require import require
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TEST_PARAMS: dict[str, dict[str, Any]] = {"lxc.start": {"timeout_s": 10}}
 DRIVER = "595.71.05"
 RUN_NAME = f"NVIDIA-Linux-x86_64-{DRIVER}.run"
 STEPS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start", "driver.userspace",
          "gpu.detect", "torch.resolve", "venv.build")
+WORKERS = int(os.environ.get("FAULT_WORKERS", "3"))
+
+
+# -- what a scenario leaves to be checked -----------------------------------------------------------
+
+@dataclass
+class Played:
+    """One scenario as it went: the run that met the fault, facts noted after it, the replay after."""
+
+    run: LabRun
+    foreign_before: dict[str, str]
+    first: Replay | None = None
+    after_first: dict[str, Any] = field(default_factory=dict)
+    foreign_after_first: dict[str, str] | None = None
+    second: Replay | None = None
+    final: dict[str, Any] | None = None
+    foreign_final: dict[str, str] | None = None
+
+    def replay_first(self, playbook: Path, **kw: Any) -> Replay:
+        self.first = self.run.replay(playbook, **kw)
+        self.foreign_after_first = self.run.foreign_fingerprint()
+        return self.first
+
+    def replay_again(self, playbook: Path) -> Replay:
+        self.second = self.run.replay(playbook)
+        self.final = snapshot(self.run.root)
+        self.foreign_final = self.run.foreign_fingerprint()
+        return self.second
+
+
+def _ct(run: LabRun, *parts: str) -> Path:
+    return run.root.joinpath("ct", "200", "rootfs", *parts)
+
+
+def _driver_mirror(run: LabRun) -> str:
+    return str(json.loads((run.root / "connection.json").read_text())["driver_mirror"])
+
+
+def _mirror_playbook(run: LabRun, mirror: FlakyMirror) -> Path:
+    return write_test_playbook(run.base / "mirror.yaml", params={
+        **TEST_PARAMS, "driver.userspace": {"driver_mirror": mirror.base_url + "/XFree86"}})
+
+
+# -- the scenarios ----------------------------------------------------------------------------------
+# Each gets a fresh lab (with a foreign container) and the test playbook; it acts, it does not assert.
+
+def play_clean(p: Played, playbook: Path) -> None:
+    p.replay_again(playbook)
+
+
+def play_ssh_drop(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)
+    p.after_first["drop_log"] = (p.run.root / "run" / "ssh-drop.log").read_text()
+    p.replay_again(playbook)
+
+
+def play_task_fails(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)
+    p.after_first["ct_exists"] = p.run.state().has_ct(200)
+    p.run.set_scenarios()  # the operator extended the volume group
+    p.replay_again(playbook)
+
+
+def play_api_timeout(p: Played, playbook: Path) -> None:
+    # Once the container exists every Proxmox task hangs (a stuck worker): the start task is the next one.
+    p.replay_first(playbook, after_step=("lxc.create", lambda: p.run.set_scenarios("api-timeout")))
+    p.after_first["status"] = p.run.state().get_status(200).status
+    p.run.set_scenarios()  # the node's task worker is healthy again
+    p.replay_again(playbook)
+
+
+def play_start_fails(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)
+    p.after_first["status"] = p.run.state().get_status(200).status
+    p.after_first["conf"] = p.run.state().conf_path(200).read_text()
+    p.run.set_scenarios()
+    p.replay_again(playbook)
+
+
+def play_apt_lock(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)  # the lab holds the lock for the first two apt-get runs
+    p.final = snapshot(p.run.root)
+    p.foreign_final = p.run.foreign_fingerprint()
+
+
+def play_disk_full(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)  # the container's /opt is an 8 MiB tmpfs; the torch wheel does not fit
+    opt = _ct(p.run, "opt")
+    p.after_first["building_marker"] = (opt / "torch-venv" / ".provisioner-building").exists()
+    # The operator grows the volume (what is on it stays).
+    subprocess.run(["mount", "-o", "remount,size=256m", str(opt)], check=True)
+    p.replay_again(playbook)
+
+
+def play_corrupt_download(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)
+    drivers = p.run.cache_dir / "drivers"
+    p.after_first["cache"] = sorted(x.name for x in drivers.iterdir()) if drivers.is_dir() else []
+    p.after_first["ct_root"] = sorted(x.name for x in _ct(p.run, "root").glob("NVIDIA-*"))
+    p.after_first["installer_log"] = _ct(p.run, "var/log/nvidia-installer.log").exists()
+    p.replay_again(playbook)
+
+
+def play_download_cut(p: Played, playbook: Path) -> None:
+    with FlakyMirror(_driver_mirror(p.run), cut_fraction=0.5) as mirror:
+        pb = _mirror_playbook(p.run, mirror)
+        p.replay_first(pb)
+        p.after_first["requests"] = [(r, s) for path, r, s in mirror.requests if path.endswith(".run")]
+        if p.first is not None and p.first.rc != 0:
+            p.replay_again(pb)
+        else:
+            p.final = snapshot(p.run.root)
+            p.foreign_final = p.run.foreign_fingerprint()
+
+
+def play_partial_download(p: Played, playbook: Path) -> None:
+    upstream = _driver_mirror(p.run)
+    with urllib.request.urlopen(f"{upstream}/XFree86/Linux-x86_64/{DRIVER}/{RUN_NAME}", timeout=30) as resp:
+        whole = resp.read()
+    part = p.run.cache_dir / "drivers" / f"{RUN_NAME}.part"  # what a run killed mid-download leaves
+    part.parent.mkdir(parents=True)
+    part.write_bytes(whole[: len(whole) // 3])
+    p.after_first["size"] = len(whole)
+    with FlakyMirror(upstream, cut_fraction=None) as mirror:
+        p.replay_again(_mirror_playbook(p.run, mirror))
+        p.after_first["requests"] = [(r, s) for path, r, s in mirror.requests if path.endswith(".run")]
+    p.after_first["cached"] = (p.run.cache_dir / "drivers" / RUN_NAME).read_bytes() == whole
+    p.after_first["part_left"] = part.exists()
+
+
+def play_installer_killed(p: Played, playbook: Path) -> None:
+    p.replay_first(playbook)
+    p.after_first["libs"] = sorted(x.name for x in _ct(p.run, "usr/lib/x86_64-linux-gnu").glob("libnvidia-ml.so.*"))
+    p.replay_again(playbook)
+
+
+def play_venv_drop(p: Played, playbook: Path) -> None:
+    # Armed once the driver is in: the next command the lab drops is the venv's `uv pip install`.
+    p.replay_first(playbook, after_step=("driver.userspace", lambda: p.run.arm_once("ssh-drop")))
+    venv = _ct(p.run, "opt", "torch-venv")
+    p.after_first["building_marker"] = (venv / ".provisioner-building").exists()
+    p.after_first["runtime"] = (venv / "runtime.json").exists()
+    p.replay_again(playbook)
+
+
+SCRIPTS: dict[str, tuple[tuple[str, ...], Callable[[Played, Path], None]]] = {
+    "clean": ((), play_clean),
+    "ssh-drop": (("ssh-drop",), play_ssh_drop),
+    "task-fails": (("task-fails",), play_task_fails),
+    "api-timeout": ((), play_api_timeout),
+    "start-fails": (("start-fails",), play_start_fails),
+    "apt-lock": (("apt-lock",), play_apt_lock),
+    "disk-full": (("disk-full",), play_disk_full),
+    "corrupt-download": (("corrupt-download",), play_corrupt_download),
+    "download-cut": ((), play_download_cut),
+    "partial-download": ((), play_partial_download),
+    "installer-killed": (("installer-killed",), play_installer_killed),
+    "venv-drop": ((), play_venv_drop),
+}
+#: the scenario each test checks (the fixture plays only those of the selected tests)
+TEST_SCENARIO = {
+    "test_ssh_drop_during_driver_install_is_reported_interrupted_and_replay_resumes": "ssh-drop",
+    "test_proxmox_task_failure_leaves_no_container_and_replay_creates_it": "task-fails",
+    "test_proxmox_task_that_never_finishes_times_out_and_replay_starts_the_container": "api-timeout",
+    "test_container_start_failure_is_reported_with_the_task_log_and_replay_starts_it": "start-fails",
+    "test_apt_lock_held_in_the_container_is_waited_for": "apt-lock",
+    "test_disk_full_while_installing_the_venv_then_replay_finishes_the_build": "disk-full",
+    "test_corrupted_download_is_refused_and_never_executed": "corrupt-download",
+    "test_download_interrupted_midway_is_resumed": "download-cut",
+    "test_download_left_partial_by_a_killed_run_is_resumed": "partial-download",
+    "test_installer_killed_midway_is_reported_and_replay_reinstalls": "installer-killed",
+    "test_venv_build_interrupted_by_a_drop_is_finished_by_the_replay": "venv-drop",
+}
 
 
 # -- fixtures -------------------------------------------------------------------------------------
@@ -57,58 +237,67 @@ def playbook(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_test_playbook(tmp_path_factory.mktemp("playbook") / "faults.yaml", params=TEST_PARAMS)
 
 
-@pytest.fixture(scope="module")
-def clean_lab(tmp_path_factory: pytest.TempPathFactory, lab_cache: Path) -> Iterator[LabRun]:
-    run = LabRun(tmp_path_factory.mktemp("clean"), lab_cache)
-    with run.running():
+def _play(name: str, base: Path, lab_cache: Path, playbook: Path) -> Played:
+    scenarios, script = SCRIPTS[name]
+    run = LabRun(base, lab_cache, scenarios)
+    run.up()
+    try:
         run.add_foreign_container()
-        yield run
+        played = Played(run, run.foreign_fingerprint())
+        script(played, playbook)
+        return played
+    finally:
+        run.down()
 
 
 @pytest.fixture(scope="module")
-def clean(clean_lab: LabRun, playbook: Path) -> dict[str, Any]:
+def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, lab_cache: Path,
+           playbook: Path) -> Iterator[dict[str, Future[Played]]]:
+    """Every scenario the selected tests check, plus the clean run, played concurrently."""
+    wanted = ["clean", *dict.fromkeys(TEST_SCENARIO[item.name] for item in request.session.items
+                                      if item.path == request.path and item.name in TEST_SCENARIO)]
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fault") as pool:
+        futures = {name: pool.submit(_play, name, tmp_path_factory.mktemp(name), lab_cache, playbook)
+                   for name in wanted}
+        yield futures
+
+
+@pytest.fixture(scope="module")
+def clean(played: dict[str, Future[Played]]) -> dict[str, Any]:
     """The final state of a run that met no fault (the reference every fault's end state must equal)."""
-    before = clean_lab.foreign_fingerprint()
-    result = clean_lab.replay(playbook)
-    assert result.rc == 0, f"the clean run failed: {result.describe()}"
+    p = played["clean"].result()
+    result = p.second
+    assert result is not None and result.rc == 0, f"the clean run failed: {result and result.describe()}"
     assert [result.status_of(k) for k in STEPS] == ["ok", "ok", "changed", "changed", "changed", "changed", "ok",
                                                       "ok", "changed"], result.describe()
-    assert clean_lab.foreign_fingerprint() == before
-    snap = snapshot(clean_lab.root)
+    assert p.foreign_final == p.foreign_before
+    snap = p.final
+    assert snap is not None
     # What a proven end state has; a fault run is compared against all of this.
     assert snap["status"] == "running" and "tags: gpu-provisioner" in snap["conf"]
     assert sum(1 for line in snap["conf"] if line.startswith("dev")) == 12
     assert snap["nvml_libs"] == ["libnvidia-ml.so.1", f"libnvidia-ml.so.{DRIVER}"]
     assert snap["root_leftovers"] == [] and snap["installer_done"]
-    assert snap["venv"]["exists"] and not snap["venv"]["building_marker"]
-    assert any(d.startswith("torch==2.11.0") for d in snap["venv"]["dists"])
-    assert {"lock.json", "torch.lock.txt"} <= set(snap["venv"]["records"])
-    assert snap["venv"]["runtime"]["request"]["torch"] == "2.11.0"
+    venv = snap["venv"]
+    assert venv["exists"] and not venv["building_marker"] and venv["broken_files"] == []
+    assert any(d.startswith("torch==2.11.0") for d in venv["dists"])
+    assert {"lock.json", "torch.lock.txt"} <= set(venv["records"])
+    assert venv["runtime"]["request"]["torch"] == "2.11.0" and venv["runtime"]["verified"] is True
     return snap
 
 
-@pytest.fixture
-def make_lab(tmp_path: Path, lab_cache: Path) -> Iterator[Any]:
-    """make_lab(*scenarios) -> a running private lab with a foreign container; stopped afterwards."""
-    runs: list[LabRun] = []
-
-    def make(*scenarios: str) -> LabRun:
-        run = LabRun(tmp_path / f"lab{len(runs)}", lab_cache, scenarios)
-        runs.append(run)
-        run.up()
-        run.add_foreign_container()
-        return run
-
-    yield make
-    for run in runs:
-        run.down()
+def scenario(played: dict[str, Future[Played]], name: str) -> Played:
+    return played[name].result()
 
 
 # -- checks shared by every fault -----------------------------------------------------------------
 
-def assert_stopped_cleanly(result: Replay, step: str, *, rc: int, status: str = "failed",
+def assert_stopped_cleanly(p: Played, step: str, *, rc: int, status: str = "failed",
                            says: tuple[str, ...] = ()) -> str:
-    """The run stopped at `step` with exit `rc`, said `says`, skipped the rest; its log is whole."""
+    """The first run stopped at `step` with exit `rc`, said `says`, skipped the rest; its log is whole;
+    nothing outside the playbook was touched."""
+    result = p.first
+    assert result is not None
     assert result.rc == rc, result.describe()
     assert result.recap is not None and result.recap["status"] == "failed", result.describe()
     assert result.log_path is not None and result.log_path.is_file(), "no run log path printed"
@@ -122,24 +311,31 @@ def assert_stopped_cleanly(result: Replay, step: str, *, rc: int, status: str = 
     assert message.splitlines()[0][:80] in result.stderr, "the message is not on the console"
     later = STEPS[STEPS.index(step) + 1:]
     assert all(result.status_of(k) == "skipped" for k in later), {k: result.status_of(k) for k in later}
+    assert p.foreign_after_first == p.foreign_before, "a container outside the playbook was touched"
     return message
 
 
-def assert_recovered(run: LabRun, playbook: Path, clean: dict[str, Any], foreign: dict[str, str]) -> Replay:
-    """The next replay succeeds and the end state is the clean run's; the foreign CT is as it was."""
-    result = run.replay(playbook)
+def assert_recovered(p: Played, clean: dict[str, Any]) -> Replay:
+    """The replay after the fault succeeded and left the clean run's end state; the foreign CT is as it was."""
+    result = p.second
+    assert result is not None
     assert result.rc == 0, f"the replay after the fault failed: {result.describe()}"
     assert result.recap is not None and result.recap["status"] == "ok", result.describe()
     assert all(result.status_of(k) in ("ok", "changed") for k in STEPS), result.steps()
-    differences = diff_snapshots(clean, snapshot(run.root))
-    assert not differences, "the end state differs from a clean run's:\n" + "\n".join(differences)
-    assert run.foreign_fingerprint() == foreign, "a container outside the playbook was touched"
+    assert_clean_end_state(p, clean)
     return result
 
 
+def assert_clean_end_state(p: Played, clean: dict[str, Any]) -> None:
+    assert p.final is not None
+    differences = diff_snapshots(clean, p.final)
+    assert not differences, "the end state differs from a clean run's:\n" + "\n".join(differences)
+    assert p.foreign_final == p.foreign_before, "a container outside the playbook was touched"
+
+
 def known_bug(ok: bool, report: str) -> None:
-    """The last check of a test whose fault is otherwise survived: a reported engine shortcoming turns
-    it into an expected failure (the test passes, unmarked, once the engine is fixed)."""
+    """The last check of a test whose fault is otherwise survived: a reported engine shortcoming makes
+    it an expected failure (the test passes, unchanged, once the engine is fixed)."""
     if not ok:
         pytest.xfail(f"reported engine bug: {report}")
 
@@ -147,23 +343,19 @@ def known_bug(ok: bool, report: str) -> None:
 # -- SSH connection dropped -----------------------------------------------------------------------
 
 def test_ssh_drop_during_driver_install_is_reported_interrupted_and_replay_resumes(
-        make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
-    run = make_lab("ssh-drop")
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    message = assert_stopped_cleanly(first, "driver.userspace", rc=4, status="interrupted",
-                                     says=("connection dropped while running", "--no-kernel-modules",
-                                           "the step was interrupted while applying; replay the playbook to resume"))
-    assert "interrupted" in first.stderr and message.splitlines()[-1] in first.stderr
-    dropped = (run.root / "run" / "ssh-drop.log").read_text()
-    assert "--no-kernel-modules" in dropped, dropped
-    assert run.foreign_fingerprint() == foreign
-    again = assert_recovered(run, playbook, clean, foreign)
+        played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "ssh-drop")
+    message = assert_stopped_cleanly(p, "driver.userspace", rc=4, status="interrupted", says=(
+        "connection dropped while running", "--no-kernel-modules",
+        "the step was interrupted while applying; replay the playbook to resume"))
+    assert p.first is not None and message.splitlines()[-1] in p.first.stderr
+    assert "--no-kernel-modules" in p.after_first["drop_log"]
+    again = assert_recovered(p, clean)
     assert [again.status_of(k) for k in STEPS[2:5]] == ["ok", "ok", "ok"]  # nothing before the drop is redone
 
 
 def test_idempotent_probe_is_retried_with_backoff_after_a_drop_and_a_non_idempotent_one_is_not(
-        clean_lab: LabRun, playbook: Path) -> None:
+        tmp_path: Path, lab_cache: Path, playbook: Path) -> None:
     """The lab drops the connection of a command naming the installer flag; a probe survives it."""
     from provisioner.events import Bus
     from provisioner.facts.base import Fact, FactCache
@@ -171,100 +363,88 @@ def test_idempotent_probe_is_retried_with_backoff_after_a_drop_and_a_non_idempot
     from provisioner.session import node_transport, point_at_lab
     from provisioner.transport.base import TransportError
 
-    target = point_at_lab(load(playbook), clean_lab.root).target
-    # The installer flag is only an argument of `sh -c` ($0), so the command itself is harmless.
-    argv = ["sh", "-c", "sleep 1; echo probe-answer", "--no-kernel-modules"]
-    log = clean_lab.root / "run" / "ssh-drop.log"
+    run = LabRun(tmp_path, lab_cache)
+    with run.running():
+        target = point_at_lab(load(playbook), run.root).target
+        # The installer flag is only an argument of `sh -c` ($0), so the command itself is harmless.
+        argv = ["sh", "-c", "sleep 1; echo probe-answer", "--no-kernel-modules"]
+        log = run.root / "run" / "ssh-drop.log"
 
-    async def probe(idempotent: bool) -> tuple[str, float]:
-        node = node_transport(target, Bus())
-        fact = Fact(name=f"probe-{idempotent}", argv=argv, parse=lambda out: out.strip(), idempotent=idempotent)
-        started = time.monotonic()
-        try:
-            return await FactCache().get(node, fact), time.monotonic() - started
-        finally:
-            await node.close()
+        async def probe(idempotent: bool) -> tuple[str, float]:
+            node = node_transport(target, Bus())
+            fact = Fact(name=f"probe-{idempotent}", argv=argv, parse=lambda out: out.strip(), idempotent=idempotent)
+            started = time.monotonic()
+            try:
+                return await FactCache().get(node, fact), time.monotonic() - started
+            finally:
+                await node.close()
 
-    clean_lab.arm_once("ssh-drop")
-    value, seconds = asyncio.run(probe(True))
-    assert value == "probe-answer"
-    assert seconds >= 0.5 + 1.0, "the retry came without the 0.5 s backoff"
-    assert log.read_text().count("LAB: dropped the connection") == 1  # one drop, then the retry got through
+        run.arm_once("ssh-drop")
+        value, seconds = asyncio.run(probe(True))
+        assert value == "probe-answer"
+        assert seconds >= 0.5 + 1.0, "the retry came without the 0.5 s backoff"
+        assert log.read_text().count("LAB: dropped the connection") == 1  # one drop, then the retry got through
 
-    clean_lab.arm_once("ssh-drop")
-    with pytest.raises(TransportError, match="connection dropped"):
-        asyncio.run(probe(False))
-    assert log.read_text().count("LAB: dropped the connection") == 2
-    clean_lab.set_scenarios()
+        run.arm_once("ssh-drop")
+        with pytest.raises(TransportError, match="connection dropped"):
+            asyncio.run(probe(False))
+        assert log.read_text().count("LAB: dropped the connection") == 2
 
 
 # -- Proxmox tasks --------------------------------------------------------------------------------
 
 def test_proxmox_task_failure_leaves_no_container_and_replay_creates_it(
-        make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
-    run = make_lab("task-fails")
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    assert_stopped_cleanly(first, "lxc.create", rc=1, says=(
+        played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "task-fails")
+    assert_stopped_cleanly(p, "lxc.create", rc=1, says=(
         "Proxmox task failed", "unable to create CT 200", "insufficient free space",
         "fix: read the task log above; fix the cause and replay"))
-    assert not run.state().has_ct(200), "a failed create left a container behind"
-    assert run.foreign_fingerprint() == foreign
-    run.set_scenarios()  # the operator extended the volume group
-    assert_recovered(run, playbook, clean, foreign)
+    assert p.after_first["ct_exists"] is False, "a failed create left a container behind"
+    assert_recovered(p, clean)
 
 
 def test_proxmox_task_that_never_finishes_times_out_and_replay_starts_the_container(
-        make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
-    run = make_lab()
-    foreign = run.foreign_fingerprint()
-    # Once the container exists, every Proxmox task hangs (the worker is stuck): the start task is the next one.
-    first = run.replay(playbook, after_step=("lxc.create", lambda: run.set_scenarios("api-timeout")))
-    assert_stopped_cleanly(first, "lxc.start", rc=1, says=(
+        played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "api-timeout")
+    assert_stopped_cleanly(p, "lxc.start", rc=1, says=(
         "start CT 200: Proxmox task did not finish in time", "did not finish within 10 s (last status: running)",
         "check the task in the Proxmox UI"))
-    assert first.steps()["lxc.start"]["duration_s"] < 60
-    assert run.state().get_status(200).status == "stopped"
-    assert run.foreign_fingerprint() == foreign
-    run.set_scenarios()  # the node's task worker is healthy again
-    assert_recovered(run, playbook, clean, foreign)
+    assert p.first is not None and p.first.steps()["lxc.start"]["duration_s"] < 60
+    assert p.after_first["status"] == "stopped"
+    assert_recovered(p, clean)
 
 
 def test_container_start_failure_is_reported_with_the_task_log_and_replay_starts_it(
-        make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
-    run = make_lab("start-fails")
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    assert_stopped_cleanly(first, "lxc.start", rc=1, says=(
+        played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "start-fails")
+    assert_stopped_cleanly(p, "lxc.start", rc=1, says=(
         "start CT 200: Proxmox task failed", "startup for container '200' failed"))
+    assert p.first is not None
     decisive = 'Failed to setup limits for the "devices" controller'  # the task log's decisive line
-    assert any(decisive in line for f in first.steps()["lxc.start"]["diagnosis"] for line in f["evidence"])
-    assert run.state().get_status(200).status == "stopped"
-    assert sum(1 for ln in run.state().conf_path(200).read_text().splitlines() if ln.startswith("dev")) == 12
-    assert run.foreign_fingerprint() == foreign
-    run.set_scenarios()
-    again = assert_recovered(run, playbook, clean, foreign)
+    assert any(decisive in line for f in p.first.steps()["lxc.start"]["diagnosis"] for line in f["evidence"])
+    assert p.after_first["status"] == "stopped"
+    assert sum(1 for ln in p.after_first["conf"].splitlines() if ln.startswith("dev")) == 12
+    again = assert_recovered(p, clean)
     assert again.status_of("lxc.create") == "ok" and again.status_of("lxc.gpu_passthrough") == "ok"
-    known_bug(decisive in first.stderr,
+    known_bug(decisive in p.first.stderr,
               "the fix says 'read the task log above' but the console never shows the task log "
               "(provisioner/steps/pve_ops.py call(): TaskFailed's log goes only into StepFailed.evidence)")
 
 
 # -- inside the container -------------------------------------------------------------------------
 
-def test_apt_lock_held_in_the_container_is_waited_for(make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
+def test_apt_lock_held_in_the_container_is_waited_for(played: dict[str, Future[Played]],
+                                                      clean: dict[str, Any]) -> None:
     """The lab's lock is held for the first two apt-get runs; the driver step waits and retries."""
-    run = make_lab("apt-lock")
-    foreign = run.foreign_fingerprint()
-    result = run.replay(playbook)
-    assert result.rc == 0, result.describe()
+    p = scenario(played, "apt-lock")
+    result = p.first
+    assert result is not None and result.rc == 0, result and result.describe()
     warnings = [e["text"] for e in result.events if e["kind"] == "message" and e["level"] == "warning"]
     assert "apt/dpkg lock held by another process; retrying (1/6)" in warnings
     assert "apt/dpkg lock held by another process; retrying (2/6)" in warnings
+    assert "apt/dpkg lock held by another process; retrying (1/6)" in result.stderr
     assert any("Could not get lock /var/lib/dpkg/lock-frontend" in t for t in result.texts())
-    differences = diff_snapshots(clean, snapshot(run.root))
-    assert not differences, "\n".join(differences)
-    assert run.foreign_fingerprint() == foreign
+    assert_clean_end_state(p, clean)
 
 
 @pytest.mark.xfail(strict=True, reason="provisioner/steps/torch_steps.py VenvBuild.apply finishes an interrupted "
@@ -272,116 +452,76 @@ def test_apt_lock_held_in_the_container_is_waited_for(make_lab: Any, playbook: P
                    "ENOSPC cut short; the smoke test then fails (import torch: files missing) on this and every later "
                    "replay; reported with the fix")
 def test_disk_full_while_installing_the_venv_then_replay_finishes_the_build(
-        make_lab: Any, playbook: Path, clean: dict[str, Any]) -> None:
-    run = make_lab("disk-full")  # the container's /opt is an 8 MiB tmpfs; the torch wheel does not fit
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    assert_stopped_cleanly(first, "venv.build", rc=1, says=("uv failed while installing the torch",))
-    assert any("No space left on device" in t for t in first.texts())  # uv's cause, in the run log
-    opt = run.root / "ct" / "200" / "rootfs" / "opt"
-    assert (opt / "torch-venv" / ".provisioner-building").exists(), "the interrupted build is not marked"
-    assert run.foreign_fingerprint() == foreign
-    # The operator grows the volume (what is on it stays).
-    subprocess.run(["mount", "-o", "remount,size=256m", str(opt)], check=True)
-    again = assert_recovered(run, playbook, clean, foreign)
+        played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "disk-full")
+    assert_stopped_cleanly(p, "venv.build", rc=1, says=("uv failed while installing the torch",))
+    assert p.first is not None
+    assert any("No space left on device" in t for t in p.first.texts())  # uv's cause, in the run log
+    assert p.after_first["building_marker"], "the interrupted build is not marked"
+    again = assert_recovered(p, clean)
     assert again.status_of("venv.build") == "changed"
-    finding = first.steps()["venv.build"]
+    finding = p.first.steps()["venv.build"]
     known_bug("No space left on device" in finding["message"] + json.dumps(finding["diagnosis"]),
               "the step says only 'uv failed while installing the torch packages': neither the message nor a "
               "diagnosis names the full disk (torch_steps._install_failure / diagnose rules)")
 
 
-def test_corrupted_download_is_refused_and_never_executed(make_lab: Any, playbook: Path,
+def test_corrupted_download_is_refused_and_never_executed(played: dict[str, Future[Played]],
                                                           clean: dict[str, Any]) -> None:
-    run = make_lab("corrupt-download")
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    assert_stopped_cleanly(first, "driver.userspace", rc=1, says=(
+    p = scenario(played, "corrupt-download")
+    assert_stopped_cleanly(p, "driver.userspace", rc=1, says=(
         f"checksum mismatch for {RUN_NAME}", "will not be executed", "fix: the download is corrupt or tampered with"))
-    drivers = run.cache_dir / "drivers"
-    assert [p.name for p in drivers.iterdir() if ".corrupt-" in p.name], "the bad file was not kept aside"
-    assert not (drivers / RUN_NAME).exists()
-    rootfs = run.root / "ct" / "200" / "rootfs"
-    assert not list((rootfs / "root").glob("NVIDIA-*")) and not (rootfs / "var/log/nvidia-installer.log").exists()
-    assert not any(e["kind"] == "command.started" and RUN_NAME in e["command"] for e in first.events)
-    assert run.foreign_fingerprint() == foreign
-    assert_recovered(run, playbook, clean, foreign)
-
-
-def _mirror_params(mirror: FlakyMirror) -> dict[str, dict[str, Any]]:
-    return {**TEST_PARAMS, "driver.userspace": {"driver_mirror": mirror.base_url + "/XFree86"}}
+    cache = p.after_first["cache"]
+    assert [n for n in cache if n.startswith(f"{RUN_NAME}.corrupt-")], f"the bad file was not kept aside: {cache}"
+    assert RUN_NAME not in cache
+    assert p.after_first["ct_root"] == [] and not p.after_first["installer_log"]  # never copied, never run
+    assert p.first is not None
+    assert not any(e["kind"] == "command.started" and RUN_NAME in e["command"] for e in p.first.events)
+    assert_recovered(p, clean)
 
 
 @pytest.mark.xfail(strict=True, reason="provisioner/download.py download() takes a body cut short by a closed "
                                        "connection for a whole file (no length check), so it is refused as "
                                        "corrupt instead of resumed; reported with the fix")
-def test_download_interrupted_midway_is_resumed(make_lab: Any, clean: dict[str, Any], tmp_path: Path) -> None:
-    run = make_lab()
-    foreign = run.foreign_fingerprint()
-    conn = run.root / "connection.json"
-    with FlakyMirror(json.loads(conn.read_text())["driver_mirror"], cut_fraction=0.5) as mirror:
-        pb = write_test_playbook(tmp_path / "mirror.yaml", params=_mirror_params(mirror))
-        result = run.replay(pb)
-        assert result.rc == 0, result.describe()
-        runs = [(rng, status) for path, rng, status in mirror.requests if path.endswith(".run")]
-        assert runs[0] == (None, 200) and runs[1][1] == 206 and str(runs[1][0]).startswith("bytes="), runs
-    differences = diff_snapshots(clean, snapshot(run.root))
-    assert not differences, "\n".join(differences)
-    assert run.foreign_fingerprint() == foreign
+def test_download_interrupted_midway_is_resumed(played: dict[str, Future[Played]], clean: dict[str, Any]) -> None:
+    p = scenario(played, "download-cut")
+    assert p.first is not None and p.first.rc == 0, p.first and p.first.describe()
+    requests = p.after_first["requests"]
+    assert requests[0] == (None, 200) and requests[1][1] == 206 and str(requests[1][0]).startswith("bytes="), requests
+    assert_clean_end_state(p, clean)
 
 
-def test_download_left_partial_by_a_killed_run_is_resumed(make_lab: Any, clean: dict[str, Any],
-                                                          tmp_path: Path) -> None:
-    run = make_lab()
-    foreign = run.foreign_fingerprint()
-    upstream = json.loads((run.root / "connection.json").read_text())["driver_mirror"]
-    with urllib.request.urlopen(f"{upstream}/XFree86/Linux-x86_64/{DRIVER}/{RUN_NAME}", timeout=30) as resp:
-        whole = resp.read()
-    part = run.cache_dir / "drivers" / f"{RUN_NAME}.part"  # what a run killed mid-download leaves
-    part.parent.mkdir(parents=True)
-    part.write_bytes(whole[: len(whole) // 3])
-    with FlakyMirror(upstream, cut_fraction=None) as mirror:
-        result = run.replay(write_test_playbook(tmp_path / "mirror.yaml", params=_mirror_params(mirror)))
-        assert result.rc == 0, result.describe()
-        runs = [(rng, status) for path, rng, status in mirror.requests if path.endswith(".run")]
-    assert runs == [(f"bytes={len(whole) // 3}-", 206)], runs
-    assert (run.cache_dir / "drivers" / RUN_NAME).read_bytes() == whole and not part.exists()
-    differences = diff_snapshots(clean, snapshot(run.root))
-    assert not differences, "\n".join(differences)
-    assert run.foreign_fingerprint() == foreign
+def test_download_left_partial_by_a_killed_run_is_resumed(played: dict[str, Future[Played]],
+                                                          clean: dict[str, Any]) -> None:
+    p = scenario(played, "partial-download")
+    assert_recovered(p, clean)
+    assert p.after_first["requests"] == [(f"bytes={p.after_first['size'] // 3}-", 206)], p.after_first["requests"]
+    assert p.after_first["cached"] and not p.after_first["part_left"]
 
 
-def test_installer_killed_midway_is_reported_and_replay_reinstalls(make_lab: Any, playbook: Path,
+def test_installer_killed_midway_is_reported_and_replay_reinstalls(played: dict[str, Future[Played]],
                                                                    clean: dict[str, Any]) -> None:
-    run = make_lab("installer-killed")
-    foreign = run.foreign_fingerprint()
-    first = run.replay(playbook)
-    assert_stopped_cleanly(first, "driver.userspace", rc=1, says=("the NVIDIA installer failed",))
-    ended = [e for e in first.events if e["kind"] == "command.ended" and RUN_NAME in e["command"]]
+    p = scenario(played, "installer-killed")
+    assert_stopped_cleanly(p, "driver.userspace", rc=1, says=("the NVIDIA installer failed",))
+    assert p.first is not None
+    ended = [e for e in p.first.events if e["kind"] == "command.ended" and RUN_NAME in e["command"]]
     assert ended and ended[-1]["exit_status"] == 137, ended
-    lib = run.root / "ct" / "200" / "rootfs" / "usr/lib/x86_64-linux-gnu"
-    assert not list(lib.glob("libnvidia-ml.so.*")), "the killed installer got further than the lab lets it"
-    assert run.foreign_fingerprint() == foreign
-    again = assert_recovered(run, playbook, clean, foreign)
+    assert p.after_first["libs"] == [], "the killed installer got further than the lab lets it"
+    again = assert_recovered(p, clean)
     assert again.status_of("driver.userspace") == "changed"
-    message = first.message_of("driver.userspace")
+    message = p.first.message_of("driver.userspace")
     known_bug("killed" in message or "137" in message,
               "a SIGKILLed installer is reported as 'the NVIDIA installer failed' with advice about "
               "--no-kernel-modules and kmod (provisioner/steps/driver.py _installer_failed)")
 
 
-def test_venv_build_interrupted_by_a_drop_is_finished_by_the_replay(make_lab: Any, playbook: Path,
+def test_venv_build_interrupted_by_a_drop_is_finished_by_the_replay(played: dict[str, Future[Played]],
                                                                     clean: dict[str, Any]) -> None:
-    run = make_lab()
-    foreign = run.foreign_fingerprint()
-    # Armed once the driver is in: the next command the lab drops is the venv's `uv pip install`.
-    first = run.replay(playbook, after_step=("driver.userspace", lambda: run.arm_once("ssh-drop")))
-    assert_stopped_cleanly(first, "venv.build", rc=4, status="interrupted", says=(
+    p = scenario(played, "venv-drop")
+    assert_stopped_cleanly(p, "venv.build", rc=4, status="interrupted", says=(
         "connection dropped while running", "uv pip install", "replay the playbook to resume"))
-    venv = run.root / "ct" / "200" / "rootfs" / "opt" / "torch-venv"
-    assert (venv / ".provisioner-building").exists() and not (venv / "runtime.json").exists()
-    assert run.foreign_fingerprint() == foreign
-    again = assert_recovered(run, playbook, clean, foreign)
+    assert p.after_first["building_marker"] and not p.after_first["runtime"]
+    again = assert_recovered(p, clean)
     assert again.status_of("venv.build") == "changed"
     assert any("finish the interrupted build" in c for e in again.events if e["kind"] == "step.plan"
                for c in e["changes"])

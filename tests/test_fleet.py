@@ -160,10 +160,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     lab_ready()
     base = tmp_path_factory.mktemp("fleet")
     roots = {name: base / f"lab-{name}" for name in HOSTS}
-    start_labs({n: (roots[n], HOSTS[n]) for n in HOSTS}, base / "lab-cache")
     inventory = base / "hosts.yaml"
     inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)} for n, r in roots.items()]}))
     try:
+        start_labs({n: (roots[n], HOSTS[n]) for n in HOSTS}, base / "lab-cache")
         yield Fleet(base, write_light_playbook(base / "light.yaml"), inventory, roots)
     finally:
         stop_labs(list(roots.values()))

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import re
+import uuid
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +64,34 @@ class DriverParams(Params):
         if v is not None and not re.match(r"^https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%]*)?$", v):
             raise ValueError(f"not an http(s) URL: {v!r}")
         return v
+
+
+#: per event loop, one asyncio.Lock per cache file (the hosts of a fleet are tasks of one loop)
+_CACHE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Path, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary())
+
+
+@contextlib.asynccontextmanager
+async def cache_lock(dest: Path) -> AsyncIterator[None]:
+    """One check/download/verify of the cached `dest` at a time: across the hosts of a fleet (an
+    asyncio lock, so a waiting host holds no worker thread) and across replays sharing the cache (flock)."""
+    locks = _CACHE_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    async with locks.setdefault(dest, asyncio.Lock()):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest.with_name(dest.name + ".lock"), "w") as fh:
+            await asyncio.to_thread(fcntl.flock, fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def private_copy(path: Path) -> Path:
+    """A hard link to the verified cache file (named ``.<name>.<pid>-<rand>``) that no other host's
+    download can replace or remove while this host copies it; the caller unlinks it."""
+    link = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.link(path, link)
+    return link
 
 
 def installer_name(version: str, arch: str = "x86_64") -> str:
@@ -137,12 +170,16 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 local = event
             else:
                 yield event
-        if self.params.install_prereqs:
-            async for ev in self._prereqs(ctx):
-                yield ev
-        remote = f"/root/{installer_name(host, arch)}"
-        yield ctx.info(f"copying {local.name} into CT {ctx.vmid}")
-        await ct.put(local, remote, 0o755)
+        try:
+            if self.params.install_prereqs:
+                async for ev in self._prereqs(ctx):
+                    yield ev
+            remote = f"/root/{installer_name(host, arch)}"
+            yield ctx.info(f"copying {installer_name(host, arch)} into CT {ctx.vmid}")
+            await ct.put(local, remote, 0o755)
+        finally:
+            if local.parent == cache_dir() / "drivers" and local.name.startswith("."):
+                local.unlink(missing_ok=True)  # the private hard link of the cache file
         if installed:
             yield ctx.info(f"removing userspace {', '.join(installed)}")
             await ct.run(["sh", "-c", "command -v nvidia-uninstall >/dev/null && nvidia-uninstall --silent || true"],
@@ -183,29 +220,30 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             raise StepFailed(f"cannot get the published checksum: {exc}",
                              fix="check network access to the driver server, or set driver_run/sha256 for an "
                                  "air-gapped site") from None
-        if dest.exists() and dl.sha256_file(dest) == expected:
-            yield ctx.info(f"using cached {dest}")
-            yield dest
-            return
-        if dest.exists():
-            dest.unlink()
-        state: dict[str, Any] = {"done": 0, "total": None}
+        async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
+            if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:
+                yield ctx.info(f"using cached {dest}")
+            else:
+                if dest.exists():
+                    dest.unlink()
+                state: dict[str, Any] = {"done": 0, "total": None}
 
-        def progress(done: int, total: int | None) -> None:
-            state["done"], state["total"] = done, total
+                def progress(done: int, total: int | None) -> None:
+                    state["done"], state["total"] = done, total
 
-        yield ctx.info(f"downloading {url}")
-        task = asyncio.create_task(asyncio.to_thread(dl.download, url, dest, progress=progress))
-        while not task.done():
-            await asyncio.sleep(0.2)
-            yield ctx.progress(f"download {name}", state["done"], state["total"], "bytes")
-        try:
-            task.result()
-        except dl.DownloadError as exc:
-            raise StepFailed(str(exc), fix="retry the replay: a partial download resumes") from None
-        yield ctx.progress(f"download {name}", state["done"], state["done"], "bytes")
-        await self._verify(dest, expected)
-        yield dest
+                yield ctx.info(f"downloading {url}")
+                task = asyncio.create_task(asyncio.to_thread(dl.download, url, dest, progress=progress))
+                while not task.done():
+                    await asyncio.sleep(0.2)
+                    yield ctx.progress(f"download {name}", state["done"], state["total"], "bytes")
+                try:
+                    task.result()
+                except dl.DownloadError as exc:
+                    raise StepFailed(str(exc), fix="retry the replay: a partial download resumes") from None
+                yield ctx.progress(f"download {name}", state["done"], state["done"], "bytes")
+                await self._verify(dest, expected)
+            local = private_copy(dest)  # a host whose mirror publishes another sha may replace `dest` next
+        yield local
 
     async def _verify(self, path: Path, expected: str) -> None:
         try:
