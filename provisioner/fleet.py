@@ -150,6 +150,7 @@ def write_report(path: Path, results: list[HostResult], started: float) -> dict[
     merged["hosts"].update(doc["hosts"])
     merged["errors"].update(doc["errors"])
     merged["status"] = "failed" if any(c.get("failed", 0) for c in merged["hosts"].values()) else "ok"
+    merged["duration_s"] = doc["duration_s"]  # of the last run
     merged["last_run"] = doc
     path.write_text(json.dumps(merged, indent=2))
     return doc

@@ -229,6 +229,7 @@ TEST_SCENARIO = {
 @pytest.fixture(scope="module")
 def lab_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(lab_importable(), "the embedded lab (provisioner.lab.lab) is not in this build")
+    require(os.geteuid() == 0, "the lab's container sandbox (mount namespaces) and the disk-full remount need root")
     return tmp_path_factory.mktemp("lab-cache")
 
 
