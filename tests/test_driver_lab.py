@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.require import require
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 LIGHT = """schema_version: 1
 name: light

@@ -11,7 +11,7 @@ import pytest
 from tests.support.require import require
 from tests.test_tui_support import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_wizard_end_to_end_in_tmux_against_the_lab() -> None:
