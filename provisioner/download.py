@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import shutil
 import time
 import urllib.error
@@ -76,6 +77,8 @@ def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeou
                         done += len(chunk)
                         if progress is not None:
                             progress(done, total)
+                if total is not None and done < total:  # the server closed early: resume with a Range request
+                    raise ConnectionError(f"connection closed after {done} of {total} bytes")
             shutil.move(part, dest)
             return dest
         except urllib.error.HTTPError as exc:
@@ -83,7 +86,7 @@ def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeou
                 shutil.move(part, dest)
                 return dest
             raise DownloadError(f"download of {url} failed: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException) as exc:
             if attempt == retries:
                 raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {exc}") from None
             time.sleep(min(2**attempt, 10))

@@ -335,10 +335,8 @@ def assert_clean_end_state(p: Played, clean: dict[str, Any]) -> None:
 
 
 def known_bug(ok: bool, report: str) -> None:
-    """The last check of a test whose fault is otherwise survived: a reported engine shortcoming makes
-    it an expected failure (the test passes, unchanged, once the engine is fixed)."""
-    if not ok:
-        pytest.xfail(f"reported engine bug: {report}")
+    """The last check of a test whose fault is otherwise survived (once an engine bug, now fixed)."""
+    assert ok, f"engine regression: {report}"
 
 
 # -- SSH connection dropped -----------------------------------------------------------------------

@@ -1070,7 +1070,7 @@ RULES: tuple[Rule, ...] = (
             r"Failed building wheel for \S+",
             r"Failed to build installable wheels",
             r"CUDA_HOME environment variable is not set",
-            r"OSError: \[Errno 28\] No space left on device",
+            r"(?:OSError: \[Errno 28\] )?No space left on device",
             r"THESE PACKAGES DO NOT MATCH THE HASHES",
             r"error: Failed to (?:download|fetch|extract)",
         ),

@@ -60,7 +60,7 @@ class ConsoleRenderer:
                 c.print(p + Text("   $ ", style="dim") + Text(event.command, style="dim"))
         elif isinstance(event, OutputLine):
             if self.verbose:
-                c.print(p + Text("     ") + Text(event.line), overflow="fold")
+                c.print(p + Text("     ") + Text(event.line), crop=False, overflow="ignore")
         elif isinstance(event, CommandEnded):
             if self.verbose and (event.exit_status != 0 or event.timed_out):
                 what = "timed out" if event.timed_out else f"exit {event.exit_status}"

@@ -285,6 +285,12 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         decisive = list(parsed.decisive_lines) if parsed else []
         for line in log.lines[-200:]:
             ctx.bus.emit(ctx.info(f"nvidia-installer.log: {line}"))
+        status = result.exit_status or 0
+        if status > 128:
+            raise StepFailed(f"the NVIDIA installer was killed by signal {status - 128} (exit {status}) before it "
+                             "finished", evidence=decisive or lines,
+                             fix="check for the OOM killer (`dmesg | grep -i oom`) or an operator stopping it, then "
+                                 "replay: the step reinstalls the userspace cleanly")
         raise StepFailed("the NVIDIA installer failed" + (": " + "; ".join(decisive[:3]) if decisive else ""),
                          evidence=decisive or lines,
                          fix="read the decisive lines; the installer must run with --no-kernel-modules inside a "

@@ -30,7 +30,9 @@ async def call(ctx: StepContext, what: str, fn: Callable[..., T], *args: Any, **
     except pve_errors.InvalidRequest as exc:
         raise StepFailed(f"{what}: Proxmox rejected the request: {exc}", exit_code=2) from None
     except pve_errors.TaskFailed as exc:
-        raise StepFailed(f"{what}: Proxmox task failed: {exc.exitstatus}", evidence=list(exc.log)[-20:],
+        tail = [line for line in exc.log if line.strip() and not line.startswith("TASK ")][-6:]
+        raise StepFailed(f"{what}: Proxmox task failed: {exc.exitstatus}" +
+                         ("\ntask log:\n  " + "\n  ".join(tail) if tail else ""), evidence=list(exc.log)[-20:],
                          fix="read the task log above; fix the cause and replay (the step resumes)") from None
     except pve_errors.TaskTimeout as exc:
         raise StepFailed(f"{what}: Proxmox task did not finish in time ({exc})",

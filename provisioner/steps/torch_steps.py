@@ -355,6 +355,11 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
         return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
                           fix="the index served different bytes than when the lock was made; check the mirror, or "
                               "remove resolved.venv_lock from the playbook to resolve afresh", result=result)
+    if _lines_match(result, "No space left on device", "os error 28"):
+        return StepFailed(f"the container ran out of disk space while installing the {what} packages "
+                          "(No space left on device)",
+                          fix="grow the container's volume (`pct resize <vmid> rootfs +20G`) or free space, then "
+                              "replay: the interrupted build is finished", result=result)
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
@@ -465,6 +470,10 @@ class VenvBuild(StepKind[VenvParams]):
         uv = await self._ensure_uv(ctx, req)
         yield ctx.info(f"using {uv}")
         stale = state["state"] == "foreign" or (state["state"] == "built" and state["runtime"].get("request") != req)
+        # A build cut short (disk full, dropped connection) can leave half-copied packages that uv considers
+        # installed: finishing it reinstalls every package of the lock.
+        repair = state["state"] == "incomplete" or (state["state"] == "built" and not stale
+                                                     and not state["runtime"].get("verified"))
         if stale:  # check() only lets these through with recreate: true
             if not self.params.recreate:
                 raise StepFailed(f"{path} changed since the check; it is left untouched")
@@ -519,7 +528,7 @@ class VenvBuild(StepKind[VenvParams]):
                 if not compiled.ok:
                     raise _install_failure(name, reqs, index_desc, compiled)
             installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
-                                      "-r", lockfile, *idx_args], timeout=3600)
+                                      *(["--reinstall"] if repair else []), "-r", lockfile, *idx_args], timeout=3600)
             if not installed.ok:
                 raise _install_failure(name, reqs, index_desc, installed)
             text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
@@ -529,7 +538,8 @@ class VenvBuild(StepKind[VenvParams]):
         lock = {"groups": locks}
         freeze = await ct.run([uv, "pip", "freeze", "--python", py], timeout=120, quiet=True, check=True)
         runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": pins.get("torch"),
-                   "index_url": req["index_url"], "python": req["python"], "packages": freeze.lines}
+                   "index_url": req["index_url"], "python": req["python"],
+                   "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
         ctx.shared["venv_lock"] = lock
         ctx.shared["venv_freeze"] = freeze.lines
         ctx.shared["runtime"] = runtime
