@@ -11,20 +11,20 @@ cd "$(dirname "$0")/.."
 command -v tmux >/dev/null || { echo "tmux is not installed" >&2; exit 3; }
 WORK=$(mktemp -d /tmp/tui-e2e.XXXXXX)
 export PROVISIONER_STATE_DIR="$WORK/state" PROVISIONER_LAB_ROOT="$WORK/lab" LANG=C.UTF-8 LC_ALL=C.UTF-8
-SESSION="tui-e2e-$$"
+SESSION="tui-e2e-$$"  # also the name of a private tmux server (-L): no foreign server's environment leaks in
 RECORD="$WORK/recorded.yaml"
 PROV=(uv run --frozen provisioner)
 SCREEN_FILE="$WORK/screen.txt"
 
 cleanup() {
-  tmux kill-session -t "$SESSION" 2>/dev/null || true
+  tmux -L "$SESSION" kill-server 2>/dev/null || true
   "${PROV[@]}" lab down >/dev/null 2>&1 || true
   [[ "${1:-}" == "--keep" ]] || rm -rf "$WORK"
 }
 trap 'cleanup "${KEEP:-}"' EXIT
 [[ "${1:-}" == "--keep" ]] && KEEP=--keep
 
-capture() { tmux capture-pane -p -t "$SESSION" > "$SCREEN_FILE"; cat "$SCREEN_FILE"; }
+capture() { tmux -L "$SESSION" capture-pane -p -t "$SESSION" > "$SCREEN_FILE"; cat "$SCREEN_FILE"; }
 fail() { echo "FAIL: $*" >&2; echo "---- last screen ----" >&2; capture >&2 || true; exit 1; }
 
 # wait_for REGEX [SECONDS]: poll the pane until it shows REGEX.
@@ -50,7 +50,7 @@ for step in data["steps"]:
 yaml.safe_dump(data, open(sys.argv[1], "w"), sort_keys=False)
 PY
 
-tmux new-session -d -s "$SESSION" -x 120 -y 40 \
+tmux -L "$SESSION" new-session -d -s "$SESSION" -x 120 -y 40 \
   "${PROV[*]} tui --lab --playbook '$PLAYBOOK' --record '$RECORD'; echo TUI-EXITED-\$?; sleep 60"
 wait_for "1/9 .*Connect" 60
 
@@ -58,7 +58,7 @@ wait_for "1/9 .*Connect" 60
 for page in Connect Inventory Container Passthrough Driver PyTorch Venv Burn-in; do
   wait_for "[0-9]/9 .*$page" 20
   for _ in $(seq 1 12); do
-    tmux send-keys -t "$SESSION" C-r
+    tmux -L "$SESSION" send-keys -t "$SESSION" C-r
     sleep 0.5
     start=$SECONDS
     while (( SECONDS - start < 600 )); do
@@ -72,15 +72,15 @@ for page in Connect Inventory Container Passthrough Driver PyTorch Venv Burn-in;
   done
   grep -q "Done ✓" <<<"$(capture)" || fail "page $page did not finish"
   echo "page $page: done"
-  tmux send-keys -t "$SESSION" C-n
+  tmux -L "$SESSION" send-keys -t "$SESSION" C-n
 done
 
 wait_for "9/9 .*Summary" 20
 wait_for "failed=0" 10
-tmux send-keys -t "$SESSION" C-s
+tmux -L "$SESSION" send-keys -t "$SESSION" C-s
 wait_for "playbook saved to" 20
 [[ -s "$RECORD" ]] || fail "no playbook at $RECORD"
-tmux send-keys -t "$SESSION" C-q
+tmux -L "$SESSION" send-keys -t "$SESSION" C-q
 wait_for "TUI-EXITED-0" 20
 echo "saved playbook: $RECORD ($(grep -c 'kind:' "$RECORD") steps)"
 
