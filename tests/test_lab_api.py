@@ -8,7 +8,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,33 +21,10 @@ from provisioner.lab.pvesh import write_pvesh_wrapper
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.proxmox.tasks import UPID_RE, decode_upid
+from tests.support.pve_lab import NOT_DEFINED, UBUNTU, Lab
 
-UBUNTU = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
 PARAM_FAILED = "Parameter verification failed.\n"
-NOT_DEFINED = "property is not defined in schema and the schema does not allow additional properties"
 
-Lab = tuple[LabState, LabApiServer]
-
-
-@pytest.fixture
-def make_lab(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
-    servers: list[LabApiServer] = []
-
-    def make(**settings: Any) -> Lab:
-        settings.setdefault("task_delay", 0.05)
-        state = LabState.create(tmp_path / f"lab{len(servers)}", **settings)
-        server = LabApiServer(state).start()
-        servers.append(server)
-        return state, server
-
-    yield make
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def lab(make_lab: Callable[..., Lab]) -> Lab:
-    return make_lab()
 
 
 def ticket_session(state: LabState, server: LabApiServer) -> requests.Session:

@@ -28,33 +28,8 @@ from provisioner.proxmox.errors import (
     Unreachable,
 )
 from provisioner.proxmox.tasks import UPID_RE
+from tests.support.pve_lab import NOT_DEFINED, UBUNTU, Lab
 from tests.support.sshd import Sshd, start_sshd, stop_sshd
-
-UBUNTU = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
-NOT_DEFINED = "property is not defined in schema and the schema does not allow additional properties"
-
-Lab = tuple[LabState, LabApiServer]
-
-
-@pytest.fixture
-def make_lab(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
-    servers: list[LabApiServer] = []
-
-    def make(**settings: Any) -> Lab:
-        settings.setdefault("task_delay", 0.05)
-        state = LabState.create(tmp_path / f"lab{len(servers)}", **settings)
-        server = LabApiServer(state).start()
-        servers.append(server)
-        return state, server
-
-    yield make
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def lab(make_lab: Callable[..., Lab]) -> Lab:
-    return make_lab()
 
 
 def password_client(state: LabState, server: LabApiServer, **kw: Any) -> PveClient:
