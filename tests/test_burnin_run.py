@@ -8,7 +8,6 @@ the launcher.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,13 +20,9 @@ from click.testing import CliRunner
 from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import COLLECTIVES, make_config, parse_sizes
 from provisioner.burnin.launcher import run_local
+from tests.support.require import require
 
 CHECKER = Path("/work/shared/checks/burnin_json.py")
-
-
-def require(cond: bool, reason: str) -> None:
-    if not cond:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(reason)
 
 
 def _gloo_available() -> bool:

@@ -6,7 +6,6 @@ answer from the recorded outputs in tests/fixtures/outputs; the transports are n
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -313,10 +312,8 @@ async def test_unknown_host_key_makes_the_node_unreachable(sshd: Sshd, tmp_path:
 
 # Skipped only while the lab runner module does not exist (it is written in parallel); once it
 # exists, missing root/unshare is a `require` (a failure under CI=true).
-LAB_MODULE = importlib.util.find_spec("provisioner.lab.lab") is not None
 
 
-@pytest.mark.skipif(not LAB_MODULE, reason="provisioner/lab/lab.py (the lab runner) does not exist yet")
 @pytest.mark.timeout(240)
 async def test_collect_from_lab_node_and_ct200(tmp_path: Path) -> None:
     from provisioner.lab.lab import Lab, LabServices
