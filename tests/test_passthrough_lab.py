@@ -25,7 +25,7 @@ from tests.support.require import require
 pytestmark = pytest.mark.timeout(180)
 
 VMID = 200
-BACKUP_DIR = "/root/gpu-provisioner-backups"
+BACKUP_DIR = "/etc/gpu-provisioner/backups"
 
 #: CT 200 as PVE writes it, with lines that are not ours: a description (PVE-encoded ':'), a TUN
 #: passthrough added by hand, and a snapshot section.
@@ -126,9 +126,9 @@ async def test_raw_mode_writes_exactly_our_lines_keeps_the_rest_and_backs_up(lab
         assert len(new) == 1 and new[0].startswith(f"{VMID}.conf."), new
         backup = await node.run(["cat", f"{BACKUP_DIR}/{new[0]}"], timeout=30, quiet=True)
         assert backup.output == ORIGINAL
-        await node.run(["rm", "-f", f"{BACKUP_DIR}/{new[0]}"], timeout=30, quiet=True)
-        if not had_dir:  # the lab node's /root is this machine's /root: leave it as found
-            await node.run(["rmdir", BACKUP_DIR], timeout=30, quiet=True)
+        # The lab node's /etc is an overlay: the backup lives in the lab root, never in this machine's /etc.
+        assert (state.root / "etc" / "gpu-provisioner" / "backups" / new[0]).read_text() == ORIGINAL
+        assert had_dir or not Path(BACKUP_DIR, new[0]).exists()
 
         # idempotent: a second check finds nothing to do and leaves the file alone
         plan = await make_step(playbook.steps[0]).check(ctx)

@@ -18,6 +18,7 @@ from provisioner.steps.node import gather_inventory
 from provisioner.steps.pve_ops import call, node_name
 
 OWNER_TAG = "gpu-provisioner"
+BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit
 
 
 # --- lxc.create ------------------------------------------------------------------------------------
@@ -386,7 +387,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
                                    timeout=60, check=True)
         else:
             inv = ctx.shared["inventory"]
-            backup_dir = "/root/gpu-provisioner-backups"
+            backup_dir = BACKUP_DIR
             stamp = time.strftime("%Y%m%dT%H%M%S")
             await ctx.node.run(["mkdir", "-p", backup_dir], timeout=30, check=True)
             await ctx.node.run(["cp", "-p", conf_path(vmid), f"{backup_dir}/{vmid}.conf.{stamp}"], timeout=30,
