@@ -104,8 +104,8 @@ class Fleet:
         env.pop("PROVISIONER_LAB_ROOT", None)
         return env
 
-    def replay(self, *args: str, inventory: Path | None = None) -> FleetReplay:
-        argv = [sys.executable, "-m", "provisioner", "replay", str(self.playbook),
+    def replay(self, *args: str, inventory: Path | None = None, command: str = "replay") -> FleetReplay:
+        argv = [sys.executable, "-m", "provisioner", command, str(self.playbook),
                 "--inventory", str(inventory or self.inventory), "--json", "--quiet", *args]
         started = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env(), cwd=REPO,
@@ -234,6 +234,19 @@ def test_limit_runs_only_the_named_hosts(fleet: Fleet, first_run: FleetReplay) -
     assert {e["host"] for e in run.events if e["kind"].startswith("step.")} == {"a"}
     started = [e for e in run.events if e["kind"] == "run.started"]
     assert started[0]["hosts"] == ["a"]
+
+
+def test_plan_with_inventory_changes_nothing(fleet: Fleet, first_run: FleetReplay) -> None:
+    assert first_run.rc == 1, first_run.describe()
+    done = fleet.replay("--limit", "a,b", "--check", command="plan")
+    assert done.rc == 0, done.describe()
+    assert done.recap == {"hosts": {h: {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0}
+                                    for h in ("a", "b")}, "status": "ok"}
+    pending = fleet.replay("--limit", "c", "--check", command="plan")
+    assert pending.rc == 10, pending.describe()  # c's container still has to be created
+    assert pending.recap is not None and pending.recap["hosts"]["c"]["changed"] > 0
+    assert not lab_ct(fleet.roots["c"])["exists"]  # planning created nothing
+    assert "fleet report:" not in pending.stderr  # a plan does not touch the fleet report
 
 
 def test_resume_failed_reruns_only_the_failed_host(fleet: Fleet, first_run: FleetReplay) -> None:

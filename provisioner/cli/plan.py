@@ -13,9 +13,26 @@ from provisioner.cli.common import common_run
 @click.option("--json", "json_out", is_flag=True, help="Print the recap as JSON (last stdout line).")
 @click.option("--check", is_flag=True, help="Exit 10 when changes are pending.")
 @click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
-def command(playbook: str, lab: bool, json_out: bool, check: bool, trust_new_host: bool) -> None:
+@click.option("--inventory", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Plan for every host of this inventory (YAML) concurrently.")
+@click.option("--parallel", type=click.IntRange(1, 256), default=8, show_default=True,
+              help="Hosts planned at the same time (with --inventory).")
+@click.option("--limit", default=None, help="Comma-separated host names of the inventory to plan for.")
+@click.option("--quiet", is_flag=True, help="Do not stream command output (recap only).")
+def command(playbook: str, lab: bool, json_out: bool, check: bool, trust_new_host: bool, inventory: str | None,
+            parallel: int, limit: str | None, quiet: bool) -> None:
     """Show what PLAYBOOK would change, without changing anything.
 
     Example: provisioner plan playbooks/blackwell-8gpu-lxc.yaml --lab --check
+
+    Fleet: provisioner plan PLAYBOOK --inventory hosts.yaml --check (exit 10 when any host has changes)
     """
+    if inventory is not None:
+        from provisioner.cli.replay import fleet_run
+
+        fleet_run(playbook, inventory, mode="plan", json_out=json_out, trust_new_host=trust_new_host,
+                  parallel=parallel, limit=limit, resume_failed=False, quiet=quiet, check=check)
+        return
+    if limit:
+        raise click.UsageError("--limit needs --inventory")
     common_run(playbook, mode="plan", json_out=json_out, lab=lab, trust_new_host=trust_new_host, check=check)

@@ -15,7 +15,7 @@ from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fle
 from provisioner.playbook import PlaybookError
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runlog import JsonlRunLog
-from provisioner.runner import finish_event, new_run_id, start_event
+from provisioner.runner import Mode, finish_event, new_run_id, recap_json, start_event
 
 
 @click.command("replay")
@@ -46,6 +46,13 @@ def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, reco
         common_run(playbook, mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
                    record_to=record_to)
         return
+    fleet_run(playbook, inventory, mode="apply", json_out=json_out, trust_new_host=trust_new_host,
+              parallel=parallel, limit=limit, resume_failed=resume_failed, quiet=quiet)
+
+
+def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trust_new_host: bool, parallel: int,
+              limit: str | None, resume_failed: bool, quiet: bool, check: bool = False) -> None:
+    """Run PLAYBOOK on every host of INVENTORY (plan or apply), print the fleet recap, exit like one host."""
     pb = load_or_exit(playbook)
     try:
         inv = load_inventory(inventory)
@@ -72,14 +79,16 @@ def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, reco
     log = JsonlRunLog(run_id)
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     bus = Bus(log, ConsoleRenderer(console, verbose=not quiet, multi_host=True))
-    bus.emit(start_event(run_id, playbook, "apply", [e.label for e in entries]))
+    bus.emit(start_event(run_id, playbook, mode, [e.label for e in entries]))
     started = time.time()
-    results = asyncio.run(run_fleet(pb, entries, bus, mode="apply", parallel=parallel, trust_new_host=trust_new_host))
+    results = asyncio.run(run_fleet(pb, entries, bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host))
     bus.emit(finish_event(run_id, results))
     log.close()
-    doc = write_report(rpath, results, started)
-    console.print(f"run log: {log.path}\nfleet report: {rpath}", markup=False)
+    doc = write_report(rpath, results, started) if mode == "apply" else recap_json(results)
+    console.print(f"run log: {log.path}" + (f"\nfleet report: {rpath}" if mode == "apply" else ""), markup=False)
     if json_out:
         echo_json({"hosts": doc["hosts"], "status": doc["status"]})
     if doc["status"] != "ok":
         raise SystemExit(ExitCode.FAILED)
+    if check and any(r.pending_changes for r in results):
+        raise SystemExit(ExitCode.CHANGES_PENDING)

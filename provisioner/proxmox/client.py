@@ -438,6 +438,7 @@ class PveClient:
     def wait_task(self, node: str, upid: str, timeout: float = 300.0, poll: float = 1.0) -> TaskResult:
         """Poll until the task stops: OK / WARNINGS -> TaskResult; error -> TaskFailed; else TaskTimeout."""
         deadline = time.monotonic() + timeout
+        interval = min(0.1, poll)  # most tasks end within a second: poll soon, then back off to `poll`
         while True:
             status = self.task_status(node, upid)
             if status.get("status") == "stopped":
@@ -449,7 +450,8 @@ class PveClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TaskTimeout(upid, timeout, str(status.get("status", "unknown")))
-            time.sleep(min(poll, remaining))
+            time.sleep(min(interval, remaining))
+            interval = min(interval * 2, poll)
 
 
 def _map_error(exc: BaseException, target: str) -> ProxmoxError:
