@@ -22,54 +22,30 @@ class _Model(BaseModel):
 
 
 class SshSettings(_Model):
-    user: str = "root"
+    user: validate.UserName = "root"
     port: int = Field(22, ge=1, le=65535)
     key_file: str | None = None
     known_hosts: str = "~/.ssh/known_hosts"
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, v: str) -> str:
-        if not v or not all(c.isalnum() or c in "._-" for c in v):
-            raise ValueError(f"not a valid user name: {v!r}")
-        return v
 
 
 class ApiSettings(_Model):
     port: int = Field(8006, ge=1, le=65535)
     user: str = "root@pam"
-    password: str | None = None  # a reference: env:NAME or file:PATH
+    password: secrets.SecretRef | None = None  # env:NAME or file:PATH
     token_name: str | None = None
-    token_value: str | None = None  # a reference
+    token_value: secrets.SecretRef | None = None
     verify_tls: bool = True
     ca_file: str | None = None
     fingerprint: str | None = None
 
-    @field_validator("password", "token_value")
-    @classmethod
-    def _ref(cls, v: str | None) -> str | None:
-        if v is not None and not secrets.is_ref(v):
-            raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
-        return v
-
 
 class Target(_Model):
-    host: str
-    node: str = "pve"
+    host: validate.HostAddress
+    node: validate.HostName = "pve"
     container: int | None = None
     ssh: SshSettings = SshSettings()
     api: ApiSettings | None = None
     local: bool = False  # the tool runs on the node itself
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, v: str) -> str:
-        return validate.host_address(v)
-
-    @field_validator("node")
-    @classmethod
-    def _node(cls, v: str) -> str:
-        return validate.hostname(v)
 
     @field_validator("container")
     @classmethod

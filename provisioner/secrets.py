@@ -10,6 +10,9 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 REF_RE = re.compile(r"^(env|file):(.+)$")
 SECRET_FIELD_NAMES = frozenset(
@@ -23,6 +26,16 @@ class SecretError(ValueError):
 
 def is_ref(value: str) -> bool:
     return bool(REF_RE.match(value))
+
+
+def secret_ref(value: str) -> str:
+    """Accept a reference, refuse a literal secret (the message never repeats the value)."""
+    if not is_ref(value):
+        raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
+    return value
+
+
+SecretRef = Annotated[str, AfterValidator(secret_ref)]
 
 
 def resolve(ref: str) -> str:

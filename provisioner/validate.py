@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 IPV4_RE = re.compile(r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$")
@@ -53,3 +56,16 @@ def driver_version(value: str) -> str:
     if not VERSION_RE.match(value):
         raise ValueError(f"not a driver version like 595.71.05: {value!r}")
     return value
+
+
+def user_name(value: str) -> str:
+    if not value or not all(c.isalnum() or c in "._-" for c in value):
+        raise ValueError(f"not a valid user name: {value!r}")
+    return value
+
+
+# Field types for pydantic models: the playbook, step parameters and the TUI's forms share them.
+HostName = Annotated[str, AfterValidator(hostname)]
+HostAddress = Annotated[str, AfterValidator(host_address)]
+StorageId = Annotated[str, AfterValidator(storage)]
+UserName = Annotated[str, AfterValidator(user_name)]

@@ -31,15 +31,20 @@ class FieldSpec:
     choices: tuple[Any, ...] = ()
 
 
+def _strip_annotated(annotation: Any) -> Any:
+    """`Annotated[str, AfterValidator(...)]` is edited as a `str` (pydantic runs the validators)."""
+    return typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
+
+
 def _strip_optional(annotation: Any) -> tuple[Any, bool]:
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         optional = len(args) < len(typing.get_args(annotation))
         if len(args) == 1:
-            return args[0], optional
+            return _strip_annotated(args[0]), optional
         return annotation, optional
-    return annotation, False
+    return _strip_annotated(annotation), False
 
 
 def field_spec(name: str, info: FieldInfo) -> FieldSpec:

@@ -64,27 +64,17 @@ class CreateParams(Params):
     template: str = Field("local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
                           description="Template volume id (storage:vztmpl/file).")
     download_template: bool = Field(False, description="Download the template via aplinfo when missing.")
-    hostname: str = "gpu-ct"
+    hostname: validate.HostName = "gpu-ct"
     cores: int = Field(8, ge=1, le=8192)
     memory: int = Field(65536, ge=16, description="MiB")
     swap: int = Field(0, ge=0, description="MiB")
-    rootfs_storage: str = "local-lvm"
+    rootfs_storage: validate.StorageId = "local-lvm"
     rootfs_size_gb: int = Field(64, ge=1, le=65536)
     net: Net = Net()
     unprivileged: bool = True
     nesting: bool = True
     ssh_public_key_file: str | None = Field(None, description="Public key installed for root in the container.")
     onboot: bool = False
-
-    @field_validator("hostname")
-    @classmethod
-    def _hostname(cls, v: str) -> str:
-        return validate.hostname(v)
-
-    @field_validator("rootfs_storage")
-    @classmethod
-    def _storage(cls, v: str) -> str:
-        return validate.storage(v)
 
     @field_validator("template")
     @classmethod

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from provisioner import secrets, validate
-from provisioner.playbook import ApiSettings, SshSettings, Target
+from provisioner.playbook import ApiSettings, Target
 from screens.dialogs import HostKeyDialog
 from screens.step_page import StepPage
 from screens.widgets.params_form import ParamsForm
@@ -23,37 +23,15 @@ class ConnectForm(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    host: str = Field(description="Node address: IP or DNS name of the Proxmox VE host.")
+    host: validate.HostAddress = Field(description="Node address: IP or DNS name of the Proxmox VE host.")
     ssh_port: int = Field(22, ge=1, le=65535)
-    user: str = Field("root", description="SSH user on the node.")
+    user: validate.UserName = Field("root", description="SSH user on the node.")
     auth: AuthMethod = Field("key file", description="How SSH authenticates: a private key file or the agent.")
     key_file: str | None = Field(None, description="Private key file (auth: key file).")
     known_hosts: str = Field("~/.ssh/known_hosts", description="Host keys checked on connect.")
-    node: str = Field("pve", description="Proxmox node name (as in the API).")
+    node: validate.HostName = Field("pve", description="Proxmox node name (as in the API).")
     api_user: str = Field("root@pam", description="Proxmox API user (devN passthrough needs root@pam).")
-    api_password: str | None = Field(None, description="API password as a reference: env:NAME or file:PATH.")
-
-    @field_validator("host")
-    @classmethod
-    def _host(cls, v: str) -> str:
-        return validate.host_address(v)
-
-    @field_validator("node")
-    @classmethod
-    def _node(cls, v: str) -> str:
-        return validate.hostname(v)
-
-    @field_validator("user")
-    @classmethod
-    def _user(cls, v: str) -> str:
-        return SshSettings(user=v).user
-
-    @field_validator("api_password")
-    @classmethod
-    def _ref(cls, v: str | None) -> str | None:
-        if v is not None and not secrets.is_ref(v):
-            raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
-        return v
+    api_password: secrets.SecretRef | None = Field(None, description="API password as a reference: env:NAME or file:PATH.")
 
     @model_validator(mode="after")
     def _key(self) -> ConnectForm:
