@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.burnin import xid as xid_table
 from provisioner.burnin.config import format_size
 from provisioner.burnin.verdict import PhaseResult
 
@@ -44,15 +45,9 @@ CLOCK_REASONS = {
 FAIL_CLOCK_BITS = 0x8 | 0x40 | 0x80
 WARN_CLOCK_BITS = 0x4 | 0x20
 
-# XIDs the burn-in calls out by name (reference/burnin.md §4.2); every XID fails the run.
-CRITICAL_XIDS = {
-    31: "MMU fault (seen with misconfigured P2P)",
-    46: "GPU stopped processing",
-    48: "double-bit ECC error",
-    63: "page retirement / row remapping event",
-    64: "page retirement / row remapping failure",
-    79: "GPU has fallen off the bus",
-}
+# Every XID fails the run; the table (provisioner/burnin/xid.py, from NVIDIA's Xid catalogue) names it
+# and says what to do.
+CRITICAL_XIDS = {n: xid_table.meaning(n) for n in sorted(xid_table.HARDWARE_XIDS)}
 
 P2P_STATUS = {
     0: "OK",
@@ -77,7 +72,7 @@ def reason_names(mask: int) -> list[str]:
 
 
 def describe_xid(xid: int) -> str:
-    return CRITICAL_XIDS.get(xid, "see NVIDIA's Xid catalog")
+    return xid_table.meaning(xid)
 
 
 def _gpu_label(gpu: dict[str, Any]) -> str:
@@ -217,6 +212,7 @@ def evaluate_monitor(
         if ev.get("kind") == "xid":
             xid = int(ev["xid"])
             res.fail(f"GPU {ev.get('gpu')}: XID {xid} ({describe_xid(xid)})")
+            res.note(f"XID {xid}: {xid_table.advice(xid)}")
         elif ev.get("kind") == "dbe":
             res.fail(f"GPU {ev.get('gpu')}: double-bit ECC error event")
     res.data["events"] = events

@@ -1,0 +1,32 @@
+"""The log rules, as data, one module per family. See docs/diagnose-rules.md for how they are scored.
+
+Conventions for `confidence`: 0.85-0.95 a message that names the cause; 0.6-0.8 a strong
+signature with a few possible causes; <= 0.5 a generic symptom (mark `generic=True`).
+A literal space in a pattern matches any whitespace run, line breaks included; patterns are
+case-insensitive. Every rule carries real example lines; tests replay them all, and every
+rule is also proven on a real public log in tests/fixtures/diagnose/ (URL in the fixture).
+"""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules import (
+    arch,
+    container,
+    cpu,
+    driver,
+    hardware,
+    installer,
+    libs,
+    nccl,
+    nodriver,
+    proxmox,
+    resolver,
+)
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
+
+FAMILIES = (arch, driver, nodriver, container, cpu, libs, nccl, installer, resolver, hardware, proxmox)
+
+RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
+
+__all__ = ["CONTAINER_CONTEXT", "IN_CONTAINER", "RULES"]

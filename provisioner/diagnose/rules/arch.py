@@ -1,0 +1,135 @@
+"""arch_unsupported: the GPU architecture is missing from the binary (or too old for it)."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="arch.torch_capability_not_compatible",
+        category="arch_unsupported",
+        patterns=(
+            r"with CUDA capability sm_\d+[a-z]? is not compatible with the current PyTorch installation",
+            r"The current PyTorch install supports CUDA capabilities",
+        ),
+        confidence=0.95,
+        root_cause="The installed PyTorch build has no kernels for {gpu_arch}[; it was built for {archs}].",
+        fix="{arch_fix}",
+        examples=(
+            "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+            "PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 "
+            "sm_70 sm_75 sm_80 sm_86 sm_90.",
+        ),
+    ),
+    Rule(
+        name="arch.gpu_too_old_for_torch",
+        category="arch_unsupported",
+        patterns=(
+            r"PyTorch no longer supports this GPU because it is too old",
+            r"The minimum cuda capability (?:supported|that we support) (?:by this library )?is \d",
+            r"Support for Maxwell and Pascal architectures is removed for CUDA",
+            r"Found GPU\d+ [^\n]{1,80} which is of (?:cuda|compute) capability",
+            r"does not include kernels for this GPU",
+            r"The following list shows the CCs this version of PyTorch was built for",
+        ),
+        confidence=0.9,
+        root_cause="The installed PyTorch build does not support {gpu_cc}.",
+        fix="{arch_fix}",
+        examples=(
+            "Found GPU0 NVIDIA GeForce GTX 1080 Ti which is of cuda capability 6.1.\n"
+            "PyTorch no longer supports this GPU because it is too old.\n"
+            "The minimum cuda capability supported by this library is 7.5.",
+            "Your installed torch==2.14.0+cu130 does not include kernels for this GPU.",
+        ),
+    ),
+    Rule(
+        name="arch.no_kernel_image",
+        category="arch_unsupported",
+        patterns=(
+            r"no kernel image is available for execution on the device",
+            r"cudaErrorNoKernelImageForDevice",
+            r"CUDA_ERROR_NO_BINARY_FOR_GPU",
+            r"no binary for GPU",
+        ),
+        confidence=0.75,
+        root_cause=(
+            "CUDA code was launched on {gpu_arch}, but the binary (PyTorch or an extension) contains no "
+            "kernel for its architecture."
+        ),
+        fix="{arch_fix} Rebuild any custom CUDA extension with TORCH_CUDA_ARCH_LIST including this GPU.",
+        examples=(
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
+        ),
+    ),
+    Rule(
+        name="arch.invalid_device_function",
+        category="arch_unsupported",
+        patterns=(r"invalid device function", r"cudaErrorInvalidDeviceFunction"),
+        confidence=0.55,
+        root_cause="A CUDA kernel was not compiled for this GPU's architecture (invalid device function).",
+        fix="{arch_fix}",
+        examples=("RuntimeError: CUDA error: invalid device function",),
+    ),
+    Rule(
+        name="arch.toolchain_unknown_arch",
+        category="arch_unsupported",
+        patterns=(
+            r"nvcc fatal\s*: Unsupported gpu architecture 'compute_\d+[a-z]?'",
+            r"ptxas fatal\s*: Value 'sm_\d+[a-z]?' is not defined for option 'gpu-name'",
+            r"'sm_\d+[a-z]?' is not a recognized processor for this target",
+        ),
+        confidence=0.8,
+        root_cause="The CUDA toolkit used to compile kernels is older than the GPU architecture[ (sm_{sm})].",
+        fix=(
+            "Use a CUDA toolkit that knows this GPU (12.8+ for Blackwell sm_100/sm_120) or a prebuilt "
+            "wheel; set TORCH_CUDA_ARCH_LIST to architectures the toolkit supports."
+        ),
+        examples=("nvcc fatal   : Unsupported gpu architecture 'compute_120'",),
+    ),
+    Rule(
+        name="arch.feature_needs_newer_gpu",
+        category="arch_unsupported",
+        patterns=(
+            r"requires device with capability [><=]+ \(\d+, ?\d+\) but your GPU has capability \(\d+, ?\d+\)",
+            r"too old to be supported by the triton GPU compiler",
+            r"Triton only supports devices of CUDA Capability >= \d",
+            r"FlashAttention only supports (?:Ampere|Turing) GPUs or newer",
+            r"with Cuda compute capability \d+\.\d+\. The minimum required Cuda capability is",
+            r"Bfloat16 is only supported on GPUs with compute capability of at least",
+        ),
+        confidence=0.85,
+        root_cause="The GPU is older than this software supports[: {gpu_cc}].",
+        fix=(
+            "Run on a newer GPU, or disable the feature (e.g. torch.compile/Triton, FlashAttention, bf16) for this "
+            "GPU."
+        ),
+        examples=(
+            "NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs: ... "
+            "`cutlassF` is not supported because: requires device with capability > (8, 0) but your GPU has "
+            "capability (7, 5) (too old)",
+            "Found NVIDIA GeForce GTX 1070 which is too old to be supported by the triton GPU compiler, "
+            "which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but "
+            "your device is of CUDA capability 6.1",
+            "RuntimeError: FlashAttention only supports Ampere GPUs or newer.",
+        ),
+    ),
+    Rule(
+        name="arch.legacy_gpu_dropped_by_driver",
+        category="arch_unsupported",
+        patterns=(
+            r"NVRM: [^\n]{0,120}is supported through the NVIDIA \d+\.xx Legacy drivers",
+            r"will ignore this GPU",
+        ),
+        confidence=0.8,
+        root_cause=(
+            "The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch."
+        ),
+        fix="Install the legacy driver branch named in the message (e.g. R580) and a cu126 PyTorch build.",
+        examples=(
+            "NVRM: The NVIDIA GeForce GTX 1050 GPU installed in this system is supported through the NVIDIA 580.xx "
+            "Legacy drivers. Please visit http://www.nvidia.com/object/unix.html for more information. "
+            "The 595.58.03 NVIDIA driver will ignore this GPU.",
+        ),
+    ),
+)

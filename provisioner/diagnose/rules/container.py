@@ -1,0 +1,200 @@
+"""container_device_missing: the GPU device nodes or runtime did not reach the container."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="container.nvidia_container_cli_cgroup",
+        category="container_device_missing",
+        patterns=(
+            r"bpf_prog_query\(BPF_CGROUP_DEVICE\) failed",
+            r"nvidia-container-cli: mount error",
+            r"failed to add device rules",
+            r"nvidia-container-cli: device error",
+        ),
+        confidence=0.88,
+        root_cause=(
+            "The NVIDIA container runtime could not set up the GPU devices for the container (device cgroup/mount)."
+        ),
+        fix=(
+            "In nested setups (Docker in LXC) set no-cgroups = true in /etc/nvidia-container-runtime/config.toml "
+            "and pass /dev/nvidia* explicitly (or use CDI); otherwise check the toolkit version and cgroup driver."
+        ),
+        examples=(
+            "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
+            "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: "
+            "unknown.",
+        ),
+    ),
+    Rule(
+        name="container.uvm_missing",
+        category="container_device_missing",
+        patterns=(
+            r"/dev/nvidia-uvm(?:-tools)?[\"']?:? (?:No such file or directory|does not exist)",
+            r"(?:failed to open|could not open|cannot open|unable to open) [\"']?/dev/nvidia-uvm",
+            r"Device /dev/nvidia[\w-]* does not exist",
+            r"Could not get mode or device ID of /dev/nvidia",
+            r"cudaGetDeviceCount returned 30\b",
+            r"Failed to mount [\"']?/dev/nvidia[\w-]*[\"']? onto",
+        ),
+        confidence=0.85,
+        root_cause=(
+            "A GPU device node the container needs (typically /dev/nvidia-uvm) is missing, on the host or in the "
+            "container."
+        ),
+        fix=(
+            "Create the UVM nodes on the host at boot (`nvidia-modprobe -u -c=0`) and pass /dev/nvidia-uvm and "
+            "/dev/nvidia-uvm-tools (plus every /dev/nvidiaN and /dev/nvidiactl) into the container."
+        ),
+        examples=(
+            "cudaGetDeviceCount returned 30\n-> unknown error\nResult = FAIL",
+            "TASK ERROR: Could not get mode or device ID of /dev/nvidia-uvm",
+        ),
+    ),
+    Rule(
+        name="container.cuda_unknown_error",
+        category="container_device_missing",
+        patterns=(
+            r"CUDA unknown error - this may be due to an incorrectly set up environment",
+            r"cudaGetDeviceCount\(\)[^\n]{0,200}Error 999",
+            r"cuda runtime error \(999\)",
+            r"cuInit\(0\) (?:failed|returned) (?:with )?999",
+        ),
+        confidence=0.6,
+        root_cause=(
+            "CUDA initialisation fails with an unknown error while the driver answers: usually /dev/nvidia-uvm is "
+            "missing or the uvm module is wedged."
+        ),
+        fix=(
+            "Load/create nvidia-uvm (`nvidia-modprobe -u -c=0`, or reload nvidia_uvm) and make sure /dev/nvidia-uvm* "
+            "reach the container."
+        ),
+        examples=(
+            "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up "
+            "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
+            "available devices to be zero.",
+        ),
+    ),
+    Rule(
+        name="container.nvml_unknown_or_permission",
+        category="container_device_missing",
+        patterns=(
+            r"Failed to initialize NVML: Unknown Error",
+            r"Failed to initialize NVML: Insufficient Permissions",
+            r"/dev/nvidia(?:\d+|ctl)[\"']?:? (?:Operation not permitted|Permission denied)",
+        ),
+        confidence=0.7,
+        root_cause=(
+            "The container can see the NVIDIA device nodes but the device cgroup (or permissions) denies opening "
+            "them."
+        ),
+        fix=(
+            "Allow the devices: lxc.cgroup2.devices.allow for major 195 and the nvidia-uvm major (or devN lines) "
+            "on Proxmox; for Docker keep the cgroup rules across daemon-reload (CDI or systemd cgroup driver fix)."
+        ),
+        examples=("Failed to initialize NVML: Unknown Error",),
+    ),
+    Rule(
+        name="container.device_file_missing",
+        category="container_device_missing",
+        patterns=(
+            r"cannot access '?/dev/nvidia",
+            r"could not open the device file /dev/nvidia(?:\d+|ctl)",
+            r"/dev/nvidia(?:\d+|ctl)[\"']?:? No such file or directory",
+        ),
+        confidence=0.65,
+        root_cause="GPU device nodes (/dev/nvidiaN, /dev/nvidiactl) are missing where CUDA runs.",
+        fix=(
+            "Pass every /dev/nvidiaN plus /dev/nvidiactl and /dev/nvidia-uvm* into the container (devN entries on "
+            "PVE >= 8.1)."
+        ),
+        examples=("NVIDIA: could not open the device file /dev/nvidiactl (No such file or directory).",),
+    ),
+    Rule(
+        name="container.gpu_runtime_missing",
+        category="container_device_missing",
+        patterns=(
+            r"The NVIDIA Driver was not detected\. GPU functionality will not be available",
+            r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]",
+            r"unknown or invalid runtime name: nvidia",
+            r"Insufficient nvidia\.com/gpu",
+        ),
+        confidence=0.85,
+        root_cause="The container engine has no GPU runtime configured, so no GPU devices were given to the container.",
+        fix=(
+            "Install nvidia-container-toolkit, run `nvidia-ctk runtime configure` for the engine and restart it (or "
+            "use the device plugin on Kubernetes)."
+        ),
+        examples=(
+            "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n   Use the "
+            "NVIDIA Container Toolkit to start this container with GPU support; see\n   "
+            "https://docs.nvidia.com/datacenter/cloud-native/ .",
+            'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+        ),
+    ),
+    Rule(
+        name="container.driver_unreachable_in_container",
+        category="container_device_missing",
+        patterns=(
+            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+            r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",
+        ),
+        confidence=0.78,
+        context=IN_CONTAINER,
+        root_cause=(
+            "Inside the container nvidia-smi cannot reach the driver: the /dev/nvidia* nodes (or the driver "
+            "libraries) were not passed in, or the host driver itself is not loaded."
+        ),
+        fix=(
+            "Check `nvidia-smi` on the host first; then pass /dev/nvidiactl, every /dev/nvidiaN and /dev/nvidia-uvm* "
+            "into the container and install the userspace driver at exactly the host's version."
+        ),
+        examples=(
+            "root@pve:~# pct exec 101 -- nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with "
+            "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
+        ),
+    ),
+    Rule(
+        name="container.no_device_in_container",
+        category="container_device_missing",
+        patterns=(
+            r"no CUDA-capable device is detected",
+            r"No CUDA GPUs are available",
+            r"CUDA_ERROR_NO_DEVICE",
+            r"cudaErrorNoDevice",
+            r"^No devices were found",
+        ),
+        confidence=0.45,
+        generic=True,
+        context=CONTAINER_CONTEXT,
+        root_cause="CUDA sees no GPU inside the container: the device nodes were not passed through.",
+        fix=(
+            "Pass /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm* into the container and allow them in the device "
+            "cgroup."
+        ),
+        examples=(
+            "root@ct101:~# nvidia-smi\nNo devices were found\nroot@ct101:~# cat /etc/pve/lxc/101.conf  # lxc container",
+        ),
+    ),
+    Rule(
+        name="container.nvidia_container_cli_error",
+        category="container_device_missing",
+        patterns=(
+            r"nvidia-container-cli: [\w ]*error",
+            r"error running hook #\d+: error running hook: exit status \d+",
+        ),
+        confidence=0.6,
+        root_cause="The NVIDIA container runtime hook failed, so the container got no GPU devices.",
+        fix="Read the nvidia-container-cli message; check `nvidia-container-cli -k -d /dev/tty info` on the host.",
+        examples=(
+            "docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+            "OCI runtime create failed: runc create failed: unable to start container process: error during "
+            "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
+            "nvidia-container-cli: initialization error: open failed: /proc/sys/kernel/overflowuid: permission "
+            "denied: unknown",
+        ),
+    ),
+)

@@ -1,0 +1,73 @@
+"""cpu_only_wheel: a torch build without CUDA."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="cpu.torch_not_compiled_with_cuda",
+        category="cpu_only_wheel",
+        patterns=(r"Torch not compiled with CUDA enabled",),
+        confidence=0.95,
+        root_cause="The installed torch[ ({torch_version})] is a CPU-only build.",
+        fix=(
+            "Reinstall torch from a CUDA index (e.g. --index-url https://download.pytorch.org/whl/cu128, "
+            "or the variant `provisioner resolve` picks) and check that torch.version.cuda is not None."
+        ),
+        examples=(
+            'raise AssertionError("Torch not compiled with CUDA enabled")\n'
+            "AssertionError: Torch not compiled with CUDA enabled",
+        ),
+    ),
+    Rule(
+        name="cpu.build_reports_no_cuda",
+        category="cpu_only_wheel",
+        patterns=(
+            r"CUDA used to build PyTorch: (?:None|Could not collect)",
+            r"torch\.version\.cuda\)?[^\n]{0,20}\n\s*None\b",
+            r"torch\.version\.cuda\s*(?:=|:|is)\s*None",
+            r"\b\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cpu\b",
+            r"\bpy3\d*_cpu_\d+\b",
+            r"pytorch-mutex[^\n]{0,40}\bcpu\b",
+            r"^\s*cpuonly\s",
+        ),
+        confidence=0.85,
+        root_cause="The installed PyTorch[ ({torch_version})] was built without CUDA (CPU-only variant).",
+        fix=(
+            "Install the CUDA variant explicitly (pip/uv: --index-url https://download.pytorch.org/whl/cu128; "
+            "conda: pin pytorch=*=*cuda*) and verify torch.version.cuda."
+        ),
+        examples=(
+            "PyTorch version: 2.1.0.dev20230905\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: "
+            "False",
+            "Successfully installed torch-2.5.1+cpu torchvision-0.20.1+cpu",
+        ),
+    ),
+    Rule(
+        name="cpu.cpu_index",
+        category="cpu_only_wheel",
+        patterns=(r"download\.pytorch\.org/whl/cpu\b", r"--torch-backend[= ]cpu\b"),
+        confidence=0.6,
+        root_cause="torch was installed from the CPU-only index.",
+        fix="Install from the CUDA index matching the GPU and driver (e.g. https://download.pytorch.org/whl/cu128).",
+        examples=("Looking in indexes: https://download.pytorch.org/whl/cpu",),
+    ),
+    Rule(
+        name="cpu.cuda_unavailable_generic",
+        category="cpu_only_wheel",
+        patterns=(
+            r"torch\.cuda\.is_available\(\)\)?[^\n]{0,20}\n?\s*False",
+            r"Is CUDA available: False",
+            r"User provided device_type of 'cuda', but CUDA is not available",
+        ),
+        confidence=0.35,
+        generic=True,
+        root_cause="torch reports CUDA unavailable; the most common cause is a CPU-only torch build.",
+        fix=(
+            "Print torch.__version__ and torch.version.cuda; if it is +cpu/None reinstall from a CUDA index, else "
+            "check the driver."
+        ),
+        examples=(">>> torch.cuda.is_available()\nFalse",),
+    ),
+)

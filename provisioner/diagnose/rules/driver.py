@@ -1,0 +1,206 @@
+"""driver_too_old and driver_lib_mismatch: the driver versus the CUDA runtime, and userspace versus the kernel module."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="driver.insufficient_for_runtime",
+        category="driver_too_old",
+        patterns=(
+            r"CUDA driver version is insufficient for CUDA runtime version",
+            r"cudaErrorInsufficientDriver",
+            r"driver version is insufficient",
+        ),
+        confidence=0.92,
+        root_cause=(
+            "The CUDA runtime in use is newer than the installed driver[ {driver}] supports"
+            "[ (driver CUDA {driver_cuda})]."
+        ),
+        fix=(
+            "Upgrade the host driver to a branch that supports this CUDA version, or install a build "
+            "made for the driver's CUDA (e.g. an older PyTorch CUDA variant / image tag)."
+        ),
+        examples=(
+            "Check failed: error == cudaSuccess (35 vs. 0)  CUDA driver version is insufficient for CUDA runtime "
+            "version",
+        ),
+    ),
+    Rule(
+        name="driver.torch_driver_too_old",
+        category="driver_too_old",
+        patterns=(
+            r"The NVIDIA driver on your system is too old",
+            r"please update your GPU driver by downloading and installing a new version",
+        ),
+        confidence=0.92,
+        root_cause=(
+            "The driver's CUDA version[ ({driver_cuda})] is older than the CUDA[ {torch_cuda}] the installed "
+            "PyTorch[ ({torch_version})] was built with."
+        ),
+        fix=(
+            "Upgrade the host driver (cu12x needs >= 525.60.13, cu13x needs >= 580), or install a PyTorch "
+            "variant the driver supports[ (CUDA <= {driver_cuda})]; `provisioner resolve` picks one."
+        ),
+        examples=(
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12080). "
+            "Please update your GPU driver by downloading and installing a new version from the URL: "
+            "http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org/ to install a "
+            "PyTorch version that has been compiled with your version of the CUDA driver.",
+        ),
+    ),
+    Rule(
+        name="driver.forward_compat_unsupported",
+        category="driver_too_old",
+        patterns=(
+            r"forward compatibility was attempted on non supported HW",
+            r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+            r"cudaErrorCompatNotSupportedOnDevice",
+        ),
+        confidence=0.88,
+        root_cause=(
+            "The CUDA runtime is newer than the driver and the driver tried the forward-compatibility "
+            "path, which this GPU does not support (error 804)."
+        ),
+        fix=(
+            "Upgrade the host driver to natively support the CUDA version in use, and remove cuda-compat libraries "
+            "from the library path."
+        ),
+        examples=(
+            "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? Error 804: forward "
+            "compatibility was attempted on non supported HW",
+        ),
+    ),
+    Rule(
+        name="driver.container_requirement",
+        category="driver_too_old",
+        patterns=(
+            r"requirement error: unsatisfied condition: cuda\s*>=\s*\d",
+            r"This container was built for NVIDIA Driver Release [\d.]+ or later, but version [\d.]+ was detected",
+            r"please update your driver to a newer version, or use an earlier cuda container",
+        ),
+        confidence=0.92,
+        root_cause="The container image needs CUDA[ {required_cuda}] but the host driver[ {driver}] is older.",
+        fix="Upgrade the host driver, or use an image tag built for the CUDA version the driver supports.",
+        examples=(
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your "
+            "driver to a newer version, or use an earlier cuda container: unknown",
+        ),
+    ),
+    Rule(
+        name="driver.ptx_toolchain_newer",
+        category="driver_too_old",
+        patterns=(
+            r"the provided PTX was compiled with an unsupported toolchain",
+            r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+            r"cudaErrorUnsupportedPtxVersion",
+            r"NVIDIA driver's CUDA version is [\d.]+ which is older than the ptxas CUDA version",
+        ),
+        confidence=0.8,
+        root_cause="PTX in the binary was produced by a CUDA toolchain newer than the driver's JIT compiler.",
+        fix=(
+            "Upgrade the driver to at least the CUDA version that produced the PTX, or install a build with SASS for "
+            "this GPU."
+        ),
+        examples=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",),
+    ),
+    Rule(
+        name="driver.kernel_image_invalid",
+        category="driver_too_old",
+        patterns=(
+            r"a PTX JIT compilation failed",
+            r"CUDA_ERROR_INVALID_PTX",r"device kernel image is invalid", r"cudaErrorInvalidKernelImage"),
+        confidence=0.55,
+        root_cause=(
+            "The driver cannot load the kernel image: typically compressed fatbins (CUDA >= 12.4 toolchains) on a "
+            "driver older than 550.54.14."
+        ),
+        fix=(
+            "Upgrade the driver to >= 550.54.14 (or the branch matching the build's CUDA), or install a build not "
+            "using compressed fatbins."
+        ),
+        examples=("RuntimeError: CUDA error: device kernel image is invalid",),
+    ),
+    Rule(
+        name="driver.gpu_newer_than_driver",
+        category="driver_too_old",
+        patterns=(
+            r"NVRM: The NVIDIA [^\n]{0,80}GPU installed in this system is not supported by the [\d.]+ NVIDIA",
+            r"is not supported by the [\d.]+ NVIDIA Linux driver release",
+        ),
+        confidence=0.85,
+        unless=r"Legacy drivers",
+        root_cause="The installed driver branch predates this GPU (e.g. Blackwell needs R570 or newer).",
+        fix="Install a driver branch that supports the GPU (R570+ for Blackwell; open kernel modules).",
+        examples=(
+            "NVRM: The NVIDIA GPU 10de:2bb1 (PCI ID: 10de:2bb1) installed in this system is not supported by the "
+            "550.54.14 NVIDIA Linux driver release.",
+        ),
+    ),
+    Rule(
+        name="mismatch.nvml",
+        category="driver_lib_mismatch",
+        patterns=(
+            r"Driver/library version mismatch",
+            r"NVML library version:\s*\d+",
+            r"nvml error: driver/library version mismatch",
+        ),
+        confidence=0.93,
+        root_cause=(
+            "The userspace driver libraries[ ({lib_version})] do not match the loaded kernel module"
+            "[ ({module_version})]."
+        ),
+        fix=(
+            "Make userspace and kernel module the same version: reboot/reload the module after a driver "
+            "upgrade, or (in a container) reinstall the userspace .run with --no-kernel-modules at exactly "
+            "the host's /sys/module/nvidia/version."
+        ),
+        examples=(
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.178",
+        ),
+    ),
+    Rule(
+        name="mismatch.api_mismatch",
+        category="driver_lib_mismatch",
+        patterns=(
+            r"API mismatch: the NVIDIA kernel module has (?:the )?version",
+            r"NVRM: API mismatch: the client has the version",
+            r"kernel version [\d.]+ does not match DSO version",
+        ),
+        confidence=0.93,
+        root_cause=(
+            "The kernel module[ ({module_version})] and a userspace component[ ({lib_version})] are different driver "
+            "versions."
+        ),
+        fix=(
+            "Install matching versions (reboot after upgrading; in containers install userspace at the host module's "
+            "version)."
+        ),
+        examples=(
+            "NVRM: API mismatch: the client has the version 535.129.03, but\nNVRM: this kernel module has the "
+            "version 535.104.05.  Please\nNVRM: make sure that this kernel module and all NVIDIA driver\n"
+            "NVRM: components have the same version.",
+        ),
+    ),
+    Rule(
+        name="mismatch.cuda_803",
+        category="driver_lib_mismatch",
+        patterns=(
+            r"system has unsupported display driver / cuda driver combination",
+            r"cudaErrorSystemDriverMismatch",
+            r"CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+        ),
+        confidence=0.88,
+        root_cause="libcuda (userspace) and the kernel module are different driver versions (CUDA error 803).",
+        fix=(
+            "Align the userspace driver with the kernel module version (reboot after an upgrade, or reinstall the "
+            "matching userspace)."
+        ),
+        examples=(
+            "UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 803: system has "
+            "unsupported display driver / cuda driver combination",
+        ),
+    ),
+)

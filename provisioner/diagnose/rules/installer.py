@@ -1,0 +1,120 @@
+"""installer_failure: the driver .run / DKMS / package installation failed."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="installer.module_already_loaded",
+        category="installer_failure",
+        patterns=(r"An NVIDIA kernel module '[\w-]+' appears to already be loaded in your kernel",),
+        confidence=0.9,
+        root_cause=(
+            "The .run installer tried to install kernel modules while NVIDIA modules were already loaded (e.g. "
+            "inside a container sharing the host kernel)."
+        ),
+        fix=(
+            "Inside a container install only the userspace, at exactly the host's version: "
+            "`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`; on a host, stop GPU users and "
+            "unload the modules first."
+        ),
+        examples=(
+            "ERROR: An NVIDIA kernel module 'nvidia-drm' appears to already be loaded in your kernel.  This may be "
+            "because it is in use (for example, by an X server, a CUDA program, or the NVIDIA Persistence Daemon),",
+        ),
+    ),
+    Rule(
+        name="installer.kernel_build_failed",
+        category="installer_failure",
+        patterns=(
+            r"Unable to load the '?nvidia[\w-]*'? kernel module",
+            r"/nvidia[\w-]*/[\w/.-]+\.[ch]:\d+:\d+: error:",
+            r"trying to overwrite '[^']*nvidia[^']*', which is also in package",
+            r"Failed to verify gcc version",
+            r"Failed CC version check",
+            r"Compiler version check failed",
+            r"Unable to find the kernel source tree for the currently running kernel",
+            r"(?:Unable|Failed) to build the NVIDIA kernel module",
+            r"An error occurred while performing the step: \"Building kernel modules\"",
+            r"Bad return status for module build on kernel",
+            r"Consult /var/lib/dkms/nvidia[^\n]*make\.log for more information",
+            r"dpkg: error processing package nvidia-[\w.-]+",
+            r"Error! [^\n]{0,80}nvidia",
+            r"\[/var/lib/dkms/nvidia/[^\]]*\] Error \d",
+            r"Kernel headers for kernel [^\n]{1,60} cannot be found",
+            r"Unable to load the kernel module '?nvidia\.ko'?",
+        ),
+        confidence=0.85,
+        root_cause="Building or loading the NVIDIA kernel module failed during the driver installation.",
+        fix=(
+            "Install the headers matching the running kernel (PVE: proxmox-headers-$(uname -r)) and the kernel's "
+            "compiler, or use a driver branch that supports this kernel; read the make.log / nvidia-installer.log."
+        ),
+        examples=(
+            "/var/lib/dkms/nvidia/550.54.14/build/nvidia-drm/nvidia-drm-drv.c:1621:9: error: implicit declaration "
+            "of function 'drm_fbdev_generic_setup'",
+            "*** Failed CC version check. Bailing out! ***\nmake[2]: *** "
+            "[/var/lib/dkms/nvidia/495.46/build/Kbuild:194: cc_version_check] Error 1",
+            "ERROR: Unable to find the kernel source tree for the currently running kernel.",
+        ),
+    ),
+    Rule(
+        name="installer.environment_blocker",
+        category="installer_failure",
+        patterns=(
+            r"The distribution-provided pre-install script failed",
+            r"The Nouveau kernel driver is currently in use by your system",
+            r"You appear to be running an X server",
+            r"Unable to find the (?:development tool|system utility|module utility) `?\w+",
+            r"Verifying archive integrity\.\.\. Error",
+            r"The archive is corrupted|corrupt(?:ed)? archive",
+            r"Existing package manager installation of the driver found",
+            r"Unable to locate package nvidia-",
+            r"nvidia-[\w.-]+ : Depends: [^\n]+ but (?:it is not going to be installed|[\w.~-]+ is to be installed)",
+        ),
+        confidence=0.8,
+        root_cause=(
+            "The driver installer could not run in this environment (missing tools, conflicting driver or packages, "
+            "corrupt download)."
+        ),
+        fix=(
+            "Fix the named blocker (install kmod/binutils/gcc, remove distro NVIDIA packages, re-download the .run "
+            "and check its sha256) and re-run the installer."
+        ),
+        examples=(
+            "ERROR: Unable to find the module utility `modprobe`; please make sure you have the package "
+            "'module-init-tools' or 'kmod' installed.",
+        ),
+    ),
+    Rule(
+        name="installer.failed_generic",
+        category="installer_failure",
+        patterns=(
+            r"Could not install packages due to an OSError",
+            r"Failed to prepare distributions",
+            r"Failed to build `[^`]+`",
+            r"subprocess-exited-with-error",
+            r"ERROR: Installation has failed",
+            r"Installation failed\. See log at /var/log/(?:cuda|nvidia)-installer\.log",
+            r"Sub-process /usr/bin/dpkg returned an error code",
+            r"you have held broken packages",
+            r"Failed building wheel for \S+",
+            r"Failed to build installable wheels",
+            r"CUDA_HOME environment variable is not set",
+            r"(?:OSError: \[Errno 28\] )?No space left on device",
+            r"THESE PACKAGES DO NOT MATCH THE HASHES",
+            r"error: Failed to (?:download|fetch|extract)",
+        ),
+        confidence=0.62,
+        root_cause="The installation step failed.",
+        fix=(
+            "Read the installer log named in the output for the first error; fix it (disk space, network, build "
+            "tools) and re-run."
+        ),
+        examples=(
+            "ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log' for details.",
+            "ERROR: Failed building wheel for flash-attn",
+        ),
+    ),
+)

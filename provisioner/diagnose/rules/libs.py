@@ -1,0 +1,97 @@
+"""missing_shared_lib: a library the loader cannot find or that has the wrong version."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="lib.cannot_open_shared_object",
+        category="missing_shared_lib",
+        patterns=(
+            r"not found in any environmental path",
+            r"CUDA Setup failed despite GPU being available",
+            r"cuDNN version incompatibility: PyTorch was compiled against",
+            r"Could not load symbol \w+ from lib",
+            r"lib[\w.+-]*\.so[\d.]*: cannot open shared object file",
+            r"error while loading shared libraries",
+            r"Could not load (?:dynamic )?library '?lib[\w.+-]*\.so",
+            r"Unable to load any of \{lib",
+            r"Could not load library lib[\w.+-]*\.so",
+        ),
+        confidence=0.85,
+        root_cause="A required shared library[ ({library})] is not installed or not on the loader path.",
+        fix=(
+            "Install the package that provides the missing library[ ({library})] in the same CUDA major as the rest "
+            "of the stack "
+            "(e.g. the nvidia-*-cu12 wheels, or the matching cu12x/cu11x build of the extension), or fix "
+            "LD_LIBRARY_PATH."
+        ),
+        examples=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
+    ),
+    Rule(
+        name="lib.symbol_version_not_found",
+        category="missing_shared_lib",
+        patterns=(r"version `(?:GLIBCXX|GLIBC|CXXABI)_[\d.]+' not found",),
+        confidence=0.88,
+        root_cause="The loader picked a libstdc++/glibc older than the one the binary needs[ ({library})].",
+        fix=(
+            "Use the environment's own newer libstdc++ (conda: reinstall libstdcxx-ng / fix the libstdc++.so.6 "
+            "symlink) or a newer distro/glibc."
+        ),
+        examples=(
+            "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by "
+            ".../libtorch_python.so)",
+        ),
+    ),
+    Rule(
+        name="lib.undefined_symbol",
+        category="missing_shared_lib",
+        patterns=(r"\.so[\d.]*: undefined symbol: \S+", r"undefined symbol: __nvJitLink", r"version libnvJitLink\.so"),
+        confidence=0.7,
+        root_cause=(
+            "A compiled library was built against a different version of torch/CUDA than the one installed "
+            "(undefined symbol)."
+        ),
+        fix=(
+            "Reinstall the extension built for the installed torch and CUDA (or pin torch to the version it was "
+            "built for)."
+        ),
+        examples=(
+            "ImportError: "
+            "/usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
+            "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+        ),
+    ),
+    Rule(
+        name="lib.libcuda_link",
+        category="missing_shared_lib",
+        patterns=(
+            r"cannot find -lcuda\b",
+            r"libcuda\.so cannot found",
+            r"CUDA driver is a stub library",
+            r"cudaErrorStubLibrary",
+        ),
+        confidence=0.75,
+        root_cause=(
+            "libcuda.so (the driver's userspace library) is not where the build/JIT expects it, or only the "
+            "toolkit's stub is found."
+        ),
+        fix=(
+            "Install the driver userspace (libcuda.so.1) and make sure libcuda.so is on the library path (ldconfig "
+            "-p | grep libcuda)."
+        ),
+        examples=("/usr/bin/ld: cannot find -lcuda: No such file or directory",),
+    ),
+    Rule(
+        name="lib.windows_dll",
+        category="missing_shared_lib",
+        patterns=(
+            r"\[WinError 127\] The specified procedure could not be found",
+            r'Error loading \"[^\"\n]+\.dll\" or one of its dependencies',r"DLL load failed while importing", r"\[WinError 126\] The specified module could not be found"),
+        confidence=0.7,
+        root_cause="A DLL the module depends on could not be loaded.",
+        fix="Reinstall torch and its CUDA runtime packages consistently and install the MSVC runtime.",
+        examples=("ImportError: DLL load failed while importing _C: The specified module could not be found.",),
+    ),
+)

@@ -1,0 +1,170 @@
+"""no_driver_loaded: no NVIDIA kernel module bound to the GPUs."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="nodriver.nvidia_smi_cannot_communicate",
+        category="no_driver_loaded",
+        patterns=(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",),
+        confidence=0.75,
+        root_cause="No NVIDIA kernel module is loaded (or it failed to bind to the GPUs).",
+        fix=(
+            "Check `lsmod | grep nvidia` and `dmesg | grep -i nvrm`; rebuild/reinstall the module for the "
+            "running kernel (DKMS), enroll the MOK or disable Secure Boot, blacklist nouveau, then reboot."
+        ),
+        examples=(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running.",
+        ),
+    ),
+    Rule(
+        name="nodriver.probe_conflict",
+        category="no_driver_loaded",
+        patterns=(
+            r"Kernel driver in use: (?:vfio-pci|nouveau)\b",
+            r"NVRM: The NVIDIA probe routine was not called for \d+ device",
+            r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",
+            r"was loaded and obtained ownership of the NVIDIA device",
+            r"NVRM: [^\n]{0,80}is already bound to (?:vfio-pci|nouveau|another driver)",
+        ),
+        confidence=0.88,
+        root_cause=(
+            "Another driver (nouveau, a framebuffer driver or vfio-pci) owns the GPUs, so the nvidia module never "
+            "bound them."
+        ),
+        fix=(
+            "Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module "
+            "claims the GPUs."
+        ),
+        examples=(
+            "41:00.0 VGA compatible controller [0300]: NVIDIA Corporation GB202GL [RTX PRO 6000 Blackwell] "
+            "[10de:2bb5]\n	Kernel driver in use: vfio-pci\n	Kernel modules: nvidiafb, nouveau, nvidia_drm, nvidia",
+            "NVRM: The NVIDIA probe routine was not called for 3 device(s).\nNVRM: This can occur when a driver "
+            "such as: \n"
+            "NVRM: nouveau, rivafb, nvidiafb or rivatv \nNVRM: was loaded and obtained ownership of the NVIDIA "
+            "device(s).",
+        ),
+    ),
+    Rule(
+        name="nodriver.secure_boot",
+        category="no_driver_loaded",
+        patterns=(
+            r"could not insert 'nvidia[\w-]*': Operation not permitted",
+            r"Loading of (?:unsigned )?module with unavailable key is rejected",
+            r"Loading of unsigned module is rejected",
+            r"could not insert 'nvidia[\w-]*': (?:Key was rejected by service|Required key not available)",
+            r"Lockdown: [^\n]{0,60}unsigned module loading is restricted",
+            r"\bMOK (?:enrollment|management)",
+            r"Secure Boot (?:is )?enabled",
+            r"kernel module failed to load\. Secure boot",
+        ),
+        confidence=0.82,
+        root_cause="Secure Boot rejects the unsigned (or not-yet-enrolled) NVIDIA kernel module, so it is not loaded.",
+        fix=(
+            "Enroll the module signing key (MOK) at the next boot console, or disable Secure Boot; then verify with "
+            "`lsmod | grep nvidia`."
+        ),
+        examples=(
+            "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+            "I did get the MOK enrollment screen same as before",
+        ),
+    ),
+    Rule(
+        name="nodriver.module_missing",
+        category="no_driver_loaded",
+        patterns=(
+            r"nvidia(?:_\w+)?: Unknown symbol \w+",
+            r"nvidia(?:_\w+)?: disagrees about version of symbol",
+            r"NVIDIA kernel module missing",
+            r"modprobe: FATAL: Module nvidia\S* not found in directory",
+            r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
+            r"argument)",
+            r"nvml error: driver not loaded",
+            r"NVML_ERROR_DRIVER_NOT_LOADED",
+        ),
+        confidence=0.85,
+        root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
+        fix=(
+            "Rebuild the module for the running kernel (dkms autoinstall / reinstall the driver with kernel headers) "
+            "and load it; check dmesg for the reason."
+        ),
+        examples=(
+            "[    4.120113] nvidia: Unknown symbol drm_gem_object_free (err -2)","modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",),
+    ),
+    Rule(
+        name="nodriver.no_driver_found",
+        category="no_driver_loaded",
+        patterns=(
+            r"Found no NVIDIA driver on your system",
+            r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml\.so\.1",
+            r"NVIDIA driver is not loaded",
+        ),
+        confidence=0.88,
+        root_cause="No NVIDIA driver is installed or loaded where this ran.",
+        fix=(
+            "Install the NVIDIA driver on the host (kernel module + userspace) and check `nvidia-smi` works there "
+            "first."
+        ),
+        examples=(
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+            "installed a driver from http://www.nvidia.com/Download/index.aspx",
+        ),
+    ),
+    Rule(
+        name="nodriver.fabric_manager",
+        category="no_driver_loaded",
+        patterns=(
+            r"system not yet initialized",
+            r"cudaErrorSystemNotReady",
+            r"nvidia-fabricmanager[^\n]{0,60}(?:failed|inactive|not running)",
+        ),
+        confidence=0.7,
+        root_cause=(
+            "On NVSwitch systems the Fabric Manager is not running (or not matching the driver), so CUDA is not "
+            "ready."
+        ),
+        fix=(
+            "Install nvidia-fabricmanager of exactly the driver version and start it (systemctl enable --now "
+            "nvidia-fabricmanager)."
+        ),
+        examples=(
+            "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized",
+        ),
+    ),
+    Rule(
+        name="nodriver.no_device_generic",
+        category="no_driver_loaded",
+        patterns=(
+            r"CUDA driver initialization failed, you might not have a CUDA gpu",
+            r"no CUDA-capable device is detected",
+            r"No CUDA GPUs are available",
+            r"CUDA_ERROR_NO_DEVICE",
+            r"cudaErrorNoDevice",
+            r"^No devices were found",
+            r"Torch is not able to use GPU",
+        ),
+        confidence=0.4,
+        generic=True,
+        unless=CONTAINER_CONTEXT,
+        root_cause="CUDA sees no GPU: the driver is not loaded, or the GPUs are hidden (CUDA_VISIBLE_DEVICES).",
+        fix="Check `nvidia-smi` and `lsmod | grep nvidia` on the machine, and that CUDA_VISIBLE_DEVICES is not empty.",
+        examples=("RuntimeError: No CUDA GPUs are available",),
+    ),
+    Rule(
+        name="nodriver.userspace_missing",
+        category="no_driver_loaded",
+        patterns=(r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",),
+        confidence=0.7,
+        unless=IN_CONTAINER,
+        root_cause="The NVIDIA driver's userspace (libnvidia-ml.so) is not installed.",
+        fix="Install the NVIDIA driver (kernel module and userspace of the same version) and check `nvidia-smi`.",
+        examples=(
+            "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA "
+            "Display Driver is properly installed and present in your system.",
+        ),
+    ),
+)

@@ -1,0 +1,136 @@
+"""proxmox_lxc: Proxmox API, storage and LXC start failures."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="pve.container_start_failed",
+        category="proxmox_lxc",
+        patterns=(
+            r'Failed to initialize container \"?\d+',
+            r"Failed to set up id mapping",
+            r"container '\d+' not running",
+            r"startup for container '\d+' failed",
+            r"Failed to spawn container \"?\d+",
+            r"Failed to setup container \"?\d+",
+            r"Failed to run mount hooks",
+            r"lxc_start: [^\n]{0,80}The container failed to start",
+            r"command 'lxc-start (?:-F )?-n \d+[^']*' failed",
+        ),
+        confidence=0.78,
+        root_cause="Proxmox could not start container[ {vmid}]; an LXC hook or mount in its config fails.",
+        fix=(
+            "Run `pct start {vmid} --debug` (or lxc-start -n {vmid} -F -l DEBUG) to see the failing line; "
+            "remove or fix the hook/mount entry (NVIDIA hooks need an unprivileged CT, bind mounts need existing "
+            "host paths)."
+        ),
+        examples=(
+            "run_buffer: 314 Script exited with status 1\nlxc_setup: 3388 Failed to run mount hooks\n"
+            "__lxc_start: 1999 Failed to spawn container \"102\"\nTASK ERROR: startup for container '102' failed",
+        ),
+    ),
+    Rule(
+        name="pve.idmap",
+        category="proxmox_lxc",
+        patterns=(
+            r"newuidmap failed",
+            r"newgidmap failed",
+            r"uid range \[[\d-]+\) -> \[[\d-]+\) not allowed",
+            r"gid range \[[\d-]+\) -> \[[\d-]+\) not allowed",
+            r"Failed to write mapping",
+            r"lxc_map_ids: ",
+            r"^lxc\.idmap\s*[:=]\s*[ug] \d+ \d+ \d+",
+        ),
+        confidence=0.7,
+        root_cause=(
+            "The container's lxc.idmap is incomplete or not allowed by /etc/subuid and /etc/subgid (once any "
+            "lxc.idmap line is set Proxmox adds no default mapping)."
+        ),
+        fix=(
+            "Map both uids and gids over the full 0-65535 range (e.g. `lxc.idmap: u 0 100000 65536` next to the g "
+            "lines) "
+            "and allow every mapped host id in /etc/subuid and /etc/subgid (root:100000:65536, root:44:1, ...)."
+        ),
+        examples=(
+            "lxc.idmap: g 0 100000 44\nlxc.idmap: g 44 44 1\nlxc.idmap: g 45 100045 61",
+            "newuidmap: uid range [0-65536) -> [100000-165536) not allowed",
+        ),
+    ),
+    Rule(
+        name="pve.api_permission",
+        category="proxmox_lxc",
+        patterns=(
+            r"Parameter verification failed",
+            r"unsupported (?:debian|ubuntu|centos|fedora|alpine|archlinux) version",
+            r"unable to create CT \d+",
+            r'apparmor=\"DENIED\"[^\n]{0,200}profile=\"lxc-',
+            r"configuring device passthrough is only allowed for root@pam",
+            r"property is not defined in schema and the schema does not allow additional properties",
+            r"Permission check failed \(",
+            r"CT is locked",
+            r"can't lock file '/run/lock/lxc/pve-config-\d+\.lock'",
+            r"unable to parse (?:config|value of) [^\n]{0,60}lxc",
+        ),
+        confidence=0.85,
+        root_cause=(
+            "The Proxmox API or config refused the change (device passthrough needs root@pam; raw lxc.* keys are not "
+            "API-settable; locked CT)."
+        ),
+        fix=(
+            "Set devN entries as root@pam with a password ticket or `pct set` over SSH (API tokens cannot), and "
+            "write raw "
+            "lxc.* lines to /etc/pve/lxc/<vmid>.conf as root."
+        ),
+        examples=(
+            "unable to create CT 105 - unsupported debian version '13.1'",
+            "403 Forbidden: Permission check failed (configuring device passthrough is only allowed for root@pam)",
+        ),
+    ),
+    Rule(
+        name="pve.cgroup_v1_keys",
+        category="proxmox_lxc",
+        patterns=(r"^lxc\.cgroup\.devices\.allow\s*[:=]", r"cgroup v1 (?:keys|configuration) [^\n]{0,40}ignored"),
+        confidence=0.5,
+        root_cause=(
+            "The container config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host (PVE >= 7), "
+            "where they are ignored."
+        ),
+        fix="Use lxc.cgroup2.devices.allow lines (or devN entries on PVE >= 8.1).",
+        examples=("lxc.cgroup.devices.allow: c 195:* rwm",),
+    ),
+    Rule(
+        name="pve.container_does_not_start",
+        category="proxmox_lxc",
+        patterns=(
+            r"(?:LXC|CT|container)(?: \S+){0,2} (?:does not|doesn't|won't|will not|fails to|failed to|can't|cannot) "
+            r"start",
+            r"TASK ERROR: ",
+        ),
+        confidence=0.45,
+        generic=True,
+        root_cause="The Proxmox container fails to start (or a Proxmox task failed).",
+        fix=(
+            "Run `pct start <vmid> --debug` and read the first ERROR line; check the lxc.* lines added to "
+            "/etc/pve/lxc/<vmid>.conf."
+        ),
+        examples=("But my LXC Container does not start.",),
+    ),
+    Rule(
+        name="pve.lxc_cgroup_setup",
+        category="proxmox_lxc",
+        patterns=(
+            r"cgfsng_\w+: \d+ [^\n]{0,120}(?:Failed|Permission denied)",
+            r"Failed to (?:create|setup|set up) (?:cgroup|limits)",
+            r"lxc\.hook\.\w+ [^\n]{0,60}failed",
+        ),
+        confidence=0.7,
+        root_cause="LXC could not set up the container's cgroup limits or hooks from its config.",
+        fix=(
+            "Check the lxc.cgroup2.* and lxc.hook.* lines in /etc/pve/lxc/<vmid>.conf (cgroup v2 keys only on PVE >= "
+            "7)."
+        ),
+        examples=('cgfsng_setup_limits: 3251 No such file or directory - Failed to setup limits for the "devices" controller',),
+    ),
+)

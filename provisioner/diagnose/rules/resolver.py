@@ -1,0 +1,82 @@
+"""resolver_failure: pip/uv/conda found no solution."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="resolver.no_matching_distribution",
+        category="resolver_failure",
+        patterns=(
+            r"No matching distribution found for \S+",
+            r"Could not find a version that (?:satisfies|matches) the requirement",
+            r"is not a supported wheel on this platform",
+            r"Unable to find installation candidates for",
+        ),
+        confidence=0.88,
+        root_cause=(
+            "No wheel[ of {package}] exists for this Python/platform on the configured indexes (local +cuXXX "
+            "versions only exist on the PyTorch index)."
+        ),
+        fix=(
+            "Use a Python version the release supports and add the PyTorch index for the CUDA variant "
+            "(--index-url https://download.pytorch.org/whl/cuXXX, or a named explicit index in uv)."
+        ),
+        examples=(
+            "ERROR: Could not find a version that satisfies the requirement torch==1.9.1+cu111 (from versions: "
+            "0.1.2, 0.1.2.post1)\n"
+            "ERROR: No matching distribution found for torch==1.9.1+cu111",
+        ),
+    ),
+    Rule(
+        name="resolver.unsatisfiable",
+        category="resolver_failure",
+        patterns=(
+            r"Ignored the following versions that require a different python version",
+            r"ResolutionFailure",
+            r"No solution found when resolving dependencies",
+            r"we can conclude that [^\n]{0,200}(?:unsatisfiable|cannot be used)",
+            r"ResolutionImpossible",
+            r"conflicting dependencies",
+            r"The conflict is caused by:",
+            r"doesn't have a source distribution or wheel for the current platform",
+            r"requires a different Python: [\d.]+ not in",
+            r"version solving failed",
+            r"SolverProblemError",
+            r"PackagesNotFoundError: The following packages are not available from current channels",
+            r"UnsatisfiableError",
+            r"LibMambaUnsatisfiableError",
+            r"Could not solve for environment specs",
+            r"was found on https?://\S+, but not at the requested version",
+        ),
+        confidence=0.88,
+        root_cause="The package resolver found no set of versions satisfying the requirements[ ({package})].",
+        fix=(
+            "Relax or align the pins (torch, torchvision, torchaudio from the same release and CUDA variant), "
+            "check the Python version, and declare the PyTorch index as an explicit named index for torch only."
+        ),
+        examples=(
+            "  × No solution found when resolving dependencies:\n  ╰─▶ Because there is no version of "
+            "torch==2.7.0+cu126 "
+            "and your project depends on torch==2.7.0+cu126, we can conclude that your project's requirements are "
+            "unsatisfiable.",
+        ),
+    ),
+    Rule(
+        name="resolver.pip_conflict_warning",
+        category="resolver_failure",
+        patterns=(
+            r"pip's dependency resolver does not currently take into account all the packages that are installed",
+            r"requires torch==[\d.]+[^\n]{0,40}, but you have torch [\S]+ which is incompatible",
+        ),
+        confidence=0.45,
+        generic=True,
+        root_cause=(
+            "pip installed a set of packages with conflicting requirements (e.g. torchvision built for another "
+            "torch)."
+        ),
+        fix="Install torch, torchvision and torchaudio together from the same release and index.",
+        examples=("torchvision 0.16.0 requires torch==2.1.0, but you have torch 2.3.1 which is incompatible.",),
+    ),
+)
