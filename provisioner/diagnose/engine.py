@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from provisioner.diagnose.extract import log_fields
-from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule
+from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
@@ -18,6 +18,9 @@ AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
 MAX_CONFIDENCE = 0.99
 MAX_EVIDENCE = 8
 HITS_PER_PATTERN = 3
+MAX_RUNNERS_UP = 3
+RUNNER_UP_EVIDENCE = 4
+DEMOTE_MARGIN = 0.05  # a demoted category ends this far below the finding that explains it
 
 # Shown when a template field is unknown and not inside an optional [...] segment.
 DEFAULTS: dict[str, str] = {
@@ -130,6 +133,7 @@ class Candidate:
     evidence: list[str]
     generic_only: bool
     from_facts: bool = False  # facts findings are distinct problems: never merged with each other
+    demotes: frozenset[Category] = frozenset()
 
 
 def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[str, str]) -> list[Candidate]:
@@ -159,6 +163,7 @@ def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[st
                 rules=[h.rule.name for h in ordered],
                 evidence=evidence,
                 generic_only=all(h.rule.generic for h in primaries),
+                demotes=frozenset(c for h in primaries for c in h.rule.demotes if c != category),
             )
         )
     return out
@@ -172,7 +177,31 @@ def _merge(a: Candidate, b: Candidate) -> Candidate:
     top.evidence += [e for e in other.evidence if e not in top.evidence]
     top.generic_only = top.generic_only and other.generic_only
     top.from_facts = top.from_facts or other.from_facts
+    top.demotes = top.demotes | other.demotes
     return top
+
+
+def _apply_demotions(cands: list[Candidate]) -> None:
+    """A category some finding explains (its rule `demotes` it) ranks below that finding."""
+    for _ in range(len(cands)):  # demotions can chain; a fixed point is reached quickly
+        changed = False
+        for c in cands:
+            for o in cands:
+                if o is not c and o.category in c.demotes and o.confidence >= c.confidence:
+                    o.confidence = max(0.05, c.confidence - DEMOTE_MARGIN)
+                    changed = True
+        if not changed:
+            return
+
+
+def _runner_up(c: Candidate) -> RunnerUp:
+    return RunnerUp(
+        category=c.category,
+        confidence=round(c.confidence, 2),
+        root_cause=c.root_cause,
+        evidence=tuple(c.evidence[:RUNNER_UP_EVIDENCE]),
+        rule=c.best,
+    )
 
 
 def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list[Finding]:
@@ -187,23 +216,38 @@ def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list
         same = merged.pop(f.category, None)  # a log finding corroborates the best facts finding
         kept_facts.append(f if same is None else _merge(f, same))
     everything = kept_facts + list(merged.values())
+    _apply_demotions(everything)
     strong = any(not c.generic_only and c.confidence >= STRONG for c in everything)
     kept = [c for c in everything if not (strong and c.generic_only)]
+    dropped = [c for c in everything if strong and c.generic_only]
     order = {cat: i for i, cat in enumerate(CATEGORIES)}
     kept.sort(key=lambda c: (-c.confidence, order[c.category]))
     secrets = tuple(known_secrets)
-    return [
-        Finding(
-            category=c.category,
-            confidence=round(c.confidence, 2),
-            root_cause=c.root_cause,
-            fix=c.fix,
-            evidence=tuple(redact(e, secrets) for e in c.evidence[:MAX_EVIDENCE]),
-            rule=c.best,
-            rules=tuple(c.rules),
+    findings: list[Finding] = []
+    for i, c in enumerate(kept):
+        others = sorted(
+            (o for o in kept[i + 1 :] + dropped if o.category != c.category),
+            key=lambda o: (-o.confidence, order[o.category]),
         )
-        for c in kept
-    ]
+        # the first finding lists its competitors; later findings are runners-up themselves
+        runners = tuple(_redacted(_runner_up(o), secrets) for o in others[:MAX_RUNNERS_UP]) if i == 0 else ()
+        findings.append(
+            Finding(
+                category=c.category,
+                confidence=round(c.confidence, 2),
+                root_cause=c.root_cause,
+                fix=c.fix,
+                evidence=tuple(redact(e, secrets) for e in c.evidence[:MAX_EVIDENCE]),
+                rule=c.best,
+                rules=tuple(c.rules),
+                also_possible=runners,
+            )
+        )
+    return findings
+
+
+def _redacted(r: RunnerUp, secrets: tuple[str, ...]) -> RunnerUp:
+    return RunnerUp(r.category, r.confidence, r.root_cause, tuple(redact(e, secrets) for e in r.evidence), r.rule)
 
 
 def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:

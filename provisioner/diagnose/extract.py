@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+from provisioner.burnin import xid as xid_table
+
 _I = re.IGNORECASE
+_XID_RE = re.compile(r"\bXid\s*(?:\(PCI:[^)\n]{0,40}\))?[\s:,]*(\d{1,3})\b", _I)
 
 # (field, regex with one group). The first regex that matches wins for each field.
 _FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -106,6 +109,7 @@ def log_fields(text: str) -> dict[str, str]:
         fields["driver_cuda"] = cuda_from_driver_int(fields["driver_cuda_raw"])
     if "torch_cuda" not in fields and "torch_cuda_tag" in fields:
         fields["torch_cuda"] = cuda_from_tag(fields["torch_cuda_tag"])
+    fields.update(xid_fields(text))
     if "sm" not in fields and "cc" in fields:
         fields["sm"] = sm_of_cc(fields["cc"])
     if "cc" not in fields and "sm" in fields:
@@ -113,6 +117,24 @@ def log_fields(text: str) -> dict[str, str]:
         fields["cc"] = f"{sm // 10}.{sm % 10}"
     add_derived(fields)
     return fields
+
+
+def xid_fields(text: str) -> dict[str, str]:
+    """The most telling Xid in the log (a GPU/node fault before an application one) and the catalogue's
+    meaning, likely cause and action for it (provisioner/burnin/xid.py)."""
+    numbers = [int(m.group(1)) for m in _XID_RE.finditer(text)]
+    known = [n for n in numbers if xid_table.lookup(n)]
+    if not known:
+        return {}
+    hardware = [n for n in known if n in xid_table.HARDWARE_XIDS and n not in (45, 154)]
+    pick = (hardware or [n for n in known if n in xid_table.HARDWARE_XIDS] or known)[0]
+    entry = xid_table.XIDS[pick]
+    return {
+        "xid": str(pick),
+        "xid_meaning": entry.meaning,
+        "xid_cause": entry.cause,
+        "xid_advice": f"{entry.action}: {entry.advice}",
+    }
 
 
 def add_derived(fields: dict[str, str]) -> None:

@@ -43,6 +43,9 @@ class Rule:
       match and from what `extract.log_fields` read elsewhere in the log.
     - `examples`: real log lines (corpus, reference docs, public issue threads) the rule must
       classify; the test suite replays every one.
+    - `demotes`: categories whose finding this rule explains when both fire (the rule names the
+      root cause, the other matched a louder symptom line): they are ranked below this rule's
+      finding and shown as its "also possible" runner-ups.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Rule:
     supporting: bool = False
     context: str | None = None
     unless: str | None = None
+    demotes: tuple[Category, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,11 @@ class Finding:
     evidence: tuple[str, ...]
     rule: str
     rules: tuple[str, ...] = field(default=())
+    also_possible: tuple[RunnerUp, ...] = field(default=())
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON shape of ARCHITECTURE §8 (plus `rules`: every rule that agreed)."""
+        """The JSON shape of ARCHITECTURE §8, plus `rule`/`rules` (the deciding rule and every rule that
+        agreed) and `also_possible` (competing explanations, each with its own evidence)."""
         return {
             "category": self.category,
             "confidence": self.confidence,
@@ -80,4 +86,25 @@ class Finding:
             "evidence": list(self.evidence),
             "rule": self.rule,
             "rules": list(self.rules or (self.rule,)),
+            "also_possible": [r.to_dict() for r in self.also_possible],
+        }
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    """Another category the same log supports less well, with the lines that support it."""
+
+    category: Category
+    confidence: float
+    root_cause: str
+    evidence: tuple[str, ...]
+    rule: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "category": self.category,
+            "confidence": self.confidence,
+            "root_cause": self.root_cause,
+            "evidence": list(self.evidence),
+            "rule": self.rule,
         }

@@ -15,6 +15,7 @@ RULES: tuple[Rule, ...] = (
         confidence=0.95,
         root_cause="The installed PyTorch build has no kernels for {gpu_arch}[; it was built for {archs}].",
         fix="{arch_fix}",
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
         examples=(
             "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
             "PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 "
@@ -35,6 +36,7 @@ RULES: tuple[Rule, ...] = (
         confidence=0.9,
         root_cause="The installed PyTorch build does not support {gpu_cc}.",
         fix="{arch_fix}",
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
         examples=(
             "Found GPU0 NVIDIA GeForce GTX 1080 Ti which is of cuda capability 6.1.\n"
             "PyTorch no longer supports this GPU because it is too old.\n"
@@ -57,6 +59,7 @@ RULES: tuple[Rule, ...] = (
             "kernel for its architecture."
         ),
         fix="{arch_fix} Rebuild any custom CUDA extension with TORCH_CUDA_ARCH_LIST including this GPU.",
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
         examples=(
             "RuntimeError: CUDA error: no kernel image is available for execution on the device",
             "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",

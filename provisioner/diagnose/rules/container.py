@@ -62,8 +62,14 @@ RULES: tuple[Rule, ...] = (
             r"cudaGetDeviceCount\(\)[^\n]{0,200}Error 999",
             r"cuda runtime error \(999\)",
             r"cuInit\(0\) (?:failed|returned) (?:with )?999",
+            r"cuInit\(?0?\)?[^\n]{0,60}(?:\b999\b|CUDA_ERROR_UNKNOWN)",
+            r"failed to initiali[sz]e CUDA: unknown error",
+            r"CUDA error 999\b",
+            r"CUDA_ERROR_UNKNOWN\b",
+            r"cudaErrorUnknown\b",
+            r"initialization error: cuda error: unknown error",
         ),
-        confidence=0.6,
+        confidence=0.7,
         root_cause=(
             "CUDA initialisation fails with an unknown error while the driver answers: usually /dev/nvidia-uvm is "
             "missing or the uvm module is wedged."
@@ -73,6 +79,8 @@ RULES: tuple[Rule, ...] = (
             "reach the container."
         ),
         examples=(
+            "ggml_cuda_init: failed to initialize CUDA: unknown error",
+            "CUDA error 999 at /go/src/github.com/jmorganca/ollama/llm/llama.cpp/ggml-cuda.cu:495: unknown error",
             "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up "
             "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
             "available devices to be zero.",
@@ -195,6 +203,32 @@ RULES: tuple[Rule, ...] = (
             "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
             "nvidia-container-cli: initialization error: open failed: /proc/sys/kernel/overflowuid: permission "
             "denied: unknown",
+        ),
+    ),
+    Rule(
+        name="container.passthrough_node_missing_on_host",
+        category="container_device_missing",
+        patterns=(
+            r"Could not get mode or device ID of /dev/\S+",
+            r"Device /dev/\S+ does not exist",
+            r"/dev/\S+ is not a (?:character |block )?device",
+            r"lstat /dev/nvidia[\w-]*: no such file or directory",
+        ),
+        confidence=0.86,
+        demotes=("proxmox_lxc",),
+        root_cause=(
+            "A device node passed into the container does not exist on the host (or is not a device node), so the "
+            "container cannot start: after a reboot or driver upgrade /dev/nvidia-uvm* and /dev/nvidia-caps/* only "
+            "appear once something loads nvidia-uvm / creates them."
+        ),
+        fix=(
+            "On the host create the nodes at boot (`nvidia-modprobe -u -c=0`, e.g. from a systemd unit or udev rule; "
+            "nvidia-persistenced for /dev/nvidiaN) and check `ls -l /dev/nvidia*`; drop devN/mount entries for paths the "
+            "host does not have; then start the container again."
+        ),
+        examples=(
+            "TASK ERROR: Could not get mode or device ID of /dev/nvidia-uvm",
+            "lstat /dev/nvidia-uvm: no such file or directory",
         ),
     ),
 )

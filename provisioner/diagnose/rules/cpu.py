@@ -70,4 +70,34 @@ RULES: tuple[Rule, ...] = (
         ),
         examples=(">>> torch.cuda.is_available()\nFalse",),
     ),
+    Rule(
+        name="cpu.aarch64_default_index",
+        category="cpu_only_wheel",
+        patterns=(
+            r"is_available\(\)\)?\s*(?:returns?|returned|is|gives|==|=|->)?\s*:?\s*False\b",
+            r"Is CUDA available: False",
+            r"CUDA used to build PyTorch: (?:None|Could not collect)",
+            r"torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*None\b",
+            r"\+cpu\b",
+        ),
+        confidence=0.88,
+        context=r"\b(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace|DGX Spark|Jetson|Orin|Xavier|L4T|JetPack)\b",
+        unless=r"no kernel image is available|is not compatible with the current PyTorch installation",
+        demotes=("no_driver_loaded", "container_device_missing"),
+        root_cause=(
+            "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "
+            "aarch64 torch wheels were CPU-only, and Jetson needs NVIDIA's JetPack builds."
+        ),
+        fix=(
+            "GH200/GB200/GB10 (SBSA): install from the PyTorch CUDA index, which has aarch64 CUDA wheels "
+            "(`--index-url https://download.pytorch.org/whl/cu128` or newer; `provisioner resolve --arch aarch64`); "
+            "Jetson: install NVIDIA's JetPack torch wheel for the L4T release. Check torch.version.cuda is not None."
+        ),
+        examples=(
+            "OS: Ubuntu 22.04.4 LTS (aarch64)\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: "
+            "False\nGPU models and configuration: GPU 0: NVIDIA GH200 480GB",
+            "I successfully install the torch on my jetson nano(Jetpack 4.4 [L4T 32.4.3]),but cuda.is_available() "
+            "returns false",
+        ),
+    ),
 )

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from provisioner.burnin.xid import HARDWARE_XIDS, XIDS
 from provisioner.diagnose.model import Rule
+
+# Xid numbers from NVIDIA's catalogue (provisioner/burnin/xid.py): those whose action is not "restart the
+# application" are GPU/node faults; the rest are faults of the running program.
+_HW = "|".join(str(n) for n in sorted(HARDWARE_XIDS, reverse=True))
+_APP = "|".join(str(n) for n in sorted(set(XIDS) - HARDWARE_XIDS, reverse=True))
+# "NVRM: Xid (PCI:0000:3b:00): 79, ..." (dmesg), "Xid 119 (GSP RPC timeout)" / "XID 79" (prose, monitors)
+XID_HW = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_HW})\b|\bXid[ :]+(?:{_HW})\b)"
+XID_APP = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_APP})\b|\bXid[ :]+(?:{_APP})\b)"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -16,37 +25,49 @@ RULES: tuple[Rule, ...] = (
             r"CUDA_ERROR_ECC_UNCORRECTABLE",
             r"GPU has fallen off the bus",
             r"GPU is lost\. Reboot the system",
-            r"NVRM: Xid \(PCI:[^\n]{0,40}\): (?:48|63|64|74|79|92|94|95|119|120)\b",
+            XID_HW,
             r"Unable to determine the device handle for GPU[\w:.]*: (?:Unknown Error|GPU is lost)",
             r"row remapping (?:failure|pending)|Row Remapper Failure",
             r"double bit ECC error",
         ),
         confidence=0.9,
-        root_cause="A GPU hardware fault (ECC memory error, GPU fell off the bus, or the device stopped responding).",
+        root_cause=(
+            "A GPU hardware fault[: Xid {xid} ({xid_meaning}, likely cause: {xid_cause})] (ECC memory error, GPU "
+            "fell off the bus, GSP firmware timeout, or the device stopped responding)."
+        ),
         fix=(
-            "Drain the GPU: check `nvidia-smi -q -d ECC,ROW_REMAPPER`, dmesg Xid codes, power/cooling and PCIe "
-            "seating; "
-            "reset or power-cycle, and replace the card if it recurs."
+            "[Xid {xid}: {xid_advice}. ]Drain the GPU: check `nvidia-smi -q -d ECC,ROW_REMAPPER`, dmesg Xid codes, "
+            "power/cooling and PCIe seating; reset or power-cycle, and replace the card if it recurs."
         ),
         examples=(
             "CUDA error: uncorrectable ECC error encountered Search for `cudaErrorECCUncorrectable' in "
             "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
             "Unable to determine the device handle for GPU0000:07:00.0: Unknown Error",
             "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.",
+            "- 2026-03-01 12:42:15 CET: Xid 119 (\"Timeout after 45s of waiting for RPC response from GPU0 GSP\")",
         ),
     ),
     Rule(
         name="hw.xid_other",
         category="oom_or_hw",
         patterns=(
+            XID_APP,
             r"NVRM: Xid \(PCI:[^\n]{0,40}\): \d+",
-            r"RmInitAdapter failed",
             r"PCIe Bus Error: severity=(?:Uncorrected|Fatal)",
         ),
-        confidence=0.65,
-        root_cause="The driver logged GPU errors (Xid / adapter init failure / PCIe errors).",
-        fix="Look the Xid up in NVIDIA's Xid catalog; check power, cooling, PCIe link and firmware; re-run a burn-in.",
-        examples=("NVRM: Xid (PCI:0000:01:00): 13, pid=2871, Graphics Exception: ESR 0x504648=0x1000e",),
+        confidence=0.6,
+        root_cause=(
+            "The driver logged GPU errors[ (Xid {xid}: {xid_meaning}, likely cause: {xid_cause})] or PCIe errors."
+        ),
+        fix=(
+            "[Xid {xid}: {xid_advice}. ]Look the Xid up in NVIDIA's Xid catalog; check power, cooling, PCIe link and "
+            "firmware; re-run a burn-in."
+        ),
+        examples=(
+            "NVRM: Xid (PCI:0000:01:00): 13, pid=2871, Graphics Exception: ESR 0x504648=0x1000e",
+            "May 13 17:19:01 hyperion kernel: NVRM: Xid (PCI:0000:08:00): 31, Ch 0000003b, intr 10000000. MMU Fault: "
+            "ENGINE GRAPHICS HUBCLIENT_SCC faulted @ 0x0_04687000. Fault is of type FAULT_PDE ACCESS_TYPE_READ",
+        ),
     ),
     Rule(
         name="hw.cuda_oom",

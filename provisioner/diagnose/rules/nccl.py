@@ -40,6 +40,8 @@ RULES: tuple[Rule, ...] = (
             r"peer mapping resources exhausted",
             r"Peer GPU \d+ is not accessible",
             r"building transport map failed",
+            r"(?:with|when|if|once) `?p2p`? (?:is )?disabled,? (?:\S+ ){0,4}(?:works?|fine|well|ok|passes|succeeds)",
+            r"NCCL_P2P_DISABLE=1[^\n]{0,80}\b(?:works|working|fine|passes|succeeds)\b",
         ),
         confidence=0.8,
         root_cause=(
@@ -121,7 +123,10 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="nccl.hang",
         category="nccl_failure",
-        patterns=(r"\b(?:hangs?|hanging|hung|freez(?:es|ing)|frozen|stuck|deadlock)\b",),
+        patterns=(
+            r"\b(?:hangs?|hanging|hung|freez(?:es|ing)|frozen|stuck|deadlock)\b",
+            r"\b(?:allreduce|all_reduce|all-reduce|collective|alltoall)\b[^\n]{0,40}\b(?:failure|fails|failed|crash(?:es|ed)?)\b",
+        ),
         confidence=0.5,
         generic=True,
         context=r"\bNCCL\b|all_reduce_perf|nccl-tests",
@@ -153,5 +158,26 @@ RULES: tuple[Rule, ...] = (
             "link; check PCIe/NVLink errors and Xid codes in dmesg."
         ),
         examples=("# Out of bounds values : 32 FAILED\n# Avg bus bandwidth    : 21.0832",),
+    ),
+    Rule(
+        name="nccl.version_predates_gpu",
+        category="nccl_failure",
+        patterns=(
+            r"ncclMaxSharedMem \d+ exceeds device/fn maxSharedMem \d+",
+            r"NCCL WARN[^\n]{0,120}(?:no kernel image|invalid device function|CUDA driver version is insufficient)",
+        ),
+        confidence=0.86,
+        root_cause=(
+            "The NCCL build in use predates this GPU/driver: its kernels ask for more shared memory than the GPU "
+            "offers (Blackwell consumer/workstation sm_120 with NCCL < 2.26), so collectives fail or hang."
+        ),
+        fix=(
+            "Use an NCCL built for the GPU (nvidia-nccl-cu12 >= 2.26.2 / the one in torch >= 2.7 cu128; rebuild "
+            "nccl-tests against it) and a driver of the same generation (R570+ for Blackwell); re-run all_reduce_perf."
+        ),
+        examples=(
+            "GENOA-06:4766:4766 [0] NCCL INFO NCCL version 2.25.1+cuda12.8\nGENOA-06:4766:4780 [0] NCCL INFO "
+            "ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856",
+        ),
     ),
 )

@@ -167,4 +167,88 @@ RULES: tuple[Rule, ...] = (
             "Display Driver is properly installed and present in your system.",
         ),
     ),
+    Rule(
+        name="nodriver.module_flavour_refuses_gpu",
+        category="no_driver_loaded",
+        patterns=(
+            r"not supported by open nvidia\.ko",
+            r"does not include the required GPU (?:NVRM: )?System Processor",
+            r"Open nvidia\.ko is only ready for use on Data Center GPUs",
+            r"OpenRmEnableUnsupportedGpus",
+            r"requires use of the NVIDIA open kernel modules",
+            r"only supported by the (?:NVIDIA )?open kernel modules",
+            r"Blackwell [^\n]{0,60}(?:requires?|needs?|only (?:works|supported)) [^\n]{0,30}open (?:kernel )?modules?",
+            r"\bproprietary\b[^\n]{0,40}modules?[^\n]{0,60}(?:never initiali[sz]es|fails? to (?:bind|initiali[sz]e))",
+        ),
+        confidence=0.88,
+        demotes=("oom_or_hw", "installer_failure"),
+        root_cause=(
+            "The installed kernel-module flavour refuses this GPU, so no GPU is bound: the open modules need a "
+            "Turing-or-newer GPU with GSP (and before R560 a data-center GPU), and Blackwell needs the open modules."
+        ),
+        fix=(
+            "Install the flavour the GPU needs: open kernel modules for Turing+ and mandatory for Blackwell (.run "
+            "`-m=kernel-open`, distro `*-open` packages); the proprietary flavour for Maxwell/Pascal/Volta (or "
+            "NVreg_OpenRmEnableUnsupportedGpus=1 for GeForce on R515-R555); reboot and check `nvidia-smi`."
+        ),
+        examples=(
+            "NVRM: The NVIDIA GPU 0000:af:00.0 (PCI ID: 10de:1db5)\nNVRM: installed in this system is not supported by "
+            "open\nNVRM: nvidia.ko because it does not include the required GPU\nNVRM: System Processor (GSP).",
+            "NVRM: Open nvidia.ko is only ready for use on Data Center GPUs.\nNVRM: GPU 0000:04:00.0: RmInitAdapter "
+            "failed! (0x63:0x0:1905)",
+        ),
+    ),
+    Rule(
+        name="nodriver.rm_init_adapter",
+        category="no_driver_loaded",
+        patterns=(
+            r"RmInitAdapter failed",
+            r"rm_init_adapter failed",
+            r"RmInitAdapter: Cannot initialize GSP firmware RM",
+            r"kgspInitRm_IMPL: cannot bootstrap",
+        ),
+        confidence=0.64,
+        root_cause=(
+            "The nvidia module loaded but could not initialise the GPU (RmInitAdapter failed), so no device is usable: "
+            "a module flavour/firmware (GSP) that does not fit the GPU, or a GPU that does not come up."
+        ),
+        fix=(
+            "Read the NVRM lines before RmInitAdapter: install the module flavour and branch the GPU supports (open "
+            "for Blackwell), try NVreg_EnableGpuFirmware=0 on GSP errors with the proprietary flavour, and reseat/RMA "
+            "if the GPU fails with every driver."
+        ),
+        examples=(
+            "[  903.609564] NVRM: RmInitAdapter: Cannot initialize GSP firmware RM\n[  903.610907] NVRM: GPU "
+            "0000:98:00.0: RmInitAdapter failed! (0x62:0x65:1792)",
+        ),
+    ),
+    Rule(
+        name="nodriver.secure_boot_refused_load",
+        category="no_driver_loaded",
+        patterns=(
+            r"Unable to load the (?:kernel module )?'?nvidia[\w-]*(?:\.ko)?'?(?: kernel module)?",
+            r"could not insert 'nvidia[\w-]*'",
+            r"(?:nvidia|nvidia-open)? ?modules?(?: keys?)? (?:are|is|were|was|got) rejected",
+            r"Key was rejected by service",
+            r"Required key not available",
+        ),
+        confidence=0.88,
+        context=r"secure ?boot|sig_enforce|\bMOK\b|mokutil|Key was rejected by service|Required key not available",
+        demotes=("installer_failure",),
+        root_cause=(
+            "Secure Boot (module signature enforcement) refuses to load the NVIDIA kernel module: it is unsigned or "
+            "signed with a key that is not enrolled, so the installer/modprobe cannot load it."
+        ),
+        fix=(
+            "Sign the module with a key and enroll it (`mokutil --import`, confirm in the MOK manager at the next "
+            "boot; DKMS signs with /var/lib/dkms/mok.pub), or disable Secure Boot; then `modprobe nvidia` and check "
+            "`lsmod | grep nvidia`."
+        ),
+        examples=(
+            "Secure boot - Unable to load the kernel module 'nvidia.ko'\nERROR: Unable to load the kernel module "
+            "'nvidia.ko'.  This happens most frequently when this kernel module was built against the wrong or "
+            "improperly configured kernel sources",
+            "After a clean install, when using `module.sig_enforce=1`, the Nvidia module keys are rejected.",
+        ),
+    ),
 )

@@ -64,7 +64,6 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"Parameter verification failed",
             r"unsupported (?:debian|ubuntu|centos|fedora|alpine|archlinux) version",
-            r"unable to create CT \d+",
             r'apparmor=\"DENIED\"[^\n]{0,200}profile=\"lxc-',
             r"configuring device passthrough is only allowed for root@pam",
             r"property is not defined in schema and the schema does not allow additional properties",
@@ -132,5 +131,32 @@ RULES: tuple[Rule, ...] = (
             "7)."
         ),
         examples=('cgfsng_setup_limits: 3251 No such file or directory - Failed to setup limits for the "devices" controller',),
+    ),
+    Rule(
+        name="pve.storage_full",
+        category="proxmox_lxc",
+        patterns=(
+            r"Volume group \"?[\w.+-]+\"? has insufficient free space",
+            r"Insufficient (?:suitable )?(?:allocatable )?(?:free space|extents) for logical volume",
+            r"thin[- ]?pool [^\n]{0,80}(?:out of data space|is full|exceeds the size)",
+            r"Cannot create new thin volume, free space in thin pool",
+            r"lvcreate '[^'\n]+' error:[^\n]{0,160}(?:insufficient|space)",
+            r"cannot create '[^'\n]+': out of space",
+            r"(?:unable to create CT \d+|TASK ERROR|vzcreate|pct (?:create|restore))[^\n]{0,200}No space left on device",
+        ),
+        confidence=0.92,
+        demotes=("installer_failure",),
+        root_cause=(
+            "storage full: the Proxmox storage chosen for the container's rootfs has no room for the requested size "
+            "(the LVM volume group / thin pool / ZFS pool is out of free space), so `pct create` failed."
+        ),
+        fix=(
+            "storage full: shrink the rootfs (a smaller `rootfs` size) or pick another storage with room "
+            "(`pvesm status` lists free space); or free space in that volume group/thin pool, then replay."
+        ),
+        examples=(
+            "TASK ERROR: unable to create CT 200 - lvcreate 'pve/vm-200-disk-0' error:   Volume group \"pve\" has "
+            "insufficient free space (1023 extents): 2048 required.",
+        ),
     ),
 )
