@@ -129,5 +129,20 @@ def is_application_fault(number: int) -> bool:
     return x is not None and not x.critical
 
 
+# When a log shows several Xids, the one that best explains the failure: the GPU leaving the bus, then
+# uncorrectable memory errors, then firmware (GSP) failures, then the rest in catalogue order.
+PRIORITY: tuple[int, ...] = (79, 95, 48, 64, 140, 143, 121, 119, 120, 74, 144, 145, 146, 147, 148, 149, 150,
+                             92, 63, 94, 62, 61, 46, 38, 32, 154)
+
+
+def most_telling(numbers: list[int]) -> int | None:
+    """The Xid of `numbers` that best explains a failure (see PRIORITY); None if none is in the table."""
+    known = [n for n in numbers if n in XIDS]
+    if not known:
+        return None
+    ranked = [n for n in PRIORITY if n in known]
+    return ranked[0] if ranked else known[0]
+
+
 # The numbers whose catalogue action is not "restart the application": a GPU/node problem.
 HARDWARE_XIDS: frozenset[int] = frozenset(n for n, x in XIDS.items() if x.critical)

@@ -122,12 +122,9 @@ def log_fields(text: str) -> dict[str, str]:
 def xid_fields(text: str) -> dict[str, str]:
     """The most telling Xid in the log (a GPU/node fault before an application one) and the catalogue's
     meaning, likely cause and action for it (provisioner/burnin/xid.py)."""
-    numbers = [int(m.group(1)) for m in _XID_RE.finditer(text)]
-    known = [n for n in numbers if xid_table.lookup(n)]
-    if not known:
+    pick = xid_table.most_telling([int(m.group(1)) for m in _XID_RE.finditer(text)])
+    if pick is None:
         return {}
-    hardware = [n for n in known if n in xid_table.HARDWARE_XIDS and n not in (45, 154)]
-    pick = (hardware or [n for n in known if n in xid_table.HARDWARE_XIDS] or known)[0]
     entry = xid_table.XIDS[pick]
     return {
         "xid": str(pick),
