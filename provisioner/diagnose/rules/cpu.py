@@ -79,6 +79,8 @@ RULES: tuple[Rule, ...] = (
             r"CUDA used to build PyTorch: (?:None|Could not collect)",
             r"torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*None\b",
             r"\+cpu\b",
+            r"\b(?:the )?CPU[- ]?(?:only )?(?:version|build|wheel|variant) of (?:torch|pytorch)",
+            r"\b(?:torch|pytorch)\b[^\n]{0,40}\bCPU[- ](?:only )?(?:version|build|wheel)",
         ),
         confidence=0.88,
         context=r"\b(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace|DGX Spark|Jetson|Orin|Xavier|L4T|JetPack)\b",
@@ -98,6 +100,8 @@ RULES: tuple[Rule, ...] = (
             "False\nGPU models and configuration: GPU 0: NVIDIA GH200 480GB",
             "I successfully install the torch on my jetson nano(Jetpack 4.4 [L4T 32.4.3]),but cuda.is_available() "
             "returns false",
+            "noticing that trying to `pip install torch` resulted in the CPU version of torch stable.\n"
+            "1. Get an aarch64 machine, e.g. GB200",
         ),
     ),
 )
