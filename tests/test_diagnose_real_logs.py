@@ -14,6 +14,8 @@ import pytest
 from provisioner.burnin import xid as xid_table
 from provisioner.burnin.nvml_eval import evaluate_monitor
 from provisioner.diagnose import RULES, diagnose
+from provisioner.diagnose.engine import match_rules
+from provisioner.diagnose.normalize import clean_log
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "diagnose"
@@ -37,6 +39,7 @@ NEW_RULES = (
     "nodriver.rm_init_adapter",
     "nodriver.secure_boot_refused_load",
     "nccl.version_predates_gpu",
+    "installer.compiler_missing",
     "nccl.p2p_broken",
     "hw.ecc_xid_fallen_off",
     "hw.xid_other",
@@ -106,6 +109,21 @@ def test_task_fails_is_storage_full_not_a_permission_problem() -> None:
     assert "root@pam" not in top.fix and "pve.api_permission" not in [n for f in findings for n in f.rules]
     # the generic "unable to create CT" still reads as a Proxmox problem only with a cause the rules know
     assert diagnose("unable to create CT 105 - unsupported debian version '13.1'")[0].rule == "pve.api_permission"
+
+
+def test_storage_full_signature_is_lvm2s_real_message() -> None:
+    # lvcreate's own output in another project's log (https://github.com/openebs/lvm-localpv/issues/47)
+    line = '  Volume group "lvmvg" has insufficient free space (12780 extents): 19200 required.'
+    assert "pve.storage_full" in [h.rule.name for h in match_rules(clean_log(line))]
+    # healthy thin-pool over-provisioning warnings are not "storage full" (healthy.jsonl has the real output)
+    warn = "WARNING: You have not turned on protection against thin pools running out of space."
+    assert "pve.storage_full" not in [h.rule.name for h in match_rules(clean_log(warn))]
+
+
+def test_xid_forms_from_monitors_and_prose() -> None:
+    for line in ("XidCriticalError: Xid=79 on Device=GPU-0b11d014", "kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen"):
+        top = diagnose(line)[0]
+        assert (top.category, top.rule) == ("oom_or_hw", "hw.ecc_xid_fallen_off") and "Xid 79" in top.root_cause
 
 
 def test_root_cause_outranks_the_louder_line_and_keeps_it_as_runner_up() -> None:

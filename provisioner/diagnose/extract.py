@@ -7,7 +7,7 @@ import re
 from provisioner.burnin import xid as xid_table
 
 _I = re.IGNORECASE
-_XID_RE = re.compile(r"\bXid\s*(?:\(PCI:[^)\n]{0,40}\))?[\s:,]*(\d{1,3})\b", _I)
+_XID_RE = re.compile(r"\bXid\s*(?:\(PCI:[^)\n]{0,40}\))?[\s:,=]*(\d{1,3})\b", _I)
 
 # (field, regex with one group). The first regex that matches wins for each field.
 _FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

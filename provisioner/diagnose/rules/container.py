@@ -68,6 +68,7 @@ RULES: tuple[Rule, ...] = (
             r"CUDA_ERROR_UNKNOWN\b",
             r"cudaErrorUnknown\b",
             r"initialization error: cuda error: unknown error",
+            r"cuInit failed: unknown",
         ),
         confidence=0.7,
         root_cause=(
@@ -92,7 +93,7 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"Failed to initialize NVML: Unknown Error",
             r"Failed to initialize NVML: Insufficient Permissions",
-            r"/dev/nvidia(?:\d+|ctl)[\"']?:? (?:Operation not permitted|Permission denied)",
+            r"/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-caps/[\w-]+)[\"']?:? (?:Operation not permitted|Permission denied)",
         ),
         confidence=0.7,
         root_cause=(

@@ -10,8 +10,8 @@ from provisioner.diagnose.model import Rule
 _HW = "|".join(str(n) for n in sorted(HARDWARE_XIDS, reverse=True))
 _APP = "|".join(str(n) for n in sorted(set(XIDS) - HARDWARE_XIDS, reverse=True))
 # "NVRM: Xid (PCI:0000:3b:00): 79, ..." (dmesg), "Xid 119 (GSP RPC timeout)" / "XID 79" (prose, monitors)
-XID_HW = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_HW})\b|\bXid[ :]+(?:{_HW})\b)"
-XID_APP = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_APP})\b|\bXid[ :]+(?:{_APP})\b)"
+XID_HW = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_HW})\b|\bXid[ :=]+(?:{_HW})\b)"
+XID_APP = rf"(?:NVRM: Xid \(PCI:[^\n]{{0,40}}\): (?:{_APP})\b|\bXid[ :=]+(?:{_APP})\b)"
 
 RULES: tuple[Rule, ...] = (
     Rule(

@@ -44,6 +44,8 @@ RULES: tuple[Rule, ...] = (
             r"\[/var/lib/dkms/nvidia/[^\]]*\] Error \d",
             r"Kernel headers for kernel [^\n]{1,60} cannot be found",
             r"Unable to load the kernel module '?nvidia\.ko'?",
+            r"\*\*\* \[[^\]\n]*(?:/var/lib/dkms/nvidia|/nvidia[\w.-]*/build|kernel-open|NVIDIA-Linux-)[^\]\n]*\] Error \d+",
+            r"Failed to run `?/usr/s?bin/dkms (?:build|install)",
         ),
         confidence=0.85,
         root_cause="Building or loading the NVIDIA kernel module failed during the driver installation.",
@@ -115,6 +117,29 @@ RULES: tuple[Rule, ...] = (
         examples=(
             "ERROR: Installation has failed.  Please see the file '/var/log/nvidia-installer.log' for details.",
             "ERROR: Failed building wheel for flash-attn",
+        ),
+    ),
+    Rule(
+        name="installer.compiler_missing",
+        category="installer_failure",
+        patterns=(
+            r"(?:[\w.]+-)?(?:gcc|g\+\+|cc|c\+\+|clang)(?:-\d+)?: (?:command )?not found",
+            r"(?:[\w.]+-)?(?:gcc|g\+\+)(?:-\d+)?: No such file or directory",
+        ),
+        confidence=0.87,
+        context=r"nvidia|dkms|kernel module|linux-headers|kernel-open",
+        root_cause=(
+            "The compiler the NVIDIA kernel-module build needs is not installed (the kernel's own gcc-N, or g++ for "
+            "the open modules), so the module build stops."
+        ),
+        fix=(
+            "Install the compiler the running kernel was built with (`cat /proc/version` names gcc-N; e.g. "
+            "`apt install gcc-12 g++-12`, `dnf install gcc-c++`) plus the matching kernel headers, then rebuild "
+            "(`dkms autoinstall` or re-run the .run installer)."
+        ),
+        examples=(
+            "/bin/sh: line 1: g++: command not found\nmake[1]: *** [Makefile:219: _out/Linux_x86_64/dp_auxretry.o] "
+            "Error 127\ndnf -y install nvidia-open-dkms",
         ),
     ),
 )

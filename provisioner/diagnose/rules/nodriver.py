@@ -231,6 +231,8 @@ RULES: tuple[Rule, ...] = (
             r"(?:nvidia|nvidia-open)? ?modules?(?: keys?)? (?:are|is|were|was|got) rejected",
             r"Key was rejected by service",
             r"Required key not available",
+            r"not signed by a key that is trusted by the kernel",
+            r"Kernel module load error: (?:Operation not permitted|Key was rejected)",
         ),
         confidence=0.88,
         context=r"secure ?boot|sig_enforce|\bMOK\b|mokutil|Key was rejected by service|Required key not available",

@@ -138,7 +138,8 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"Volume group \"?[\w.+-]+\"? has insufficient free space",
             r"Insufficient (?:suitable )?(?:allocatable )?(?:free space|extents) for logical volume",
-            r"thin[- ]?pool [^\n]{0,80}(?:out of data space|is full|exceeds the size)",
+            r"out[- ]of[- ]data[- ]space",
+            r"Insufficient free space: \d+ extents needed",
             r"Cannot create new thin volume, free space in thin pool",
             r"lvcreate '[^'\n]+' error:[^\n]{0,160}(?:insufficient|space)",
             r"cannot create '[^'\n]+': out of space",
