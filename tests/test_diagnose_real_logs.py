@@ -43,6 +43,7 @@ NEW_RULES = (
     "nccl.p2p_broken",
     "hw.ecc_xid_fallen_off",
     "hw.xid_other",
+    "hw.gsp_timeout",
 )
 # The lab's scenario task-fails reports this (provisioner/lab/pve_api.py, modelled on lvm2's message).
 TASK_FAILS = (

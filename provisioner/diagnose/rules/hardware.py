@@ -48,6 +48,31 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="hw.gsp_timeout",
+        category="oom_or_hw",
+        patterns=(
+            r"Timeout (?:after \d+s of )?waiting for RPC (?:response )?from (?:GPU\d+ )?GSP",
+            r"_kgspLogRpcTimeout",
+            r"\bGSP Timeout\b",
+            r"_kgspIsHeartbeatTimedOut: Heartbeat timed out",
+            r"GSP task timeout",
+            r"Memory Subsystem Error detected",
+        ),
+        confidence=0.88,
+        root_cause=(
+            "The GPU System Processor (GSP) stopped answering the driver (the condition NVIDIA reports as Xid 119/120: "
+            f"{XIDS[119].meaning}); the GPU is wedged until it is reset."
+        ),
+        fix=(
+            f"Xid 119: {XIDS[119].action}: {XIDS[119].advice}. Update to a driver branch with the GSP fix for this GPU, "
+            "and if it recurs on one GPU only, treat the GPU (or its slot/power) as faulty."
+        ),
+        examples=(
+            "[   84.300488] NVRM: GPU6 _kgspLogRpcTimeout: ********************************* GSP Timeout "
+            "**********************************",
+        ),
+    ),
+    Rule(
         name="hw.xid_other",
         category="oom_or_hw",
         patterns=(
