@@ -32,7 +32,8 @@ FAMILIES = ("day-two", "proxmox", "aarch64", "installer", "nccl", "xid")
 # the rules written for issue #17: each must decide (or agree on) the top finding of a real public log
 # (pve.storage_full has no public log yet: it is proven on the lab's task-fails output, lvm2's real message format)
 NEW_RULES = (
-    "container.passthrough_node_missing_on_host",
+    "pve.passthrough_node_missing",
+    "container.uvm_missing",
     "container.cuda_unknown_error",
     "cpu.aarch64_default_index",
     "nodriver.module_flavour_refuses_gpu",

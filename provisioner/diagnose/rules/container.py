@@ -39,6 +39,7 @@ RULES: tuple[Rule, ...] = (
             r"Could not get mode or device ID of /dev/nvidia",
             r"cudaGetDeviceCount returned 30\b",
             r"Failed to mount [\"']?/dev/nvidia[\w-]*[\"']? onto",
+            r"lstat /dev/nvidia[\w-]*: no such file or directory",
         ),
         confidence=0.85,
         root_cause=(
@@ -51,7 +52,8 @@ RULES: tuple[Rule, ...] = (
         ),
         examples=(
             "cudaGetDeviceCount returned 30\n-> unknown error\nResult = FAIL",
-            "TASK ERROR: Could not get mode or device ID of /dev/nvidia-uvm",
+            "Error response from daemon: linux runtime spec devices: error gathering device information while "
+            "adding custom device \"/dev/nvidia-uvm-tools\": lstat /dev/nvidia-uvm-tools: no such file or directory",
         ),
     ),
     Rule(
@@ -204,32 +206,6 @@ RULES: tuple[Rule, ...] = (
             "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
             "nvidia-container-cli: initialization error: open failed: /proc/sys/kernel/overflowuid: permission "
             "denied: unknown",
-        ),
-    ),
-    Rule(
-        name="container.passthrough_node_missing_on_host",
-        category="container_device_missing",
-        patterns=(
-            r"Could not get mode or device ID of /dev/\S+",
-            r"Device /dev/\S+ does not exist",
-            r"/dev/\S+ is not a (?:character |block )?device",
-            r"lstat /dev/nvidia[\w-]*: no such file or directory",
-        ),
-        confidence=0.86,
-        demotes=("proxmox_lxc",),
-        root_cause=(
-            "A device node passed into the container does not exist on the host (or is not a device node), so the "
-            "container cannot start: after a reboot or driver upgrade /dev/nvidia-uvm* and /dev/nvidia-caps/* only "
-            "appear once something loads nvidia-uvm / creates them."
-        ),
-        fix=(
-            "On the host create the nodes at boot (`nvidia-modprobe -u -c=0`, e.g. from a systemd unit or udev rule; "
-            "nvidia-persistenced for /dev/nvidiaN) and check `ls -l /dev/nvidia*`; drop devN/mount entries for paths the "
-            "host does not have; then start the container again."
-        ),
-        examples=(
-            "TASK ERROR: Could not get mode or device ID of /dev/nvidia-uvm",
-            "lstat /dev/nvidia-uvm: no such file or directory",
         ),
     ),
 )

@@ -160,4 +160,32 @@ RULES: tuple[Rule, ...] = (
             "insufficient free space (1023 extents): 2048 required.",
         ),
     ),
+    Rule(
+        name="pve.passthrough_node_missing",
+        category="proxmox_lxc",
+        patterns=(
+            r"Could not get mode or device ID of /dev/\S+",
+            r"Device /dev/\S+ does not exist",
+            r"/dev/\S+ is not a (?:character |block )?device",
+            r"Failed to mount [\"']?/dev/[\w/.-]+[\"']? onto [\"']?\S*/(?:lxc|rootfs)\S*",
+        ),
+        confidence=0.88,
+        demotes=("container_device_missing",),
+        root_cause=(
+            "The container cannot start: a device its config passes in (devN or an lxc.mount.entry) does not exist "
+            "on the host or is not a device node; after a reboot or driver upgrade /dev/nvidia-uvm*, "
+            "/dev/nvidia-modeset and /dev/nvidia-caps/* only appear once something creates them."
+        ),
+        fix=(
+            "On the host create the nodes at boot (`nvidia-modprobe -u -c=0 -m`, e.g. from a systemd unit, and "
+            "nvidia-persistenced for /dev/nvidiaN), check `ls -l /dev/nvidia* /dev/dri`, and drop devN/mount entries "
+            "for paths the host does not have; then `pct start {vmid}`."
+        ),
+        examples=(
+            "TASK ERROR: Could not get mode or device ID of /dev/nvidia-uvm",
+            "safe_mount: 1425 No such file or directory - Failed to mount \"/dev/nvidia-modeset\" onto "
+            "\"/usr/lib/x86_64-linux-gnu/lxc/rootfs/dev/nvidia-modeset\"\nrun_buffer: 571 Script exited with status 17\n"
+            "lxc_setup: 3948 Failed to run autodev hooks",
+        ),
+    ),
 )
