@@ -36,6 +36,7 @@ NEW_RULES = (
     "container.uvm_missing",
     "container.cuda_unknown_error",
     "cpu.aarch64_default_index",
+    "cpu.aarch64_cuda_unavailable",
     "nodriver.module_flavour_refuses_gpu",
     "nodriver.rm_init_adapter",
     "nodriver.secure_boot_refused_load",
@@ -142,6 +143,15 @@ def test_root_cause_outranks_the_louder_line_and_keeps_it_as_runner_up() -> None
     # "no kernel image" on an aarch64 host is the architecture, not a CPU-only wheel
     log = "OS: Ubuntu 22.04 (aarch64)\nIs CUDA available: False\nCUDA error: no kernel image is available for execution on the device"
     assert diagnose(log)[0].category == "arch_unsupported"
+
+
+def test_aarch64_cuda_build_that_sees_no_gpu_is_not_a_cpu_wheel() -> None:
+    log = (
+        "OS: Ubuntu 22.04.4 LTS (aarch64)\nCUDA used to build PyTorch: 12.4\nIs CUDA available: False\n"
+        "GPU models and configuration: GPU 0: NVIDIA GH200 480GB\n"
+        "RuntimeError: Found no NVIDIA driver on your system."
+    )
+    assert diagnose(log)[0].category == "no_driver_loaded"
 
 
 def test_also_possible_is_in_the_json_contract() -> None:

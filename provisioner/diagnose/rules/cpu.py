@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
 
+AARCH64 = r"\b(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin|Xavier|L4T|JetPack)\b"
+AARCH64_CAUSE = (
+    "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "
+    "aarch64 torch wheels were CPU-only, and Jetson needs NVIDIA's JetPack builds."
+)
+AARCH64_FIX = (
+    "GH200/GB200/GB10 (SBSA): install from the PyTorch CUDA index, which has aarch64 CUDA wheels "
+    "(`--index-url https://download.pytorch.org/whl/cu128` or newer; `provisioner resolve --arch aarch64`); "
+    "Jetson: install NVIDIA's JetPack torch wheel for the L4T release. Check torch.version.cuda is not None."
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="cpu.torch_not_compiled_with_cuda",
@@ -74,34 +85,45 @@ RULES: tuple[Rule, ...] = (
         name="cpu.aarch64_default_index",
         category="cpu_only_wheel",
         patterns=(
-            r"is_available\(\)\)?\s*(?:returns?|returned|is|gives|==|=|->)?\s*:?\s*False\b",
-            r"Is CUDA available: False",
             r"CUDA used to build PyTorch: (?:None|Could not collect)",
             r"torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*None\b",
             r"\+cpu\b",
             r"\b(?:the )?CPU[- ]?(?:only )?(?:version|build|wheel|variant) of (?:torch|pytorch)",
             r"\b(?:torch|pytorch)\b[^\n]{0,40}\bCPU[- ](?:only )?(?:version|build|wheel)",
+            r"Torch not compiled with CUDA enabled",
         ),
         confidence=0.88,
-        context=r"\b(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace|DGX Spark|Jetson|Orin|Xavier|L4T|JetPack)\b",
+        context=AARCH64,
         unless=r"no kernel image is available|is not compatible with the current PyTorch installation",
         demotes=("no_driver_loaded", "container_device_missing"),
-        root_cause=(
-            "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "
-            "aarch64 torch wheels were CPU-only, and Jetson needs NVIDIA's JetPack builds."
-        ),
-        fix=(
-            "GH200/GB200/GB10 (SBSA): install from the PyTorch CUDA index, which has aarch64 CUDA wheels "
-            "(`--index-url https://download.pytorch.org/whl/cu128` or newer; `provisioner resolve --arch aarch64`); "
-            "Jetson: install NVIDIA's JetPack torch wheel for the L4T release. Check torch.version.cuda is not None."
-        ),
+        root_cause=AARCH64_CAUSE,
+        fix=AARCH64_FIX,
         examples=(
             "OS: Ubuntu 22.04.4 LTS (aarch64)\nCUDA used to build PyTorch: Could not collect\nIs CUDA available: "
             "False\nGPU models and configuration: GPU 0: NVIDIA GH200 480GB",
-            "I successfully install the torch on my jetson nano(Jetpack 4.4 [L4T 32.4.3]),but cuda.is_available() "
-            "returns false",
             "noticing that trying to `pip install torch` resulted in the CPU version of torch stable.\n"
             "1. Get an aarch64 machine, e.g. GB200",
+        ),
+    ),
+    Rule(
+        name="cpu.aarch64_cuda_unavailable",
+        category="cpu_only_wheel",
+        patterns=(
+            r"is_available\(\)\)?\s*(?:returns?|returned|is|gives|==|=|->)?\s*:?\s*False\b",
+            r"Is CUDA available: False",
+        ),
+        confidence=0.7,
+        context=AARCH64,
+        # a CUDA build that cannot see the GPU is a driver/device problem, not a CPU wheel
+        unless=(
+            r"no kernel image is available|is not compatible with the current PyTorch installation"
+            r"|CUDA used to build PyTorch: \d|\+cu\d{2,3}\b|torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*'?\d"
+        ),
+        root_cause=AARCH64_CAUSE,
+        fix=AARCH64_FIX,
+        examples=(
+            "I successfully install the torch on my jetson nano(Jetpack 4.4 [L4T 32.4.3]),but cuda.is_available() "
+            "returns false",
         ),
     ),
 )

@@ -106,6 +106,7 @@ RULES: tuple[Rule, ...] = (
             r"(?:LXC|CT|container)(?: \S+){0,2} (?:does not|doesn't|won't|will not|fails to|failed to|can't|cannot) "
             r"start",
             r"TASK ERROR: ",
+            r"unable to create CT \d+",
         ),
         confidence=0.45,
         generic=True,
