@@ -123,6 +123,18 @@ def test_storage_full_signature_is_lvm2s_real_message() -> None:
     assert "pve.storage_full" not in [h.rule.name for h in match_rules(clean_log(warn))]
 
 
+def test_secure_boot_state_alone_is_not_a_failure() -> None:
+    # the kernel's and DKMS's own lines on a healthy Secure Boot host (efi "secureboot:" message, kmodsign prompt)
+    for text in (
+        "[    0.000000] secureboot: Secure boot enabled",
+        "Sign command: /usr/bin/kmodsign\nSecure Boot is enabled; you will be asked for the MOK management password",
+        "nvidia: module verification failed: signature and/or required key missing - tainting kernel",
+    ):
+        assert diagnose(text) == [], text
+    failing = "[    0.000000] secureboot: Secure boot enabled\nmodprobe: ERROR: could not insert 'nvidia': Operation not permitted"
+    assert diagnose(failing)[0].category == "no_driver_loaded"
+
+
 def test_xid_forms_from_monitors_and_prose() -> None:
     for line in ("XidCriticalError: Xid=79 on Device=GPU-0b11d014", "kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen"):
         top = diagnose(line)[0]

@@ -63,6 +63,12 @@ RULES: tuple[Rule, ...] = (
             r"kernel module failed to load\. Secure boot",
         ),
         confidence=0.82,
+        # "Secure boot enabled" / MOK prompts are printed on healthy systems too: only with a load failure
+        context=(
+            r"couldn't communicate with the NVIDIA driver|could not insert|Unable to load|failed to load|not loaded"
+            r"|No devices were found|Operation not permitted|rejected|restricted|modprobe: (?:ERROR|FATAL)"
+            r"|(?:do not|don't|does not|doesn't|won't|will not) load"
+        ),
         root_cause="Secure Boot rejects the unsigned (or not-yet-enrolled) NVIDIA kernel module, so it is not loaded.",
         fix=(
             "Enroll the module signing key (MOK) at the next boot console, or disable Secure Boot; then verify with "
@@ -70,6 +76,7 @@ RULES: tuple[Rule, ...] = (
         ),
         examples=(
             "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service",
+            "`NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.`\n"
             "I did get the MOK enrollment screen same as before",
         ),
     ),
