@@ -6,16 +6,22 @@ import ast
 import json
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import requests
 
 from provisioner.burnin import xid as xid_table
 from provisioner.burnin.nvml_eval import evaluate_monitor
 from provisioner.diagnose import RULES, diagnose
 from provisioner.diagnose.engine import match_rules
 from provisioner.diagnose.normalize import clean_log
+from provisioner.lab.pve_api import LabApiServer
+from provisioner.lab.state import LabState
+from tests.support.pve_lab import UBUNTU
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "diagnose"
@@ -225,3 +231,51 @@ def test_diagnose_names_the_xid_and_its_action() -> None:
     assert "Xid 119" in top.root_cause and "GSP" in top.root_cause and "reset" in top.fix
     top = diagnose("NVRM: Xid (PCI:0000:08:00): 31, Ch 0000003b, intr 10000000. MMU Fault")[0]
     assert top.rule == "hw.xid_other" and "application" in top.fix
+
+
+# ------------------------------------------------------------------ the lab's scenarios, end to end over HTTPS
+
+
+def _lab_session(state: LabState, server: LabApiServer) -> requests.Session:
+    s = requests.Session()
+    s.trust_env = False
+    s.verify = str(server.cafile)
+    r = s.post(f"{server.url}/access/ticket", data={"username": "root@pam", "password": state.credentials().password})
+    assert r.status_code == 200, r.text
+    s.cookies.set("PVEAuthCookie", r.json()["data"]["ticket"])
+    s.headers["CSRFPreventionToken"] = r.json()["data"]["CSRFPreventionToken"]
+    return s
+
+
+def _task_log(s: requests.Session, server: LabApiServer, upid: str) -> str:
+    deadline = time.monotonic() + 30
+    while s.get(f"{server.url}/nodes/pve/tasks/{upid}/status").json()["data"]["status"] != "stopped":
+        assert time.monotonic() < deadline, "task did not stop"
+        time.sleep(0.02)
+    body = s.get(f"{server.url}/nodes/pve/tasks/{upid}/log", params={"limit": 1000}).json()
+    return "\n".join(x["t"] for x in body["data"])
+
+
+def test_lab_task_fails_diagnosed_as_storage_full(make_lab: Callable[..., tuple[LabState, LabApiServer]]) -> None:
+    state, server = make_lab(scenarios=["task-fails"])
+    s = _lab_session(state, server)
+    upid = s.post(f"{server.url}/nodes/pve/lxc", data={"vmid": 200, "ostemplate": UBUNTU, "rootfs": "local-lvm:8"})
+    log = _task_log(s, server, upid.json()["data"])
+    top = diagnose(log)[0]
+    assert (top.category, top.rule) == ("proxmox_lxc", "pve.storage_full")
+    assert any("insufficient free space" in e for e in top.evidence)
+
+
+def test_lab_start_with_a_device_the_host_lacks(make_lab: Callable[..., tuple[LabState, LabApiServer]]) -> None:
+    # after a reboot nothing has created /dev/nvidia-uvm yet, but the CT config passes it in
+    state, server = make_lab(host_uvm_nodes=False)
+    s = _lab_session(state, server)
+    created = s.post(f"{server.url}/nodes/pve/lxc", data={"vmid": 201, "ostemplate": UBUNTU, "rootfs": "local-lvm:8"})
+    _task_log(s, server, created.json()["data"])
+    conf = state.read_conf(201)
+    conf.set("dev0", "/dev/nvidia-uvm")
+    state.write_conf(201, conf)
+    started = s.post(f"{server.url}/nodes/pve/lxc/201/status/start")
+    top = diagnose(_task_log(s, server, started.json()["data"]))[0]
+    assert (top.category, top.rule) == ("proxmox_lxc", "pve.passthrough_node_missing")
+    assert [a.category for a in top.also_possible][:1] == ["container_device_missing"]
