@@ -223,6 +223,9 @@ def test_burnin_monitor_reports_xids_from_the_table() -> None:
     assert "GPU 2: XID 13 (Graphics Engine Exception)" in res.reasons
     assert any(n.startswith("XID 119:") and "reset" in n for n in res.notes)
     assert any(n.startswith("XID 13:") and "application" in n for n in res.notes)
+    by_gpu = {ev["gpu"]: ev for ev in res.data["events"]}
+    assert by_gpu[1]["mnemonic"] == "GSP_RPC_TIMEOUT" and by_gpu[1]["action"] == "reset"
+    assert by_gpu[2]["cause"] == "application" and events[0] == {"t": 2.0, "gpu": 1, "kind": "xid", "xid": 119}
 
 
 def test_diagnose_names_the_xid_and_its_action() -> None:

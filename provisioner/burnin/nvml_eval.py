@@ -75,6 +75,16 @@ def describe_xid(xid: int) -> str:
     return xid_table.meaning(xid)
 
 
+def _with_xid_info(ev: dict[str, Any]) -> dict[str, Any]:
+    """An XID event plus the catalogue's mnemonic, meaning, likely cause and action (a copy)."""
+    if ev.get("kind") != "xid":
+        return ev
+    entry = xid_table.lookup(int(ev["xid"]))
+    if entry is None:
+        return {**ev, "meaning": xid_table.meaning(int(ev["xid"]))}
+    return {**ev, "mnemonic": entry.mnemonic, "meaning": entry.meaning, "cause": entry.cause, "action": entry.action}
+
+
 def _gpu_label(gpu: dict[str, Any]) -> str:
     bus = gpu.get("pci_bus_id")
     return f"GPU {gpu.get('index')}" + (f" [{bus}]" if bus else "")
@@ -215,7 +225,7 @@ def evaluate_monitor(
             res.note(f"XID {xid}: {xid_table.advice(xid)}")
         elif ev.get("kind") == "dbe":
             res.fail(f"GPU {ev.get('gpu')}: double-bit ECC error event")
-    res.data["events"] = events
+    res.data["events"] = [_with_xid_info(ev) for ev in events]
     per_gpu: dict[int, list[dict[str, Any]]] = {}
     loaded: dict[int, list[dict[str, Any]]] = {}
     for s in samples:

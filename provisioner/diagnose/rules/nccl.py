@@ -49,8 +49,9 @@ RULES: tuple[Rule, ...] = (
             "without P2P)."
         ),
         fix=(
-            "Disable ACS/IOMMU redirection (BIOS, iommu=pt, setpci ACS) or, for GPUs without working P2P, "
-            "set NCCL_P2P_DISABLE=1; verify with nccl-tests all_reduce_perf."
+            "Disable ACS/IOMMU redirection (BIOS, iommu=pt, setpci ACS); on PCIe boxes without NVLink (GeForce/"
+            "RTX PRO Blackwell, Ada) update the driver and NCCL to releases that fixed P2P for that GPU before giving "
+            "up on it; otherwise set NCCL_P2P_DISABLE=1. Verify with nccl-tests all_reduce_perf (with and without it)."
         ),
         examples=(
             "It works with NCCL_P2P_DISABLE=1, but ideally would like to figure out why normal P2P is not working.",
