@@ -34,7 +34,7 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 REAL = _rows("real-logs.jsonl")
 HEALTHY = _rows("healthy.jsonl")
-FAMILIES = ("day-two", "proxmox", "aarch64", "installer", "nccl", "xid")
+FAMILIES = ("day-two", "proxmox", "aarch64", "installer", "nccl", "xid", "general")
 # the rules written for issue #17: each must decide (or agree on) the top finding of a real public log
 # (pve.storage_full has no public log yet: it is proven on the lab's task-fails output, lvm2's real message format)
 NEW_RULES = (
@@ -170,6 +170,13 @@ def test_aarch64_cuda_build_that_sees_no_gpu_is_not_a_cpu_wheel() -> None:
         "RuntimeError: Found no NVIDIA driver on your system."
     )
     assert diagnose(log)[0].category == "no_driver_loaded"
+
+
+def test_collect_env_aligned_layout_of_newer_torch() -> None:
+    # torch >= 2.7's collect_env pads keys ("Is CUDA available            : False"), see the vllm#19018 fixture
+    log = "PyTorch version              : 2.7.0+cpu\nCUDA used to build PyTorch   : None\nIs CUDA available            : False"
+    top = diagnose(log)[0]
+    assert top.category == "cpu_only_wheel" and "2.7.0+cpu" in top.root_cause
 
 
 def test_also_possible_is_in_the_json_contract() -> None:

@@ -35,7 +35,7 @@ RULES: tuple[Rule, ...] = (
         name="cpu.build_reports_no_cuda",
         category="cpu_only_wheel",
         patterns=(
-            r"CUDA used to build PyTorch: (?:None|Could not collect)",
+            r"CUDA used to build PyTorch\s*: (?:None|Could not collect)",
             r"torch\.version\.cuda\)?[^\n]{0,20}\n\s*None\b",
             r"torch\.version\.cuda\s*(?:=|:|is)\s*None",
             r"\b\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cpu\b",
@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         category="cpu_only_wheel",
         patterns=(
             r"torch\.cuda\.is_available\(\)\)?[^\n]{0,20}\n?\s*False",
-            r"Is CUDA available: False",
+            r"Is CUDA available\s*: False",
             r"User provided device_type of 'cuda', but CUDA is not available",
         ),
         confidence=0.35,
@@ -85,7 +85,7 @@ RULES: tuple[Rule, ...] = (
         name="cpu.aarch64_default_index",
         category="cpu_only_wheel",
         patterns=(
-            r"CUDA used to build PyTorch: (?:None|Could not collect)",
+            r"CUDA used to build PyTorch\s*: (?:None|Could not collect)",
             r"torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*None\b",
             r"\+cpu\b",
             r"\b(?:the )?CPU[- ]?(?:only )?(?:version|build|wheel|variant) of (?:torch|pytorch)",
@@ -110,14 +110,14 @@ RULES: tuple[Rule, ...] = (
         category="cpu_only_wheel",
         patterns=(
             r"is_available\(\)\)?\s*(?:returns?|returned|is|gives|==|=|->)?\s*:?\s*False\b",
-            r"Is CUDA available: False",
+            r"Is CUDA available\s*: False",
         ),
         confidence=0.7,
         context=AARCH64,
         # a CUDA build that cannot see the GPU is a driver/device problem, not a CPU wheel
         unless=(
             r"no kernel image is available|is not compatible with the current PyTorch installation"
-            r"|CUDA used to build PyTorch: \d|\+cu\d{2,3}\b|torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*'?\d"
+            r"|CUDA used to build PyTorch\s*: \d|\+cu\d{2,3}\b|torch\.version\.cuda\)?\s*(?:is|=|:|->)?\s*'?\d"
         ),
         root_cause=AARCH64_CAUSE,
         fix=AARCH64_FIX,
