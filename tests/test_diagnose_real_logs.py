@@ -48,6 +48,7 @@ NEW_RULES = (
     "nodriver.secure_boot_refused_load",
     "nccl.version_predates_gpu",
     "installer.compiler_missing",
+    "resolver.no_wheel_for_aarch64",
     "nccl.p2p_broken",
     "hw.ecc_xid_fallen_off",
     "hw.xid_other",

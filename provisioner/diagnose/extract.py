@@ -44,6 +44,7 @@ _FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("library", re.compile(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
     ("vmid", re.compile(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
     ("package", re.compile(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
+    ("package", re.compile(r"Distribution\s+`([^`\s]+)", _I)),
     ("package", re.compile(r"there\s+is\s+no\s+version\s+of\s+(\S+?)(?:\s+and|,|\s*$)", _I | re.MULTILINE)),
 )
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
 
-AARCH64 = r"\b(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin|Xavier|L4T|JetPack)\b"
+AARCH64 = (
+    r"(?<![a-z0-9])(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin"
+    r"|Xavier|L4T|JetPack)(?![a-z0-9])"
+)
 AARCH64_CAUSE = (
     "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "
     "aarch64 torch wheels were CPU-only, and Jetson needs NVIDIA's JetPack builds."

@@ -79,4 +79,31 @@ RULES: tuple[Rule, ...] = (
         fix="Install torch, torchvision and torchaudio together from the same release and index.",
         examples=("torchvision 0.16.0 requires torch==2.1.0, but you have torch 2.3.1 which is incompatible.",),
     ),
+    Rule(
+        name="resolver.no_wheel_for_aarch64",
+        category="resolver_failure",
+        patterns=(
+            r"only has wheels for the following platforms?: [^\n]*x86_64",
+            r"doesn't have a source distribution or wheel for the current platform",
+            r"is not a supported wheel on this platform",
+        ),
+        confidence=0.9,
+        context=r"(?<![a-z0-9])(?:aarch64|arm64|sbsa)(?![a-z0-9])",
+        demotes=("cpu_only_wheel",),
+        root_cause=(
+            "The pinned package[ ({package})] has no aarch64 build on the configured index (only x86_64/Windows "
+            "wheels), so the resolver cannot install it on this aarch64 host."
+        ),
+        fix=(
+            "On aarch64 take torch from the PyTorch CUDA index (cu128 and newer carry aarch64 wheels; `provisioner "
+            "resolve --arch aarch64`), pin versions of the other packages that ship aarch64 wheels (or build them), "
+            "and use platform markers / `tool.uv.required-environments` so x86-only pins are not chosen on aarch64."
+        ),
+        examples=(
+            "error: Distribution `triton==3.3.0 @ registry+https://pypi.org/simple` can't be installed because it "
+            "doesn't have a source distribution or wheel for the current platform\nhint: You're on Linux "
+            "(`manylinux_2_39_aarch64`), but `triton` (v3.3.0) only has wheels for the following platforms: "
+            "`manylinux_2_27_x86_64`, `manylinux_2_28_x86_64`",
+        ),
+    ),
 )
