@@ -1,0 +1,212 @@
+"""The lab's host profiles (issue #14): each node answers nvidia-smi, /proc, /dev and pveversion
+consistently with its profile, run with real bash in the node's namespace (as the SSH endpoint
+runs them) and, for one profile, over the lab's real SSH endpoint; pct set/start errors are
+pve-container's (quoted from src/PVE/LXC/Tools.pm, src/PVE/LXC.pm)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioner.lab.commands import write_node_bin
+from provisioner.lab.lab import Lab
+from provisioner.lab.profiles import PROFILES, get_profile
+from provisioner.lab.sandbox import node_argv, node_env, record_host_ns
+from provisioner.lab.state import LabState
+from provisioner.proxmox.lxc_conf import LxcConfig
+from tests.support.require import require
+
+pytestmark = pytest.mark.timeout(240)
+
+#: pve-container src/PVE/LXC/Tools.pm get_device_mode_and_rdev: die "Device $path does not exist\n"
+PVE_DEVICE_MISSING = "Device {path} does not exist"
+
+
+def _need_namespaces() -> None:
+    require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
+    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
+
+
+def make_lab(root: Path, profile: str, *scenarios: str) -> LabState:
+    _need_namespaces()
+    state = Lab(root, list(scenarios), profile=profile).create_state()
+    write_node_bin(state.root)
+    record_host_ns(state.root)
+    return state
+
+
+def node(state: LabState, script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(node_argv(state, ["bash", "-c", script]), env=node_env(state), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120, check=False)
+
+
+def _sections(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.split("@@@ ")[1:]:
+        name, _, body = part.partition("\n")
+        out[name.strip()] = body
+    return out
+
+
+FACTS = ("nvidia-smi; echo rc=$?", "nvidia-smi -L; echo rc=$?", "nvidia-smi -q", "ls -l /dev/nvidia* 2>&1",
+         "cat /proc/driver/nvidia/gpus/*/information", "cat /proc/devices", "pveversion -v",
+         "cat /proc/driver/nvidia/version")
+
+
+def facts(state: LabState) -> dict[str, str]:
+    script = "".join(f"echo '@@@ {cmd}'; {cmd}\n" for cmd in FACTS)
+    r = node(state, script)
+    return _sections(r.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_profile_node_answers_consistently(tmp_path: Path, name: str) -> None:
+    p = get_profile(name)
+    state = make_lab(tmp_path / "lab", name)
+    f = facts(state)
+    q = f["nvidia-smi -q"]
+    info = f["cat /proc/driver/nvidia/gpus/*/information"]
+    ls = f["ls -l /dev/nvidia* 2>&1"]
+    devices = f["cat /proc/devices"]
+    # the module banner: flavour and architecture
+    banner = f["cat /proc/driver/nvidia/version"]
+    assert p.driver_version in banner
+    assert ("Open Kernel Module for " + p.arch) in banner if p.flavour == "open" else "Open" not in banner
+    # every GPU's /proc information names the profile's model and its device minor
+    minors = [int(m) for m in re.findall(r"Device Minor: \t (\d+)", info)]
+    assert sorted(minors) == sorted(p.minor_of(i) if p.minors else i for i in range(p.gpu_count))
+    assert info.count(f"Model: \t\t {p.gpu.name}\n") == p.gpu_count
+    # the device nodes: /dev/nvidia<minor>, modeset only where loaded, caps/nvswitch where the board has them
+    for i in range(p.gpu_count):
+        minor = p.minor_of(i) if p.minors else i
+        assert re.search(rf"^crw-rw-rw- 1 root root 195, +{minor} .* /dev/nvidia{minor}$", ls, re.M), ls
+    assert ("/dev/nvidia-modeset" in ls) is p.modeset
+    assert ("nvidia-modeset" in devices) is p.modeset
+    assert ("/dev/nvidia-caps:" in ls) is p.caps
+    assert ("/dev/nvidia-nvswitch0" in ls) is (p.nvswitches > 0)
+    assert "nvidia-uvm" in devices and "/dev/nvidia-uvm" in ls
+    # pveversion -v: the profile's PVE release
+    pv = f["pveversion -v"]
+    assert pv.startswith(f"proxmox-ve: {'9.1' if p.pve == '9' else p.pve}.0 (running kernel: ")
+    if p.pve == "9":
+        assert "pve-container: 6.0.18" in pv and "lxc-pve: 6.0.5-1" in pv and "6.14.11-4-pve" in pv
+    if p.gpus_fail_init:
+        # Blackwell on the proprietary module: the GPUs are probed (/proc lists them) but never initialise
+        assert f["nvidia-smi; echo rc=$?"] == "No devices were found\nrc=6\n"
+        assert f["nvidia-smi -L; echo rc=$?"] == "No devices were found\nrc=6\n"
+        return
+    # nvidia-smi -L in index (PCI bus) order, with the profile's name; -q: Minor Number = device minor
+    lines = f["nvidia-smi -L; echo rc=$?"].splitlines()
+    assert lines[-1] == "rc=0" and len(lines) == p.gpu_count + 1
+    assert all(line.startswith(f"GPU {i}: {p.gpu.name} (UUID: GPU-") for i, line in enumerate(lines[:-1]))
+    assert re.findall(r"^    Minor Number +: (\d+)$", q, re.M) == [str(p.minor_of(i) if p.minors else i)
+                                                                   for i in range(p.gpu_count)]
+    assert q.count(f"    Product Name                          : {p.gpu.name}\n") == p.gpu_count
+    assert f"Attached GPUs                             : {p.gpu_count}\n" in q
+    assert re.search(r"^Driver Version +: " + re.escape(p.driver_version) + "$", q, re.M)
+    fabric = re.findall(r"^    Fabric\n        State +: (.*)\n        Status +: (.*)$", q, re.M)
+    assert fabric == [("Completed", "Success") if p.nvswitches else ("N/A", "N/A")] * p.gpu_count
+    table = f["nvidia-smi; echo rc=$?"]
+    assert f"Driver Version: {p.driver_version}" in table and table.endswith("rc=0\n")
+
+
+def test_minors_shuffled_index_is_not_the_minor(tmp_path: Path) -> None:
+    state = make_lab(tmp_path / "lab", "minors-shuffled")
+    r = node(state, "nvidia-smi --query-gpu=index,pci.bus_id,uuid --format=csv,noheader; "
+                    "grep -H 'Device Minor' /proc/driver/nvidia/gpus/*/information")
+    rows = [line.split(", ") for line in r.stdout.splitlines() if line[:1].isdigit()]
+    by_bus = {m.group(1): int(m.group(2)) for m in re.finditer(r"gpus/([0-9a-f:.]+)/information:Device Minor:\s+(\d+)",
+                                                               r.stdout)}
+    assert [int(i) for i, _, _ in rows] == [0, 1, 2, 3]
+    minors = [by_bus[bus.lower().replace("00000000:", "0000:")] for _, bus, _ in rows]
+    assert minors == [2, 0, 3, 1]  # index order (PCI bus order) != minor order
+
+
+def test_fabricmanager_down_shows_in_fabric_state_and_systemctl(tmp_path: Path) -> None:
+    state = make_lab(tmp_path / "lab", "h200-hgx-8x", "fabricmanager-down")
+    r = node(state, "systemctl is-active nvidia-fabricmanager; echo rc=$?; nvidia-smi -q | grep -A2 '^    Fabric$' "
+                    "| head -3; nvidia-smi --query-gpu=fabric.state --format=csv,noheader | sort -u")
+    assert r.stdout.startswith("inactive\nrc=3\n    Fabric\n        State")
+    assert "State                             : Not Started" in r.stdout
+    assert r.stdout.endswith("Not Started\n")
+    r = node(state, "systemctl start nvidia-fabricmanager && systemctl is-active nvidia-fabricmanager && "
+                    "nvidia-smi --query-gpu=fabric.state,fabric.status --format=csv,noheader | sort -u")
+    assert r.stdout == "active\nCompleted, Success\n"
+    # a host without NVSwitch has no fabric manager unit at all
+    other = make_lab(tmp_path / "lab2", "rtxpro6000-8x")
+    r = node(other, "systemctl status nvidia-fabricmanager; echo rc=$?")
+    assert r.stdout == "Unit nvidia-fabricmanager.service could not be found.\nrc=4\n"
+
+
+def _ct(state: LabState, vmid: int = 200) -> None:
+    opts: dict[str, str | int] = {"arch": "amd64", "hostname": f"ct{vmid}", "ostype": "ubuntu", "memory": 4096,
+                                  "rootfs": f"local-lvm:vm-{vmid}-disk-0,size=8G"}
+    state.write_conf(vmid, LxcConfig.from_options(opts))
+    state.set_status(vmid, "stopped")
+
+
+def test_pct_set_devn_missing_node_is_refused_with_pve_containers_message(tmp_path: Path) -> None:
+    """pve-container Config.pm update_pct_config: `elsif ($opt =~ m/^dev(\\d+)$/)` validates the path with
+    PVE::LXC::Tools::get_device_mode_and_rdev -> die "Device $path does not exist\\n" (pct: exit 255)."""
+    state = make_lab(tmp_path / "lab", "h200-hgx-8x")
+    _ct(state)
+    r = node(state, "pct set 200 --dev0 /dev/nvidia-modeset,mode=0666; echo rc=$?")
+    assert r.stdout == PVE_DEVICE_MISSING.format(path="/dev/nvidia-modeset") + "\nrc=255\n"
+    assert "dev0" not in state.read_conf(200).options()  # not written (fixed upstream in 556ddd3, 2024-04)
+    r = node(state, "pct set 200 --dev0 /dev/nvidia3,mode=0666 --dev1 /dev/nvidia-caps/nvidia-cap1; echo rc=$?")
+    assert r.stdout == "rc=0\n"
+    assert state.read_conf(200).options()["dev1"] == "/dev/nvidia-caps/nvidia-cap1"
+
+
+def test_pct_start_missing_devn_node_fails_raw_optional_bind_starts(tmp_path: Path) -> None:
+    """PVE::LXC::vm_start -> update_lxc_config stats every devN path before lxc-start: the start task dies
+    with "Device /dev/nvidia-uvm does not exist"; a raw `lxc.mount.entry ... bind,optional,create=file`
+    of a missing node is LXC's and starts without it."""
+    state = make_lab(tmp_path / "lab", "rtxpro6000-8x")
+    _ct(state)
+    node(state, "pct set 200 --dev0 /dev/nvidia-uvm,mode=0666")
+    assert state.read_conf(200).options()["dev0"] == "/dev/nvidia-uvm,mode=0666"
+    state.update_settings(host_uvm_nodes=False)  # as after a reboot
+    r = node(state, "pct start 200; echo rc=$?")
+    assert r.stdout.splitlines()[-2:] == ["Device /dev/nvidia-uvm does not exist", "rc=255"]
+    assert state.get_status(200).status == "stopped"
+    raw = [("lxc.cgroup2.devices.allow", "c 511:* rwm"),
+           ("lxc.mount.entry", "/dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file")]
+    opts = {k: v for k, v in state.read_conf(200).options().items() if k != "dev0"}
+    state.write_conf(200, LxcConfig.from_options(opts, raw=raw))
+    r = node(state, "pct start 200; echo rc=$?; pct exec 200 -- sh -c 'ls /dev/nvidia-uvm; echo x=$?'")
+    assert r.stdout.startswith("rc=0\n") and "x=2" in r.stdout, r.stdout
+    assert state.get_status(200).status == "running"
+
+
+@pytest.mark.sshd
+def test_lab_up_profile_over_real_ssh(tmp_path: Path) -> None:
+    """`provisioner lab up --profile h200-hgx-8x`, then the real OpenSSH client runs the facts on the node."""
+    _need_namespaces()
+    require(shutil.which("ssh") is not None, "the OpenSSH client is not installed")
+    root = tmp_path / "lab"
+    env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"))
+    up = subprocess.run([sys.executable, "-m", "provisioner", "lab", "up", "--profile", "h200-hgx-8x", "--root",
+                         str(root), "--json"], env=env, capture_output=True, text=True, timeout=200, check=False)
+    assert up.returncode == 0, up.stderr
+    conn = json.loads(up.stdout)
+    try:
+        ssh = conn["ssh"]
+        argv = ["ssh", "-p", str(ssh["port"]), "-i", ssh["key_file"], "-o", f"UserKnownHostsFile={ssh['known_hosts']}",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{ssh['user']}@{ssh['host']}",
+                "nvidia-smi -L; ls /dev/nvidia-modeset; cat /proc/driver/nvidia/version; pveversion"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        assert r.stdout.count(": NVIDIA H200 (UUID: GPU-") == 8
+        assert "No such file or directory" in r.stderr  # headless: no nvidia-modeset
+        assert "NVIDIA UNIX Open Kernel Module for x86_64  580.95.05" in r.stdout
+        assert r.stdout.rstrip().endswith("(running kernel: 6.8.12-10-pve)")
+    finally:
+        subprocess.run([sys.executable, "-m", "provisioner", "lab", "down", "--root", str(root)], env=env,
+                       capture_output=True, timeout=60, check=False)
