@@ -210,3 +210,37 @@ def test_lab_up_profile_over_real_ssh(tmp_path: Path) -> None:
     finally:
         subprocess.run([sys.executable, "-m", "provisioner", "lab", "down", "--root", str(root)], env=env,
                        capture_output=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("profile", "published", "absent"), [
+    ("h200-hgx-8x", ["/tesla/580.95.05/NVIDIA-Linux-x86_64-580.95.05.run"],
+     ["/tesla/580.95.05/NVIDIA-Linux-x86_64-580.95.05.run.sha256sum",
+      "/XFree86/Linux-x86_64/580.95.05/NVIDIA-Linux-x86_64-580.95.05.run"]),
+    ("gh200-aarch64", ["/XFree86/Linux-aarch64/580.95.05/NVIDIA-Linux-aarch64-580.95.05.run",
+                       "/XFree86/Linux-aarch64/580.95.05/NVIDIA-Linux-aarch64-580.95.05.run.sha256sum"],
+     ["/tesla/580.95.05/NVIDIA-Linux-x86_64-580.95.05.run"]),
+    ("rtxpro6000-8x", ["/XFree86/Linux-x86_64/595.71.05/NVIDIA-Linux-x86_64-595.71.05.run.sha256sum"],
+     ["/tesla/595.71.05/NVIDIA-Linux-x86_64-595.71.05.run"]),
+])
+def test_driver_mirror_layouts(tmp_path: Path, profile: str, published: list[str], absent: list[str]) -> None:
+    """NVIDIA's layouts: tesla/<v>/ has no .sha256sum; Linux-aarch64 has its own directory and name."""
+    import urllib.error
+    import urllib.request
+
+    from provisioner.lab.driver_files import DriverFileServer
+
+    state = LabState.create(tmp_path / "lab", profile=profile)
+    server = DriverFileServer(state)
+    server.start()
+    try:
+        for path in published:
+            with urllib.request.urlopen(server.base_url + path, timeout=60) as r:
+                body = r.read()
+            if path.endswith(".sha256sum"):
+                assert body.decode().endswith("  " + path.rsplit("/", 1)[1].removesuffix(".sha256sum") + "\n")
+        for path in absent:
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(server.base_url + path, timeout=60)
+            assert err.value.code == 404
+    finally:
+        server.stop()
