@@ -156,7 +156,8 @@ def reboot(state: LabState) -> BootReport:
     with state.lock():
         shutdown(state)
         new = state.update_settings(
-            host_uvm_nodes=False, host_gpu_nodes=False, persistence=False, boots=settings.boots + 1,
+            host_uvm_nodes=False, host_created_nodes=[], modeset_loaded=None, persistence=False,
+            boots=settings.boots + 1,
             fabricmanager_active=profile.needs_fabric_manager and not state.has_scenario("fabricmanager-down"),
         )
     write_node_files(state)

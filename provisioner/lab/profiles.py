@@ -244,41 +244,59 @@ def lab_host(settings: LabSettings) -> render.LabHost:
         cuda_version=p.cuda_version, p2p=p.p2p, pve_version=pve, pve_repoid=repoid,
         kernel=PVE_KERNELS.get(settings.pve_version, PVE_KERNELS["8.4"]), uvm_major=settings.uvm_major,
         persistence=settings.persistence, cpu_affinity=p.cpu_affinity, gcc_version=gcc, arch=p.arch,
-        modeset_loaded=p.modeset, uvm_loaded=settings.host_uvm_nodes, fabric_state=fabric_state,
+        modeset_loaded=modeset_loaded(settings), uvm_loaded=settings.host_uvm_nodes, fabric_state=fabric_state,
         fabric_status=fabric_status, gpus_fail_init=p.gpus_fail_init, lxc_pve=lxc_pve, pve_container=pve_container,
         debian_codename=codename,
     )
 
 
+def modeset_loaded(settings: LabSettings) -> bool:
+    p = get_profile(settings.profile)
+    return p.modeset if settings.modeset_loaded is None else settings.modeset_loaded
+
+
+def possible_nodes(settings: LabSettings) -> dict[str, tuple[int, int]]:
+    """Every non-UVM NVIDIA node the lab host can have with its modules loaded: path -> (major, minor)."""
+    p = get_profile(settings.profile)
+    host = render.LabHost(gpus=())
+    devs: dict[str, tuple[int, int]] = {}
+    for i in range(settings.gpu_count):
+        minor = p.minor_of(i) if i < len(p.minors) else i
+        devs[f"/dev/nvidia{minor}"] = (NVIDIA_MAJOR, minor)
+    devs["/dev/nvidiactl"] = (NVIDIA_MAJOR, render.NVIDIACTL_MINOR)
+    if modeset_loaded(settings):
+        devs["/dev/nvidia-modeset"] = (NVIDIA_MAJOR, render.MODESET_MINOR)
+    if p.caps:
+        devs["/dev/nvidia-caps/nvidia-cap1"] = (host.caps_major, 1)
+        devs["/dev/nvidia-caps/nvidia-cap2"] = (host.caps_major, 2)
+    if p.nvswitches:
+        devs["/dev/nvidia-nvswitchctl"] = (host.nvswitch_major, NVSWITCH_CTL_MINOR)
+        for n in range(p.nvswitches):
+            devs[f"/dev/nvidia-nvswitch{n}"] = (host.nvswitch_major, n)
+    return devs
+
+
 def host_devices(settings: LabSettings) -> dict[str, tuple[int, int]]:
     """Character devices on the lab node now: path -> (major, minor).
 
-    ``/dev/nvidiactl`` and ``/dev/nvidia<minor>`` exist once something created them (nvidia-modprobe,
-    run by nvidia-smi/NVML or by hand: NVIDIA README "How and when are the NVIDIA device files
-    created?"); ``/dev/nvidia-modeset`` only where nvidia-modeset is loaded; ``/dev/nvidia-uvm*``
-    once nvidia-uvm is loaded and ``nvidia-modprobe -u -c=0`` ran; nvidia-caps on hosts that have
-    them; NVSwitch nodes on HGX boards.
+    No NVIDIA kernel module creates its device files: nvidia-modprobe does, run by the driver's
+    libraries (NVML, CUDA) or by hand (NVIDIA README, "How and when are the NVIDIA device files
+    created?"; NVIDIA/nvidia-modprobe ``main``: ``-c=N`` -> ``/dev/nvidiaN`` (255 = nvidiactl),
+    ``-m`` -> nvidia-modeset, ``-u -c=0`` -> ``/dev/nvidia-uvm`` and ``-uvm-tools``, ``-s -c=N`` ->
+    NVSwitch nodes, ``-f`` -> capability nodes). `settings.host_created_nodes` is what was created
+    since boot (None: all of them, a host already in use); the UVM nodes follow ``host_uvm_nodes``.
     """
-    p = get_profile(settings.profile)
-    devs: dict[str, tuple[int, int]] = {}
-    host = None
-    if settings.host_gpu_nodes:
-        for i in range(settings.gpu_count):
-            minor = p.minor_of(i) if i < len(p.minors) else i
-            devs[f"/dev/nvidia{minor}"] = (NVIDIA_MAJOR, minor)
-        devs["/dev/nvidiactl"] = (NVIDIA_MAJOR, render.NVIDIACTL_MINOR)
-        if p.modeset:
-            devs["/dev/nvidia-modeset"] = (NVIDIA_MAJOR, render.MODESET_MINOR)
-        if p.caps:
-            host = host or render.LabHost(gpus=())
-            devs["/dev/nvidia-caps/nvidia-cap1"] = (host.caps_major, 1)
-            devs["/dev/nvidia-caps/nvidia-cap2"] = (host.caps_major, 2)
-        if p.nvswitches:
-            host = host or render.LabHost(gpus=())
-            devs["/dev/nvidia-nvswitchctl"] = (host.nvswitch_major, NVSWITCH_CTL_MINOR)
-            for n in range(p.nvswitches):
-                devs[f"/dev/nvidia-nvswitch{n}"] = (host.nvswitch_major, n)
+    created = settings.host_created_nodes
+    devs = {path: mm for path, mm in possible_nodes(settings).items() if created is None or path in created}
     if settings.host_uvm_nodes:
         devs["/dev/nvidia-uvm"] = (settings.uvm_major, 0)
         devs["/dev/nvidia-uvm-tools"] = (settings.uvm_major, 1)
     return devs
+
+
+def create_nodes(settings: LabSettings, paths: list[str]) -> list[str] | None:
+    """`host_created_nodes` after creating `paths` (ignoring paths the host cannot have)."""
+    if settings.host_created_nodes is None:
+        return None
+    possible = possible_nodes(settings)
+    return sorted({*settings.host_created_nodes, *(p for p in paths if p in possible)})

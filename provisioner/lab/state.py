@@ -157,8 +157,11 @@ class LabSettings(BaseModel):
     gpu_name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     uvm_major: int = 511
     host_uvm_nodes: bool = True
-    #: /dev/nvidiactl, /dev/nvidia<minor> (and modeset/caps/nvswitch nodes) exist: nvidia-modprobe made them
-    host_gpu_nodes: bool = True
+    #: which non-UVM NVIDIA nodes exist: None = all the profile has (a host already in use); a list = only
+    #: these paths (after a boot nothing exists until nvidia-modprobe creates a node)
+    host_created_nodes: list[str] | None = None
+    #: nvidia-modeset.ko loaded; None = as the profile boots (a headless HGX never loads it)
+    modeset_loaded: bool | None = None
     #: nvidia-smi -pm state (a driver load resets it to Disabled)
     persistence: bool = True
     #: the node's nvidia-fabricmanager.service is active (HGX profiles)

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             f"DRIVER version      : {host_version}\nCUDA Version        : {model.cuda_version}\n")
         return 0
     ok, _ = _usable(Path("/dev/nvidiactl"))
-    if not ok and view == "node" and not settings.host_gpu_nodes:
+    if view == "node" and settings.host_created_nodes is not None and not model.gpus_fail_init:
         ok = _create_nodes()  # NVML runs nvidia-modprobe, which creates /dev/nvidiactl and /dev/nvidiaN
     if not ok:
         out(render.render_no_driver_error())
@@ -144,11 +144,13 @@ def _create_nodes() -> bool:
     """What the driver's libraries do when the device files are missing: run nvidia-modprobe
     (setuid root) to create /dev/nvidiactl and /dev/nvidia<minor> (NVIDIA README, "How and when
     are the NVIDIA device files created?"). Only on the node; a container cannot mknod them."""
-    from provisioner.lab.commands.nvidia_modprobe import make_nodes
+    from provisioner.lab.commands.nvidia_modprobe import create
 
     lab = state()
-    lab.update_settings(host_gpu_nodes=True)
-    make_nodes(lab, lambda path: "uvm" not in path)
+    settings = lab.settings()
+    wanted = ["/dev/nvidiactl", *(f"/dev/nvidia{g.dev_minor}" for g in lab_host(settings).gpus)]
+    if settings.host_created_nodes is not None and set(wanted) - set(settings.host_created_nodes):
+        create(lab, wanted)
     return _usable(Path("/dev/nvidiactl"))[0]
 
 
