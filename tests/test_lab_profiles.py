@@ -244,3 +244,49 @@ def test_driver_mirror_layouts(tmp_path: Path, profile: str, published: list[str
             assert err.value.code == 404
     finally:
         server.stop()
+
+
+def _ct_exec(state: LabState, vmid: int, script: str) -> subprocess.CompletedProcess[str]:
+    from provisioner import quoting
+
+    return node(state, quoting.join(quoting.pct_exec(vmid, quoting.bash_lc(script))))
+
+
+def _gpu_ct_with_torch(state: LabState, vmid: int = 200) -> None:
+    """A running CT that passes all 8 HGX GPUs (devN) and holds the lab's stand-in torch and userspace link."""
+    from provisioner.lab.wheels import _TORCH_CUDA_PY, _TORCH_INIT, _TORCH_VERSION_PY, _fill
+
+    opts: dict[str, str | int] = {"arch": "amd64", "hostname": "h200", "ostype": "ubuntu", "memory": 8192,
+                                  "rootfs": f"local-lvm:vm-{vmid}-disk-0,size=8G"}
+    paths = [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    opts.update({f"dev{i}": f"{p},mode=0666" for i, p in enumerate(paths)})
+    state.write_conf(vmid, LxcConfig.from_options(opts))
+    state.set_status(vmid, "running")
+    site = state.ct_root(vmid) / "opt" / "labtorch" / "torch"
+    (site / "cuda").mkdir(parents=True)
+    (site / "__init__.py").write_text(_fill(_TORCH_INIT, "2.11.0+cu130", "13.0", ("sm_90",), None))
+    (site / "version.py").write_text(_fill(_TORCH_VERSION_PY, "2.11.0+cu130", "13.0", ("sm_90",), None))
+    (site / "cuda" / "__init__.py").write_text(_TORCH_CUDA_PY)
+    lib = state.ct_root(vmid) / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "libnvidia-ml.so.580.95.05").write_text("LAB\n")
+    os.symlink("libnvidia-ml.so.580.95.05", lib / "libnvidia-ml.so.1")
+
+
+TORCH_PROBE = ("PYTHONPATH=/opt/labtorch python3 -W always -c "
+               "'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'")
+
+
+def test_fabricmanager_down_cuda_reports_802_in_the_container(tmp_path: Path) -> None:
+    """Without nvidia-fabricmanager on an NVSwitch host CUDA fails with 802 'system not yet initialized'
+    (NVIDIA Fabric Manager user guide; wilicc/gpu-burn#92; pytorch/pytorch#35710), nvidia-smi still lists the
+    GPUs; once the unit is started the same container gets its 8 GPUs."""
+    state = make_lab(tmp_path / "lab", "h200-hgx-8x", "fabricmanager-down")
+    _gpu_ct_with_torch(state)
+    r = _ct_exec(state, 200, TORCH_PROBE)
+    assert "Error 802: system not yet initialized" in r.stdout, r.stdout
+    assert r.stdout.splitlines()[-1] == "False 0"
+    assert node(state, "nvidia-smi -L | wc -l").stdout == "8\n"  # NVML itself still answers
+    assert node(state, "systemctl start nvidia-fabricmanager; echo rc=$?").stdout == "rc=0\n"
+    r = _ct_exec(state, 200, TORCH_PROBE)
+    assert r.stdout.splitlines()[-1] == "True 8" and "802" not in r.stdout, r.stdout

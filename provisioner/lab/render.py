@@ -637,6 +637,15 @@ def render_gpu_information(host: LabHost, g: LabGpu) -> str:
             f"GPU Firmware: \t {host.driver_version}\nGPU Excluded:\t No\n")
 
 
+#: LAB-only file under the node's /proc/driver/nvidia: the fabric state the kernel driver holds (no real
+#: /proc file shows it; the lab's stand-in CUDA (torch) reads it to fail as CUDA does, with error 802)
+LAB_FABRIC_FILE = "LAB-fabric-state"
+
+
+def render_lab_fabric_state(host: LabHost) -> str:
+    return f"{host.fabric_state}\n"
+
+
 def proc_bus_dir(g: LabGpu) -> str:
     """The ``/proc/driver/nvidia/gpus/`` directory name of a GPU (``0000:17:00.0``)."""
     domain, rest = g.bus_id.split(":", 1)

@@ -259,6 +259,7 @@ def write_node_files(state: LabState) -> Path:
     d = node_dir(state.root)
     _write(d / "sys-module" / "nvidia" / "version", render.render_sys_module_version(host))
     _write(d / "proc-driver" / "nvidia" / "version", render.render_proc_driver_version(host))
+    _write(d / "proc-driver" / "nvidia" / render.LAB_FABRIC_FILE, render.render_lab_fabric_state(host))
     devices = render.render_proc_devices(host)
     uvm = d / "sys-module" / "nvidia_uvm"
     if settings.host_uvm_nodes:
