@@ -290,3 +290,25 @@ def test_fabricmanager_down_cuda_reports_802_in_the_container(tmp_path: Path) ->
     assert node(state, "systemctl start nvidia-fabricmanager; echo rc=$?").stdout == "rc=0\n"
     r = _ct_exec(state, 200, TORCH_PROBE)
     assert r.stdout.splitlines()[-1] == "True 8" and "802" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_profile_renders_parse_back_through_the_engines_parsers(tmp_path: Path, name: str) -> None:
+    """What each profile's node prints reads back, through provisioner.facts, as the profile it was made from."""
+    from provisioner.facts.nvidia import parse_proc_devices, parse_proc_driver_version, parse_smi_q
+    from provisioner.facts.proxmox import parse_pveversion
+    from provisioner.lab import render
+    from provisioner.lab.profiles import lab_host
+
+    p = get_profile(name)
+    host = lab_host(LabState.create(tmp_path / "lab", profile=name).settings())
+    q = parse_smi_q(render.render_smi_q(host))
+    assert [g.minor_number for g in q.gpus] == [p.minor_of(i) if p.minors else i for i in range(p.gpu_count)]
+    assert {g.product_name for g in q.gpus} == {p.gpu.name} and q.driver_version == p.driver_version
+    drv = parse_proc_driver_version(render.render_proc_driver_version(host))
+    assert (drv.version, drv.flavour, drv.arch) == (p.driver_version, p.flavour, p.arch)
+    devices = parse_proc_devices(render.render_proc_devices(host))
+    assert (devices.char_major("nvidia-modeset") is not None) is p.modeset
+    assert devices.char_major("nvidia-uvm") == host.uvm_major
+    v = parse_pveversion(render.render_pveversion(host, verbose=True))
+    assert v.packages["pve-container"] == host.pve_container
