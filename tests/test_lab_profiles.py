@@ -312,3 +312,18 @@ def test_profile_renders_parse_back_through_the_engines_parsers(tmp_path: Path, 
     assert devices.char_major("nvidia-uvm") == host.uvm_major
     v = parse_pveversion(render.render_pveversion(host, verbose=True))
     assert v.packages["pve-container"] == host.pve_container
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_each_profile_has_a_valid_playbook(name: str) -> None:
+    from provisioner import playbook
+    from provisioner.cli.demo import PLAYBOOK, PROFILE_PLAYBOOKS
+
+    path = PROFILE_PLAYBOOKS.get(name, PLAYBOOK)
+    pb = playbook.load(path)
+    kinds = [s.kind for s in pb.steps]
+    assert kinds[:3] == ["node.connect", "node.inventory", "lxc.create"] and kinds[-1] == "burnin.run"
+    inventory = next(s for s in pb.steps if s.kind == "node.inventory")
+    assert inventory.params["expected_gpus"] == get_profile(name).gpu_count
+    passthrough = next(s for s in pb.steps if s.kind == "lxc.gpu_passthrough")
+    assert passthrough.params["gpus"] == ([1, 3] if name == "minors-shuffled" else "all")
