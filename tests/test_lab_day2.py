@@ -173,3 +173,41 @@ def test_cli_reboot_and_upgrade_driver_need_a_running_lab(tmp_path: Path) -> Non
         r = subprocess.run([sys.executable, "-m", "provisioner", "lab", *args, "--root", str(tmp_path / "lab")],
                            env=env, capture_output=True, text=True, timeout=60, check=False)
         assert r.returncode == 1 and "LAB: not running" in r.stderr
+
+
+#: the oneshot unit an admin posted in games-on-whales/wolf PR #361 (2026-02-18), verbatim
+WOLF_361_UNIT = """[Unit]
+Description=Run nvidia-smi once at boot to initialize GPU
+After=systemd-modules-load.service
+Before=pve-guests.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/nvidia-smi
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_reboot_with_a_public_nvidia_smi_unit_creates_gpu_nodes_but_not_uvm(tmp_path: Path) -> None:
+    """nvidia-smi at boot creates nvidiactl and the GPU nodes (NVML runs nvidia-modprobe) but never the UVM
+    nodes, so a devN container that passes /dev/nvidia-uvm still fails, one without it starts (the same
+    thread: "I need to execute `nvidia-modprobe -u -m -s -l -c 0` after `nvidia-smi`")."""
+    state = make_lab(tmp_path / "lab")
+    add_ct(state, 200, gpus=8)  # passes nvidia-uvm too
+    opts = {"arch": "amd64", "hostname": "nouvm", "ostype": "ubuntu", "memory": 4096, "onboot": 1,
+            "rootfs": "local-lvm:vm-201-disk-0,size=8G", "dev0": "/dev/nvidia0,mode=0666",
+            "dev1": "/dev/nvidiactl,mode=0666"}
+    state.write_conf(201, LxcConfig.from_options(opts))
+    state.set_status(201, "running")
+    unit = state.root / "etc" / "systemd" / "system" / "nvidia-smi-boot.service"
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text(WOLF_361_UNIT)
+    assert node(state, "systemctl enable nvidia-smi-boot.service 2>/dev/null; echo rc=$?").stdout == "rc=0\n"
+    report = reboot(state)
+    assert report.units_before_guests == [("nvidia-smi-boot.service", 0)]
+    assert report.started == [201]
+    assert report.failed in ([(200, "Device /dev/nvidia-uvm does not exist")],
+                             [(200, "Device /dev/nvidia-uvm-tools does not exist")])
+    assert state.settings().persistence is False  # nvidia-smi alone does not enable persistence mode

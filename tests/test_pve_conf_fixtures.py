@@ -47,3 +47,20 @@ def test_real_startup_order_feeds_the_boot_order(tmp_path: Path) -> None:
     state.conf_path(2051).write_text((FIXTURES / "frigate-2051.conf").read_text())
     state.conf_path(200).write_text("arch: amd64\nhostname: a\nonboot: 1\n")
     assert start_order(state) == [2051, 200]  # order=1 before unset (LONG_MAX)
+
+
+def test_snapshot_sections_stay_out_of_the_main_section() -> None:
+    text = (FIXTURES / "tteck-2230-100.conf").read_text()
+    conf = LxcConfig.parse(text)
+    assert conf.options()["parent"] == "tailscale" and "snaptime" not in conf.options()
+    assert conf.raw_lines() == []  # the raw lines belong to the [fresh] snapshot
+    conf.set("cores", "4")
+    out = conf.render()
+    main, _, tail = out.partition("\n[fresh]\n")
+    assert "cores: 4\n" in main and tail == text.partition("\n[fresh]\n")[2]
+
+
+def test_devn_entries_of_a_real_conf() -> None:
+    conf = LxcConfig.parse((FIXTURES / "i915-308-110.conf").read_text())
+    assert conf.indexed("dev") == {0: "/dev/dri/card0,gid=44", 1: "/dev/dri/renderD128,gid=104"}
+    assert conf.options()["startup"] == "order=9,up=5"
