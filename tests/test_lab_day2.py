@@ -211,3 +211,40 @@ def test_reboot_with_a_public_nvidia_smi_unit_creates_gpu_nodes_but_not_uvm(tmp_
     assert report.failed in ([(200, "Device /dev/nvidia-uvm does not exist")],
                              [(200, "Device /dev/nvidia-uvm-tools does not exist")])
     assert state.settings().persistence is False  # nvidia-smi alone does not enable persistence mode
+
+
+@pytest.mark.sshd
+def test_cli_upgrade_driver_and_reboot_on_a_running_lab(tmp_path: Path) -> None:
+    """`provisioner lab up --profile minors-shuffled`, `lab upgrade-driver`, `lab reboot`, and the node as the
+    real OpenSSH client sees it afterwards."""
+    require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
+    require(shutil.which("ssh") is not None, "the OpenSSH client is not installed")
+    import json
+
+    root = tmp_path / "lab"
+    env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "provisioner", "lab", *args, "--root", str(root)], env=env,
+                              capture_output=True, text=True, timeout=200, check=False)
+
+    up = cli("up", "--profile", "minors-shuffled", "--json")
+    assert up.returncode == 0, up.stderr
+    ssh = json.loads(up.stdout)["ssh"]
+    argv = ["ssh", "-p", str(ssh["port"]), "-i", ssh["key_file"], "-o", f"UserKnownHostsFile={ssh['known_hosts']}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{ssh['user']}@{ssh['host']}"]
+    try:
+        r = cli("upgrade-driver", "580.95.07")
+        assert (r.returncode, r.stderr) == (0, "LAB: host kernel module 580.95.05 -> 580.95.07\n")
+        assert cli("upgrade-driver", "latest").returncode == 2
+        r = cli("reboot")
+        assert r.returncode == 0 and r.stderr.startswith("LAB: node rebooted (boot 1)\n"), r.stderr
+        r = subprocess.run([*argv, "cat /sys/module/nvidia/version; ls /dev/nvidia* 2>&1; "
+                                   "nvidia-smi --query-gpu=index,driver_version --format=csv,noheader; ls /dev"
+                                   "/nvidia[0-9]*"], capture_output=True, text=True, timeout=120, check=False)
+        assert r.stdout.splitlines() == [
+            "580.95.07", "ls: cannot access '/dev/nvidia*': No such file or directory",
+            "0, 580.95.07", "1, 580.95.07", "2, 580.95.07", "3, 580.95.07",
+            "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"], r.stdout + r.stderr
+    finally:
+        cli("down")
