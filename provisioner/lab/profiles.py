@@ -69,6 +69,8 @@ class HostProfile:
     p2p: str = "OK"
     gpus_fail_init: bool = False
     cpu_affinity: tuple[str, ...] = ("0-47,96-143", "48-95,144-191")
+    #: extra container templates already downloaded to `local` (pveam download local <template>)
+    extra_templates: tuple[str, ...] = ()
     sources: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -150,7 +152,7 @@ PROFILES: dict[str, HostProfile] = {
             name="minors-shuffled",
             summary="4 x L40S whose device minors (2, 0, 3, 1) differ from their nvidia-smi index (PCI) order",
             gpu=L40S, bus_ids=tuple(f"00000000:{b}:00.0" for b in ("01", "41", "81", "C1")), minors=(2, 0, 3, 1),
-            numa=(0, 0, 1, 1), driver_version="580.95.05", cuda_version="13.0", modeset=False, p2p="CNS",
+            numa=(0, 0, 1, 1), driver_version="580.95.05", cuda_version="13.0", p2p="CNS",
             sources=(
                 "https://download.nvidia.com/XFree86/Linux-x86_64/580.95.05/README/procinterface.html "
                 "(Device Minor in /proc/driver/nvidia/gpus/<bus>/information)",
@@ -162,6 +164,7 @@ PROFILES: dict[str, HostProfile] = {
             name="pve9",
             summary="PVE 9.1 (Debian 13 trixie, LXC 6, cgroup v2 only) with 4 x RTX PRO 6000 Blackwell",
             gpu=RTX_PRO_6000, bus_ids=REFERENCE_BUSES[:4], numa=(0, 0, 1, 1), pve="9",
+            extra_templates=("local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst",),
             sources=(
                 "https://pve.proxmox.com/wiki/Roadmap#Proxmox_VE_9.0 (Debian 13, kernel 6.14, LXC 6.0, "
                 "no cgroup v1)",
@@ -202,9 +205,14 @@ def get_profile(name: str) -> HostProfile:
 
 def profile_settings(name: str) -> dict[str, object]:
     """LabSettings fields a fresh lab of profile `name` starts with."""
+    from provisioner.lab.state import DEFAULT_TEMPLATES
+
     p = get_profile(name)
-    return {"profile": p.name, "pve_version": p.pve, "driver_version": p.driver_version,
-            "gpu_count": p.gpu_count, "gpu_name": p.gpu.name}
+    out: dict[str, object] = {"profile": p.name, "pve_version": p.pve, "driver_version": p.driver_version,
+                              "gpu_count": p.gpu_count, "gpu_name": p.gpu.name}
+    if p.extra_templates:
+        out["templates"] = [*DEFAULT_TEMPLATES, *p.extra_templates]
+    return out
 
 
 def profile_gpus(p: HostProfile, settings: LabSettings | None = None) -> tuple[render.LabGpu, ...]:
