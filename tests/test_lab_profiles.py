@@ -327,3 +327,27 @@ def test_each_profile_has_a_valid_playbook(name: str) -> None:
     assert inventory.params["expected_gpus"] == get_profile(name).gpu_count
     passthrough = next(s for s in pb.steps if s.kind == "lxc.gpu_passthrough")
     assert passthrough.params["gpus"] == ([1, 3] if name == "minors-shuffled" else "all")
+
+
+def test_minors_shuffled_container_sees_the_gpus_of_the_minors_it_was_given(tmp_path: Path) -> None:
+    """The node's /dev/nvidiaN is the GPU whose Device Minor is N: a container given /dev/nvidia0 and
+    /dev/nvidia1 sees the GPUs at nvidia-smi index 1 and 3 of the node (by UUID), not 0 and 1."""
+    from provisioner.lab.commands.installer import build_run, run_name
+
+    state = make_lab(tmp_path / "lab", "minors-shuffled")
+    node_rows = node(state, "nvidia-smi --query-gpu=index,uuid --format=csv,noheader").stdout.splitlines()
+    uuid_of_index = {int(i): u for i, u in (row.split(", ") for row in node_rows)}
+    opts: dict[str, str | int] = {"arch": "amd64", "hostname": "l40s", "ostype": "ubuntu", "memory": 8192,
+                                  "rootfs": "local-lvm:vm-200-disk-0,size=8G", "dev0": "/dev/nvidia0,mode=0666",
+                                  "dev1": "/dev/nvidia1,mode=0666", "dev2": "/dev/nvidiactl,mode=0666",
+                                  "dev3": "/dev/nvidia-uvm,mode=0666"}
+    state.write_conf(200, LxcConfig.from_options(opts))
+    state.set_status(200, "running")
+    version = get_profile("minors-shuffled").driver_version
+    (state.ct_root(200) / "tmp").mkdir(exist_ok=True)
+    (state.ct_root(200) / "tmp" / run_name(version)).write_bytes(build_run(version, state.root))
+    r = _ct_exec(state, 200, f"apt-get install -y kmod pkg-config >/dev/null && sh /tmp/{run_name(version)} "
+                             "--silent --no-kernel-modules && nvidia-smi -L")
+    assert r.returncode == 0, r.stdout
+    listed = re.findall(r"^GPU (\d): NVIDIA L40S \(UUID: (GPU-[0-9a-f-]+)\)$", r.stdout, re.M)
+    assert listed == [("0", uuid_of_index[1]), ("1", uuid_of_index[3])]
