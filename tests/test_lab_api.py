@@ -365,8 +365,9 @@ def test_devices_must_exist_on_host(make_lab: Callable[..., Lab]) -> None:
     assert r.status_code == 200 and r.json() == {"data": None}
     state.update_settings(host_uvm_nodes=False)  # e.g. after a host reboot
     st = wait_stopped(s, server, s.post(f"{server.url}/nodes/pve/lxc/200/status/start").json()["data"])
-    assert st["exitstatus"] == "startup for container '200' failed"
-    assert "Could not get mode or device ID of /dev/nvidia-uvm" in task_lines(s, server, st["upid"])
+    # pve-container PVE::LXC::vm_start -> update_lxc_config -> Tools::get_device_mode_and_rdev
+    assert st["exitstatus"] == "Device /dev/nvidia-uvm does not exist"
+    assert "TASK ERROR: Device /dev/nvidia-uvm does not exist" in task_lines(s, server, st["upid"])
     assert state.get_status(200).status == "stopped"
 
 
@@ -503,8 +504,7 @@ def test_pvesh_cli(tmp_path: Path) -> None:
     state.update_settings(host_uvm_nodes=False)
     r = pvesh(state, bindir, "create", "/nodes/pve/lxc/200/status/start", "--output-format", "json")
     assert r.returncode == 0
-    assert "Could not get mode or device ID of /dev/nvidia-uvm" in r.stdout
-    assert r.stderr == "startup for container '200' failed\n"
+    assert r.stderr == "Device /dev/nvidia-uvm does not exist\n"
     assert UPID_RE.match(json.loads(r.stdout.splitlines()[-1]))
     r = pvesh(state, bindir, "get", "/nodes/pve/qemu")
     assert (r.returncode, r.stderr) == (1, "No 'get' handler defined for '/nodes/pve/qemu'\n")

@@ -287,7 +287,7 @@ def test_ssh_failed_task_via_pvesh(ssh_lab: tuple[LabState, Sshd]) -> None:
                 c.wait_task("pve", c.start_ct(310), timeout=20, poll=0.1)
         finally:
             state.update_settings(host_uvm_nodes=True)
-        assert "Could not get mode or device ID of /dev/nvidia-uvm" in err.value.log
+        assert err.value.exitstatus == "Device /dev/nvidia-uvm does not exist"  # PVE::LXC::update_lxc_config
 
 
 @pytest.mark.sshd

@@ -13,6 +13,9 @@ import click
 from provisioner.exitcodes import ExitCode
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
+#: the playbook `demo --profile P` replays (rtxpro6000-8x keeps the shipped Blackwell one)
+PROFILE_PLAYBOOKS = {name: PLAYBOOK.with_name(f"{name}.yaml") for name in (
+    "h200-hgx-8x", "gh200-aarch64", "minors-shuffled", "pve9", "blackwell-proprietary")}
 
 
 def _provisioner(*args: str, env: dict[str, str]) -> int:
@@ -23,7 +26,8 @@ def _provisioner(*args: str, env: dict[str, str]) -> int:
 @click.option("--playbook", type=click.Path(dir_okay=False, exists=True), default=str(PLAYBOOK), show_default=True)
 @click.option("--keep-lab", is_flag=True, help="Leave the lab running afterwards (stop it with `provisioner lab down`).")
 @click.option("--scenario", multiple=True, help="Lab fault scenario(s) to demonstrate, e.g. driver-mismatch.")
-def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...]) -> None:
+@click.option("--profile", default=None, help="Lab host profile (docs/lab-hosts.md); its playbook is the default.")
+def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: str | None) -> None:
     """Start the LAB (a simulated Proxmox node with 8 x RTX PRO 6000 Blackwell), replay PLAYBOOK against it
     headless, replay it again to show that nothing changes, print the recaps, stop the lab.
 
@@ -34,6 +38,12 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...]) -> None:
     env.setdefault("PROVISIONER_STATE_DIR", str(root / "state"))
     click.echo(f"LAB: starting the lab in {root}", err=True)
     up = ["lab", "up", "--root", str(root)]
+    if profile:
+        from provisioner.lab.profiles import get_profile
+
+        up += ["--profile", get_profile(profile).name]
+        if playbook == str(PLAYBOOK):
+            playbook = str(PROFILE_PLAYBOOKS.get(profile, PLAYBOOK))
     for s in scenario:
         up += ["--scenario", s]
     if _provisioner(*up, env=env) != 0:

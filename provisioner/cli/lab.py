@@ -11,6 +11,8 @@ from rich.console import Console
 from provisioner.cli.common import echo_json
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 from provisioner.lab.lab import ALL_SCENARIOS, PVE_CHOICES, Lab, LabError
+from provisioner.lab.profiles import DEFAULT_PROFILE, PROFILES
+from provisioner.lab.state import LabState
 
 _root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                             help="Lab directory (default: the state dir's lab/, or $PROVISIONER_LAB_ROOT).")
@@ -45,12 +47,15 @@ def command() -> None:
 @command.command("up")
 @click.option("--scenario", "scenarios", multiple=True, type=click.Choice(ALL_SCENARIOS),
               help="Fault scenario (repeatable).")
-@click.option("--pve", type=click.Choice(PVE_CHOICES), default="8.4", show_default=True, help="PVE version to simulate.")
+@click.option("--pve", type=click.Choice(PVE_CHOICES), default=None,
+              help="PVE version to simulate (default: the profile's, 8.4 for the default host).")
+@click.option("--profile", type=click.Choice(list(PROFILES)), default=DEFAULT_PROFILE, show_default=True,
+              help="Host profile to play (docs/lab-hosts.md).")
 @_root_option
 @click.option("--json", "json_out", is_flag=True, help="Print the connection info as JSON.")
-def up(scenarios: tuple[str, ...], pve: str, root: Path | None, json_out: bool) -> None:
+def up(scenarios: tuple[str, ...], pve: str | None, profile: str, root: Path | None, json_out: bool) -> None:
     """Start the lab in the background (returns once every service answers)."""
-    lab = Lab(root, list(scenarios), pve)
+    lab = Lab(root, list(scenarios), pve, profile=profile)
     try:
         conn, started = lab.up()
     except LabError as exc:
@@ -96,3 +101,40 @@ def status(root: Path | None, json_out: bool) -> None:
             console.print(f"LAB: not running ({lab.root})", markup=False)
     if not info["running"]:
         raise SystemExit(ExitCode.FAILED)
+
+
+def _lab_state(root: Path | None) -> LabState:
+    lab = Lab(root)
+    if lab.running_pid() is None:
+        _console().print(f"LAB: not running ({lab.root}); `provisioner lab up` starts it", markup=False)
+        raise SystemExit(ExitCode.FAILED)
+    return LabState.load(lab.root)
+
+
+@command.command("reboot")
+@_root_option
+def reboot_cmd(root: Path | None) -> None:
+    """Reboot the LAB node: modules load as at boot, device nodes are gone until created, persistence
+    mode resets, boot units run, containers with onboot=1 start in PVE's order (docs/lab-hosts.md)."""
+    from provisioner.lab.day2 import reboot
+
+    report = reboot(_lab_state(root))
+    console = _console()
+    console.print(f"LAB: node rebooted (boot {report.boot})", markup=False)
+    for line in report.log:
+        console.print(f"  {line}", markup=False)
+
+
+@command.command("upgrade-driver")
+@click.argument("version")
+@_root_option
+def upgrade_driver_cmd(version: str, root: Path | None) -> None:
+    """Replace the LAB host's NVIDIA kernel module with VERSION (containers keep their userspace)."""
+    from provisioner.lab.day2 import upgrade_driver
+
+    try:
+        old, new = upgrade_driver(_lab_state(root), version)
+    except ValueError as exc:
+        _console().print(f"LAB: {exc}", markup=False)
+        raise SystemExit(ExitCode.USAGE) from None
+    _console().print(f"LAB: host kernel module {old} -> {new}", markup=False)

@@ -1,5 +1,11 @@
 """The lab's driver mirror: ``NVIDIA-Linux-x86_64-<ver>.run`` and its ``.sha256sum`` over HTTP on loopback,
-with download.nvidia.com's path layout (``/XFree86/Linux-x86_64/<ver>/<file>``, ``latest.txt``).
+with download.nvidia.com's path layouts:
+
+* ``/XFree86/Linux-x86_64/<ver>/NVIDIA-Linux-x86_64-<ver>.run`` + ``.sha256sum`` (GeForce/RTX/workstation
+  releases; ``latest.txt``);
+* ``/tesla/<ver>/NVIDIA-Linux-x86_64-<ver>.run`` with NO checksum file (data-center releases, as
+  us.download.nvidia.com/tesla/ publishes them; the HGX profile's driver is published only here);
+* ``/XFree86/Linux-aarch64/<ver>/NVIDIA-Linux-aarch64-<ver>.run`` + ``.sha256sum`` (the GH200 profile).
 
 The .run files are the lab's installer stand-ins (`provisioner.lab.commands.installer`) for
 595.71.05, 580.95.05 and the lab host's driver version. Scenario ``corrupt-download``: the first
@@ -19,8 +25,17 @@ from provisioner.lab.httpd import BackgroundHttpServer
 from provisioner.lab.state import LabState
 
 BASE_PATH = "/XFree86/Linux-x86_64"
-_PATH_RE = re.compile(r"^/XFree86/Linux-x86_64/(\d+\.\d+(?:\.\d+)?)/NVIDIA-Linux-x86_64-(\d+\.\d+(?:\.\d+)?)\.run"
-                      r"(\.sha256sum)?$")
+_V = r"(\d+\.\d+(?:\.\d+)?)"
+_PATH_RE = re.compile(rf"^/XFree86/Linux-x86_64/{_V}/NVIDIA-Linux-x86_64-{_V}\.run(\.sha256sum)?$")
+_TESLA_RE = re.compile(rf"^/tesla/{_V}/NVIDIA-Linux-x86_64-{_V}\.run(\.sha256sum)?$")
+_AARCH64_RE = re.compile(rf"^/XFree86/Linux-aarch64/{_V}/NVIDIA-Linux-aarch64-{_V}\.run(\.sha256sum)?$")
+
+
+def layout_of(state: LabState) -> str:
+    """Where the lab host's own driver version is published (its profile's layout)."""
+    from provisioner.lab.profiles import get_profile
+
+    return get_profile(state.settings().profile).driver_layout
 
 
 class DriverMirror:
@@ -31,8 +46,14 @@ class DriverMirror:
         self._cache: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
-    def versions(self) -> list[str]:
-        return sorted({*LAB_DRIVER_VERSIONS, self.state.settings().driver_version})
+    def versions(self, layout: str = "XFree86/Linux-x86_64") -> list[str]:
+        """Versions published under `layout`: the lab's x86_64 set, the host's own version in its layout."""
+        host = self.state.settings().driver_version
+        host_layout = layout_of(self.state)
+        if layout == "XFree86/Linux-x86_64":
+            base = set(LAB_DRIVER_VERSIONS) - ({host} if host_layout != layout else set())
+            return sorted(base | ({host} if host_layout == layout else set()))
+        return [host] if host_layout == layout else []
 
     def run_bytes(self, version: str) -> bytes:
         with self._lock:
@@ -78,13 +99,22 @@ class _Handler(BaseHTTPRequestHandler):
             v = mirror.state.settings().driver_version
             self._send(200, f"{v} {v}/{run_name(v)}\n".encode(), "text/plain", head)
             return
+        layout, checksum = "XFree86/Linux-x86_64", True
         m = _PATH_RE.match(path)
-        if not m or m.group(1) != m.group(2) or m.group(1) not in mirror.versions():
+        if m is None and (m := _TESLA_RE.match(path)) is not None:
+            layout, checksum = "tesla", False
+        elif m is None and (m := _AARCH64_RE.match(path)) is not None:
+            layout = "XFree86/Linux-aarch64"
+        if not m or m.group(1) != m.group(2) or m.group(1) not in mirror.versions(layout) or \
+                (m.group(3) and not checksum):
             self._send(404, b"<html><body><h1>404 Not Found</h1>LAB driver mirror</body></html>\n", "text/html", head)
             return
         version = m.group(1)
         if m.group(3):
-            self._send(200, sha256sum_line(mirror.run_bytes(version), version).encode(), "text/plain", head)
+            line = sha256sum_line(mirror.run_bytes(version), version)
+            if layout == "XFree86/Linux-aarch64":
+                line = line.replace("Linux-x86_64", "Linux-aarch64")
+            self._send(200, line.encode(), "text/plain", head)
             return
         data = mirror.run_bytes(version) if head else mirror.download(version)
         self._send(200, data, "application/octet-stream", head)

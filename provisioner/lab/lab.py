@@ -158,13 +158,16 @@ class Lab:
     """A lab at `root` (default `provisioner.paths.lab_dir()`)."""
 
     def __init__(self, root: Path | str | None = None, scenarios: list[str] | tuple[str, ...] = (),
-                 pve: str = "8.4") -> None:
+                 pve: str | None = None, profile: str = "rtxpro6000-8x") -> None:
+        from provisioner.lab.profiles import get_profile
         from provisioner.paths import lab_dir
 
         self.root = Path(root).resolve() if root else lab_dir().resolve()
         unknown = [s for s in scenarios if s not in ALL_SCENARIOS]
         if unknown:
             raise ValueError(f"unknown scenario {unknown[0]!r}; known: {', '.join(ALL_SCENARIOS)}")
+        self.profile = get_profile(profile).name
+        pve = pve or get_profile(profile).pve
         if pve not in PVE_CHOICES:
             raise ValueError(f"unknown PVE version {pve!r}; choose one of {', '.join(PVE_CHOICES)}")
         self.scenarios = list(dict.fromkeys(scenarios))
@@ -195,7 +198,7 @@ class Lab:
         if (self.root / "lab.json").exists():
             release_mounts(self.root)
             shutil.rmtree(self.root)
-        state = LabState.create(self.root, pve_version=self.pve, scenarios=self.scenarios)
+        state = LabState.create(self.root, profile=self.profile, pve_version=self.pve, scenarios=self.scenarios)
         once = self.root / "run" / "once"
         once.mkdir(parents=True, exist_ok=True)
         for name in ONCE_SCENARIOS:

@@ -624,9 +624,9 @@ class LabApi:
             f'__lxc_start: 2034 Failed to initialize container "{vmid}"',
         ]
         if missing := self._missing_devices(conf.options()):
-            log.append(f"Could not get mode or device ID of {missing[0]}")
-            log.extend(hook_failed)
-            raise TaskError(f"startup for container '{vmid}' failed")
+            # PVE::LXC::vm_start calls update_lxc_config before lxc-start, and it stats every devN path
+            # (PVE::LXC::Tools::get_device_mode_and_rdev): the task dies there, before the prestart hook
+            raise TaskError(f"Device {missing[0]} does not exist")
         if self.state.has_scenario("start-fails"):
             log.append(f"lxc-start: {vmid}: ../src/lxc/cgroups/cgfsng.c: cgfsng_setup_limits: 3270 "
                        "No such file or directory - Failed to setup limits for the \"devices\" controller")

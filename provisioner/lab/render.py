@@ -51,6 +51,16 @@ class LabGpu(BaseModel):
     pcie_width_current: int = 16
     max_clock_mhz: int = 2430
     max_mem_clock_mhz: int = 14001
+    #: device minor (``/dev/nvidia<minor>``, ``Device Minor:``); None = the index, as on most hosts
+    minor: int | None = None
+    brand: str = "NVIDIA RTX"
+    device_id: str = "0x2BB510DE"
+    sub_system_id: str = "0x204E10DE"
+    board_part_number: str = "900-2G153-0000-000"
+
+    @property
+    def dev_minor(self) -> int:
+        return self.index if self.minor is None else self.minor
 
 
 class LabHost(BaseModel):
@@ -75,6 +85,19 @@ class LabHost(BaseModel):
     cpu_affinity: tuple[str, ...] = ("0-47,96-143", "48-95,144-191")
     gcc_version: str = "gcc version 12.2.0 (Debian 12.2.0-14+deb12u1) "
     module_build_date: str = "Thu Apr 30 01:12:44 UTC 2026"
+    arch: Literal["x86_64", "aarch64"] = "x86_64"
+    #: nvidia-modeset.ko loaded (a headless compute node never loads it)
+    modeset_loaded: bool = True
+    #: nvidia-uvm.ko loaded (lazily, by nvidia-modprobe -u or a CUDA client)
+    uvm_loaded: bool = True
+    #: ``nvidia-smi -q`` Fabric State / Status (HGX with NVSwitch: Completed/Success once fabric manager ran)
+    fabric_state: str = "N/A"
+    fabric_status: str = "N/A"
+    #: the GPUs were probed but never initialise (RmInitAdapter failed): Blackwell on the proprietary module
+    gpus_fail_init: bool = False
+    lxc_pve: str = "6.0.0-1"
+    pve_container: str = "5.2.6"
+    debian_codename: str = "bookworm"
 
 
 def lab_gpu_uuid(index: int, host: str = "lab") -> str:
@@ -150,7 +173,7 @@ def _smi_q_gpu(host: LabHost, g: LabGpu) -> list[str]:
     rows: list[tuple[int, str, object | None]] = [
         (0, f"GPU {g.bus_id}", None),
         (1, "Product Name", g.name),
-        (1, "Product Brand", "NVIDIA RTX"),
+        (1, "Product Brand", g.brand),
         (1, "Product Architecture", g.architecture),
         (1, "Display Mode", "Disabled"),
         (1, "Display Active", "Disabled"),
@@ -166,11 +189,11 @@ def _smi_q_gpu(host: LabHost, g: LabGpu) -> list[str]:
         (2, "Pending", "N/A"),
         (1, "Serial Number", g.serial or "N/A"),
         (1, "GPU UUID", g.uuid),
-        (1, "Minor Number", g.index),
+        (1, "Minor Number", g.dev_minor),
         (1, "VBIOS Version", g.vbios),
         (1, "MultiGPU Board", "No"),
         (1, "Board ID", f"0x{int(bus_hex, 16) << 8:x}"),
-        (1, "Board Part Number", "900-2G153-0000-000"),
+        (1, "Board Part Number", g.board_part_number),
         (1, "GPU Part Number", g.part_number),
         (1, "FRU Part Number", "N/A"),
         (1, "Platform Info", None),
@@ -199,12 +222,12 @@ def _smi_q_gpu(host: LabHost, g: LabGpu) -> list[str]:
         (1, "PCI", None),
         (2, "Bus", f"0x{bus_hex}"),
         (2, "Device", "0x00"),
-        (2, "Domain", "0x0000"),
+        (2, "Domain", f"0x{int(g.bus_id.split(':')[0], 16):04x}"),
         (2, "Base Classcode", "0x3"),
         (2, "Sub Classcode", "0x2"),
-        (2, "Device Id", "0x2BB510DE"),
+        (2, "Device Id", g.device_id),
         (2, "Bus Id", g.bus_id),
-        (2, "Sub System Id", "0x204E10DE"),
+        (2, "Sub System Id", g.sub_system_id),
         (2, "GPU Link Info", None),
         (3, "PCIe Generation", None),
         (4, "Max", g.pcie_gen_max),
@@ -307,8 +330,8 @@ def _smi_q_gpu(host: LabHost, g: LabGpu) -> list[str]:
         (2, "Memory", f"{g.max_mem_clock_mhz} MHz"),
         (2, "Video", "3090 MHz"),
         (1, "Fabric", None),
-        (2, "State", "N/A"),
-        (2, "Status", "N/A"),
+        (2, "State", host.fabric_state),
+        (2, "Status", host.fabric_status),
         (1, "Processes", "None"),
         (1, "Capabilities", None),
         (2, "EGM", "disabled"),
@@ -452,11 +475,12 @@ def render_proc_driver_version(host: LabHost) -> str:
     """``/proc/driver/nvidia/version`` with the open or proprietary banner."""
     if host.flavour == "open":
         banner = (
-            f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {host.driver_version}  "
+            f"NVRM version: NVIDIA UNIX Open Kernel Module for {host.arch}  {host.driver_version}  "
             f"Release Build  (lab-builder@LAB-SIM)  {host.module_build_date}"
         )
     else:
-        banner = f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {host.driver_version}  {host.module_build_date}"
+        arch = "Kernel Module for aarch64" if host.arch == "aarch64" else "x86_64 Kernel Module"
+        banner = f"NVRM version: NVIDIA UNIX {arch}  {host.driver_version}  {host.module_build_date}"
     return f"{banner}\nGCC version:  {host.gcc_version}\n"
 
 
@@ -483,7 +507,7 @@ def render_proc_devices(host: LabHost) -> str:
         (180, "usb"),
         (189, "usb_device"),
         (NVIDIA_MAJOR, "nvidia"),
-        (NVIDIA_MAJOR, "nvidia-modeset"),
+        *([(NVIDIA_MAJOR, "nvidia-modeset")] if host.modeset_loaded else []),
         (NVIDIA_MAJOR, "nvidiactl"),
         (202, "cpu/msr"),
         (203, "cpu/cpuid"),
@@ -509,7 +533,7 @@ def render_proc_devices(host: LabHost) -> str:
         (252, "aux"),
         (253, "cec"),
         (254, "gpiochip"),
-        (host.uvm_major, "nvidia-uvm"),
+        *([(host.uvm_major, "nvidia-uvm")] if host.uvm_loaded else []),
     ]
     block = [(7, "loop"), (8, "sd"), (9, "md"), (65, "sd"), (253, "device-mapper"), (254, "mdp"), (259, "blkext")]
     char.sort(key=lambda item: item[0])
@@ -520,7 +544,7 @@ def render_proc_devices(host: LabHost) -> str:
 
 def lab_dev_nodes(host: LabHost) -> list[tuple[str, int, int, int]]:
     """(path, major, minor, mode) of every NVIDIA node the lab host has."""
-    nodes = [(f"/dev/nvidia{g.index}", NVIDIA_MAJOR, g.index, 0o666) for g in host.gpus]
+    nodes = [(f"/dev/nvidia{g.dev_minor}", NVIDIA_MAJOR, g.dev_minor, 0o666) for g in host.gpus]
     nodes += [
         ("/dev/nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR, 0o666),
         ("/dev/nvidia-modeset", NVIDIA_MAJOR, MODESET_MINOR, 0o666),
@@ -575,7 +599,7 @@ def render_pveversion(host: LabHost, *, verbose: bool = False) -> str:
     out = [
         f"proxmox-ve: {major_minor}.0 (running kernel: {host.kernel})",
         f"pve-manager: {host.pve_version} (running version: {host.pve_version}/{host.pve_repoid})",
-        "proxmox-kernel-helper: 8.1.1",
+        f"proxmox-kernel-helper: {'9.0.4' if major_minor.startswith('9') else '8.1.1'}",
         f"proxmox-kernel-{host.kernel}-signed: {kernel_pkg}",
         f"proxmox-kernel-{kernel_series}: {kernel_pkg}",
         "ceph-fuse: 17.2.8-pve2",
@@ -591,17 +615,41 @@ def render_pveversion(host: LabHost, *, verbose: bool = False) -> str:
         "libpve-common-perl: 8.3.1",
         "libpve-guest-common-perl: 5.2.2",
         "libpve-storage-perl: 8.3.6",
-        "lxc-pve: 6.0.0-1",
+        f"lxc-pve: {host.lxc_pve}",
         "lxcfs: 6.0.0-pve2",
         "proxmox-backup-client: 3.4.1-1",
         "pve-cluster: 8.1.0",
-        "pve-container: 5.2.6",
+        f"pve-container: {host.pve_container}",
         "pve-firmware: 3.15-3",
         "pve-ha-manager: 4.0.7",
         "qemu-server: 8.3.12",
         "zfsutils-linux: 2.2.7-pve2",
     ]
     return _lines(out)
+
+
+def render_gpu_information(host: LabHost, g: LabGpu) -> str:
+    """``/proc/driver/nvidia/gpus/<bus>/information`` of one GPU (``Device Minor`` is the node's minor)."""
+    bus = proc_bus_dir(g)
+    return (f"Model: \t\t {g.name}\nIRQ:   \t\t {200 + g.index}\nGPU UUID: \t {g.uuid}\n"
+            f"Video BIOS: \t {g.vbios.lower()}\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+            f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t {g.dev_minor}\n"
+            f"GPU Firmware: \t {host.driver_version}\nGPU Excluded:\t No\n")
+
+
+#: LAB-only file under the node's /proc/driver/nvidia: the fabric state the kernel driver holds (no real
+#: /proc file shows it; the lab's stand-in CUDA (torch) reads it to fail as CUDA does, with error 802)
+LAB_FABRIC_FILE = "LAB-fabric-state"
+
+
+def render_lab_fabric_state(host: LabHost) -> str:
+    return f"{host.fabric_state}\n"
+
+
+def proc_bus_dir(g: LabGpu) -> str:
+    """The ``/proc/driver/nvidia/gpus/`` directory name of a GPU (``0000:17:00.0``)."""
+    domain, rest = g.bus_id.split(":", 1)
+    return f"{int(domain, 16):04x}:{rest}".lower()
 
 
 # --- nvidia-smi failures -------------------------------------------------------------------------

@@ -221,21 +221,10 @@ PVE_KERNELS = {"8.1": "6.5.13-5-pve", "8.4": "6.8.12-10-pve", "9": "6.14.11-4-pv
 
 
 def lab_host(settings: LabSettings) -> render.LabHost:
-    """The render model of the lab host described by lab.json."""
-    ref = render.reference_host()
-    gpus = []
-    for i in range(settings.gpu_count):
-        base = ref.gpus[i % len(ref.gpus)]
-        bus = base.bus_id if i < len(ref.gpus) else f"00000000:{0x10 + i:02X}:00.0"
-        gpus.append(base.model_copy(update={"index": i, "name": settings.gpu_name, "bus_id": bus,
-                                            "uuid": render.lab_gpu_uuid(i)}))
-    from provisioner.lab.pve_api import VERSIONS
+    """The render model of the lab host described by lab.json (its profile, `provisioner.lab.profiles`)."""
+    from provisioner.lab.profiles import lab_host as profile_host
 
-    pve, _, repoid = VERSIONS.get(settings.pve_version, VERSIONS["8.4"])
-    kernel = PVE_KERNELS.get(settings.pve_version, PVE_KERNELS["8.4"])
-    return ref.model_copy(update={"gpus": tuple(gpus), "driver_version": settings.driver_version,
-                                  "uvm_major": settings.uvm_major, "pve_version": pve, "pve_repoid": repoid,
-                                  "kernel": kernel})
+    return profile_host(settings)
 
 
 def _write(path: Path, text: str) -> None:
@@ -256,13 +245,7 @@ def _write(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def render_gpu_information(host: render.LabHost, g: render.LabGpu) -> str:
-    """``/proc/driver/nvidia/gpus/<bus>/information`` of one GPU."""
-    bus = g.bus_id.lower().replace("00000000:", "0000:")
-    return (f"Model: \t\t {g.name}\nIRQ:   \t\t {200 + g.index}\nGPU UUID: \t {g.uuid}\n"
-            f"Video BIOS: \t {g.vbios.lower()}\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
-            f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t {g.index}\n"
-            f"GPU Firmware: \t {host.driver_version}\nGPU Excluded:\t No\n")
+render_gpu_information = render.render_gpu_information
 
 
 def node_dir(root: Path) -> Path:
@@ -276,6 +259,7 @@ def write_node_files(state: LabState) -> Path:
     d = node_dir(state.root)
     _write(d / "sys-module" / "nvidia" / "version", render.render_sys_module_version(host))
     _write(d / "proc-driver" / "nvidia" / "version", render.render_proc_driver_version(host))
+    _write(d / "proc-driver" / "nvidia" / render.LAB_FABRIC_FILE, render.render_lab_fabric_state(host))
     devices = render.render_proc_devices(host)
     uvm = d / "sys-module" / "nvidia_uvm"
     if settings.host_uvm_nodes:
@@ -285,7 +269,7 @@ def write_node_files(state: LabState) -> Path:
         shutil.rmtree(uvm, ignore_errors=True)
     _write(d / "proc-devices", devices)
     for g in host.gpus:
-        _write(d / "proc-driver" / "nvidia" / "gpus" / g.bus_id.lower().replace("00000000:", "0000:") / "information",
+        _write(d / "proc-driver" / "nvidia" / "gpus" / render.proc_bus_dir(g) / "information",
                render_gpu_information(host, g))
     for sub in ("stage", "hold"):
         (state.root / "run" / sub).mkdir(parents=True, exist_ok=True)

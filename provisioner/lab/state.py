@@ -20,6 +20,7 @@ API (all paths derive from `root`)::
     LabState.load(root) -> LabState                     # existing lab (any process)
     state.settings() -> LabSettings                     # fresh read of lab.json
     state.update_settings(**changes) -> LabSettings     # e.g. host_uvm_nodes=True (nvidia-modprobe)
+    LabState.create(root, profile="h200-hgx-8x")         # a host profile (provisioner.lab.profiles)
     state.has_scenario("no-uvm") -> bool
     state.credentials() -> LabCredentials; state.credentials_path
     state.check_password(user, password) / state.check_token(tokenid, secret) -> bool
@@ -62,7 +63,7 @@ LAB_ROOT_ENV = "PROVISIONER_LAB_ROOT"
 
 KNOWN_SCENARIOS = (
     "driver-mismatch", "no-uvm", "ssh-drop", "task-fails", "start-fails", "api-timeout", "disk-full", "shm-small",
-    "apt-lock", "corrupt-download", "installer-killed",
+    "apt-lock", "corrupt-download", "installer-killed", "fabricmanager-down",
 )
 
 NVIDIA_MAJOR = 195
@@ -146,6 +147,8 @@ class LabSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     format: int = 1
+    #: host profile (`provisioner.lab.profiles.PROFILES`)
+    profile: str = "rtxpro6000-8x"
     node: str = "pve"
     pve_version: Literal["8.1", "8.4", "9"] = "8.4"
     scenarios: list[str] = Field(default_factory=list)
@@ -154,6 +157,17 @@ class LabSettings(BaseModel):
     gpu_name: str = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
     uvm_major: int = 511
     host_uvm_nodes: bool = True
+    #: which non-UVM NVIDIA nodes exist: None = all the profile has (a host already in use); a list = only
+    #: these paths (after a boot nothing exists until nvidia-modprobe creates a node)
+    host_created_nodes: list[str] | None = None
+    #: nvidia-modeset.ko loaded; None = as the profile boots (a headless HGX never loads it)
+    modeset_loaded: bool | None = None
+    #: nvidia-smi -pm state (a driver load resets it to Disabled)
+    persistence: bool = True
+    #: the node's nvidia-fabricmanager.service is active (HGX profiles)
+    fabricmanager_active: bool = True
+    #: boots since the lab was created (`provisioner lab reboot`)
+    boots: int = 0
     storages: list[StorageSpec] = Field(default_factory=default_storages)
     templates: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATES))
     aplinfo: list[dict[str, str]] = Field(default_factory=default_aplinfo)
@@ -226,10 +240,16 @@ class LabState:
     @classmethod
     def create(cls, root: Path | str, *, overwrite: bool = False, **settings: Any) -> LabState:
         """Create a lab at `root` with `settings` (LabSettings fields) and fresh random credentials."""
+        from provisioner.lab.profiles import profile_settings
+
         state = cls(root)
         if state.settings_path.exists() and not overwrite:
             raise FileExistsError(f"a lab already exists at {state.root}")
+        if "profile" in settings:
+            settings = {**profile_settings(str(settings["profile"])), **settings}
         parsed = LabSettings(**settings)
+        if "fabricmanager-down" in parsed.scenarios and "fabricmanager_active" not in settings:
+            parsed.fabricmanager_active = False
         if "host_uvm_nodes" not in settings:
             parsed.host_uvm_nodes = "no-uvm" not in parsed.scenarios
         state.root.mkdir(parents=True, exist_ok=True)
@@ -327,15 +347,11 @@ class LabState:
 
     # -- host devices ----------------------------------------------------------------------
     def host_devices(self) -> dict[str, tuple[int, int]]:
-        """Character devices that exist on the lab host now: path -> (major, minor)."""
-        s = self.settings()
-        devs: dict[str, tuple[int, int]] = {f"/dev/nvidia{i}": (NVIDIA_MAJOR, i) for i in range(s.gpu_count)}
-        devs["/dev/nvidiactl"] = (NVIDIA_MAJOR, 255)
-        devs["/dev/nvidia-modeset"] = (NVIDIA_MAJOR, 254)
-        if s.host_uvm_nodes:
-            devs["/dev/nvidia-uvm"] = (s.uvm_major, 0)
-            devs["/dev/nvidia-uvm-tools"] = (s.uvm_major, 1)
-        return devs
+        """Character devices that exist on the lab host now: path -> (major, minor) (see
+        `provisioner.lab.profiles.host_devices`: the profile plus which nodes were created since boot)."""
+        from provisioner.lab.profiles import host_devices
+
+        return host_devices(self.settings())
 
     # -- containers ------------------------------------------------------------------------
     def list_cts(self) -> list[int]:

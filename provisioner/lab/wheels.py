@@ -143,6 +143,12 @@ def _lab_gpus():
     user = _os.readlink(lib).rsplit("libnvidia-ml.so.", 1)[-1]
     if user != host:
         return [], "mismatch"
+    try:  # NVSwitch systems: CUDA waits for nvidia-fabricmanager (LAB: the node's fabric state)
+        fabric = open("/proc/driver/nvidia/LAB-fabric-state").read().strip()
+    except OSError:
+        fabric = "N/A"
+    if fabric in ("Not Started", "In Progress"):
+        return [], "fabric"
     for node in ("/dev/nvidiactl", "/dev/nvidia-uvm"):
         st = _lab_mode(node)
         if st is None or st.st_mode & 0o777 == 0:
@@ -181,6 +187,10 @@ def _lab_warn(problem):
                        "functions before calling NumCudaDevices() that might have already set an error? Error 803: "
                        "system has unsupported display driver / cuda driver combination (LAB)", UserWarning,
                        stacklevel=3)
+    elif problem == "fabric":
+        _warnings.warn("CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+                       "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
+                       "system not yet initialized (LAB)", UserWarning, stacklevel=3)
     elif problem == "no-driver":
         _warnings.warn("CUDA initialization: Found no NVIDIA driver on your system. Please check that you have an "
                        "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx (LAB)",

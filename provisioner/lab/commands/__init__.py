@@ -22,6 +22,7 @@ NODE_COMMANDS: dict[str, str] = {
     "nvidia-modprobe": "provisioner.lab.commands.nvidia_modprobe",
     "lspci": "provisioner.lab.commands.lspci",
     "pvesh": "provisioner.lab.pvesh",
+    "systemctl": "provisioner.lab.commands.systemctl",
 }
 
 

@@ -42,7 +42,8 @@ def _field(name: str, host: render.LabHost, g: render.LabGpu, units: bool) -> st
         "temperature.gpu": g.temperature_c, "power.draw": f"{g.power_draw_w:.2f}",
         "power.limit": f"{g.power_limit_w:.2f}", "count": len(host.gpus), "serial": g.serial,
         "vbios_version": g.vbios, "persistence_mode": "Enabled" if host.persistence else "Disabled",
-        "name_display": g.name,
+        "name_display": g.name, "fabric.state": host.fabric_state, "fabric.status": host.fabric_status,
+        "minor_number": g.dev_minor,
     }
     if name not in values:
         raise KeyError(name)
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             f"DRIVER version      : {host_version}\nCUDA Version        : {model.cuda_version}\n")
         return 0
     ok, _ = _usable(Path("/dev/nvidiactl"))
+    if view == "node" and settings.host_created_nodes is not None and not model.gpus_fail_init:
+        ok = _create_nodes()  # NVML runs nvidia-modprobe, which creates /dev/nvidiactl and /dev/nvidiaN
     if not ok:
         out(render.render_no_driver_error())
         return 9
@@ -117,18 +120,53 @@ def main(argv: list[str] | None = None) -> int:
     if userspace != host_version:
         out(render.render_mismatch_error(_short(userspace)))
         return 18
+    if model.gpus_fail_init:
+        # proprietary module on Blackwell: probed, never initialised (RmInitAdapter failed) -> no devices
+        out(NO_DEVICES)
+        return 6
+    if (args and args[0] in ("-pm", "--persistence-mode")) or any(a.startswith("--persistence-mode=") for a in args):
+        return _persistence(view, model, args)
     minors = []
     for node in sorted(Path("/dev").glob("nvidia[0-9]*")):
         ok, minor = _usable(node)
         if ok and minor is not None and os.stat(node).st_mode & 0o777:
             minors.append(minor)
-    visible = [g for g in model.gpus if g.index in set(minors)]
+    visible = [g for g in model.gpus if g.dev_minor in set(minors)]
     if not visible:
         out(NO_DEVICES)
         return 6
     gpus = tuple(g.model_copy(update={"index": i}) for i, g in enumerate(visible))
     host = model.model_copy(update={"gpus": gpus, "driver_version": host_version})
     return _dispatch(host, args)
+
+
+def _create_nodes() -> bool:
+    """What the driver's libraries do when the device files are missing: run nvidia-modprobe
+    (setuid root) to create /dev/nvidiactl and /dev/nvidia<minor> (NVIDIA README, "How and when
+    are the NVIDIA device files created?"). Only on the node; a container cannot mknod them."""
+    from provisioner.lab.commands.nvidia_modprobe import create
+
+    lab = state()
+    settings = lab.settings()
+    wanted = ["/dev/nvidiactl", *(f"/dev/nvidia{g.dev_minor}" for g in lab_host(settings).gpus)]
+    if settings.host_created_nodes is not None and set(wanted) - set(settings.host_created_nodes):
+        create(lab, wanted)
+    return _usable(Path("/dev/nvidiactl"))[0]
+
+
+def _persistence(view: str, model: render.LabHost, args: list[str]) -> int:
+    value = args[1] if args[0] in ("-pm", "--persistence-mode") and len(args) > 1 else args[0].partition("=")[2]
+    if value not in ("0", "1", "ENABLED", "DISABLED"):
+        die(f'"{value}" is not a valid persistence mode value.', 2)
+    enable = value in ("1", "ENABLED")
+    if view != "node":
+        out("Unable to set persistence mode for GPU 00000000:00:00.0: Insufficient Permissions\n"
+            "Terminating early due to previous errors.\n")
+        return 4
+    state().update_settings(persistence=enable)
+    word = "Enabled" if enable else "Disabled"
+    out("".join(f"{word} persistence mode for GPU {g.bus_id}.\n" for g in model.gpus) + "All done.\n")
+    return 0
 
 
 def _dispatch(host: render.LabHost, args: list[str]) -> int:
