@@ -27,14 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.sandbox import node_argv, node_env, node_fs
+from provisioner.lab.sandbox import make_node_fs, node_argv, node_env, node_fs
 from provisioner.lab.state import LabState
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
 SERVER_VERSION = "LAB_gpu-provisioner"
 DROP_PATTERN = re.compile(r"--no-kernel-modules?\b|\buv pip install\b")
 DROP_AFTER_S = 0.5
+#: the SFTP protocol version the lab offers (asyncssh's default, as OpenSSH's sftp-server)
+SFTP_VERSION = 3
 _SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "HUP": signal.SIGHUP,
             "QUIT": signal.SIGQUIT, "USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2}
 
@@ -92,7 +95,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         self._writable = asyncio.Event()
         self._writable.set()
         self._task: asyncio.Task[None] | None = None
-        self._sftp: asyncssh.SSHServerStreamSession[bytes] | None = None
+        self._sftp: SSHServerStreamSession[bytes] | None = None
 
     # -- requests --------------------------------------------------------------------------
     def connection_made(self, chan: Any) -> None:
@@ -112,7 +115,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         if subsystem != "sftp":
             return False
         fs_root = node_fs(self._server.state.root)
-        self._sftp = asyncssh.SSHServerStreamSession(None, lambda chan: _NodeSftp(chan, fs_root))
+        self._sftp = SSHServerStreamSession(None, lambda chan: _NodeSftp(chan, fs_root), SFTP_VERSION)
         self._sftp.connection_made(self._chan)
         return bool(self._sftp.subsystem_requested(subsystem))
 
@@ -264,6 +267,7 @@ class LabSshServer:
         return self.state.root / "known_hosts"
 
     async def start(self) -> LabSshServer:
+        make_node_fs(self.state.root)
         self._acceptor = await asyncssh.create_server(
             lambda: _NodeServer(self), self.host, self._port, server_host_keys=[str(self.host_key_path)],
             encoding=None, server_version=SERVER_VERSION, allow_scp=False, keepalive_interval=0)

@@ -424,6 +424,14 @@ def node_fs(root: Path) -> Path:
     return root / "node" / "fs"
 
 
+def make_node_fs(root: Path) -> Path:
+    fs = node_fs(root)
+    for sub in NODE_OWN_DIRS:
+        (fs / sub).mkdir(parents=True, exist_ok=True)
+    (fs / "tmp").chmod(0o1777)
+    return fs
+
+
 def new_root_dir(root: Path) -> Path:
     """Empty directory each view mounts its fresh root on (mounts are per namespace: one dir serves all)."""
     return root / "run" / "newroot"
@@ -507,10 +515,7 @@ def node_script(state: LabState) -> str:
     work = root / "run" / "overlay-work" / "etc"
     work.mkdir(parents=True, exist_ok=True)
     (root / "etc").mkdir(parents=True, exist_ok=True)
-    fs = node_fs(root)
-    for sub in NODE_OWN_DIRS:
-        (fs / sub).mkdir(parents=True, exist_ok=True)
-    (fs / "tmp").chmod(0o1777)
+    fs = make_node_fs(root)
     nr = new_root_dir(root)
     nr.mkdir(parents=True, exist_ok=True)
     devices = node_devices(state)
@@ -523,9 +528,11 @@ def node_script(state: LabState) -> str:
     _kernel_dirs(s, r)
     s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", "lab-node-dev", f"{r}/dev")
     _populate_dev(s, f"{r}/dev", devices, "50%")
-    s.run("mkdir", "-p", f"{r}/etc", f"{r}/.lab/etc")
+    s.run("mkdir", "-p", f"{r}/etc", f"{r}/.lab/etc", f"{r}/.lab/usr", f"{r}/.lab/var")
     _overlay(s, "lab-node-etc", "/etc", root / "etc", work, f"{r}/etc")
-    _ro_bind(s, "/etc", f"{r}/.lab/etc")
+    # pristine lower layers for the containers' /etc, /usr, /var (the node's own carry its binds)
+    for top in CT_OVERLAY_DIRS:
+        _ro_bind(s, top, f"{r}/.lab{top}", recursive=False)
     for sub in NODE_OWN_DIRS:
         s.run("mkdir", "-p", f"{r}/{sub}")
         s.mount("--bind", fs / sub, f"{r}/{sub}")
@@ -655,9 +662,9 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     s = _Script()
     s.mount("-t", "tmpfs", "-o", "mode=755", f"lab-ct{vmid}-root", r)
     s.run("mkdir", "-p", *(f"{r}{top}" for top in CT_OVERLAY_DIRS))
-    s.raw(f"if [ -d /.lab/etc ]; then etc_lower=/.lab/etc; else etc_lower=/etc; fi")
+    s.raw("if [ -d /.lab/usr ]; then lower=/.lab; else lower=; fi")
     for top in CT_OVERLAY_DIRS:
-        lower = "$etc_lower" if top == "/etc" else top
+        lower = "$lower" + top
         opts = f"upperdir={rootfs / top.strip('/')},workdir={work / top.strip('/')}"
         s.raw(f"mount -n -t overlay lab-ct{vmid}-{top.strip('/')} -o \"lowerdir={lower}\",{_q(opts + ',index=off')} "
               f"{_q(r + top)} 2>/dev/null || mount -n -t overlay lab-ct{vmid}-{top.strip('/')} "
