@@ -532,7 +532,9 @@ def node_script(state: LabState) -> str:
     _overlay(s, "lab-node-etc", "/etc", root / "etc", work, f"{r}/etc")
     # pristine lower layers for the containers' /etc, /usr, /var (the node's own carry its binds)
     for top in CT_OVERLAY_DIRS:
-        _ro_bind(s, top, f"{r}/.lab{top}", recursive=False)
+        # a plain bind when it can (overlayfs refuses a lower layer with locked submounts)
+        s.raw(f"mount -n --bind {top} {_q(r + '/.lab' + top)} 2>/dev/null || mount -n --rbind {top} {_q(r + '/.lab' + top)}")
+        s.raw(f"mount -n -o remount,bind,ro {_q(r + '/.lab' + top)} 2>/dev/null || true")
     for sub in NODE_OWN_DIRS:
         s.run("mkdir", "-p", f"{r}/{sub}")
         s.mount("--bind", fs / sub, f"{r}/{sub}")
