@@ -139,9 +139,11 @@ def discover_pythons() -> dict[str, Path]:
     roots = [Path.home() / ".pyenv" / "versions", Path("/root/.pyenv/versions"),
              Path.home() / ".local/share/uv/python", Path("/opt/python")]
     for base in roots:
-        if not base.is_dir():
+        try:
+            entries = sorted(base.iterdir()) if base.is_dir() else []
+        except OSError:  # e.g. /root/.pyenv for another user
             continue
-        for d in base.iterdir():
+        for d in entries:
             m = re.search(r"(\d+)\.(\d+)\.(\d+)", d.name)
             if not m:
                 continue
