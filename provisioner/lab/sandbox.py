@@ -46,10 +46,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from provisioner.lab import render
 from provisioner.lab.state import LabSettings, LabState
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
+
+if TYPE_CHECKING:
+    from provisioner.lab import render
 
 #: PATH of a login on the lab node (stand-ins first, then sshd's default PATH)
 NODE_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -333,6 +336,8 @@ PVE_KERNELS = {"8.1": "6.5.13-5-pve", "8.4": "6.8.12-10-pve", "9": "6.14.11-4-pv
 
 def lab_host(settings: LabSettings) -> render.LabHost:
     """The render model of the lab host described by lab.json."""
+    from provisioner.lab import render
+
     ref = render.reference_host()
     gpus = []
     for i in range(settings.gpu_count):
@@ -382,6 +387,8 @@ def node_dir(root: Path) -> Path:
 
 def write_node_files(state: LabState) -> Path:
     """(Re)write the node's /sys/module, /proc/driver and /proc/devices stand-ins; returns their dir."""
+    from provisioner.lab import render
+
     settings = state.settings()
     host = lab_host(settings)
     d = node_dir(state.root)
