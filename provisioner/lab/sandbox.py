@@ -201,7 +201,8 @@ def keep_paths(root: Path) -> list[tuple[Path, bool]]:
     if uv is not None:
         ro.add(uv.parent)
     lab = root.resolve()
-    paths = {p: False for p in ro if p.exists() and not _under(p, lab)}
+    system = [Path("/" + d) for d in SYSTEM_DIRS]  # in every view already (a container's /usr is its overlay)
+    paths = {p: False for p in ro if p.exists() and not _under(p, lab) and not any(_under(p, d) for d in system)}
     paths[lab] = True
     # a path inside another kept path comes with it (binding it again would only hide nothing)
     out = [(p, w) for p, w in paths.items() if not any(q != p and _under(p, q) and not wq
