@@ -32,14 +32,22 @@ def test_demo_as_an_unprivileged_user(tmp_path: Path) -> None:
                             "unshare", "-Urm", "test", "-r", str(site / "click" / "__init__.py")],
                            capture_output=True, check=False)
     require(probe.returncode == 0, "uid 65534 cannot create user namespaces or read this checkout's packages")
+    from provisioner.lab.sandbox import find_uv
+
+    uv = find_uv()
+    require(uv is not None, "uv is not installed")
+    assert uv is not None
     home = tmp_path / "home"
     tmp = tmp_path / "tmp"
-    for d in (home, tmp):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
+    for d in (home, tmp, bin_dir):
         d.mkdir()
     os.chown(tmp_path, 65534, 65534)
     for d in (home, tmp):
         os.chown(d, 65534, 65534)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
+    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
            "PYTHONPATH": f"{ROOT}:{site}", "PROVISIONER_STATE_DIR": str(home / "state")}
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
                         str(python), "-m", "provisioner", "demo"], cwd=str(home), env=env,

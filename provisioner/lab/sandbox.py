@@ -166,7 +166,11 @@ def discover_pythons() -> dict[str, Path]:
 
 
 def find_uv() -> Path | None:
-    """The real `uv` binary (not a pyenv shim)."""
+    """The real `uv` binary (not a pyenv shim); inside a lab view, the one the lab found
+    (``PROVISIONER_LAB_UV``: the view's PATH no longer has the user's)."""
+    given = os.environ.get("PROVISIONER_LAB_UV")
+    if given and Path(given).exists():
+        return Path(given)
     candidates: list[Path] = [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
     which = shutil.which("uv")
     if which:
@@ -566,6 +570,9 @@ def node_env(state: LabState, extra: Mapping[str, str] | None = None) -> dict[st
         "LANG": "C.UTF-8",
         "PROVISIONER_LAB_ROOT": str(state.root),
     }
+    uv = find_uv()
+    if uv is not None:
+        env["PROVISIONER_LAB_UV"] = str(uv)
     env.update(extra or {})
     return env
 
