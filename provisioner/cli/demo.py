@@ -41,11 +41,24 @@ def demo_playbook(source: Path, dest: Path) -> Path:
     """A copy of `source` whose burn-in asks for what the lab runs (`LAB_BURNIN`)."""
     import yaml
 
+    from provisioner.lab.sandbox import discover_pythons
+
     data: dict[str, Any] = yaml.safe_load(source.read_text())
+    pythons = discover_pythons()
     for step in data.get("steps", []):
-        if isinstance(step, dict) and step.get("kind") == "burnin.run":
-            params = step.setdefault("params", {})
+        if not isinstance(step, dict):
+            continue
+        params = step.setdefault("params", {}) if step.get("kind") in ("burnin.run", "torch.resolve",
+                                                                       "venv.build") else {}
+        if step.get("kind") == "burnin.run":
             params.update(LAB_BURNIN)
+        want = str(params.get("python", ""))
+        if want and want not in pythons and pythons:
+            # the lab's containers run the machine's Pythons (offline): use the newest one it has
+            have = max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+            click.echo(f"LAB: this machine has no Python {want} for the lab's containers; the demo uses {have}",
+                       err=True)
+            params["python"] = have
     dest.write_text(yaml.safe_dump(data, sort_keys=False))
     return dest
 

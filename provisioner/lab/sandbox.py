@@ -298,11 +298,9 @@ def write_device_table(path: Path, nodes: Iterable[DeviceNode], denied: Iterable
         # ls -l: "crw-rw-rw- 1 root root 1, 3 Dec  1 22:00 /dev/nvidia0" (or the bare name)
         sed.append(f"\\%[ /]{base}$% s%^c[-rwxsStT]\\{{9\\}}\\([.+@]\\?\\) \\+\\([0-9]\\+\\) \\+[^ ]\\+ \\+[^ ]\\+ \\+1, \\+3 "
                    f"%{_mode_string(n.mode)}\\1 \\2 {own} {n.major}, {n.minor} %")
-        # stat -c '%n %F %t %T %a': "/dev/nvidia0 character special file 1 3 666"
+        # stat -c '... %t %T ... %a' of the node: "/dev/nvidia0 character special file 1 3 666"
         p = _sed_literal(n.path)
-        sed.append(f"s%^\\({p}\\) character special file 1 3 666$%\\1 character special file "
-                   f"{n.major:x} {n.minor:x} {n.mode:o}%")
-        sed.append(f"s%^\\({p}\\) character special file 1 3$%\\1 character special file {n.major:x} {n.minor:x}%")
+        sed.append(f"\\%^{p} % {{ s% 1 3\\( \\|$\\)% {n.major:x} {n.minor:x}\\1%; s% 666$% {n.mode:o}%; }}")
     _write(path, "".join(rows))
     _write(path.with_name(path.name + ".sed"), "\n".join(sed) + "\n")
 
@@ -312,9 +310,9 @@ VIEW_TOOL = """#!/bin/bash
 # LAB: {name} of the lab's view (the real {name}, device numbers from the lab's device table)
 set -o pipefail
 if [ -s /.lab/devices.sed ]; then
-  /.lab/bin/{name} "$@" | sed -f /.lab/devices.sed
+  (exec -a {name} /.lab/bin/{name} "$@") | sed -f /.lab/devices.sed
 else
-  exec /.lab/bin/{name} "$@"
+  exec -a {name} /.lab/bin/{name} "$@"
 fi
 """
 
@@ -417,9 +415,29 @@ def write_node_files(state: LabState) -> Path:
 
 def make_device_nodes(state: LabState) -> None:
     """Make (as root) the real device nodes the views bind, for every mode a view may give them."""
-    for _path, (major, minor) in state.host_devices().items():
+    numbers = set(state.host_devices().values())
+    uvm_major = state.settings().uvm_major
+    numbers |= {(uvm_major, 0), (uvm_major, 1)}  # nvidia-uvm(-tools), also before nvidia-modprobe -u
+    for major, minor in numbers:
         for mode in (0o666, 0o660, 0o000):
             made_node(state.root, major, minor, mode)
+
+
+def add_node_devices(state: LabState, paths: Iterable[str]) -> None:
+    """In the node view: make `paths` (of `LabState.host_devices()`) appear in this view's /dev now
+    (an empty file with the node bound onto it) and list them in the view's device table."""
+    devices = {n.path: n for n in node_devices(state)}
+    for path in paths:
+        node = devices.get(path)
+        if node is None or os.path.exists(path):
+            continue
+        try:
+            with open(path, "a"):
+                pass
+        except OSError:
+            continue
+        subprocess.run(["mount", "-n", "--bind", node.source or "/dev/null", path], check=False, capture_output=True)
+    write_device_table(state.root / "run" / "devtab" / "node", devices.values())
 
 
 def node_devices(state: LabState) -> list[DeviceNode]:

@@ -7,12 +7,10 @@ Like the real tool it prints nothing and exits 0.
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 
 from provisioner.lab.commands._common import die, state
-from provisioner.lab.sandbox import write_node_files
+from provisioner.lab.sandbox import add_node_devices, write_node_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,14 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         if not lab.settings().host_uvm_nodes:
             lab.update_settings(host_uvm_nodes=True)  # the module loads; -c=N also makes the nodes
         write_node_files(lab)
-        # the nodes appear at once in this view too (the node's /dev is a tmpfs of its own)
-        for path, (major, minor) in lab.host_devices().items():
-            if "uvm" in path and not os.path.exists(path):
-                try:
-                    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-                    os.chmod(path, 0o666)  # noqa: S103 - nvidia-modprobe's NV_DEVICE_FILE_MODE
-                except OSError:
-                    pass
+        # the nodes appear at once in this view too (the node's /dev is a tmpfs of its own; a user
+        # namespace cannot mknod, so the lab's node is bound onto the path, mode 0666 as
+        # nvidia-modprobe's NV_DEVICE_FILE_MODE)
+        add_node_devices(lab, [p for p in lab.host_devices() if "uvm" in p])
     return 0
 
 
