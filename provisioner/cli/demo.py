@@ -45,6 +45,7 @@ def demo_playbook(source: Path, dest: Path) -> Path:
 
     data: dict[str, Any] = yaml.safe_load(source.read_text())
     pythons = discover_pythons()
+    told: set[str] = set()
     for step in data.get("steps", []):
         if not isinstance(step, dict):
             continue
@@ -56,8 +57,10 @@ def demo_playbook(source: Path, dest: Path) -> Path:
         if want and want not in pythons and pythons:
             # the lab's containers run the machine's Pythons (offline): use the newest one it has
             have = max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
-            click.echo(f"LAB: this machine has no Python {want} for the lab's containers; the demo uses {have}",
-                       err=True)
+            if want not in told:
+                told.add(want)
+                click.echo(f"LAB: this machine has no Python {want} for the lab's containers; the demo uses "
+                           f"{have}", err=True)
             params["python"] = have
     dest.write_text(yaml.safe_dump(data, sort_keys=False))
     return dest

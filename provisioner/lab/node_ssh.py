@@ -24,7 +24,7 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncssh
 from asyncssh.stream import SSHServerStreamSession
@@ -46,7 +46,7 @@ class _NodeSftp(asyncssh.SFTPServer):
     """asyncssh's SFTP server, confined to the node's own root directory."""
 
     def __init__(self, chan: asyncssh.SSHServerChannel[bytes], fs_root: Path) -> None:
-        super().__init__(chan, chroot=str(fs_root))
+        super().__init__(chan, chroot=os.fsencode(fs_root))
 
 
 def ensure_keys(root: Path) -> tuple[Path, Path, Path]:
@@ -115,7 +115,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         if subsystem != "sftp":
             return False
         fs_root = node_fs(self._server.state.root)
-        self._sftp = SSHServerStreamSession(None, lambda chan: _NodeSftp(chan, fs_root), SFTP_VERSION)
+        self._sftp = SSHServerStreamSession(None, lambda chan: _NodeSftp(cast("asyncssh.SSHServerChannel[bytes]", chan), fs_root), SFTP_VERSION)
         self._sftp.connection_made(self._chan)
         return bool(self._sftp.subsystem_requested(subsystem))
 
