@@ -29,7 +29,7 @@ from typing import Any, cast
 import asyncssh
 from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.sandbox import make_node_fs, node_argv, node_env, node_fs
+from provisioner.lab.sandbox import ensure_disk_full_opt, make_node_fs, node_argv, node_env, node_fs
 from provisioner.lab.state import LabState
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
@@ -181,6 +181,9 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         state = self._server.state
         if self._argv == ["bash"]:
             self._chan.write(BANNER.encode())
+        if state.has_scenario("disk-full"):
+            for vmid in state.list_cts():
+                ensure_disk_full_opt(state, vmid)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *node_argv(state, self._argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

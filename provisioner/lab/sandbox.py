@@ -658,6 +658,23 @@ def ct_devices(state: LabState, conf: LxcConfig) -> list[DeviceNode]:
     return sorted(nodes.values(), key=lambda n: n.path)
 
 
+def ensure_disk_full_opt(state: LabState, vmid: int) -> None:
+    """Scenario disk-full: the container's /opt is a small tmpfs, mounted once in the machine's own
+    namespace (as root; the views made afterwards see it, and an operator can grow it)."""
+    if os.geteuid() != 0:
+        return
+    opt = state.ct_root(vmid) / "opt"
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            if any(line.split()[4] == str(opt) for line in fh):
+                return
+    except OSError:
+        return
+    opt.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755", f"lab-ct{vmid}-opt",
+                    str(opt)], check=False, capture_output=True)
+
+
 def record_host_ns(root: Path) -> None:
     """Remember the lab server's pid (kept for callers; views no longer enter the machine's namespace)."""
     (root / "run").mkdir(parents=True, exist_ok=True)
@@ -715,7 +732,10 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
         s.run("mkdir", "-p", f"{r}{top}")
         s.mount("--bind", rootfs / top.strip("/"), f"{r}{top}")
     if state.has_scenario("disk-full"):
-        s.mount("-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755", f"lab-ct{vmid}-opt", f"{r}/opt")
+        # the lab server (as root) mounts a persistent 8 MiB tmpfs on the rootfs' /opt (see
+        # `ensure_disk_full_opt`); where it could not, each command gets a fresh one
+        s.raw(f"mountpoint -q {_q(rootfs / 'opt')} || mount -n -t tmpfs -o size={DISK_FULL_OPT_SIZE},mode=755 "
+              f"lab-ct{vmid}-opt {_q(r + '/opt')}")
     _kernel_dirs(s, r)
     shm = SHM_SMALL_SIZE if state.has_scenario("shm-small") else "50%"
     s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", f"lab-ct{vmid}-dev", f"{r}/dev")
