@@ -7,9 +7,10 @@ Starts a lab (`provisioner.lab.lab.Lab(root).up()`), provisions it once with the
 then replays the same playbook `--reps` times as a user does (`provisioner replay --lab --quiet`,
 a subprocess with its own imports) — every replay must report 0 changes. For each replay it
 prints the wall time and the floor measured in the same run: the summed ``duration_s`` of the
-``command.ended`` events of that replay's run log (the remote commands the replay itself ran;
-probes run with ``quiet=True`` log no command event, so the floor is a lower bound), and the
-ratio wall / floor. Goal: ratio <= 1.5; bar: wall <= 3 s on the lab. Needs user namespaces.
+``command.ended`` events of that replay's run log, i.e. the remote commands the replay itself ran.
+A no-op replay runs only probes, which run with ``quiet=True`` and log no command event, so the
+replay subprocess is ``bench/fleet.py``'s `replay_with_quiet_timings` (the same CLI with
+`Transport.run` wrapped to log quiet commands too). Then the ratio wall / floor. Goal: ratio <= 1.5; bar: wall <= 3 s on the lab. Needs user namespaces.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _newest_log(state: Path, before: set[Path]) -> Path:
 def _replay(book: Path, env: dict[str, str], state: Path) -> tuple[float, float, dict[str, int], int]:
     before = set((state / "runs").glob("*.jsonl"))
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(book), "--lab", "--quiet", "--json"],
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--as-provisioner", "replay", str(book),
+                           "--lab", "--quiet", "--json"],
                           env=env, capture_output=True, text=True, check=False, cwd=ROOT)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -56,6 +58,13 @@ def _replay(book: Path, env: dict[str, str], state: Path) -> tuple[float, float,
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--as-provisioner"]:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fleet import replay_with_quiet_timings
+
+        replay_with_quiet_timings(argv[1:])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", type=Path, default=None)
