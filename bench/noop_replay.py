@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(work / "lab"), PROVISIONER_STATE_DIR=str(state))
     os.environ.update(PROVISIONER_LAB_ROOT=env["PROVISIONER_LAB_ROOT"], PROVISIONER_STATE_DIR=str(state))
     book = demo_playbook(PLAYBOOK, work / PLAYBOOK.name)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the lab on SIGTERM too
     lab = Lab(work / "lab")
     lab.up()
     try:
