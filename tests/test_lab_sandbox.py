@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from provisioner.lab.commands import write_node_bin
 from provisioner.lab.commands.installer import build_run, corrupt, run_name, sha256sum_line
 from provisioner.lab.lab import Lab
-from provisioner.lab.sandbox import node_argv, node_env, record_host_ns
+from provisioner.lab.sandbox import make_device_nodes, node_argv, node_env, record_host_ns
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 from tests.support.require import require
@@ -21,7 +20,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _need_namespaces() -> None:
-    require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
+    require(subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode == 0,
+            "the lab sandboxes need user namespaces (`unshare -Urm`)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
 
 
@@ -30,6 +30,7 @@ def make_lab(root: Path, *scenarios: str) -> LabState:
     state = Lab(root, list(scenarios)).create_state()
     write_node_bin(state.root)
     record_host_ns(state.root)
+    make_device_nodes(state)  # as the lab server does at start
     return state
 
 
@@ -154,8 +155,11 @@ def test_pct_errors_push_set_and_listing(tmp_path: Path) -> None:
     r = node(state, "pct push 200 /etc/hostname /root/x")
     assert r.returncode == 255 and "can only push files to a running CT" in r.stdout
     state.set_status(200, "running")
-    src = tmp_path / "payload.sh"
-    src.write_text("#!/bin/sh\necho pushed\n")
+    from provisioner.lab.sandbox import make_node_fs
+
+    # the node sees only its own root: the file to push lives in the node's /tmp
+    (make_node_fs(state.root) / "tmp" / "payload.sh").write_text("#!/bin/sh\necho pushed\n")
+    src = "/tmp/payload.sh"
     r = node(state, f"pct push 200 {src} /root/payload.sh --perms 0755 && pct exec 200 -- /root/payload.sh; "
                     "echo rc=$?; pct status 200; pct list")
     assert r.returncode == 0, r.stdout

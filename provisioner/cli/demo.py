@@ -1,12 +1,18 @@
-"""`provisioner demo`: start the lab, replay the shipped Blackwell playbook headless twice, stop the lab."""
+"""`provisioner demo`: start the lab, replay the shipped Blackwell playbook headless twice, stop the lab.
+
+Everything runs in this process (the lab daemon aside): the two replays go through the same click
+commands as `provisioner replay`, without paying the controller's imports again. The burn-in of the
+demo's copy of the playbook is sized for the lab's CPU stand-in (gloo on the CPU; the sizes and soak
+the lab really runs), so its step description says what ran.
+"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,10 +22,51 @@ PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-l
 #: the playbook `demo --profile P` replays (rtxpro6000-8x keeps the shipped Blackwell one)
 PROFILE_PLAYBOOKS = {name: PLAYBOOK.with_name(f"{name}.yaml") for name in (
     "h200-hgx-8x", "gh200-aarch64", "minors-shuffled", "pve9", "blackwell-proprietary")}
+#: the burn-in the lab runs on its CPU stand-in (gloo): what the demo's playbook asks for
+LAB_BURNIN = {"sizes": "1KiB:256KiB", "duration_s": 2}
 
 
-def _provisioner(*args: str, env: dict[str, str]) -> int:
-    return subprocess.call([sys.executable, "-m", "provisioner", *args], env=env)
+def _run(*args: str) -> int:
+    """A provisioner command in this process; its exit status."""
+    from provisioner.cli import main
+
+    try:
+        main.main(args=list(args), standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else ExitCode.FAILED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return 0
+
+
+def demo_playbook(source: Path, dest: Path) -> Path:
+    """A copy of `source` whose burn-in asks for what the lab runs (`LAB_BURNIN`)."""
+    import yaml
+
+    from provisioner.lab.sandbox import discover_pythons
+
+    data: dict[str, Any] = yaml.safe_load(source.read_text())
+    pythons = discover_pythons()
+    told: set[str] = set()
+    for step in data.get("steps", []):
+        if not isinstance(step, dict):
+            continue
+        params = step.setdefault("params", {}) if step.get("kind") in ("burnin.run", "torch.resolve",
+                                                                       "venv.build") else {}
+        if step.get("kind") == "burnin.run":
+            params.update(LAB_BURNIN)
+        want = str(params.get("python", ""))
+        if want and want not in pythons and pythons:
+            # the lab's containers run the machine's Pythons (offline): use the newest one it has
+            have = max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+            if want not in told:
+                told.add(want)
+                click.echo(f"LAB: this machine has no Python {want} for the lab's containers; the demo uses "
+                           f"{have}", err=True)
+            params["python"] = have
+    dest.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
 
 
 @click.command("demo")
@@ -27,38 +74,62 @@ def _provisioner(*args: str, env: dict[str, str]) -> int:
 @click.option("--keep-lab", is_flag=True, help="Leave the lab running afterwards (stop it with `provisioner lab down`).")
 @click.option("--scenario", multiple=True, help="Lab fault scenario(s) to demonstrate, e.g. driver-mismatch.")
 @click.option("--profile", default=None, help="Lab host profile (docs/lab-hosts.md); its playbook is the default.")
-def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: str | None) -> None:
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Lab root (default: $PROVISIONER_LAB_ROOT, else a fresh temporary directory removed afterwards).")
+@click.option("--verbose", is_flag=True, help="Stream every command's output (default: per-step progress and recap).")
+def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: str | None, root: Path | None,
+            verbose: bool) -> None:
     """Start the LAB (a simulated Proxmox node with 8 x RTX PRO 6000 Blackwell), replay PLAYBOOK against it
     headless, replay it again to show that nothing changes, print the recaps, stop the lab.
 
     Example: provisioner demo
     """
-    root = Path(tempfile.mkdtemp(prefix="gpu-provisioner-lab-"))
-    env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root))
-    env.setdefault("PROVISIONER_STATE_DIR", str(root / "state"))
-    click.echo(f"LAB: starting the lab in {root}", err=True)
-    up = ["lab", "up", "--root", str(root)]
-    if profile:
-        from provisioner.lab.profiles import get_profile
-
-        up += ["--profile", get_profile(profile).name]
-        if playbook == str(PLAYBOOK):
-            playbook = str(PROFILE_PLAYBOOKS.get(profile, PLAYBOOK))
-    for s in scenario:
-        up += ["--scenario", s]
-    if _provisioner(*up, env=env) != 0:
-        raise SystemExit(ExitCode.FAILED)
+    env_root = os.environ.get("PROVISIONER_LAB_ROOT")
+    given = root or (Path(env_root) if env_root else None)
+    lab_root = given.resolve() if given else Path(tempfile.mkdtemp(prefix="gpu-provisioner-lab-"))
+    lab_root.mkdir(parents=True, exist_ok=True)
+    saved = {k: os.environ.get(k) for k in ("PROVISIONER_LAB_ROOT", "PROVISIONER_STATE_DIR")}
+    os.environ["PROVISIONER_LAB_ROOT"] = str(lab_root)
+    os.environ.setdefault("PROVISIONER_STATE_DIR", str(lab_root / "state"))
+    work = Path(tempfile.mkdtemp(prefix="gpu-provisioner-demo-"))
+    code = 0
     try:
-        click.echo("LAB: first replay (applies every step)", err=True)
-        first = _provisioner("replay", playbook, "--lab", env=env)
-        if first != 0:
-            raise SystemExit(first)
-        click.echo("LAB: second replay (must report no changes)", err=True)
-        second = _provisioner("replay", playbook, "--lab", env=env)
-        if second != 0:
-            raise SystemExit(second)
+        click.echo(f"LAB: starting the lab in {lab_root}", err=True)
+        up = ["lab", "up", "--root", str(lab_root)]
+        if profile:
+            from provisioner.lab.profiles import get_profile
+
+            up += ["--profile", get_profile(profile).name]
+            if playbook == str(PLAYBOOK):
+                playbook = str(PROFILE_PLAYBOOKS.get(profile, PLAYBOOK))
+        for s in scenario:
+            up += ["--scenario", s]
+        code = _run(*up)
+        if code != 0:
+            raise SystemExit(code)
+        book = demo_playbook(Path(playbook), work / Path(playbook).name)
+        click.echo(f"LAB: burn-in sized for the lab's CPU stand-in: sizes {LAB_BURNIN['sizes']}, "
+                   f"soak {LAB_BURNIN['duration_s']}s", err=True)
+        quiet = [] if verbose else ["--quiet"]
+        try:
+            click.echo("LAB: first replay (applies every step)", err=True)
+            code = _run("replay", str(book), "--lab", *quiet)
+            if code == 0:
+                click.echo("LAB: second replay (must report no changes)", err=True)
+                code = _run("replay", str(book), "--lab", *quiet)
+        finally:
+            if not keep_lab:
+                _run("lab", "down", "--root", str(lab_root))
+                if given is None:
+                    shutil.rmtree(lab_root, ignore_errors=True)  # nothing of the demo's lab stays in /tmp
+            else:
+                click.echo(f"LAB: still running; PROVISIONER_LAB_ROOT={lab_root}", err=True)
     finally:
-        if not keep_lab:
-            _provisioner("lab", "down", "--root", str(root), env=env)
-        else:
-            click.echo(f"LAB: still running; PROVISIONER_LAB_ROOT={root}", err=True)
+        shutil.rmtree(work, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if code != 0:
+        raise SystemExit(code)

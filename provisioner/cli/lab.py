@@ -19,7 +19,7 @@ _root_option = click.option("--root", type=click.Path(file_okay=False, path_type
 
 
 def _console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, markup=False)
 
 
 def _describe(conn: dict[str, Any]) -> list[str]:
@@ -55,7 +55,14 @@ def command() -> None:
 @click.option("--json", "json_out", is_flag=True, help="Print the connection info as JSON.")
 def up(scenarios: tuple[str, ...], pve: str | None, profile: str, root: Path | None, json_out: bool) -> None:
     """Start the lab in the background (returns once every service answers)."""
+    from provisioner.lab.sandbox import SandboxUnavailable, unshare_prefix
+
     lab = Lab(root, list(scenarios), pve, profile=profile)
+    try:
+        unshare_prefix()
+    except SandboxUnavailable as exc:
+        _console().print(str(exc).splitlines()[0], markup=False)
+        raise SystemExit(ExitCode.USAGE) from None
     try:
         conn, started = lab.up()
     except LabError as exc:

@@ -30,11 +30,14 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
     path = playbook_path or str(DEFAULT_PLAYBOOK)
     shared: dict[str, Any] = {}
     playbook = load_or_exit(path)
+    started_lab = None
     if lab:
+        started_lab = _ensure_lab()
         try:
             playbook = point_at_lab(playbook)
             shared = lab_shared()
         except LabNotRunning as exc:
+            _stop(started_lab)
             raise click.ClickException(str(exc)) from None
     from screens.app import ProvisionerApp  # Textual only when the wizard runs
     from screens.wizard_session import PAGES, WizardSession
@@ -43,5 +46,36 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
         names = ", ".join(p.name for p in PAGES)
         raise click.BadParameter(f"unknown page {page!r} (one of {names})", param_hint="--page")
     session = WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to, shared=shared)
-    code = ProvisionerApp(session, start_page=page, lab=lab).run()
+    try:
+        code = ProvisionerApp(session, start_page=page, lab=lab).run()
+    finally:
+        _stop(started_lab)
     raise SystemExit(int(code or ExitCode.OK))
+
+
+def _ensure_lab() -> Any:
+    """Start the lab (at PROVISIONER_LAB_ROOT or the default root) unless one runs; returns the `Lab`
+    started here (to stop on exit), or None when one was already running."""
+    from provisioner.lab.lab import Lab, LabError
+    from provisioner.lab.sandbox import SandboxUnavailable, unshare_prefix
+
+    lab = Lab()
+    if lab.running_pid() is not None and lab.connection() is not None:
+        return None
+    try:
+        unshare_prefix()
+    except SandboxUnavailable as exc:
+        click.echo(str(exc).splitlines()[0], err=True)
+        raise SystemExit(ExitCode.USAGE) from None
+    click.echo(f"LAB: starting the lab in {lab.root} (stopped when the wizard exits)", err=True)
+    try:
+        _, started = lab.up()
+    except LabError as exc:
+        raise click.ClickException(str(exc)) from None
+    return lab if started else None
+
+
+def _stop(lab: Any) -> None:
+    if lab is not None:
+        lab.down()
+        click.echo(f"LAB: stopped ({lab.root})", err=True)

@@ -98,13 +98,15 @@ class LabServices:
         from provisioner.lab.driver_files import DriverFileServer
         from provisioner.lab.node_ssh import LabSshServer
         from provisioner.lab.pve_api import LabApiServer
-        from provisioner.lab.sandbox import record_host_ns
+        from provisioner.lab.sandbox import make_device_nodes, record_host_ns, unshare_prefix
         from provisioner.lab.wheels import WheelIndexServer, build_index
         from provisioner.paths import cache_dir
 
         root = self.state.root
+        unshare_prefix()  # SandboxUnavailable: say so up front, never simulate a broken host
         write_node_bin(root)
         record_host_ns(root)
+        make_device_nodes(self.state)
         wheel_root = build_index(cache_dir() / "lab")
         self.api = LabApiServer(self.state, self.host).start()
         self.drivers = DriverFileServer(self.state, self.host).start()

@@ -7,8 +7,10 @@
 - ``exec``: ``bash -c <command>`` inside `provisioner.lab.sandbox.node_argv`, as its own session
   (process group); stdout/stderr are streamed as they come, the exit status (or signal) is
   returned. A ``signal`` request, the channel closing or the connection dropping kills the group.
-- ``sftp``: the machine's OpenSSH ``sftp-server`` runs in the node view (so files land where the
-  node's commands see them); asyncssh's own SFTP server if there is no ``sftp-server``.
+- ``sftp``: served by the lab itself: asyncssh's SFTP server, chrooted to the node's own root
+  (`provisioner.lab.sandbox.node_fs`), so files land where the node's commands see them. The session
+  hands the channel to an ``SSHServerStreamSession`` for that subsystem only; exec and shell keep
+  running real bash (passing ``sftp_factory`` to the server would make asyncssh refuse every exec).
 - Scenario ``ssh-drop``: the first command that runs the driver installer (``--no-kernel-modules``)
   or ``uv pip install`` has its connection dropped abruptly `DROP_AFTER_S` seconds in (the
   command is killed); ``<root>/run/once/ssh-drop`` is removed so later connections work.
@@ -22,25 +24,29 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncssh
+from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.sandbox import node_argv, node_env
+from provisioner.lab.sandbox import ensure_disk_full_opt, make_node_fs, node_argv, node_env, node_fs
 from provisioner.lab.state import LabState
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
 SERVER_VERSION = "LAB_gpu-provisioner"
 DROP_PATTERN = re.compile(r"--no-kernel-modules?\b|\buv pip install\b")
 DROP_AFTER_S = 0.5
-SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/lib/ssh/sftp-server",
-                "/usr/libexec/sftp-server")
+#: the SFTP protocol version the lab offers (asyncssh's default, as OpenSSH's sftp-server)
+SFTP_VERSION = 3
 _SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "HUP": signal.SIGHUP,
             "QUIT": signal.SIGQUIT, "USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2}
 
 
-def sftp_server_path() -> str | None:
-    return next((p for p in SFTP_SERVERS if os.access(p, os.X_OK)), None)
+class _NodeSftp(asyncssh.SFTPServer):
+    """asyncssh's SFTP server, confined to the node's own root directory."""
+
+    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], fs_root: Path) -> None:
+        super().__init__(chan, chroot=os.fsencode(fs_root))
 
 
 def ensure_keys(root: Path) -> tuple[Path, Path, Path]:
@@ -89,6 +95,7 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         self._writable = asyncio.Event()
         self._writable.set()
         self._task: asyncio.Task[None] | None = None
+        self._sftp: SSHServerStreamSession[bytes] | None = None
 
     # -- requests --------------------------------------------------------------------------
     def connection_made(self, chan: Any) -> None:
@@ -105,23 +112,32 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         return True
 
     def subsystem_requested(self, subsystem: str) -> bool:
-        path = sftp_server_path()
-        if subsystem != "sftp" or path is None:
+        if subsystem != "sftp":
             return False
-        self._argv = [path]
-        return True
+        fs_root = node_fs(self._server.state.root)
+        self._sftp = SSHServerStreamSession(None, lambda chan: _NodeSftp(cast("asyncssh.SSHServerChannel[bytes]", chan), fs_root), SFTP_VERSION)
+        self._sftp.connection_made(self._chan)
+        return bool(self._sftp.subsystem_requested(subsystem))
 
     def session_started(self) -> None:
+        if self._sftp is not None:
+            self._sftp.session_started()
+            return
         self._task = asyncio.ensure_future(self._run())
 
     # -- data in ---------------------------------------------------------------------------
     def data_received(self, data: bytes, datatype: int | None) -> None:
+        if self._sftp is not None:
+            self._sftp.data_received(data, datatype)
+            return
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.write(data)
         else:
             self._pending.append(data)
 
     def eof_received(self) -> bool:
+        if self._sftp is not None:
+            return bool(self._sftp.eof_received())
         self._eof = True
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.close()
@@ -132,13 +148,19 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             _kill_group(self._proc.pid, _SIGNALS.get(signame, signal.SIGTERM))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._sftp is not None:
+            self._sftp.connection_lost(exc)
         if self._proc is not None and self._proc.returncode is None:
             _kill_group(self._proc.pid)
 
     def pause_writing(self) -> None:
+        if self._sftp is not None:
+            self._sftp.pause_writing()
         self._writable.clear()
 
     def resume_writing(self) -> None:
+        if self._sftp is not None:
+            self._sftp.resume_writing()
         self._writable.set()
 
     # -- running ---------------------------------------------------------------------------
@@ -159,6 +181,9 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         state = self._server.state
         if self._argv == ["bash"]:
             self._chan.write(BANNER.encode())
+        if state.has_scenario("disk-full"):
+            for vmid in state.list_cts():
+                ensure_disk_full_opt(state, vmid)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *node_argv(state, self._argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -245,12 +270,10 @@ class LabSshServer:
         return self.state.root / "known_hosts"
 
     async def start(self) -> LabSshServer:
-        options: dict[str, Any] = {}
-        if sftp_server_path() is None:
-            options["sftp_factory"] = True
+        make_node_fs(self.state.root)
         self._acceptor = await asyncssh.create_server(
             lambda: _NodeServer(self), self.host, self._port, server_host_keys=[str(self.host_key_path)],
-            encoding=None, server_version=SERVER_VERSION, allow_scp=False, keepalive_interval=0, **options)
+            encoding=None, server_version=SERVER_VERSION, allow_scp=False, keepalive_interval=0)
         write_known_hosts(self.state.root, self.host, self.port)
         return self
 

@@ -1,29 +1,37 @@
-"""Mount-namespace sandboxes: the lab node's view of the machine and each lab container's view.
+"""User-namespace sandboxes with their own root: the lab node's view and each lab container's view.
 
-Both are built by a generated bash script run under ``unshare -m --propagation private`` (as
-root; ``unshare -rm`` otherwise), so nothing leaks into the real machine's mount table.
+Both are built by a generated bash script run under ``unshare -UrmC --propagation private`` (a
+user, mount and cgroup namespace; the same as root and as any other user), which assembles a
+fresh tmpfs root and enters it with ``pivot_root``. Nothing outside the lab root is writable
+from inside, and only what is bound in is visible:
+
+  /usr /bin /sbin /lib*   read-only binds of the machine's (symlinks copied as symlinks)
+  keep paths              this Python's prefixes, the project's ``provisioner`` package, the
+                          machine's Pythons and uv: read-only binds at their own paths; the lab
+                          root read-write (the stand-ins keep their state there)
+  /proc /sys              recursive binds (``/sys`` read-only), a cgroup2 mount on /sys/fs/cgroup
+                          (``stat -fc %T`` -> ``cgroup2fs`` as on PVE 8/9)
 
 Node view (every command of the SSH endpoint runs in it):
-  /sys/module          bind of ``<root>/node/sys-module`` (``nvidia/version`` = host driver)
-  /proc/driver         bind of ``<root>/node/proc-driver`` (``nvidia/version`` banner)
-  /proc/devices        bind of ``<root>/node/proc-devices`` (nvidia-uvm's major only once loaded)
-  /sys/fs/cgroup       a cgroup2 mount (``stat -fc %T`` -> ``cgroup2fs`` as on PVE 8/9)
-  /dev                 tmpfs: the real null/zero/full/random/urandom/tty, pts, shm, plus the
-                       NVIDIA nodes of `LabState.host_devices()` made with mknod
   /etc                 overlay: lower = the machine's /etc, upper = ``<root>/etc`` (so
                        ``/etc/pve/lxc/<vmid>.conf`` is exactly LabState's file)
+  /tmp /root /var /srv /opt /home /mnt /media /run   the node's own dirs, ``<root>/node/fs/*``
+                       (the lab's SFTP server is chrooted there, see `node_fs`)
+  /sys/module /proc/driver /proc/devices   binds of the node facts (``<root>/node/...``)
+  /.lab/etc            the machine's /etc, read-only (the lower layer of the containers' /etc)
 
-Container view (``pct exec``; built from the machine's own mount namespace, see `host_ns_pid`):
+Container view (``pct exec``; built inside the node view):
   /etc, /usr, /var     overlays whose upper layers live in the container's rootfs
-  /opt /root /tmp /usr/local /var/log   binds of the container's own directories
-  /dev                 tmpfs with only what the container config passes: ``devN`` entries and
-                       raw ``lxc.mount.entry`` lines; a raw entry without a matching
-                       ``lxc.cgroup2.devices.allow`` rule is created with mode 000 (the lab's
-                       stand-ins treat such a node as "denied by the device cgroup"), /dev/shm
-                       a tmpfs (64M under scenario ``shm-small``)
-  /run                 a private tmpfs
-  host paths the lab itself needs inside (its root, this Python, the project, the machine's
-  Pythons and uv) stay visible at their own paths even when they live under /root or /tmp.
+  /opt /root /tmp /usr/local /var/log /srv /home /mnt /media   binds of the container's own dirs
+
+Device nodes (both views): a user namespace cannot mknod, so each passed node is a bind of the
+machine's ``/dev/null`` at its path (a character device: ``test -c`` holds, open() works). The
+lab's ``ls`` and ``stat`` (bound over ``/usr/bin/ls`` and ``/usr/bin/stat`` in the view) report
+the lab's major:minor for those paths from the view's device table (``/.lab/devices``); a node
+the container's device cgroup denies is listed there as ``denied`` and the lab's stand-ins fail
+on it as the real driver would.
+Where the kernel forbids unprivileged user namespaces, `unshare_prefix` raises
+`SandboxUnavailable` (the lab says so in one line and exits 2; it never simulates a broken host).
 """
 
 from __future__ import annotations
@@ -38,10 +46,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from provisioner.lab import render
 from provisioner.lab.state import LabSettings, LabState
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
+
+if TYPE_CHECKING:
+    from provisioner.lab import render
 
 #: PATH of a login on the lab node (stand-ins first, then sshd's default PATH)
 NODE_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -51,7 +62,11 @@ REAL_DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DISK_FULL_OPT_SIZE = "8m"
 SHM_SMALL_SIZE = "64m"
 #: container directories that are bind mounts of the container's own directories (longest first)
-CT_BIND_DIRS = ("/usr/local", "/var/log", "/opt", "/root", "/tmp")
+CT_BIND_DIRS = ("/usr/local", "/var/log", "/opt", "/root", "/tmp", "/srv", "/home", "/mnt", "/media")
+#: the node's own writable directories (under ``<root>/node/fs``)
+NODE_OWN_DIRS = ("tmp", "root", "var", "srv", "opt", "home", "mnt", "media", "run")
+#: top-level system directories bound read-only into every view
+SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 CT_OVERLAY_DIRS = ("/etc", "/usr", "/var")
 
 
@@ -67,25 +82,47 @@ class DeviceNode:
     mode: int = 0o666
     uid: int = 0
     gid: int = 0
+    #: a real character device made by `made_node` (as root), bound at `path`; None = /dev/null
+    source: str | None = None
+
+
+def made_node(root: Path, major: int, minor: int, mode: int) -> str | None:
+    """A real character device major:minor with `mode` under ``<root>/run/devnodes`` (made once, as
+    root in the machine's own namespace); None where this process cannot mknod (not root)."""
+    path = root / "run" / "devnodes" / f"c{major}-{minor}-{mode:o}"
+    if path.exists():
+        return str(path)
+    if os.geteuid() != 0:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mknod(path, 0o020000 | mode, os.makedev(major, minor))
+        os.chmod(path, mode)
+    except OSError:
+        return None
+    return str(path)
 
 
 # --- helpers --------------------------------------------------------------------------------
 
 
+UNSHARE = ("unshare", "-UrmC", "--propagation", "private", "--")
+
+
 @cache
 def unshare_prefix() -> tuple[str, ...]:
-    """argv prefix that runs a command in a private mount namespace."""
+    """argv prefix that runs a command in a private user + mount + cgroup namespace (as root too)."""
     if shutil.which("unshare") is None:
-        raise SandboxUnavailable("LAB: `unshare` (util-linux) is not installed; the lab's sandboxes need it")
-    if os.geteuid() == 0:
-        return ("unshare", "-m", "--propagation", "private", "--")
-    probe = subprocess.run(["unshare", "-rm", "--propagation", "private", "true"], capture_output=True, check=False)
+        raise SandboxUnavailable("LAB: `unshare` (util-linux) is not installed; install util-linux to run the lab")
+    if shutil.which("pivot_root") is None:
+        raise SandboxUnavailable("LAB: `pivot_root` (util-linux) is not installed; install util-linux to run the lab")
+    probe = subprocess.run([*UNSHARE, "true"], capture_output=True, check=False)
     if probe.returncode == 0:
-        return ("unshare", "-rm", "--propagation", "private", "--")
+        return UNSHARE
     raise SandboxUnavailable(
-        "LAB: the lab's node and container sandboxes need root or unprivileged user namespaces "
-        "(`unshare -rm` failed: " + probe.stderr.decode(errors="replace").strip() + ")"
-    )
+        "LAB: this kernel does not let this user create user namespaces (`unshare -Urm` failed: "
+        + probe.stderr.decode(errors="replace").strip()
+        + "); the lab needs them (e.g. sysctl kernel.unprivileged_userns_clone=1)")
 
 
 def lab_python() -> str:
@@ -105,9 +142,11 @@ def discover_pythons() -> dict[str, Path]:
     roots = [Path.home() / ".pyenv" / "versions", Path("/root/.pyenv/versions"),
              Path.home() / ".local/share/uv/python", Path("/opt/python")]
     for base in roots:
-        if not base.is_dir():
+        try:
+            entries = sorted(base.iterdir()) if base.is_dir() else []
+        except OSError:  # e.g. /root/.pyenv for another user
             continue
-        for d in base.iterdir():
+        for d in entries:
             m = re.search(r"(\d+)\.(\d+)\.(\d+)", d.name)
             if not m:
                 continue
@@ -127,7 +166,11 @@ def discover_pythons() -> dict[str, Path]:
 
 
 def find_uv() -> Path | None:
-    """The real `uv` binary (not a pyenv shim)."""
+    """The real `uv` binary (not a pyenv shim); inside a lab view, the one the lab found
+    (``PROVISIONER_LAB_UV``: the view's PATH no longer has the user's)."""
+    given = os.environ.get("PROVISIONER_LAB_UV")
+    if given and Path(given).exists():
+        return Path(given)
     candidates: list[Path] = [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
     which = shutil.which("uv")
     if which:
@@ -151,16 +194,28 @@ def _prefix_of(exe: Path) -> Path:
     return real.parent.parent if real.parent.name == "bin" else real.parent
 
 
-def keep_paths(root: Path) -> list[Path]:
-    """Host paths that must stay visible inside a container (they may live under /root or /tmp)."""
-    paths = {root.resolve(), project_dir(), Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-             _prefix_of(Path(sys.executable))}
+def keep_paths(root: Path) -> list[tuple[Path, bool]]:
+    """Machine paths bound into every view at their own path: (path, writable). Only the lab root is
+    writable; of the project only its ``provisioner`` package (the stand-ins' code) is visible."""
+    ro = {project_dir() / "provisioner", Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+          _prefix_of(Path(sys.executable))}
     for exe in discover_pythons().values():
-        paths.add(_prefix_of(exe))
+        ro.add(_prefix_of(exe))
     uv = find_uv()
     if uv is not None:
-        paths.add(uv.parent)
-    return sorted(paths)
+        ro.add(uv.parent)
+    lab = root.resolve()
+    system = [Path("/" + d) for d in SYSTEM_DIRS]  # in every view already (a container's /usr is its overlay)
+    paths = {p: False for p in ro if p.exists() and not _under(p, lab) and not any(_under(p, d) for d in system)}
+    paths[lab] = True
+    # a path inside another kept path comes with it (binding it again would only hide nothing)
+    out = [(p, w) for p, w in paths.items() if not any(q != p and _under(p, q) and not wq
+                                                       for q, wq in paths.items())]
+    return sorted(out, key=lambda pw: len(str(pw[0])))
+
+
+def _under(p: Path, q: Path) -> bool:
+    return p == q or str(p).startswith(str(q).rstrip("/") + "/")
 
 
 class _Script:
@@ -190,13 +245,13 @@ def _overlay(s: _Script, name: str, lower: str, upper: Path, work: Path, target:
 
 
 def _populate_dev(s: _Script, dev: str | Path, nodes: Iterable[DeviceNode], shm_size: str) -> None:
-    """Fill a fresh tmpfs at `dev` (the real /dev is still visible while this runs)."""
+    """Fill a fresh tmpfs at `dev` (the parent's /dev is still visible while this runs)."""
     d = str(dev)
     for name in REAL_DEV_NODES:
         s.raw(f"if [ -e /dev/{name} ]; then : > {shlex.quote(d + '/' + name)}; "
               f"mount -n --bind /dev/{name} {shlex.quote(d + '/' + name)}; fi")
     s.run("mkdir", "-p", f"{d}/pts", f"{d}/shm")
-    s.raw(f"mount -n --bind /dev/pts {shlex.quote(d + '/pts')} 2>/dev/null || true")
+    s.raw(f"mount -n --rbind /dev/pts {shlex.quote(d + '/pts')} 2>/dev/null || true")
     s.run("ln", "-sf", "pts/ptmx", f"{d}/ptmx")
     s.mount("-t", "tmpfs", "-o", f"mode=1777,size={shm_size}", "shm", f"{d}/shm")
     s.run("ln", "-sf", "/proc/self/fd", f"{d}/fd")
@@ -207,11 +262,73 @@ def _populate_dev(s: _Script, dev: str | Path, nodes: Iterable[DeviceNode], shm_
         parent = path.rsplit("/", 1)[0]
         if parent != d:
             s.run("mkdir", "-p", parent)
-        # in a user namespace mknod is refused: fall back to an empty placeholder file
-        s.raw(f"mknod -m {node.mode:03o} {shlex.quote(path)} c {node.major} {node.minor} 2>/dev/null || "
-              f": > {shlex.quote(path)}")
-        if node.uid or node.gid:
-            s.run("chown", f"{node.uid}:{node.gid}", path)
+        # a user namespace cannot mknod: a node made beforehand on the machine (as root), else a bind of
+        # the machine's /dev/null stands for it; the view's device table gives the lab's ls/stat and
+        # stand-ins its major:minor and mode
+        s.raw(f": > {shlex.quote(path)}")
+        s.mount("--bind", node.source or "/dev/null", path)
+
+
+def _sed_literal(text: str) -> str:
+    """`text` as a literal in a sed BRE delimited by ``%`` (device paths: letters, digits, ``/-_.``)."""
+    if not re.fullmatch(r"[A-Za-z0-9/_.-]+", text):
+        raise ValueError(f"unexpected device path {text!r}")
+    return text.replace(".", "\\.")
+
+
+def _mode_string(mode: int) -> str:
+    bits = "rwxrwxrwx"
+    return "c" + "".join(ch if mode & (1 << (8 - i)) else "-" for i, ch in enumerate(bits))
+
+
+def _owner(uid: int) -> str:
+    return "root" if uid == 0 else str(uid)
+
+
+def write_device_table(path: Path, nodes: Iterable[DeviceNode], denied: Iterable[str] = ()) -> None:
+    """The view's device table (``path major minor mode uid gid allowed|denied`` per line) and the
+    sed script (``<path>.sed``) that the lab's ls/stat pass their output through."""
+    denied_set = set(denied)
+    rows, sed = [], []
+    for n in nodes:
+        rows.append(f"{n.path} {n.major} {n.minor} {n.mode:o} {n.uid} {n.gid} "
+                    f"{'denied' if n.path in denied_set else 'allowed'}\n")
+        base = _sed_literal(n.path.rsplit("/", 1)[1])
+        own = f"{_owner(n.uid)} {_owner(n.gid)}"
+        # ls -l: "crw-rw-rw- 1 root root 1, 3 Dec  1 22:00 /dev/nvidia0" (or the bare name)
+        sed.append(f"\\%[ /]{base}$% s%^c[-rwxsStT]\\{{9\\}}\\([.+@]\\?\\) \\+\\([0-9]\\+\\) \\+[^ ]\\+ \\+[^ ]\\+ \\+1, \\+3 "
+                   f"%{_mode_string(n.mode)}\\1 \\2 {own} {n.major}, {n.minor} %")
+        # stat -c '... %t %T ... %a' of the node: "/dev/nvidia0 character special file 1 3 666"
+        p = _sed_literal(n.path)
+        sed.append(f"\\%^{p} % {{ s% 1 3\\( \\|$\\)% {n.major:x} {n.minor:x}\\1%; s% 666$% {n.mode:o}%; }}")
+    _write(path, "".join(rows))
+    _write(path.with_name(path.name + ".sed"), "\n".join(sed) + "\n")
+
+
+#: ls/stat of a view: the real tool's output with the device table's numbers for the lab's nodes
+VIEW_TOOL = """#!/bin/bash
+# LAB: {name} of the lab's view (the real {name}, device numbers from the lab's device table)
+set -o pipefail
+if [ -s /.lab/devices.sed ]; then
+  (exec -a {name} /.lab/bin/{name} "$@") | sed -f /.lab/devices.sed
+else
+  exec -a {name} /.lab/bin/{name} "$@"
+fi
+"""
+
+
+def read_device_table(path: str | Path = "/.lab/devices") -> dict[str, tuple[int, int, int, bool]]:
+    """The view's device table: path -> (major, minor, mode, allowed); empty outside a lab view."""
+    table: dict[str, tuple[int, int, int, bool]] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return table
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 7:
+            table[parts[0]] = (int(parts[1]), int(parts[2]), int(parts[3], 8), parts[6] == "allowed")
+    return table
 
 
 # --- lab host model and node files ------------------------------------------------------------
@@ -245,8 +362,6 @@ def _write(path: Path, text: str) -> None:
         os.close(fd)
 
 
-render_gpu_information = render.render_gpu_information
-
 
 def node_dir(root: Path) -> Path:
     return root / "node"
@@ -254,6 +369,8 @@ def node_dir(root: Path) -> Path:
 
 def write_node_files(state: LabState) -> Path:
     """(Re)write the node's /sys/module, /proc/driver and /proc/devices stand-ins; returns their dir."""
+    from provisioner.lab import render
+
     settings = state.settings()
     host = lab_host(settings)
     d = node_dir(state.root)
@@ -270,42 +387,174 @@ def write_node_files(state: LabState) -> Path:
     _write(d / "proc-devices", devices)
     for g in host.gpus:
         _write(d / "proc-driver" / "nvidia" / "gpus" / render.proc_bus_dir(g) / "information",
-               render_gpu_information(host, g))
+               render.render_gpu_information(host, g))
     for sub in ("stage", "hold"):
         (state.root / "run" / sub).mkdir(parents=True, exist_ok=True)
     return d
 
 
+def make_device_nodes(state: LabState) -> None:
+    """Make (as root) the real device nodes the views bind, for every mode a view may give them."""
+    numbers = set(state.host_devices().values())
+    uvm_major = state.settings().uvm_major
+    numbers |= {(uvm_major, 0), (uvm_major, 1)}  # nvidia-uvm(-tools), also before nvidia-modprobe -u
+    for major, minor in numbers:
+        for mode in (0o666, 0o660, 0o000):
+            made_node(state.root, major, minor, mode)
+
+
+def add_node_devices(state: LabState, paths: Iterable[str]) -> None:
+    """In the node view: make `paths` (of `LabState.host_devices()`) appear in this view's /dev now
+    (an empty file with the node bound onto it) and list them in the view's device table."""
+    devices = {n.path: n for n in node_devices(state)}
+    for path in paths:
+        node = devices.get(path)
+        if node is None or os.path.exists(path):
+            continue
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a"):
+                pass
+        except OSError:
+            continue
+        subprocess.run(["mount", "-n", "--bind", node.source or "/dev/null", path], check=False, capture_output=True)
+    write_device_table(state.root / "run" / "devtab" / "node", devices.values())
+
+
 def node_devices(state: LabState) -> list[DeviceNode]:
-    return [DeviceNode(path, major, minor) for path, (major, minor) in sorted(state.host_devices().items())]
+    return [DeviceNode(path, major, minor, 0o666, source=made_node(state.root, major, minor, 0o666))
+            for path, (major, minor) in sorted(state.host_devices().items())]
 
 
-def _bind_node_facts(s: _Script, d: Path) -> None:
-    s.mount("--bind", d / "sys-module", "/sys/module")
-    s.raw("if [ -d /proc/driver ]; then " + " ".join(
-        shlex.quote(str(a)) for a in ("mount", "-n", "--bind", d / "proc-driver", "/proc/driver")) + "; fi")
-    s.mount("--bind", d / "proc-devices", "/proc/devices")
-    s.raw("mount -n -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || true")
+def _bind_node_facts(s: _Script, d: Path, r: str = "") -> None:
+    s.mount("--bind", d / "sys-module", f"{r}/sys/module")
+    s.raw(f"if [ -d {_q(r + '/proc/driver')} ]; then mount -n --bind {_q(d / 'proc-driver')} {_q(r + '/proc/driver')}; fi")
+    s.mount("--bind", d / "proc-devices", f"{r}/proc/devices")
+
+
+def node_fs(root: Path) -> Path:
+    """The node's own writable directories (its /tmp, /root, /var ...); the lab's SFTP server's root."""
+    return root / "node" / "fs"
+
+
+def make_node_fs(root: Path) -> Path:
+    fs = node_fs(root)
+    for sub in NODE_OWN_DIRS:
+        (fs / sub).mkdir(parents=True, exist_ok=True)
+    (fs / "tmp").chmod(0o1777)
+    return fs
+
+
+def new_root_dir(root: Path) -> Path:
+    """Empty directory each view mounts its fresh root on (mounts are per namespace: one dir serves all)."""
+    return root / "run" / "newroot"
+
+
+def view_tool_dir(root: Path) -> Path:
+    return root / "run" / "view-bin"
+
+
+def write_view_tools(root: Path) -> Path:
+    d = view_tool_dir(root)
+    for name in ("ls", "stat"):
+        path = d / name
+        _write(path, VIEW_TOOL.format(name=name))
+        path.chmod(0o755)
+    return d
+
+
+def _q(p: str | Path) -> str:
+    return shlex.quote(str(p))
+
+
+def _ro_bind(s: _Script, src: str | Path, dst: str | Path, *, recursive: bool = True) -> None:
+    s.mount("--rbind" if recursive else "--bind", src, dst)
+    s.raw(f"mount -n -o remount,bind,ro {_q(dst)} 2>/dev/null || true")
+
+
+def _system_dirs(s: _Script, r: str) -> None:
+    """/usr, /bin, /lib* of the parent view, read-only (symlinks such as /bin -> usr/bin copied)."""
+    for top in SYSTEM_DIRS:
+        s.raw(f"if [ -L /{top} ]; then ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
+              f"elif [ -d /{top} ]; then mkdir -p {_q(r + '/' + top)}; "
+              f"mount -n --rbind /{top} {_q(r + '/' + top)}; "
+              f"mount -n -o remount,bind,ro {_q(r + '/' + top)} 2>/dev/null || true; fi")
+
+
+def _kernel_dirs(s: _Script, r: str) -> None:
+    s.run("mkdir", "-p", f"{r}/proc", f"{r}/sys", f"{r}/dev")
+    s.mount("--rbind", "/proc", f"{r}/proc")
+    _ro_bind(s, "/sys", f"{r}/sys")
+    s.raw(f"mount -n -t cgroup2 cgroup2 {_q(r + '/sys/fs/cgroup')} 2>/dev/null || true")
+
+
+def _keep(s: _Script, r: str, root: Path) -> None:
+    for path, writable in keep_paths(root):
+        target = f"{r}{path}"
+        s.raw(f"if [ -d {_q(path)} ]; then mkdir -p {_q(target)}; "
+              f"mount -n --rbind {_q(path)} {_q(target)}; "
+              + ("" if writable else f"mount -n -o remount,bind,ro {_q(target)} 2>/dev/null || true; ")
+              + "fi")
+
+
+def _view_tools(s: _Script, r: str, root: Path, table: Path) -> None:
+    """The lab's ls/stat over the view's /usr/bin/ls and /usr/bin/stat; the real ones in /.lab/bin."""
+    tools = write_view_tools(root)
+    s.run("mkdir", "-p", f"{r}/.lab/bin")
+    s.raw(f": > {_q(r + '/.lab/devices')}; : > {_q(r + '/.lab/devices.sed')}")
+    s.mount("--bind", table, f"{r}/.lab/devices")
+    s.mount("--bind", table.with_name(table.name + ".sed"), f"{r}/.lab/devices.sed")
+    for name in ("ls", "stat"):
+        s.raw(f"real=$(command -v /.lab/bin/{name} || readlink -f /usr/bin/{name}); "
+              f": > {_q(r + '/.lab/bin/' + name)}; mount -n --bind \"$real\" {_q(r + '/.lab/bin/' + name)}; "
+              f"mount -n --bind {_q(tools / name)} {_q(r + '/usr/bin/' + name)}")
+
+
+def _enter(s: _Script, r: str, cwd: str) -> None:
+    s.raw(f"cd {_q(r)}")
+    s.run("mkdir", "-p", ".oldroot")
+    s.run("pivot_root", ".", ".oldroot")
+    s.raw("cd /")
+    s.run("umount", "-n", "-l", "/.oldroot")
+    s.run("rmdir", "/.oldroot")
+    s.raw(f"cd {_q(cwd)} 2>/dev/null || cd /")
+    s.raw('exec "$@"')
 
 
 def node_script(state: LabState) -> str:
-    """Setup script of the node view; ends by running ``"$@"``."""
+    """Setup script of the node view; ends by running ``"$@"`` in the node's own root."""
     d = write_node_files(state)
     root = state.root
     work = root / "run" / "overlay-work" / "etc"
     work.mkdir(parents=True, exist_ok=True)
     (root / "etc").mkdir(parents=True, exist_ok=True)
-    stage = root / "run" / "stage" / f"node-dev-{os.getpid()}-{os.urandom(3).hex()}"
+    fs = make_node_fs(root)
+    nr = new_root_dir(root)
+    nr.mkdir(parents=True, exist_ok=True)
+    devices = node_devices(state)
+    table = root / "run" / "devtab" / "node"
+    write_device_table(table, devices)
+    r = str(nr)
     s = _Script()
-    s.run("mkdir", "-p", stage)
-    s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", "lab-node-dev", stage)
-    _populate_dev(s, stage, node_devices(state), "50%")
-    s.mount("--move", stage, "/dev")
-    s.run("rmdir", stage)
-    _bind_node_facts(s, d)
-    _overlay(s, "lab-node-etc", "/etc", root / "etc", work, "/etc")
-    s.raw("cd /root 2>/dev/null || cd /")
-    s.raw('exec "$@"')
+    s.mount("-t", "tmpfs", "-o", "mode=755", "lab-node-root", r)
+    _system_dirs(s, r)
+    _kernel_dirs(s, r)
+    s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", "lab-node-dev", f"{r}/dev")
+    _populate_dev(s, f"{r}/dev", devices, "50%")
+    s.run("mkdir", "-p", f"{r}/etc", f"{r}/.lab/etc", f"{r}/.lab/usr", f"{r}/.lab/var")
+    _overlay(s, "lab-node-etc", "/etc", root / "etc", work, f"{r}/etc")
+    # pristine lower layers for the containers' /etc, /usr, /var (the node's own carry its binds)
+    for top in CT_OVERLAY_DIRS:
+        # a plain bind when it can (overlayfs refuses a lower layer with locked submounts)
+        s.raw(f"mount -n --bind {top} {_q(r + '/.lab' + top)} 2>/dev/null || mount -n --rbind {top} {_q(r + '/.lab' + top)}")
+        s.raw(f"mount -n -o remount,bind,ro {_q(r + '/.lab' + top)} 2>/dev/null || true")
+    for sub in NODE_OWN_DIRS:
+        s.run("mkdir", "-p", f"{r}/{sub}")
+        s.mount("--bind", fs / sub, f"{r}/{sub}")
+    _keep(s, r, root)
+    _view_tools(s, r, root, table)
+    _bind_node_facts(s, d, r)
+    _enter(s, r, "/root")
     return s.text()
 
 
@@ -320,6 +569,9 @@ def node_env(state: LabState, extra: Mapping[str, str] | None = None) -> dict[st
         "LANG": "C.UTF-8",
         "PROVISIONER_LAB_ROOT": str(state.root),
     }
+    uv = find_uv()
+    if uv is not None:
+        env["PROVISIONER_LAB_UV"] = str(uv)
     env.update(extra or {})
     return env
 
@@ -387,26 +639,27 @@ def ct_devices(state: LabState, conf: LxcConfig) -> list[DeviceNode]:
     return sorted(nodes.values(), key=lambda n: n.path)
 
 
-def host_ns_pid(root: Path) -> int | None:
-    """PID of a process in the machine's own mount namespace (the lab server), if alive."""
+def ensure_disk_full_opt(state: LabState, vmid: int) -> None:
+    """Scenario disk-full: the container's /opt is a small tmpfs, mounted once in the machine's own
+    namespace (as root; the views made afterwards see it, and an operator can grow it)."""
+    if os.geteuid() != 0:
+        return
+    opt = state.ct_root(vmid) / "opt"
     try:
-        pid = int((root / "run" / "host-ns.pid").read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if Path(f"/proc/{pid}/ns/mnt").exists() else None
+        with open("/proc/self/mountinfo") as fh:
+            if any(line.split()[4] == str(opt) for line in fh):
+                return
+    except OSError:
+        return
+    opt.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755", f"lab-ct{vmid}-opt",
+                    str(opt)], check=False, capture_output=True)
 
 
 def record_host_ns(root: Path) -> None:
-    """Remember this process as the anchor of the machine's mount namespace."""
+    """Remember the lab server's pid (kept for callers; views no longer enter the machine's namespace)."""
     (root / "run").mkdir(parents=True, exist_ok=True)
     (root / "run" / "host-ns.pid").write_text(f"{os.getpid()}\n")
-
-
-def _same_mount_ns(pid: int) -> bool:
-    try:
-        return os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return True
 
 
 def ct_hidden_under(path: Path) -> str | None:
@@ -419,46 +672,67 @@ def ct_hidden_under(path: Path) -> str | None:
 
 
 def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root") -> str:
-    """Setup script of container `vmid`'s view; ends by running ``"$@"`` with a clean environment."""
+    """Setup script of container `vmid`'s view (run inside the node view, or anywhere on the machine);
+    ends by running ``"$@"`` in the container's own root."""
     from provisioner.lab.commands.ct_seed import seed_container
 
     root = state.root
     ct = state.ct_dir(vmid)
     rootfs = seed_container(state, vmid, conf)
-    if state.has_scenario("disk-full"):
-        ensure_disk_full_opt(state, vmid)
     d = write_node_files(state)
     work = ct / "work"
     for sub in CT_OVERLAY_DIRS:
         (work / sub.strip("/")).mkdir(parents=True, exist_ok=True)
-    stage = "/run/lab-stage"
+    for sub in (*CT_OVERLAY_DIRS, *CT_BIND_DIRS):
+        (rootfs / sub.strip("/")).mkdir(parents=True, exist_ok=True)
+    (rootfs / "tmp").chmod(0o1777)
+    nr = new_root_dir(root)
+    nr.mkdir(parents=True, exist_ok=True)
+    denied = denied_paths(state, conf)
+    table = root / "run" / "devtab" / f"ct{vmid}"
+    devices = [DeviceNode(n.path, n.major, n.minor, n.mode, n.uid, n.gid, made_node(root, n.major, n.minor, n.mode))
+               for n in ct_devices(state, conf)]
+    write_device_table(table, devices, denied)
+    r = str(nr)
     s = _Script()
-    s.mount("-t", "tmpfs", "-o", "mode=755,size=16m", "lab-ct-run", "/run")
-    names = {"/etc": "etc", "/usr": "usr", "/var": "var", "/opt": "opt", "/root": "root", "/tmp": "tmp",
-             "/usr/local": "usrlocal", "/var/log": "varlog", "/dev": "dev"}
-    s.run("mkdir", "-p", *(f"{stage}/{n}" for n in names.values()))
+    s.mount("-t", "tmpfs", "-o", "mode=755", f"lab-ct{vmid}-root", r)
+    s.run("mkdir", "-p", *(f"{r}{top}" for top in CT_OVERLAY_DIRS))
+    s.raw("if [ -d /.lab/usr ]; then lower=/.lab; else lower=; fi")
     for top in CT_OVERLAY_DIRS:
-        _overlay(s, f"lab-ct{vmid}-{names[top]}", top, rootfs / top.strip("/"), work / top.strip("/"),
-                 f"{stage}/{names[top]}")
-    for top in CT_BIND_DIRS:
-        s.mount("--bind", rootfs / top.strip("/"), f"{stage}/{names[top]}")
+        lower = "$lower" + top
+        opts = f"upperdir={rootfs / top.strip('/')},workdir={work / top.strip('/')}"
+        s.raw(f"mount -n -t overlay lab-ct{vmid}-{top.strip('/')} -o \"lowerdir={lower}\",{_q(opts + ',index=off')} "
+              f"{_q(r + top)} 2>/dev/null || mount -n -t overlay lab-ct{vmid}-{top.strip('/')} "
+              f"-o \"lowerdir={lower}\",{_q(opts)} {_q(r + top)}")
+    for top in SYSTEM_DIRS:
+        if top != "usr":
+            s.raw(f"if [ -L /{top} ]; then ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
+                  f"elif [ -d /{top} ]; then mkdir -p {_q(r + '/' + top)}; mount -n --rbind /{top} {_q(r + '/' + top)}; "
+                  f"mount -n -o remount,bind,ro {_q(r + '/' + top)} 2>/dev/null || true; fi")
+    for top in sorted(CT_BIND_DIRS, key=len):
+        s.run("mkdir", "-p", f"{r}{top}")
+        s.mount("--bind", rootfs / top.strip("/"), f"{r}{top}")
+    if state.has_scenario("disk-full"):
+        # the lab server (as root) mounts a persistent 8 MiB tmpfs on the rootfs' /opt (see
+        # `ensure_disk_full_opt`); where it could not, each command gets a fresh one
+        s.raw(f"mountpoint -q {_q(rootfs / 'opt')} || mount -n -t tmpfs -o size={DISK_FULL_OPT_SIZE},mode=755 "
+              f"lab-ct{vmid}-opt {_q(r + '/opt')}")
+    _kernel_dirs(s, r)
     shm = SHM_SMALL_SIZE if state.has_scenario("shm-small") else "50%"
-    s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", f"lab-ct{vmid}-dev", f"{stage}/dev")
-    _populate_dev(s, f"{stage}/dev", ct_devices(state, conf), shm)
-    for keep in keep_paths(root):
-        hidden_by = ct_hidden_under(keep)
-        if hidden_by is None:
-            continue
-        target = f"{stage}/{names[hidden_by]}/{str(keep)[len(hidden_by):].lstrip('/')}"
-        s.raw(f"if [ -d {shlex.quote(str(keep))} ]; then mkdir -p {shlex.quote(target)}; "
-              f"mount -n --bind {shlex.quote(str(keep))} {shlex.quote(target)}; fi")
-    for top in ("/etc", "/usr", "/var", "/usr/local", "/var/log", "/opt", "/root", "/tmp", "/dev"):
-        s.mount("--move", f"{stage}/{names[top]}", top)
-    s.run("rmdir", *(f"{stage}/{n}" for n in names.values()), stage)
-    _bind_node_facts(s, d)
-    s.raw(f"cd {shlex.quote(cwd)} 2>/dev/null || cd /")
-    s.raw('exec "$@"')
+    s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", f"lab-ct{vmid}-dev", f"{r}/dev")
+    _populate_dev(s, f"{r}/dev", devices, shm)
+    s.run("mkdir", "-p", f"{r}/run")
+    s.mount("-t", "tmpfs", "-o", "mode=755,size=16m", f"lab-ct{vmid}-run", f"{r}/run")
+    _keep(s, r, root)
+    _view_tools(s, r, root, table)
+    _bind_node_facts(s, d, r)
+    _enter(s, r, cwd)
     return s.text()
+
+
+def denied_paths(state: LabState, conf: LxcConfig) -> list[str]:
+    """Container device paths its device cgroup denies (raw lxc.mount.entry without an allow rule)."""
+    return [n.path for n in ct_devices(state, conf) if n.mode == 0]
 
 
 def ct_env(vmid: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -470,33 +744,15 @@ def ct_env(vmid: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def ct_argv(state: LabState, vmid: int, argv: Sequence[str], *, cwd: str = "/root") -> list[str]:
-    """argv, run anywhere on the machine (also inside the node view), that runs `argv` in the container."""
+    """argv, run in the node view (or anywhere on the machine), that runs `argv` in the container."""
     conf = state.read_conf(vmid)
     script = ct_script(state, vmid, conf, cwd=cwd)
     env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
-    inner = [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
-    return [*host_ns_prefix(state.root), *inner]
-
-
-def host_ns_prefix(root: Path) -> list[str]:
-    """argv prefix that runs a command in the machine's own mount namespace (from the node view)."""
-    pid = host_ns_pid(root)
-    if pid is not None and not _same_mount_ns(pid):
-        return ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--"]
-    return []
-
-
-def ensure_disk_full_opt(state: LabState, vmid: int) -> None:
-    """Scenario disk-full: the container's /opt is a small tmpfs, mounted once in the machine's namespace."""
-    opt = state.ct_root(vmid) / "opt"
-    opt.mkdir(parents=True, exist_ok=True)
-    q = shlex.quote(str(opt))
-    cmd = (f"mountpoint -q {q} || mount -n -t tmpfs -o size={DISK_FULL_OPT_SIZE},mode=755 lab-ct{vmid}-opt {q}")
-    subprocess.run([*host_ns_prefix(state.root), "sh", "-c", cmd], check=False, capture_output=True)
+    return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
 
 
 def release_mounts(root: Path) -> None:
-    """Unmount what the lab mounted under `root` in this namespace (scenario disk-full's tmpfs)."""
+    """Unmount whatever is mounted under `root` in this namespace (nothing, unless an older lab left some)."""
     prefix = str(root.resolve()) + "/"
     try:
         with open("/proc/self/mountinfo") as fh:

@@ -126,7 +126,8 @@ def seed_container(state: LabState, vmid: int, conf: LxcConfig) -> Path:
     pythons = discover_pythons()
     default = "3.11" if debian else "3.12"
     for minor, exe in pythons.items():
-        if minor in ("3.11", "3.12", "3.13"):
+        if minor in ("3.11", "3.12", "3.13") and str(exe) != f"/usr/bin/python{minor}":
+            # (the machine's own /usr/bin/python3.X is already the container's: no wrapper calling itself)
             # a wrapper, not a symlink: Python would take /usr as its prefix and pick up the machine's stdlib
             write_executable(rootfs / f"usr/bin/python{minor}",
                              f"#!/bin/sh\n# LAB: the machine's Python {minor}\nexec {shlex.quote(str(exe))} \"$@\"\n")

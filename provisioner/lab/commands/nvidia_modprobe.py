@@ -9,27 +9,20 @@ Like the real tool it prints nothing and exits 0.
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from collections.abc import Callable, Iterator
 
 from provisioner.lab.commands._common import die, state
-from provisioner.lab.sandbox import write_node_files
+from provisioner.lab.sandbox import add_node_devices, write_node_files
 from provisioner.lab.state import LabState
 
 
 def make_nodes(lab: LabState, want: Callable[[str], bool]) -> None:
-    """mknod the lab host's nodes selected by `want` in this view (the node's /dev is its own tmpfs)."""
+    """Make the lab host's nodes selected by `want` appear in this view at once (the node's /dev is a
+    tmpfs of its own; a user namespace cannot mknod, so the lab's node is bound onto the path, mode 0666
+    as nvidia-modprobe's NV_DEVICE_FILE_MODE) and list them in the view's device table."""
     write_node_files(lab)
-    for path, (major, minor) in lab.host_devices().items():
-        if want(path) and not os.path.exists(path):
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
-                os.chmod(path, 0o666)  # noqa: S103 - nvidia-modprobe's NV_DEVICE_FILE_MODE
-            except OSError:
-                pass
+    add_node_devices(lab, [p for p in lab.host_devices() if want(p)])
 
 
 CAP_FILES = {"/proc/driver/nvidia/capabilities/mig/config": "/dev/nvidia-caps/nvidia-cap1",

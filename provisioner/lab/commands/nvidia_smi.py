@@ -18,7 +18,7 @@ from pathlib import Path
 
 from provisioner.lab import render
 from provisioner.lab.commands._common import die, out, state
-from provisioner.lab.sandbox import lab_host
+from provisioner.lab.sandbox import lab_host, read_device_table
 
 NVML_LINK = Path("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")
 STANDARD_QUERY = "index,name,uuid,pci.bus_id,compute_cap,driver_version,memory.total"
@@ -72,14 +72,26 @@ def _query(host: render.LabHost, fields: str, fmt: str) -> str:
 
 
 def _usable(path: Path) -> tuple[bool, int | None]:
-    """(exists as a char device, minor) — mode 000 counts as 'denied'."""
+    """(exists as a char device, minor): the lab's minor from the view's device table."""
     try:
         st = os.stat(path)
     except OSError:
         return False, None
     if not stat.S_ISCHR(st.st_mode):
         return False, None
-    return True, os.minor(st.st_rdev)
+    entry = read_device_table().get(str(path))
+    return True, entry[1] if entry else os.minor(st.st_rdev)
+
+
+def _denied(path: Path) -> bool:
+    """Whether the container's device cgroup denies the node (open() would fail with EPERM)."""
+    entry = read_device_table().get(str(path))
+    if entry is not None:
+        return not entry[3]
+    try:
+        return os.stat(path).st_mode & 0o777 == 0
+    except OSError:
+        return True
 
 
 def _short(version: str) -> str:
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         out(render.render_no_driver_error())
         return 9
-    if os.stat("/dev/nvidiactl").st_mode & 0o777 == 0:
+    if _denied(Path("/dev/nvidiactl")):
         out(UNKNOWN_ERROR)
         return 255
     if userspace != host_version:
@@ -129,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     minors = []
     for node in sorted(Path("/dev").glob("nvidia[0-9]*")):
         ok, minor = _usable(node)
-        if ok and minor is not None and os.stat(node).st_mode & 0o777:
+        if ok and minor is not None and not _denied(node):
             minors.append(minor)
     visible = [g for g in model.gpus if g.dev_minor in set(minors)]
     if not visible:
