@@ -190,11 +190,11 @@ def test_sample_play_check_apply_and_idempotent_rerun(collection: Collection, la
     assert check.rc == 2, check.out[-6000:]  # pve-down failed; Ansible went on with the others
     down = check.recap("pve-down")
     assert down["failed"] == 1 and down["ok"] == 0, down
-    assert "not running" in check.out
+    assert "not running" in check.out, check.out[-6000:]
     for host in lab_hosts:
         assert check.recap(host) == {**check.recap(host), "changed": 1, "failed": 0, "unreachable": 0}, check.out
     for host, doc in reports().items():
-        assert doc["mode"] == "plan" and doc["rc"] == 10, (host, doc)
+        assert doc["mode"] == "plan" and doc["exit_status"] == 10, (host, doc)
         counts = doc["report"]["hosts"][host]
         assert counts["changed"] >= 4 and counts["failed"] == 0, (host, counts)
         assert any("create" in c.lower() for c in doc["pending"]), (host, doc["pending"])
@@ -208,7 +208,7 @@ def test_sample_play_check_apply_and_idempotent_rerun(collection: Collection, la
     for host in lab_hosts:
         assert apply.recap(host)["changed"] == 1 and apply.recap(host)["failed"] == 0, apply.out[-3000:]
     for host, doc in reports().items():
-        assert doc["mode"] == "apply" and doc["rc"] == 0 and doc["report"]["status"] == "ok", (host, doc)
+        assert doc["mode"] == "apply" and doc["exit_status"] == 0 and doc["report"]["status"] == "ok", (host, doc)
         counts = doc["report"]["hosts"][host]
         assert counts["ok"] + counts["changed"] == len(LIGHT_KINDS) and counts["changed"] >= 4, (host, counts)
         assert [s["step"] for s in doc["steps"]] == list(LIGHT_KINDS), doc["steps"]
@@ -232,7 +232,7 @@ def test_sample_play_check_apply_and_idempotent_rerun(collection: Collection, la
     assert recheck.rc == 0, recheck.out[-6000:]
     for host, doc in reports().items():
         assert recheck.recap(host)["changed"] == 0, recheck.out[-3000:]
-        assert doc["mode"] == "plan" and doc["rc"] == 0 and doc["pending"] == [], (host, doc)
+        assert doc["mode"] == "plan" and doc["exit_status"] == 0 and doc["pending"] == [], (host, doc)
 
     # the secrets the tool used never reached Ansible's output or the kept reports
     kept = "".join(p.read_text() for p in results.glob("*.json"))
@@ -262,4 +262,4 @@ def test_literal_secret_is_refused_and_never_printed(collection: Collection) -> 
     assert "must be a secret reference" in run.out, run.out[-4000:]
     assert "the value given is not shown" in run.out
     assert canary not in run.out
-    assert run.out.count("\"rc\": null") >= 1  # the tool never ran
+    assert run.out.count("\"exit_status\": null") >= 1  # the tool never ran

@@ -27,6 +27,8 @@ import torch.distributed as dist
 from provisioner.burnin.collectives import Runtime, SoakOutcome, SweepOutcome, soak, sweep, usable_sizes
 from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.evaluation import evaluate_collectives, evaluate_gemm, evaluate_soak
+from provisioner.burnin.fabric import local_address, run_fabric
+from provisioner.burnin.fabric_eval import evaluate_fabric
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import parse_faults
 from provisioner.burnin.gemm import run_gemm
@@ -174,6 +176,8 @@ class Worker:
                 self.store = None
             me = {
                 "rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(),
+                "node_rank": int(os.environ.get("GROUP_RANK", "0")),
+                "addr": local_address(os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")),
                 "device_index": device.index if device.type == "cuda" else -1,
                 "bus": _bus_id(device), "name": torch.cuda.get_device_name(device) if device.type == "cuda"
                 else f"cpu ({platform.machine()})",
@@ -203,6 +207,17 @@ class Worker:
         sweep(rt, self.sweep, self.on_error)
         self.phases["collectives"] = self._judge_sweep()
         self.sweep = None
+
+    def fabric(self, rt: Runtime) -> None:
+        self._set_phase("fabric")
+        raw = run_fabric(rt)
+        if raw.get("faults") and not self.fault_spec:  # faults planted on other nodes' ranks only
+            self.fault_spec = "; ".join(f"rank {r}: {spec}" for r, spec in sorted(raw["faults"].items()))
+        frac = self.table["defaults"].get("fabric_slow_fraction")
+        self.phases["fabric"] = evaluate_fabric(raw, backend=self.cfg.backend,
+                                                slow_fraction=float(frac) if frac is not None else None)
+        for reason in self.phases["fabric"].reasons:
+            self.log(f"fabric: {reason}")
 
     def _judge_sweep(self, extra: list[str] | None = None) -> PhaseResult:
         assert self.sweep is not None
@@ -351,6 +366,8 @@ class Worker:
                 self.collectives(rt)
             if self.broken:
                 return self._abort(None)
+            if "fabric" in cfg.phases:
+                self.fabric(rt)
             if "soak" in cfg.phases:
                 with self.dog.guard("memory check", cfg.timeout + self._slack()):
                     sizes, _ = usable_sizes(cfg.sizes, rt)

@@ -134,7 +134,7 @@ pending:
   returned: always
   type: list
   elements: str
-rc:
+exit_status:
   description: The tool's exit status (0 ok, 1 failed, 2 invalid input, 3 unsupported, 4 unreachable, 10 pending).
   returned: always
   type: int
@@ -152,6 +152,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -261,7 +262,7 @@ def main():
     )
     p = module.params
     mode = "plan" if module.check_mode else "apply"
-    result = {"changed": False, "mode": mode, "rc": None, "steps": [], "pending": []}
+    result = {"changed": False, "mode": mode, "exit_status": None, "steps": [], "pending": []}
     for key in ("password_ref", "token_value_ref"):
         value = (p["api"] or {}).get(key)
         if value is not None and not REF_RE.match(value):
@@ -276,7 +277,7 @@ def main():
         fd = os.open(inventory, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({"hosts": [entry]}, fh)  # JSON is YAML
-        argv = [*p["command"], mode, p["playbook"], "--inventory", inventory, "--json", "--quiet"]
+        argv = [*p["command"], "plan" if mode == "plan" else "replay", p["playbook"], "--inventory", inventory, "--json", "--quiet"]
         argv += ["--check"] if mode == "plan" else ["--parallel", "1"]
         if p["trust_new_host"]:
             argv.append("--trust-new-host")
@@ -285,12 +286,17 @@ def main():
             env["PROVISIONER_STATE_DIR"] = p["state_dir"]
         if not shutil.which(argv[0]) and not os.path.isabs(argv[0]):
             module.fail_json(msg=f"{argv[0]!r} is not on PATH (set the module's `command`)", **result)
-        rc, out, err = module.run_command(argv, cwd=p["chdir"], environ_update=env, timeout=p["timeout"])
+        try:
+            proc = subprocess.run(argv, cwd=p["chdir"], env={**os.environ, **env}, capture_output=True, text=True,
+                                  timeout=p["timeout"], check=False, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            module.fail_json(msg=f"provisioner {'plan' if mode == 'plan' else 'replay'} did not finish within {p['timeout']}s", **result)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
     finally:
         shutil.rmtree(work, ignore_errors=True)
     recap = _recap(out)
     found = RUN_LOG_RE.search(err or "")
-    result["rc"] = rc
+    result["exit_status"] = rc  # not `rc`: Ansible reads a non-zero `rc` as a failure (exit 10 is not one)
     if found:
         result["run_log"] = found.group(1)
         result["steps"] = _steps(_events(found.group(1)), label)
@@ -302,10 +308,12 @@ def main():
     ok_codes = (0, 10) if mode == "plan" else (0,)
     if rc not in ok_codes or recap is None:
         failed = [s for s in result["steps"] if s.get("status") == "failed"]
-        why = f"{failed[0]['step']}: {failed[0].get('message', '')}" if failed else "\n".join(
-            (err or "").strip().splitlines()[-5:])
+        lines = (err or "").strip().splitlines()
+        errors = [ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln]
+        why = (f"{failed[0]['step']}: {failed[0].get('message', '')}" if failed
+               else "; ".join(errors[:3]) or "\n".join(lines[-5:]))
         result["stderr_tail"] = (err or "").strip().splitlines()[-20:]
-        module.fail_json(msg=f"provisioner {mode} exited {rc} ({EXIT_MEANING.get(rc, 'error')}): {why}", **result)
+        module.fail_json(msg=f"provisioner {'plan' if mode == 'plan' else 'replay'} exited {rc} ({EXIT_MEANING.get(rc, 'error')}): {why}", **result)
     if mode == "plan":
         result["changed"] = rc == 10 or result["changed"]
     module.exit_json(**result)
