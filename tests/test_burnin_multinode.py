@@ -109,7 +109,10 @@ class Job:
     doc: dict[str, Any] | None
 
     def describe(self) -> str:
-        return f"exit {self.rc}\n{self.out[-2000:]}\n" + "\n".join(
+        verdict = json.dumps((self.doc or {}).get("verdict"), indent=1)[:3000]
+        pairs = [(p["ranks"], p["kind"], round(p["busbw"], 4), p.get("reference_busbw"), p["wrong"])
+                 for p in ((self.doc or {}).get("phases", {}).get("fabric", {}).get("pairs") or [])]
+        return f"exit {self.rc}\nverdict: {verdict}\npairs: {pairs}\n{self.out[-1500:]}\n" + "\n".join(
             f"--- {k}\n{v[-2500:]}" for k, v in sorted(self.logs.items()))
 
 
