@@ -42,6 +42,7 @@ from provisioner.burnin.verdict import FAIL, PhaseResult
 from provisioner.burnin.watchdog import Watchdog
 
 STORE_PREFIX = "burnin/timeout/"
+RESULT_KEY = "burnin/result"  # rank 0's result, relayed to the other nodes (each node keeps the verdict)
 RANK0_SLACK = 2.0  # rank 0 gives up last, so it can report which rank timed out
 
 
@@ -326,7 +327,15 @@ class Worker:
             self._emit(doc)
             return self.exit_code
 
+    def _multi_node(self) -> bool:
+        return self.world > self.local_world and self.store is not None
+
     def _emit(self, doc: dict[str, Any]) -> None:
+        if self._multi_node() and self.rank == 0:
+            try:
+                self.store.set(RESULT_KEY, json_line(doc))
+            except Exception:  # noqa: S110 - best effort: the other nodes then report no result
+                pass
         if self.result_file:
             tmp = Path(self.result_file + ".tmp")
             tmp.write_text(json_line(doc), encoding="utf-8")
@@ -380,11 +389,29 @@ class Worker:
             return self._abort(self.on_error(self.current or "run", exc))
         self.current = None
         code = self.finish()
+        if self.rank != 0 and self.local_rank == 0 and self._multi_node():
+            self._relay_result()
         with self.dog.guard("teardown", cfg.timeout + self._slack()):
             rt.barrier()
             dist.destroy_process_group()
         self.dog.stop()
         return code
+
+    def _relay_result(self) -> None:
+        """Another node's local rank 0: print rank 0's result here too, so every node's caller has the
+        verdict (stdout only: --out is often shared storage, where rank 0 has written it already)."""
+        try:
+            self.store.wait([RESULT_KEY], timedelta(seconds=self.cfg.timeout))
+            doc = json.loads(self.store.get(RESULT_KEY).decode())
+        except Exception as exc:
+            self.log(f"no result from rank 0 to relay: {type(exc).__name__}: {exc}")
+            return
+        doc["relayed_to"] = {"rank": self.rank, "host": socket.gethostname()}
+        if self.cfg.json:
+            sys.stdout.write(json_line(doc) + "\n")
+        else:
+            sys.stdout.write(format_table(doc) + "\n" + format_summary(doc))
+        sys.stdout.flush()
 
     def _abort(self, reason: str | None) -> int:
         """The process group is unusable: report and leave without tearing it down (that can hang)."""
