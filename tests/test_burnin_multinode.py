@@ -275,3 +275,100 @@ def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
     res = evaluate_fabric(synthetic(nodes, slow_rank_5), backend="nccl")
     assert res.data["slow_ranks"] == [5] and res.data["slow_links"] == [], res.reasons
     assert res.data["slow_nodes"] == []  # rank 4 on the same node is fine
+
+
+# -- burnin.multinode: started from a playbook inventory -------------------------------------------
+
+LIGHT_KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start",
+               "driver.userspace", "gpu.detect")
+
+
+def test_multinode_params_are_validated_before_any_shell() -> None:
+    from pydantic import ValidationError
+
+    from provisioner.steps.burnin_multinode import MultinodeParams, torchrun_argv
+
+    ok = MultinodeParams(nodes=4, rdzv_endpoint="10.0.0.11:29500", rdzv_id="burnin-7")
+    argv = torchrun_argv(ok, "/opt/torch-venv/bin/python", 8, "nccl", lab=False)
+    assert argv[:3] == ["/opt/torch-venv/bin/python", "-m", "torch.distributed.run"]
+    assert {"--nnodes=4", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.11:29500",
+            "--rdzv-id=burnin-7"} <= set(argv)
+    assert argv[argv.index("--phases") + 1] == "preflight,gemm,collectives,fabric,soak"
+    for bad in ({"nodes": 1, "rdzv_endpoint": "h:1"}, {"nodes": 2, "rdzv_endpoint": "h;reboot:29500"},
+                {"nodes": 2, "rdzv_endpoint": "10.0.0.1"}, {"nodes": 2, "rdzv_endpoint": "h:70000"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "rdzv_id": "$(id)"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "socket_ifname": "eth0 eth1"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "thresholds": {"x;y": 1.0}}):
+        with pytest.raises(ValidationError):
+            MultinodeParams(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -> None:
+    """`provisioner replay PLAYBOOK --inventory` on two labs, the playbook ending in burnin.multinode:
+    both hosts' steps meet at one c10d rendezvous (4 ranks, gloo), both get the verdict; a replay
+    after that is a no-op (the passing result is kept in each container)."""
+    import socket
+    from unittest import mock
+
+    import yaml
+
+    require(os.geteuid() == 0, "the lab's node sandboxes need root here")
+    require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
+    from provisioner.lab.lab import Lab
+    from provisioner.lab.state import LabState
+
+    doc = yaml.safe_load((REPO / "playbooks" / "blackwell-8gpu-lxc.yaml").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["kind"] in LIGHT_KINDS]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc["steps"].append({"kind": "burnin.multinode", "params": {
+        "nodes": 2, "rdzv_endpoint": f"127.0.0.1:{port}", "rdzv_id": "lab-test", "join_timeout_s": 300}})
+    playbook = tmp_path / "multinode.yaml"
+    playbook.write_text(yaml.safe_dump(doc, sort_keys=False))
+    roots = {n: tmp_path / f"lab-{n}" for n in ("a", "b")}
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)} for n, r in roots.items()]}))
+    env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"), PROVISIONER_CACHE_DIR=str(tmp_path / "cache"),
+               NO_COLOR="1", COLUMNS="200")
+    env.pop("PROVISIONER_LAB_ROOT", None)
+    labs = [Lab(r, []) for r in roots.values()]
+
+    def replay() -> tuple[int, dict[str, Any] | None, str]:
+        proc = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(playbook), "--inventory",
+                               str(inventory), "--parallel", "2", "--json", "--quiet"], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=JOB_TIMEOUT_S + 300, check=False)
+        lines = proc.stdout.strip().splitlines()
+        return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
+
+    try:
+        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(tmp_path / "lab-cache")}):
+            for lab in labs:
+                lab.up()
+        rc, recap, err = replay()
+        assert rc == 0 and recap is not None, err[-5000:]
+        for host in roots:
+            counts = recap["hosts"][host]
+            assert counts["failed"] == 0 and counts["ok"] + counts["changed"] == len(LIGHT_KINDS) + 1, (host, recap)
+            assert f"[{host}]    info: multi-node burn-in verdict: pass (world size 4" in err, err[-4000:]
+        results = {}
+        for host, root in roots.items():
+            path = LabState.load(root).ct_dir(200) / "rootfs" / "opt/gpu-provisioner/burnin/last-multinode-result.json"
+            results[host] = json.loads(path.read_text())
+        for res in results.values():
+            assert res["status"] == "pass" and res["world_size"] == 4, res["verdict"]
+            fabric = res["phases"]["fabric"]
+            assert fabric["status"] == "pass" and len(fabric["nodes"]) == 2 and len(fabric["pairs"]) == 4
+        # one run, seen from both nodes: the same rendezvous, the same measurements
+        assert results["a"]["phases"]["fabric"]["pairs"] == results["b"]["phases"]["fabric"]["pairs"]
+        assert sum(1 for r in results.values() if r.get("relayed_to")) == 1  # one node printed rank 0's own
+        rc2, recap2, err2 = replay()
+        assert rc2 == 0 and recap2 is not None, err2[-4000:]
+        for host in roots:
+            assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0}
+        assert "a passing 2-node burn-in result exists" in err2
+    finally:
+        for lab in labs:
+            with contextlib.suppress(Exception):
+                lab.down()
