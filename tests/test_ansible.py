@@ -263,3 +263,20 @@ def test_literal_secret_is_refused_and_never_printed(collection: Collection) -> 
     assert "the value given is not shown" in run.out
     assert canary not in run.out
     assert run.out.count("\"exit_status\": null") >= 1  # the tool never ran
+
+
+def test_module_documentation_matches_its_argument_spec(collection: Collection) -> None:
+    """`ansible-doc` parses the installed module's DOCUMENTATION, and it documents every option the
+    module accepts (and no other)."""
+    proc = subprocess.run([ansible_bin("ansible-doc"), "--json", "gpu_provisioner.fleet.replay"], capture_output=True,
+                          text=True, env=collection.env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)["gpu_provisioner.fleet.replay"]["doc"]
+    assert doc["attributes"]["check_mode"]["support"] == "full"
+    source = (COLLECTION / "plugins" / "modules" / "replay.py").read_text()
+    spec = re.search(r"argument_spec=\{(.*?)\n        \},\n", source, re.S)
+    assert spec
+    top = set(re.findall(r'^            "(\w+)": \{', spec.group(1), re.M))
+    assert top == set(doc["options"]), (top ^ set(doc["options"]))
+    assert set(doc["options"]["api"]["suboptions"]) == {"port", "user", "password_ref", "token_name",
+                                                         "token_value_ref", "ca_file", "verify_tls", "fingerprint"}

@@ -15,9 +15,9 @@ description:
     contract onto Ansible's. In check mode it runs C(provisioner plan PLAYBOOK --inventory ONE-HOST --check --json)
     instead, which changes nothing on the node.
   - C(changed) is true when the recap counts changed steps (in check mode, steps with pending changes).
-    C(failed) is true when the tool exits non-zero (check mode - exit 10, changes pending, is not a failure).
+    C(failed) is true when the tool exits non-zero (in check mode exit 10, changes pending, is not a failure).
   - The tool talks to the node itself (SSH and the Proxmox API), so run the task on the controller
-    (C(delegate_to: localhost) or C(connection: local)).
+    (C(delegate_to=localhost) or C(connection=local)).
   - Secrets are never arguments. The API password and token are given as references
     (C(env:NAME) or C(file:PATH)) that the tool resolves on the controller; a literal value is refused and never
     repeated in the output.
@@ -33,7 +33,7 @@ options:
     description: SSH and API address of the Proxmox node. Required unless O(lab_root) is given.
     type: str
   node:
-    description: Proxmox node name (default: the playbook's).
+    description: Proxmox node name (default is the playbook's).
     type: str
   container:
     description: CT id overriding the playbook's.
@@ -74,7 +74,7 @@ options:
     description: Working directory for the tool (relative playbook paths are resolved from here).
     type: path
   state_dir:
-    description: C(PROVISIONER_STATE_DIR) for the run (run logs, fleet reports); default the controller user's.
+    description: C(PROVISIONER_STATE_DIR) for the run (run logs, fleet reports); default is the controller user's.
     type: path
   trust_new_host:
     description: Accept and record an unknown SSH host key of the node.
@@ -87,11 +87,11 @@ options:
 attributes:
   check_mode:
     support: full
-    details: check mode runs C(provisioner plan --check); nothing on the node changes.
+    details: Check mode runs C(provisioner plan --check); nothing on the node changes.
   diff_mode:
     support: none
 notes:
-  - Concurrency is Ansible's - C(--forks) replays at once, C(serial) per batch; every replay is a separate
+  - Concurrency is Ansible's, C(--forks) replays at once, C(serial) per batch; every replay is a separate
     process with its own lock per (node, container).
 author:
   - gpu-provisioner contributors
