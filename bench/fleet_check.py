@@ -15,7 +15,8 @@ Printed, all from the same run:
   `os.times()`), total and per host, for 1 and N hosts;
 - the lab daemons' CPU seconds during the run (the nodes' side, for scale);
 - wall time (median over reps) and the ratio N-host / 1-host: 1.0 would be perfectly parallel,
-  N would be sequential.
+  N would be sequential; and the nodes' CPU seconds divided by the machine's CPUs, the floor of the
+  N-host wall time when the lab nodes share the controller's CPUs (on a real fleet they do not).
 Needs root (the lab's mount namespaces).
 """
 
@@ -80,6 +81,8 @@ def summarize(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
                            ("wall_s", "controller_cpu_s", "controller_cpu_s_per_host", "nodes_cpu_s")}
     out["wall_ratio"] = round(med(n, "wall_s") / med(1, "wall_s"), 2)
     out["cpu_per_host_ratio"] = round(med(n, "controller_cpu_s_per_host") / med(1, "controller_cpu_s_per_host"), 2)
+    # what each host beyond the first adds (the 1-host run is mostly the process start: imports)
+    out["marginal_cpu_s_per_host"] = round((med(n, "controller_cpu_s") - med(1, "controller_cpu_s")) / (n - 1), 3)
     return out
 
 
@@ -124,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['controller_cpu_s_per_host']:.3f} | {row['nodes_cpu_s']:.2f} |")
     print(f"wall-time ratio {a.hosts} hosts / 1 host: {summary['wall_ratio']}x "
           f"(1.0 = perfectly parallel, {a.hosts} = sequential); "
-          f"controller CPU per host at {a.hosts} vs 1: {summary['cpu_per_host_ratio']}x")
+          f"controller CPU per host at {a.hosts} vs 1: {summary['cpu_per_host_ratio']}x; each host beyond the "
+          f"first adds {summary['marginal_cpu_s_per_host']:.3f} controller CPU-s; the nodes' own CPU-s at "
+          f"{a.hosts} hosts / {info['cpus_usable']} CPUs = {many['nodes_cpu_s'] / info['cpus_usable']:.1f}s "
+          f"is the wall-time floor on this machine")
     if a.json:
         Path(a.json).write_text(json.dumps({"machine": info, "start": start, "runs": runs, "summary": summary},
                                            indent=2))
