@@ -372,3 +372,15 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         for lab in labs:
             with contextlib.suppress(Exception):
                 lab.down()
+
+
+def test_slow_fault_grammar() -> None:
+    from provisioner.burnin.faults import find, parse_faults
+
+    faults = parse_faults("slow:rank=3:ms=60;corrupt:rank=1")
+    slow = find(faults, "slow", 3, "fabric")
+    assert slow is not None and slow.ms == 60.0
+    assert find(faults, "slow", 1, "fabric") is None and find(faults, "corrupt", 1, "fabric") is not None
+    for bad in ("slow:rank=1:ms=fast", "slow:ms=5", "slow:rank=1:speed=2"):
+        with pytest.raises(ValueError):
+            parse_faults(bad)
