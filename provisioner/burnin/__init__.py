@@ -6,8 +6,8 @@ Run it with `torchrun --nproc-per-node=N -m provisioner.burnin --json --out DIR`
 package does not import torch.
 
 Modules: config (settings), bandwidth (nccl-tests formulas), patterns (exact test data),
-collectives / gemm (torch work), nvml_reader / nvml_eval / monitor (NVML), nvshmem_probe,
-thresholds (+ thresholds.json), evaluation / verdict (pass/fail), report (JSON, table, summary),
+collectives / gemm / fabric (torch work; fabric: per-node and per-pair results across nodes), nvml_reader / nvml_eval / monitor (NVML), nvshmem_probe,
+thresholds (+ thresholds.json), evaluation / fabric_eval / verdict (pass/fail), report (JSON, table, summary),
 watchdog, faults (test-only fault injection), worker (one rank), launcher (local ranks), entry (CLI).
 """
 

@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-PHASES: tuple[str, ...] = ("preflight", "gemm", "collectives", "soak", "nvshmem")
+PHASES: tuple[str, ...] = ("preflight", "gemm", "collectives", "fabric", "soak", "nvshmem")
+#: what runs without --phases on one node; a world across several nodes adds "fabric"
+DEFAULT_PHASES: tuple[str, ...] = tuple(p for p in PHASES if p != "fabric")
 COLLECTIVES: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv")
 BACKENDS: tuple[str, ...] = ("nccl", "gloo")
 
@@ -83,7 +85,7 @@ def parse_collectives(spec: str) -> tuple[str, ...]:
 
 
 THRESHOLD_KEYS = ("min_fraction", "min_size_bytes", "gemm_slow_fraction", "soak_min_fraction",
-                  "shm_warn_bytes", "shm_fail_bytes")
+                  "shm_warn_bytes", "shm_fail_bytes", "fabric_slow_fraction")
 
 
 def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any] | None:
@@ -121,7 +123,7 @@ class BurninConfig:
     backend: str
     world_size: int
     sizes: tuple[int, ...]
-    phases: tuple[str, ...] = PHASES
+    phases: tuple[str, ...] = DEFAULT_PHASES
     collectives: tuple[str, ...] = COLLECTIVES
     iters: int = 20
     warmup_iters: int = 2
@@ -179,6 +181,7 @@ def make_config(
     p2p_ab: bool = False,
     json_out: bool = False,
     out: str | None = None,
+    nodes: int = 1,
 ) -> BurninConfig:
     """Validate and fill defaults. gloo defaults are small: it checks logic, not speed."""
     if backend not in BACKENDS:
@@ -193,7 +196,7 @@ def make_config(
         backend=backend,
         world_size=world_size,
         sizes=tuple(size_list),
-        phases=parse_phases(phases) if phases else PHASES,
+        phases=parse_phases(phases) if phases else (PHASES if nodes > 1 else DEFAULT_PHASES),
         collectives=parse_collectives(collectives) if collectives else COLLECTIVES,
         iters=iters if iters is not None else (20 if gpu else 5),
         warmup_iters=warmup_iters if warmup_iters is not None else (2 if gpu else 1),

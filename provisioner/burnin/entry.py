@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--world-size", type=int, default=None,
                     help="ranks to start (default: visible GPUs for nccl, 2 for gloo; torchrun's WORLD_SIZE wins)")
     ap.add_argument("--sizes", default=None, help="MIN:MAX doubling, e.g. 8B:8GiB (nccl default) or 1KiB:1MiB (gloo)")
-    ap.add_argument("--phases", default=None, help="comma list of preflight,gemm,collectives,soak,nvshmem")
+    ap.add_argument("--phases", default=None,
+                    help="comma list of preflight,gemm,collectives,fabric,soak,nvshmem (fabric: per-node and "
+                         "per-pair results; on by default when torchrun runs more than one node)")
     ap.add_argument("--collectives", default=None,
                     help="comma list of all_reduce,all_gather,reduce_scatter,alltoall,broadcast,sendrecv")
     ap.add_argument("--iters", type=int, default=None, help="timed calls per row (20 nccl, 5 gloo)")
@@ -100,6 +102,7 @@ def config_from_args(a: argparse.Namespace) -> Any:
         expected_gpus=a.expected_gpus, thresholds_file=a.thresholds, thresholds=a.threshold,
         monitor_interval=a.monitor_interval,
         p2p_ab=a.p2p_ab, json_out=a.json, out=a.out,
+        nodes=int(os.environ.get("GROUP_WORLD_SIZE", "1")) if in_torchrun() else 1,  # torchrun --nnodes
     )
 
 

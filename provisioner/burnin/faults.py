@@ -6,6 +6,8 @@ Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
 - `hang:rank=1[:collective=all_reduce]` makes that rank sleep forever when it reaches the
   collective, as a wedged NCCL kernel would; the per-collective timeout must turn it into a verdict.
 - `crash:rank=1[:collective=all_reduce]` makes that rank exit abruptly (exit status 3).
+- `slow:rank=1[:ms=20]` makes that rank sleep `ms` before each exchange of the fabric phase (a slow
+  GPU, NIC or link on that rank's node); `corrupt` with no collective also damages its fabric sends.
 A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
 """
 
@@ -15,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "BURNIN_FAULT"
-KINDS = ("corrupt", "hang", "crash")
+KINDS = ("corrupt", "hang", "crash", "slow")
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Fault:
     kind: str
     rank: int
     collective: str | None = None  # None: every collective
+    ms: float | None = None  # `slow`: delay per call
 
     def applies(self, kind: str, rank: int, collective: str) -> bool:
         return self.kind == kind and self.rank == rank and self.collective in (None, collective)
@@ -42,12 +45,16 @@ def parse_faults(spec: str | None) -> tuple[Fault, ...]:
         opts: dict[str, str] = {}
         for item in items:
             key, sep, value = item.partition("=")
-            if not sep or key not in ("rank", "collective"):
+            if not sep or key not in ("rank", "collective", "ms"):
                 raise ValueError(f"{ENV}: bad item {item!r} in {part!r}")
             opts[key] = value
         if "rank" not in opts or not opts["rank"].isdigit():
             raise ValueError(f"{ENV}: {part!r} needs rank=N")
-        faults.append(Fault(kind=kind, rank=int(opts["rank"]), collective=opts.get("collective")))
+        ms = opts.get("ms")
+        if ms is not None and not ms.replace(".", "", 1).isdigit():
+            raise ValueError(f"{ENV}: {part!r}: ms must be a number")
+        faults.append(Fault(kind=kind, rank=int(opts["rank"]), collective=opts.get("collective"),
+                            ms=float(ms) if ms is not None else None))
     return tuple(faults)
 
 

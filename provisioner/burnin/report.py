@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provisioner.burnin.config import PHASES, BurninConfig
+from provisioner.burnin.config import DEFAULT_PHASES, PHASES, BurninConfig
 from provisioner.burnin.verdict import FAIL, PASS, PhaseResult, overall
 
 SCHEMA_VERSION = 1
@@ -31,7 +31,8 @@ def build_result(
 ) -> dict[str, Any]:
     filled = dict(phases)
     for name in PHASES:
-        filled.setdefault(name, PhaseResult(name, "skip", ["not requested"]))
+        if name in DEFAULT_PHASES or name in cfg.phases:  # fabric shows only where it was asked for
+            filled.setdefault(name, PhaseResult(name, "skip", ["not requested"]))
     ordered = {name: filled[name] for name in (*PHASES, "monitor") if name in filled}
     ordered.update({name: p for name, p in filled.items() if name not in ordered})
     verdict = overall(ordered)

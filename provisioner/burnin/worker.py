@@ -27,6 +27,8 @@ import torch.distributed as dist
 from provisioner.burnin.collectives import Runtime, SoakOutcome, SweepOutcome, soak, sweep, usable_sizes
 from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.evaluation import evaluate_collectives, evaluate_gemm, evaluate_soak
+from provisioner.burnin.fabric import local_address, run_fabric
+from provisioner.burnin.fabric_eval import evaluate_fabric
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import parse_faults
 from provisioner.burnin.gemm import run_gemm
@@ -40,6 +42,7 @@ from provisioner.burnin.verdict import FAIL, PhaseResult
 from provisioner.burnin.watchdog import Watchdog
 
 STORE_PREFIX = "burnin/timeout/"
+RESULT_KEY = "burnin/result"  # rank 0's result, relayed to the other nodes (each node keeps the verdict)
 RANK0_SLACK = 2.0  # rank 0 gives up last, so it can report which rank timed out
 
 
@@ -174,6 +177,8 @@ class Worker:
                 self.store = None
             me = {
                 "rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(),
+                "node_rank": int(os.environ.get("GROUP_RANK", "0")),
+                "addr": local_address(os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")),
                 "device_index": device.index if device.type == "cuda" else -1,
                 "bus": _bus_id(device), "name": torch.cuda.get_device_name(device) if device.type == "cuda"
                 else f"cpu ({platform.machine()})",
@@ -203,6 +208,17 @@ class Worker:
         sweep(rt, self.sweep, self.on_error)
         self.phases["collectives"] = self._judge_sweep()
         self.sweep = None
+
+    def fabric(self, rt: Runtime) -> None:
+        self._set_phase("fabric")
+        raw = run_fabric(rt)
+        if raw.get("faults") and not self.fault_spec:  # faults planted on other nodes' ranks only
+            self.fault_spec = "; ".join(f"rank {r}: {spec}" for r, spec in sorted(raw["faults"].items()))
+        frac = self.table["defaults"].get("fabric_slow_fraction")
+        self.phases["fabric"] = evaluate_fabric(raw, backend=self.cfg.backend,
+                                                slow_fraction=float(frac) if frac is not None else None)
+        for reason in self.phases["fabric"].reasons:
+            self.log(f"fabric: {reason}")
 
     def _judge_sweep(self, extra: list[str] | None = None) -> PhaseResult:
         assert self.sweep is not None
@@ -311,7 +327,15 @@ class Worker:
             self._emit(doc)
             return self.exit_code
 
+    def _multi_node(self) -> bool:
+        return self.world > self.local_world and self.store is not None
+
     def _emit(self, doc: dict[str, Any]) -> None:
+        if self._multi_node() and self.rank == 0:
+            try:
+                self.store.set(RESULT_KEY, json_line(doc))
+            except Exception:  # noqa: S110 - best effort: the other nodes then report no result
+                pass
         if self.result_file:
             tmp = Path(self.result_file + ".tmp")
             tmp.write_text(json_line(doc), encoding="utf-8")
@@ -351,6 +375,8 @@ class Worker:
                 self.collectives(rt)
             if self.broken:
                 return self._abort(None)
+            if "fabric" in cfg.phases:
+                self.fabric(rt)
             if "soak" in cfg.phases:
                 with self.dog.guard("memory check", cfg.timeout + self._slack()):
                     sizes, _ = usable_sizes(cfg.sizes, rt)
@@ -363,11 +389,29 @@ class Worker:
             return self._abort(self.on_error(self.current or "run", exc))
         self.current = None
         code = self.finish()
+        if self.rank != 0 and self.local_rank == 0 and self._multi_node():
+            self._relay_result()
         with self.dog.guard("teardown", cfg.timeout + self._slack()):
             rt.barrier()
             dist.destroy_process_group()
         self.dog.stop()
         return code
+
+    def _relay_result(self) -> None:
+        """Another node's local rank 0: print rank 0's result here too, so every node's caller has the
+        verdict (stdout only: --out is often shared storage, where rank 0 has written it already)."""
+        try:
+            self.store.wait([RESULT_KEY], timedelta(seconds=self.cfg.timeout))
+            doc = json.loads(self.store.get(RESULT_KEY).decode())
+        except Exception as exc:
+            self.log(f"no result from rank 0 to relay: {type(exc).__name__}: {exc}")
+            return
+        doc["relayed_to"] = {"rank": self.rank, "host": socket.gethostname()}
+        if self.cfg.json:
+            sys.stdout.write(json_line(doc) + "\n")
+        else:
+            sys.stdout.write(format_table(doc) + "\n" + format_summary(doc))
+        sys.stdout.flush()
 
     def _abort(self, reason: str | None) -> int:
         """The process group is unusable: report and leave without tearing it down (that can hang)."""

@@ -39,7 +39,9 @@ def to_argv(params: dict[str, object]) -> list[str]:
               help="nccl on GPUs, gloo on CPU (tests, thresholds off).")
 @click.option("--world-size", type=int, default=None, help="Ranks to start (default: visible GPUs; 2 for gloo).")
 @click.option("--sizes", default=None, help="MIN:MAX doubling like nccl-tests -b/-e/-f 2, e.g. 8B:8GiB.")
-@click.option("--phases", default=None, help="Comma list of preflight,gemm,collectives,soak,nvshmem (default all).")
+@click.option("--phases", default=None,
+              help="Comma list of preflight,gemm,collectives,fabric,soak,nvshmem (default all but fabric; "
+                   "fabric, the per-node and per-pair results, is on by default under a multi-node torchrun).")
 @click.option("--collectives", default=None,
               help="Comma list of all_reduce,all_gather,reduce_scatter,alltoall,broadcast,sendrecv (default all).")
 @click.option("--iters", type=int, default=None, help="Timed calls per row (20 nccl, 5 gloo).")
@@ -54,7 +56,8 @@ def to_argv(params: dict[str, object]) -> list[str]:
 @click.option("--thresholds", type=click.Path(dir_okay=False), default=None,
               help="JSON file merged over the built-in per-GPU-model thresholds.")
 @click.option("--threshold", multiple=True, metavar="KEY=VALUE",
-              help="Override one threshold, e.g. all_reduce_busbw_gbps=30 or min_fraction=0.85 (repeatable).")
+              help="Override one threshold, e.g. all_reduce_busbw_gbps=30, min_fraction=0.85 or "
+                   "fabric_slow_fraction=0.7 (repeatable).")
 @click.option("--monitor-interval", type=float, default=None, help="NVML sampling period in seconds.")
 @click.option("--p2p-ab", is_flag=True, help="Also rerun all_reduce with NCCL_P2P_DISABLE=1 and compare.")
 @click.option("--json", "json_out", is_flag=True, help="Print the result as one JSON line (the last stdout line).")

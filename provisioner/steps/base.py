@@ -120,4 +120,5 @@ STEP_MODULES = (
     "provisioner.steps.gpu",
     "provisioner.steps.torch_steps",
     "provisioner.steps.burnin_step",
+    "provisioner.steps.burnin_multinode",
 )

@@ -1,0 +1,166 @@
+"""The fabric phase (multi-node burn-in): per-node all_reduce and per-pair exchanges, timed and checked.
+
+Runs on every rank after the collectives. Ranks are grouped into nodes by torchrun's GROUP_RANK
+(the agent's node rank); every node's ranks run an all_reduce in their own process group (all
+nodes at once), then the pairs of `fabric_eval.schedule` exchange a buffer both ways, round by
+round (the other ranks wait at the barrier). Each side times `iters` exchanges three times and
+keeps the best; then one exchange on fresh data is compared bit-exactly with the partner's
+pattern. Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before
+each exchange of that rank, `corrupt:rank=N` damages what that rank sends in the checked exchange.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from provisioner.burnin import patterns
+from provisioner.burnin.collectives import Runtime
+from provisioner.burnin.fabric_eval import schedule
+from provisioner.burnin.faults import ENV as FAULT_ENV
+from provisioner.burnin.faults import find
+
+PHASE = "fabric"
+REPS = 3
+MAX_FABRIC_BYTES = 256 << 20
+
+
+def local_address(master_addr: str | None, master_port: str | None) -> str | None:
+    """The address this host uses towards the rendezvous host (a UDP connect sends nothing)."""
+    if not master_addr:
+        return None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((master_addr, int(master_port or 29500)))
+            addr: str = s.getsockname()[0]
+            return addr
+    except OSError:
+        return None
+
+
+def group_nodes(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """[{label, host, addr, ranks}] ordered by node rank; labels are host names when they tell nodes apart."""
+    by_node: dict[int, list[dict[str, Any]]] = {}
+    for d in devices:
+        by_node.setdefault(int(d.get("node_rank", 0)), []).append(d)
+    hosts = {k: {str(d.get("host")) for d in ds} for k, ds in by_node.items()}
+    distinct = all(len(h) == 1 for h in hosts.values()) and len({next(iter(h)) for h in hosts.values()}) == len(hosts)
+    nodes = []
+    for k in sorted(by_node):
+        ds = sorted(by_node[k], key=lambda d: int(d["rank"]))
+        host = str(ds[0].get("host"))
+        nodes.append({"label": host if distinct else f"node{k}", "host": host, "addr": ds[0].get("addr"),
+                      "node_rank": k, "ranks": [int(d["rank"]) for d in ds]})
+    return nodes
+
+
+def _exchange(send: torch.Tensor, recv: torch.Tensor, peer: int) -> None:
+    ops = [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+
+
+def _time_all_reduce(buf: torch.Tensor, rt: Runtime, group: Any) -> float:
+    for _ in range(max(1, rt.cfg.warmup_iters)):
+        dist.all_reduce(buf, group=group)
+    rt.sync()
+    best = float("inf")
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        for _ in range(rt.cfg.iters):
+            dist.all_reduce(buf, group=group)
+        rt.sync()
+        best = min(best, (time.perf_counter() - t0) / rt.cfg.iters)
+    return best
+
+
+def run_fabric(rt: Runtime) -> dict[str, Any]:
+    """Measure; returns the raw document for `fabric_eval.evaluate_fabric` (identical on every rank)."""
+    cfg, me, dev = rt.cfg, rt.rank, rt.device
+    nodes = group_nodes(rt.devices)
+    size = min(max(cfg.sizes), MAX_FABRIC_BYTES)
+    count = max(1, size // 4)
+    size = count * 4
+    slow = find(rt.faults, "slow", me, PHASE)
+    delay = (slow.ms if slow is not None and slow.ms is not None else 20.0) / 1000.0 if slow else 0.0
+    rt.log(f"fabric: {len(nodes)} node(s), {rt.world} ranks, {size} bytes per exchange")
+
+    # per-node all_reduce (every node at once, each in its own group), then the global one
+    groups = [dist.new_group(n["ranks"]) for n in nodes]  # every rank creates every group, same order
+    mine = next(i for i, n in enumerate(nodes) if me in n["ranks"])
+    buf = torch.ones(count, dtype=torch.float32, device=dev)
+    rt.barrier()
+    with rt.dog.guard("fabric all_reduce per node", cfg.timeout + rt.guard_slack):
+        node_seconds = _time_all_reduce(buf, rt, groups[mine]) if len(nodes[mine]["ranks"]) > 1 else 0.0
+    rt.barrier()
+    with rt.dog.guard("fabric all_reduce global", cfg.timeout + rt.guard_slack):
+        global_seconds = _time_all_reduce(buf, rt, None)
+    del buf
+
+    send = torch.empty(count, dtype=torch.float32, device=dev)
+    recv = torch.empty(count, dtype=torch.float32, device=dev)
+    my_base = patterns.base(me, dev)
+    records: list[dict[str, Any]] = []
+    for k, rnd in enumerate(schedule([n["ranks"] for n in nodes])):
+        rt.barrier()
+        pair = next(((a, b, kind) for a, b, kind in rnd if me in (a, b)), None)
+        if pair is None:
+            continue
+        a, b, kind = pair
+        peer = b if me == a else a
+        with rt.dog.guard(f"fabric pair {a}-{b} (round {k})", cfg.timeout + rt.guard_slack):
+            patterns.fill(send, my_base)
+            for _ in range(max(1, cfg.warmup_iters)):
+                time.sleep(delay)
+                _exchange(send, recv, peer)
+            rt.sync()
+            best = float("inf")
+            for _ in range(REPS):
+                t0 = time.perf_counter()
+                for _ in range(cfg.iters):
+                    time.sleep(delay)
+                    _exchange(send, recv, peer)
+                rt.sync()
+                best = min(best, (time.perf_counter() - t0) / cfg.iters)
+            # checked exchange on fresh data
+            patterns.fill(send, my_base)
+            recv.zero_()
+            if find(rt.faults, "corrupt", me, PHASE):
+                send.view(-1)[0] += 1
+            _exchange(send, recv, peer)
+            rt.sync()
+            wrong = int(patterns.mismatches(recv, patterns.base(peer, dev)).item())
+        records.append({"round": k, "ranks": [a, b], "kind": kind, "rank": me, "seconds": best, "wrong": wrong,
+                        "node_seconds": node_seconds})
+    rt.barrier()
+    with rt.dog.guard("fabric gather", cfg.timeout + rt.guard_slack):
+        gathered: list[Any] = [None] * rt.world
+        dist.all_gather_object(gathered, {"rank": me, "node": mine, "node_seconds": node_seconds,
+                                          "records": records, "fault": os.environ.get(FAULT_ENV) or None})
+    return assemble(nodes, size, global_seconds, [g for g in gathered if isinstance(g, dict)])
+
+
+def assemble(nodes: list[dict[str, Any]], size: int, global_seconds: float,
+             per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Both sides' records of each pair -> one pair (the slower side's time, each side's wrong count)."""
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    for doc in per_rank:
+        for rec in doc["records"]:
+            key = (rec["ranks"][0], rec["ranks"][1])
+            p = pairs.setdefault(key, {"ranks": list(key), "kind": rec["kind"], "seconds": 0.0, "wrong": {}})
+            p["seconds"] = max(p["seconds"], float(rec["seconds"]))
+            p["wrong"][str(rec["rank"])] = int(rec["wrong"])
+    node_ar = []
+    for i in range(len(nodes)):
+        times = [float(d["node_seconds"]) for d in per_rank if d["node"] == i and d["node_seconds"] > 0]
+        if times:
+            node_ar.append({"node": i, "seconds": max(times)})
+    return {"size": size, "nodes": [{k: n[k] for k in ("label", "host", "addr", "ranks")} for n in nodes],
+            "pairs": [pairs[k] for k in sorted(pairs)], "node_all_reduce": node_ar,
+            "global_all_reduce": {"seconds": global_seconds},
+            "faults": {int(d["rank"]): d["fault"] for d in per_rank if d.get("fault")}}

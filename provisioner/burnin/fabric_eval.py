@@ -1,0 +1,201 @@
+"""The fabric phase's plan and verdict: which pairs of ranks to measure, and which node, rank or
+link is slow or corrupts data. Pure (stdlib only).
+
+Pairs: inside every node, every pair of its ranks (a round-robin tournament, the nodes' rounds run
+at the same time); across nodes, every pair of nodes (a tournament over nodes) with local rank k
+of one node paired with local rank k of the other (rail-aligned, as multi-rail fabrics are wired).
+Every pair exchanges the same buffer both ways at once (nccl-tests' sendrecv: busbw = algbw).
+
+Verdict (relative, so it holds for any fabric): a pair is compared with the pairs of its kind
+(intra-node or inter-node) that do not share its ranks. A *rank* is slow when every pair it is in
+reaches less than `fabric_slow_fraction` of that reference; a *node* is slow when all its ranks
+are; a *link* (a pair of nodes) is slow when its pairs are slow and no slow rank explains it.
+A rank *corrupts* what it sends when its data arrives wrong at every partner; wrong data on
+some pairs only names those pairs. Absolute speed is judged by the collectives phase (nccl-tests
+formulas for the global world size and the per-GPU-model thresholds).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from provisioner.burnin.bandwidth import bus_factor
+from provisioner.burnin.config import format_size
+from provisioner.burnin.verdict import PhaseResult
+
+INTRA, INTER = "intra", "inter"
+# gloo on shared CPUs is noisy (2-4x between identical pairs under load): only gross outliers count there
+DEFAULT_SLOW_FRACTION = {"nccl": 0.5, "gloo": 0.1}
+
+
+def round_robin(items: list[int]) -> list[list[tuple[int, int]]]:
+    """Every pair of `items` exactly once, in rounds of disjoint pairs (the circle method)."""
+    xs: list[int | None] = list(items)
+    if len(xs) < 2:
+        return []
+    if len(xs) % 2:
+        xs.append(None)
+    n = len(xs)
+    rounds: list[list[tuple[int, int]]] = []
+    for _ in range(n - 1):
+        pairs = []
+        for i in range(n // 2):
+            a, b = xs[i], xs[n - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(sorted(pairs))
+        xs = [xs[0], xs[-1], *xs[1:-1]]
+    return rounds
+
+
+def schedule(nodes: list[list[int]]) -> list[list[tuple[int, int, str]]]:
+    """Rounds of disjoint (rank, rank, kind) pairs for ranks grouped by node (see the module doc)."""
+    rounds: list[list[tuple[int, int, str]]] = []
+    per_node = [round_robin(sorted(ranks)) for ranks in nodes]
+    for k in range(max((len(r) for r in per_node), default=0)):
+        merged = [(a, b, INTRA) for r in per_node if k < len(r) for a, b in r[k]]
+        if merged:
+            rounds.append(merged)
+    for node_round in round_robin(list(range(len(nodes)))):
+        merged = []
+        for x, y in node_round:
+            rx, ry = sorted(nodes[x]), sorted(nodes[y])
+            merged += [(min(a, b), max(a, b), INTER) for a, b in zip(rx, ry, strict=False)]
+        if merged:
+            rounds.append(merged)
+    return rounds
+
+
+def _ref(pairs: list[dict[str, Any]], kind: str, exclude: set[int]) -> float | None:
+    values = [p["busbw"] for p in pairs if p["kind"] == kind and not exclude & set(p["ranks"])]
+    return statistics.median(values) if values else None
+
+
+def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float | None = None) -> PhaseResult:
+    """raw: {"size", "nodes": [{"label", "host", "addr", "ranks"}], "pairs": [{"ranks", "kind", "seconds",
+    "wrong": {rank: n}}], "node_all_reduce": [{"node", "seconds"}], "global_all_reduce": {"seconds"}}."""
+    res = PhaseResult("fabric")
+    frac = slow_fraction if slow_fraction is not None else DEFAULT_SLOW_FRACTION.get(backend, 0.5)
+    size = int(raw["size"])
+    nodes: list[dict[str, Any]] = raw["nodes"]
+    node_of = {r: i for i, n in enumerate(nodes) for r in n["ranks"]}
+    world = sum(len(n["ranks"]) for n in nodes)
+
+    def where(rank: int) -> str:
+        n = nodes[node_of[rank]]
+        return f"rank {rank} on {n['label']}" + (f" ({n['addr']})" if n.get("addr") else "")
+
+    pairs: list[dict[str, Any]] = []
+    for p in raw["pairs"]:
+        a, b = p["ranks"]
+        seconds = float(p["seconds"])
+        gbps = size / seconds / 1e9 if seconds > 0 else 0.0
+        pairs.append({"ranks": [a, b], "nodes": [nodes[node_of[a]]["label"], nodes[node_of[b]]["label"]],
+                      "kind": p["kind"], "size": size, "time_us": seconds * 1e6, "algbw": gbps, "busbw": gbps,
+                      "wrong": {int(k): int(v) for k, v in (p.get("wrong") or {}).items()}})
+    # -- data integrity: who sent what arrived wrong ---------------------------------------------
+    bad_from: dict[int, list[int]] = {}  # sender -> receivers that saw wrong data
+    partners: dict[int, set[int]] = {}
+    for p in pairs:
+        a, b = p["ranks"]
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+        for receiver, n in p["wrong"].items():
+            if n:
+                bad_from.setdefault(a if receiver == b else b, []).append(receiver)
+    corrupt_ranks = []
+    for sender, receivers in sorted(bad_from.items()):
+        if set(receivers) >= partners.get(sender, set()) and len(partners[sender]) >= 1:
+            corrupt_ranks.append(sender)
+            res.fail(f"{where(sender)} corrupts the data it sends: wrong elements at every partner "
+                     f"(ranks {', '.join(map(str, sorted(receivers)))})")
+        else:
+            for r in sorted(receivers):
+                res.fail(f"data from {where(sender)} arrived wrong at {where(r)}")
+    # -- speed: slow ranks, nodes, links ---------------------------------------------------------
+    slow_pairs: list[dict[str, Any]] = []
+    for p in pairs:
+        ref = _ref(pairs, p["kind"], set(p["ranks"]))
+        p["reference_busbw"] = ref
+        p["slow"] = ref is not None and ref > 0 and p["busbw"] < frac * ref
+        if p["slow"]:
+            slow_pairs.append(p)
+    slow_ranks = []
+    for r in sorted(partners):
+        mine = [p for p in pairs if r in p["ranks"]]
+        compared = [p for p in mine if _ref(pairs, p["kind"], {r}) is not None]
+        if len(mine) < 2 or not compared:
+            continue
+        refs = [(p, _ref(pairs, p["kind"], {r})) for p in compared]
+        if all(ref and p["busbw"] < frac * ref for p, ref in refs):
+            slow_ranks.append(r)
+            worst = max(p["busbw"] / ref for p, ref in refs if ref)
+            seen = ", ".join(f"{p['busbw']:.3g} GB/s with rank {_other(p, r)}" for p in mine)
+            res.fail(f"{where(r)} is slow: every pair with it is below {frac:g}x the other pairs of its kind "
+                     f"(at best {worst:.2f}x; {seen})")
+    slow_nodes = [i for i, n in enumerate(nodes) if len(n["ranks"]) > 0 and all(r in slow_ranks for r in n["ranks"])]
+    for i in slow_nodes:
+        res.fail(f"node {nodes[i]['label']} is slow: all its ranks are ({', '.join(map(str, nodes[i]['ranks']))})")
+    links: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for p in pairs:
+        if p["kind"] == INTER:
+            x, y = sorted((node_of[p["ranks"][0]], node_of[p["ranks"][1]]))
+            links.setdefault((x, y), []).append(p)
+    slow_links = []
+    for (x, y), ps in sorted(links.items()):
+        unexplained = [p for p in ps if p["slow"] and not set(p["ranks"]) & set(slow_ranks)]
+        if unexplained and len(unexplained) == len(ps):
+            slow_links.append([nodes[x]["label"], nodes[y]["label"]])
+            res.fail(f"link {nodes[x]['label']} <-> {nodes[y]['label']} is slow: "
+                     f"{statistics.mean(p['busbw'] for p in ps):.3g} GB/s vs "
+                     f"{statistics.median(p['reference_busbw'] for p in ps):.3g} GB/s on the other links")
+    for p in slow_pairs:
+        if not set(p["ranks"]) & set(slow_ranks) and p["kind"] == INTRA:
+            res.warn(f"pair {p['ranks'][0]}-{p['ranks'][1]} inside {p['nodes'][0]} is slow: {p['busbw']:.3g} GB/s "
+                     f"vs {p['reference_busbw']:.3g} GB/s for the other pairs")
+    judged = {kind: sum(1 for p in pairs if p["kind"] == kind and p["reference_busbw"] is not None)
+              for kind in (INTRA, INTER)}
+    if not pairs:
+        res.skip("one rank: no pairs to measure")
+    elif not any(judged.values()):
+        res.note("speed not compared: no pair has another pair of its kind to compare with")
+    # -- per node --------------------------------------------------------------------------------
+    node_ar = {int(d["node"]): float(d["seconds"]) for d in raw.get("node_all_reduce", [])}
+    per_node = []
+    for i, n in enumerate(nodes):
+        k = len(n["ranks"])
+        node_s = node_ar.get(i)
+        alg = size / node_s / 1e9 if node_s else None
+        inter = [p["busbw"] for p in pairs if p["kind"] == INTER and node_of[p["ranks"][0]] != node_of[p["ranks"][1]]
+                 and i in (node_of[p["ranks"][0]], node_of[p["ranks"][1]])]
+        intra = [p["busbw"] for p in pairs if p["kind"] == INTRA and node_of[p["ranks"][0]] == i]
+        status = "fail" if (i in slow_nodes or set(n["ranks"]) & set(corrupt_ranks + slow_ranks)) else "pass"
+        per_node.append({
+            "node": n["label"], "host": n.get("host"), "addr": n.get("addr"), "ranks": list(n["ranks"]),
+            "status": status, "slow_ranks": [r for r in n["ranks"] if r in slow_ranks],
+            "corrupt_ranks": [r for r in n["ranks"] if r in corrupt_ranks],
+            "all_reduce": None if alg is None else {"ranks": k, "size": size, "time_us": node_s * 1e6 if node_s else None,
+                                                    "algbw": alg, "busbw": alg * bus_factor("all_reduce", k)},
+            "intra_pair_busbw_min": min(intra) if intra else None,
+            "inter_pair_busbw_min": min(inter) if inter else None,
+        })
+    g = raw.get("global_all_reduce") or {}
+    g_alg = size / float(g["seconds"]) / 1e9 if g.get("seconds") else None
+    res.data.update({
+        "size": size, "size_text": format_size(size), "slow_fraction": frac,
+        "global": {"world_size": world, "nodes": len(nodes), "ranks_per_node": [len(n["ranks"]) for n in nodes],
+                   "bus_factor": {c: bus_factor(c, world) for c in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                     "alltoall", "broadcast", "sendrecv")},
+                   "all_reduce": None if g_alg is None else {"algbw": g_alg,
+                                                             "busbw": g_alg * bus_factor("all_reduce", world)}},
+        "nodes": per_node, "pairs": pairs,
+        "slow_ranks": slow_ranks, "slow_nodes": [nodes[i]["label"] for i in slow_nodes], "slow_links": slow_links,
+        "corrupt_ranks": corrupt_ranks,
+    })
+    return res
+
+
+def _other(p: dict[str, Any], r: int) -> int:
+    a, b = p["ranks"]
+    return int(b if a == r else a)

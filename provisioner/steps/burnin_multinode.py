@@ -1,0 +1,228 @@
+"""`burnin.multinode`: this node's share of a burn-in across the nodes of a fleet run.
+
+In `provisioner replay PLAYBOOK --inventory hosts.yaml --parallel N` every host runs this step at
+about the same time: each starts one torchrun agent in its container with `--nnodes NODES
+--rdzv-backend c10d --rdzv-endpoint ENDPOINT`, the agents meet at the rendezvous (the first to
+arrive waits up to `join_timeout_s` for the others) and run `python -m provisioner.burnin` as
+NODES x GPUs ranks, with the fabric phase (per-node and per-pair results). Rank 0 writes the verdict;
+the other nodes' local rank 0 prints the same verdict, so every host's step knows it. The
+Slurm script `playbooks/fleet/slurm-burnin.sbatch` starts the same entry.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tarfile
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from provisioner import quoting, validate
+from provisioner.events import Event
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.steps.lxc import ensure_inventory
+
+REMOTE_DIR = "/opt/gpu-provisioner/burnin"
+LAST_RESULT = f"{REMOTE_DIR}/last-multinode-result.json"
+_ENDPOINT_RE = re.compile(r"^(?P<host>[A-Za-z0-9.:\[\]-]+):(?P<port>\d{1,5})$")
+_SIZE = r"\d+(B|K|KiB|M|MiB|G|GiB)?"
+
+
+class MultinodeParams(Params):
+    nodes: int = Field(ge=2, le=4096, description="Nodes (torchrun agents) that must join the rendezvous")
+    rdzv_endpoint: str = Field(description="host:port of the c10d rendezvous, reachable from every container "
+                                           "(the first node's container address)")
+    rdzv_id: str = Field("gpu-burnin", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Job id shared by the nodes")
+    nproc_per_node: int | None = Field(None, ge=1, le=64, description="Ranks per node (default: its GPUs)")
+    venv: str = "/opt/torch-venv"
+    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl on GPUs (gloo in the lab)")
+    sizes: str = Field("8B:1GiB", pattern=rf"^{_SIZE}:{_SIZE}$")
+    phases: str = Field("preflight,gemm,collectives,fabric,soak", pattern=r"^[a-z,]+$")
+    duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
+    timeout_s: int = Field(300, ge=5, le=3600, description="Per-collective timeout that turns a hang into a verdict")
+    join_timeout_s: int = Field(900, ge=10, le=86400, description="How long the first node waits for the others")
+    socket_ifname: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,15}$",
+                                      description="NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (default: the tools' own choice)")
+    thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {fabric_slow_fraction: 0.7}")
+    always_run: bool = Field(False, description="Run even when a passing multi-node result exists on this node")
+
+    @field_validator("venv")
+    @classmethod
+    def _venv(cls, v: str) -> str:
+        return validate.abs_path(v)
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        m = _ENDPOINT_RE.match(v)
+        if not m or not 0 < int(m.group("port")) < 65536:
+            raise ValueError("rdzv_endpoint must be HOST:PORT")
+        validate.host_address(m.group("host").strip("[]"))
+        return v
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds(cls, v: dict[str, float]) -> dict[str, float]:
+        for key in v:
+            if not re.fullmatch(r"[a-z_]{1,64}", key):
+                raise ValueError(f"threshold name {key!r}: lower-case letters and _ only")
+        return v
+
+
+def package_tarball() -> bytes:
+    """provisioner/burnin (stdlib + torch + pynvml only) as a tar.gz, importable as `provisioner.burnin`."""
+    import provisioner.burnin as pkg
+
+    src = Path(pkg.__file__).parent
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("provisioner/__init__.py")
+        tar.addfile(info, io.BytesIO(b""))
+        for path in sorted(src.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}")
+    return buf.getvalue()
+
+
+def last_json(lines: list[str]) -> dict[str, Any] | None:
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                doc: dict[str, Any] = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if doc.get("tool") == "provisioner.burnin":
+                return doc
+    return None
+
+
+def verdict_of(doc: dict[str, Any]) -> str:
+    verdict = doc.get("verdict")
+    return str(verdict.get("overall", "unknown")) if isinstance(verdict, dict) else str(doc.get("status", "unknown"))
+
+
+def torchrun_argv(p: MultinodeParams, python: str, nproc: int, backend: str, *, lab: bool) -> list[str]:
+    sizes, duration, extra = p.sizes, p.duration_s, ["--expected-gpus", str(nproc)]
+    if lab:  # LAB: no NVML, two shared CPUs: a short sweep proves the plumbing, not the hardware
+        sizes, duration, extra = "16KiB:256KiB", min(duration, 1), ["--gemm-seconds", "0.5"]
+    argv = [python, "-m", "torch.distributed.run", f"--nnodes={p.nodes}", f"--nproc-per-node={nproc}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={p.rdzv_endpoint}", f"--rdzv-id={p.rdzv_id}",
+            f"--rdzv-conf=join_timeout={p.join_timeout_s}", "--max-restarts=0",
+            "-m", "provisioner.burnin", "--backend", backend, "--sizes", sizes, "--duration", str(duration),
+            "--phases", p.phases, "--timeout", str(p.timeout_s), *extra, "--out", f"{REMOTE_DIR}/multinode", "--json"]
+    for key, value in sorted(p.thresholds.items()):
+        argv += ["--threshold", f"{key}={value}"]
+    return argv
+
+
+@register
+class BurninMultinode(StepKind[MultinodeParams]):
+    """NCCL across nodes through torchrun's c10d rendezvous; per-node and per-pair results; one verdict."""
+
+    kind = "burnin.multinode"
+    title = "Burn-in across nodes: torchrun c10d rendezvous, NCCL collectives, per-node and per-pair results"
+    Params = MultinodeParams
+
+    async def _python(self, ctx: StepContext) -> tuple[str | None, list[str]]:
+        """The interpreter to run torchrun with (None: no venv yet) and LAB warnings."""
+        py = f"{self.params.venv}/bin/python"
+        ct = ctx.container()
+        probe = await ct.run([py, "-c", "import torch, sys; sys.exit(0 if hasattr(torch, '_lab_real') else 3)"],
+                             timeout=120, quiet=True)
+        if probe.exit_status == 0:
+            return py, []
+        lab_py = ctx.shared.get("lab_torch_python") if ctx.lab else None
+        if lab_py:
+            return str(lab_py), [f"LAB: the container has no venv with a real torch here; the burn-in runs with "
+                                 f"the lab's torch ({lab_py})"]
+        exists = await ct.run(["test", "-x", py], timeout=60, quiet=True)
+        return (py if exists.ok else None), []
+
+    async def check(self, ctx: StepContext) -> Plan:
+        py, _ = await self._python(ctx)
+        if py is None:
+            if ctx.mode == "plan":
+                raise DependsOnEarlier(f"the venv {self.params.venv} does not exist yet")
+            raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
+        if not self.params.always_run:
+            ct = ctx.container()
+            last = await ct.run(["sh", "-c", f"cat {quoting.join([LAST_RESULT])} 2>/dev/null | tail -c 400000; true"],
+                                timeout=60, quiet=True)
+            doc = last_json(last.lines)
+            if doc and verdict_of(doc) == "pass" and doc.get("world_size", 0) >= self.params.nodes:
+                ctx.shared["burnin_multinode"] = doc
+                return Plan.no_change(f"a passing {self.params.nodes}-node burn-in result exists "
+                                      f"(always_run: true to run again)")
+        return Plan(changes=[f"join a {self.params.nodes}-node burn-in at {self.params.rdzv_endpoint} "
+                             f"(id {self.params.rdzv_id}; {self.params.phases})"])
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        inv = await ensure_inventory(ctx)
+        gpus = len((ctx.shared.get("gpu_detect") or inv)["gpus"])
+        nproc = self.params.nproc_per_node or gpus
+        backend = self.params.backend
+        if backend == "auto":
+            backend = "gloo" if ctx.lab else "nccl"
+        if ctx.lab and self.params.nproc_per_node is None:
+            nproc = min(nproc, 2)
+            yield ctx.warning(f"LAB: {nproc} ranks per node on the CPU (gloo), not one per simulated GPU")
+        if nproc < 1:
+            raise StepFailed("no GPUs visible in the container", fix="run gpu.detect; check the passthrough")
+        ct = ctx.container()
+        with tempfile.TemporaryDirectory() as tmp:
+            tarball = Path(tmp) / "burnin.tar.gz"
+            tarball.write_bytes(package_tarball())
+            await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
+            await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
+        await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
+        py, warnings = await self._python(ctx)
+        for w in warnings:
+            yield ctx.warning(w)
+        if py is None:
+            raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
+        argv = torchrun_argv(self.params, py, nproc, backend, lab=ctx.lab)
+        env = [f"PYTHONPATH={REMOTE_DIR}", "OMP_NUM_THREADS=1"]
+        if self.params.socket_ifname:
+            env += [f"NCCL_SOCKET_IFNAME={self.params.socket_ifname}", f"GLOO_SOCKET_IFNAME={self.params.socket_ifname}"]
+        yield ctx.info(f"joining the rendezvous at {self.params.rdzv_endpoint}: {self.params.nodes} nodes x "
+                       f"{nproc} ranks ({backend})")
+        script = f"cd {REMOTE_DIR} && exec env {quoting.join(env)} {quoting.join(argv)}"
+        budget = self.params.join_timeout_s + self.params.duration_s + 60 * 30
+        result = await ct.run(["sh", "-c", script], timeout=budget)
+        doc = last_json(result.lines)
+        if doc is None:
+            raise StepFailed("the multi-node burn-in produced no result on this node", result=result,
+                             fix="check that every node runs this step at the same time and can reach "
+                                 f"{self.params.rdzv_endpoint}")
+        ctx.shared["burnin_multinode"] = doc
+        await ct.run(["sh", "-c", f"cat > {quoting.join([LAST_RESULT])}"], stdin=json.dumps(doc).encode(),
+                     timeout=60, quiet=True)
+        fabric = (doc.get("phases") or {}).get("fabric") or {}
+        nodes = ", ".join(f"{n.get('node')}: {n.get('status')}" for n in fabric.get("nodes") or [])
+        yield ctx.info(f"multi-node burn-in verdict: {verdict_of(doc)} (world size {doc.get('world_size')}"
+                       + (f"; nodes {nodes}" if nodes else "") + ")")
+
+    async def verify(self, ctx: StepContext) -> None:
+        doc = ctx.shared.get("burnin_multinode") or {}
+        if verdict_of(doc) != "pass":
+            raw = doc.get("verdict")
+            reasons = [str(r) for r in ((raw if isinstance(raw, dict) else {}).get("reasons") or [])]
+            raise StepFailed("multi-node burn-in failed: " + ("; ".join(reasons[:5]) or "no verdict"),
+                             evidence=reasons[:20], fix="read phases.fabric (nodes, pairs) in the burn-in report")
+        if int(doc.get("world_size", 0)) < self.params.nodes:
+            raise StepFailed(f"the burn-in ran {doc.get('world_size')} ranks, fewer than {self.params.nodes} nodes")
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        doc = ctx.shared.get("burnin_multinode") or {}
+        if not doc:
+            return {}
+        fabric = (doc.get("phases") or {}).get("fabric") or {}
+        return {"burnin_multinode": {"verdict": verdict_of(doc), "world_size": doc.get("world_size"),
+                                     "nodes": [n.get("node") for n in fabric.get("nodes") or []]}}

@@ -1,0 +1,386 @@
+"""Multi-node burn-in: 2 nodes x 2 ranks in two network namespaces, torchrun c10d rendezvous, gloo.
+
+Each "node" is a network namespace (`ip netns add`) with its end of a veth pair and a private
+address (10.77.0.1/24, 10.77.0.2/24; the addresses exist inside the namespaces only), its own
+host name (a UTS namespace) and an /etc/hosts that names both nodes (bind-mounted in a private
+mount namespace, as a cluster's DNS would). The job is `playbooks/fleet/slurm-burnin.sbatch`
+itself, under a stand-in `srun` that starts task i inside namespace i: one torchrun agent per node,
+`--nnodes 2 --rdzv-backend c10d --rdzv-endpoint node-a:PORT`, `python -m provisioner.burnin`
+as 4 ranks. The fabric phase (on by default for more than one node) measures every node's own
+all_reduce and every pair of ranks (inside and across nodes), and the verdict names a planted
+slow rank or a planted corrupting rank on node-b (fault injection, BURNIN_FAULT set on node-b only).
+
+The pure parts (pair schedule, verdict rules for slow links on 3 nodes) are tested on plain data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
+from tests.support.require import require
+
+REPO = Path(__file__).resolve().parents[1]
+SBATCH = REPO / "playbooks" / "fleet" / "slurm-burnin.sbatch"
+JOB_TIMEOUT_S = 400
+BURNIN_ARGS = "--backend gloo --sizes 64KiB:256KiB --phases collectives,fabric --collectives all_reduce --timeout 120"
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+@dataclass
+class TwoNodes:
+    namespaces: tuple[str, str]
+    ifnames: tuple[str, str]
+    addrs: tuple[str, str] = ("10.77.0.1", "10.77.0.2")
+    hostnames: tuple[str, str] = ("node-a", "node-b")
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[TwoNodes]:
+    require(os.geteuid() == 0, "network namespaces need root")
+    require(shutil.which("ip") is not None, "`ip` (iproute2) is not installed")
+    require(shutil.which("unshare") is not None, "`unshare` (util-linux) is not installed")
+    require(Path(sys.executable).with_name("torchrun").exists(), "torch is not installed in this Python")
+    tag = uuid.uuid4().hex[:6]
+    ns = (f"gpb-{tag}-a", f"gpb-{tag}-b")
+    ifs = (f"gpb{tag}a", f"gpb{tag}b")  # <= 15 characters
+    nodes = TwoNodes(ns, ifs)
+    try:
+        for n in ns:
+            ip("netns", "add", n)
+        ip("link", "add", ifs[0], "type", "veth", "peer", "name", ifs[1])
+        for n, i, a in zip(ns, ifs, nodes.addrs, strict=True):
+            ip("link", "set", i, "netns", n)
+            ip("-n", n, "addr", "add", f"{a}/24", "dev", i)
+            ip("-n", n, "link", "set", "lo", "up")
+            ip("-n", n, "link", "set", i, "up")
+        ping = subprocess.run(["ip", "netns", "exec", ns[0], "ping", "-c1", "-W5", nodes.addrs[1]],
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert ping.returncode == 0 or shutil.which("ping") is None, ping.stdout + ping.stderr
+        yield nodes
+    finally:
+        for n in ns:  # deleting a namespace deletes its veth end, and with it the pair
+            with contextlib.suppress(Exception):
+                ip("netns", "del", n, check=False)
+    # the host's own interfaces never saw the private addresses
+    assert "10.77.0." not in ip("-4", "addr").stdout
+
+
+def write_srun(bin_dir: Path, nodes: TwoNodes, hosts_file: Path) -> None:
+    """A stand-in for Slurm's srun: task i runs in namespace i with host name i and the shared
+    /etc/hosts; BURNIN_FAULT_NODE<i> becomes that task's BURNIN_FAULT."""
+    lines = ["#!/usr/bin/env bash", "set -u", 'while [[ $# -gt 0 && $1 == -* ]]; do shift; done', "pids=()"]
+    for i, (ns, name, ifname) in enumerate(zip(nodes.namespaces, nodes.hostnames, nodes.ifnames, strict=True)):
+        lines.append(
+            f'fault_var=BURNIN_FAULT_NODE{i}; '
+            f'SLURM_NODEID={i} SLURM_PROCID={i} SLURM_LOCALID=0 GLOO_SOCKET_IFNAME={ifname} '
+            f'BURNIN_FAULT="${{!fault_var:-}}" '
+            f'ip netns exec {ns} unshare --uts --mount -- sh -c '
+            f'\'hostname {name} && mount --bind {hosts_file} /etc/hosts && exec "$@"\' sh "$@" '
+            f'> "$BURNIN_LOGS/node{i}.out" 2> "$BURNIN_LOGS/node{i}.err" &')
+        lines.append("pids+=($!)")
+    lines += ["rc=0", 'for p in "${pids[@]}"; do wait "$p" || rc=$?; done', "exit $rc", ""]
+    srun = bin_dir / "srun"
+    srun.write_text("\n".join(lines))
+    srun.chmod(0o755)
+
+
+@dataclass
+class Job:
+    rc: int
+    out: str
+    logs: dict[str, str]
+    doc: dict[str, Any] | None
+
+    def describe(self) -> str:
+        verdict = json.dumps((self.doc or {}).get("verdict"), indent=1)[:3000]
+        pairs = [(p["ranks"], p["kind"], round(p["busbw"], 4), p.get("reference_busbw"), p["wrong"])
+                 for p in ((self.doc or {}).get("phases", {}).get("fabric", {}).get("pairs") or [])]
+        return f"exit {self.rc}\nverdict: {verdict}\npairs: {pairs}\n{self.out[-1500:]}\n" + "\n".join(
+            f"--- {k}\n{v[-2500:]}" for k, v in sorted(self.logs.items()))
+
+
+def run_job(tmp: Path, nodes: TwoNodes, job_id: str, faults: dict[int, str] | None = None) -> Job:
+    bin_dir, logs, out = tmp / "bin", tmp / "logs", tmp / "out"
+    for d in (bin_dir, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    hosts = tmp / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{a} {h}\n" for a, h in zip(nodes.addrs, nodes.hostnames,
+                                                                                    strict=True)))
+    write_srun(bin_dir, nodes, hosts)
+    env = dict(os.environ, PATH=f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+               SLURM_JOB_ID=job_id, SLURM_NNODES="2", SLURM_JOB_NODELIST="node-[a-b]", SLURM_GPUS_ON_NODE="2",
+               BURNIN_PYTHON=sys.executable, BURNIN_PYTHONPATH=str(REPO), BURNIN_MASTER_ADDR=nodes.hostnames[0],
+               BURNIN_MASTER_PORT="29500", BURNIN_OUT=str(out), BURNIN_ARGS=BURNIN_ARGS, BURNIN_LOGS=str(logs))
+    env.pop("BURNIN_FAULT", None)
+    for i, spec in (faults or {}).items():
+        env[f"BURNIN_FAULT_NODE{i}"] = spec
+    proc = subprocess.run(["bash", str(SBATCH)], capture_output=True, text=True, env=env, cwd=tmp,
+                          timeout=JOB_TIMEOUT_S, check=False)
+    texts = {p.name: p.read_text(errors="replace") for p in sorted(logs.glob("node*"))}
+    result = out / job_id / "burnin.json"
+    doc = json.loads(result.read_text()) if result.exists() else None
+    return Job(proc.returncode, proc.stdout + proc.stderr, texts, doc)
+
+
+def node_of(doc: dict[str, Any], label: str) -> dict[str, Any]:
+    found = [n for n in doc["phases"]["fabric"]["nodes"] if n["node"] == label]
+    assert len(found) == 1, doc["phases"]["fabric"]["nodes"]
+    return found[0]
+
+
+@pytest.mark.slow
+def test_two_nodes_pass_with_per_node_and_per_pair_results(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    job = run_job(tmp_path, two_nodes, "501")
+    assert job.rc == 0, job.describe()
+    doc = job.doc
+    assert doc is not None, job.describe()
+    assert doc["status"] == "pass" and doc["world_size"] == 4 and doc["backend"] == "gloo", doc["verdict"]
+    fabric = doc["phases"]["fabric"]
+    assert fabric["status"] == "pass", fabric["reasons"]
+    # two nodes, each with its own name, address and two ranks
+    labels = sorted(n["node"] for n in fabric["nodes"])
+    assert labels == ["node-a", "node-b"]
+    for label, addr in zip(two_nodes.hostnames, two_nodes.addrs, strict=True):
+        node = node_of(doc, label)
+        assert node["addr"] == addr and len(node["ranks"]) == 2 and node["status"] == "pass", node
+        ar = node["all_reduce"]
+        assert ar["ranks"] == 2 and ar["busbw"] == pytest.approx(ar["algbw"] * 1.0)  # 2(n-1)/n with n = 2
+        assert node["intra_pair_busbw_min"] > 0 and node["inter_pair_busbw_min"] > 0
+    # every pair of ranks inside a node, and the rail-aligned pairs across nodes, measured and checked
+    pairs = {tuple(p["ranks"]): p for p in fabric["pairs"]}
+    ranks_of = {n["node"]: n["ranks"] for n in fabric["nodes"]}
+    intra = {tuple(sorted(r)) for r in ranks_of.values()}
+    assert {k for k, p in pairs.items() if p["kind"] == INTRA} == intra
+    inter = {k for k, p in pairs.items() if p["kind"] == INTER}
+    assert len(inter) == 2 and all(p["nodes"][0] != p["nodes"][1] for k, p in pairs.items() if k in inter)
+    assert all(p["busbw"] > 0 and not any(p["wrong"].values()) and not p["slow"] for p in pairs.values())
+    # nccl-tests formulas for the global world size (4 ranks): all_reduce busbw = algbw * 2(n-1)/n
+    assert fabric["global"]["world_size"] == 4 and fabric["global"]["ranks_per_node"] == [2, 2]
+    assert fabric["global"]["bus_factor"]["all_reduce"] == pytest.approx(1.5)
+    assert fabric["global"]["bus_factor"]["all_gather"] == pytest.approx(0.75)
+    rows = doc["phases"]["collectives"]["rows"]
+    assert rows and all(r["busbw"] == pytest.approx(r["algbw"] * 1.5) for r in rows)
+    assert all(r["wrong"] == 0 for r in rows)
+    # the ranks really ran on two hosts: every rank reports its node's host name
+    assert sorted({d["host"] for d in doc["devices"]}) == ["node-a", "node-b"]
+    assert fabric["slow_ranks"] == [] and fabric["corrupt_ranks"] == [] and fabric["slow_links"] == []
+    assert doc["fault_injection"] is None
+
+
+def planted_rank(doc: dict[str, Any]) -> int:
+    """The fault is set for global ranks 1 and 3 on node-b only: it fires on node-b's second rank."""
+    ranks = node_of(doc, "node-b")["ranks"]
+    assert len(ranks) == 2
+    return max(ranks)
+
+
+@pytest.mark.slow
+def test_slow_rank_on_one_node_is_named(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    job = run_job(tmp_path, two_nodes, "502", faults={1: "slow:rank=1:ms=60;slow:rank=3:ms=60"})
+    assert job.rc == 1, job.describe()
+    doc = job.doc
+    assert doc is not None, job.describe()
+    slow = planted_rank(doc)
+    fabric = doc["phases"]["fabric"]
+    assert fabric["status"] == "fail" and fabric["slow_ranks"] == [slow], fabric["reasons"]
+    assert fabric["corrupt_ranks"] == [] and fabric["slow_links"] == []
+    assert doc["verdict"]["failed_phases"] == ["fabric"], doc["verdict"]
+    named = [r for r in doc["verdict"]["reasons"] if f"rank {slow} on node-b (10.77.0.2) is slow" in r]
+    assert len(named) == 1, doc["verdict"]["reasons"]
+    assert node_of(doc, "node-b")["status"] == "fail" and node_of(doc, "node-b")["slow_ranks"] == [slow]
+    assert node_of(doc, "node-a")["status"] == "pass"
+    assert doc["phases"]["collectives"]["status"] == "pass"  # the sweep checks data; speed is gloo's
+    assert doc["fault_injection"] and "slow" in doc["fault_injection"]
+
+
+@pytest.mark.slow
+def test_corrupting_rank_on_one_node_is_named(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    job = run_job(tmp_path, two_nodes, "503", faults={1: "corrupt:rank=1;corrupt:rank=3"})
+    assert job.rc == 1, job.describe()
+    doc = job.doc
+    assert doc is not None, job.describe()
+    bad = planted_rank(doc)
+    fabric = doc["phases"]["fabric"]
+    assert fabric["corrupt_ranks"] == [bad], fabric["reasons"]
+    assert any(f"rank {bad} on node-b (10.77.0.2) corrupts the data it sends" in r for r in doc["verdict"]["reasons"])
+    # the global all_reduce sees the wrong sums but cannot say whose; the fabric phase does
+    assert doc["phases"]["collectives"]["status"] == "fail"
+    assert any("wrong element" in r for r in doc["phases"]["collectives"]["reasons"])
+    assert node_of(doc, "node-a")["corrupt_ranks"] == [] and node_of(doc, "node-b")["corrupt_ranks"] == [bad]
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [[2, 2], [4, 4, 4], [8, 8], [3, 3, 3], [1, 1], [2, 2, 2, 2, 2]])
+def test_schedule_covers_every_pair_once_in_disjoint_rounds(shape: list[int]) -> None:
+    ranks = iter(range(sum(shape)))
+    nodes = [[next(ranks) for _ in range(k)] for k in shape]
+    rounds = schedule(nodes)
+    seen = [(a, b, kind) for rnd in rounds for a, b, kind in rnd]
+    for rnd in rounds:
+        used = [r for a, b, _ in rnd for r in (a, b)]
+        assert len(used) == len(set(used)), rnd  # a rank is in at most one pair per round
+    intra = {(a, b) for ns in nodes for a, b in combinations(ns, 2)}
+    assert {(a, b) for a, b, k in seen if k == INTRA} == intra
+    node = {r: i for i, ns in enumerate(nodes) for r in ns}
+    inter = [(a, b) for a, b, k in seen if k == INTER]
+    assert len(inter) == len(set(inter))
+    # every pair of nodes is joined, by one pair per local rank (rail-aligned)
+    links = {tuple(sorted((node[a], node[b]))) for a, b in inter}
+    assert links == set(combinations(range(len(nodes)), 2))
+    assert len(inter) == sum(min(len(nodes[x]), len(nodes[y])) for x, y in links)
+    assert all(nodes[node[a]].index(a) == nodes[node[b]].index(b) for a, b in inter)
+
+
+def synthetic(nodes: list[list[int]], slow: dict[tuple[int, int], float]) -> dict[str, Any]:
+    """Measurements at 1 GB/s for every pair of the schedule, `slow` pairs at their given fraction."""
+    size = 1 << 20
+    pairs = [{"ranks": [a, b], "kind": k, "seconds": size / 1e9 / slow.get((a, b), 1.0), "wrong": {str(a): 0, str(b): 0}}
+             for rnd in schedule(nodes) for a, b, k in rnd]
+    return {"size": size, "nodes": [{"label": f"n{i}", "host": f"n{i}", "addr": None, "ranks": r}
+                                    for i, r in enumerate(nodes)], "pairs": pairs, "node_all_reduce": [],
+            "global_all_reduce": {}}
+
+
+def test_slow_link_between_two_of_three_nodes_is_named_not_a_rank() -> None:
+    nodes = [[0, 1], [2, 3], [4, 5]]
+    raw = synthetic(nodes, {(0, 4): 0.1, (1, 5): 0.1})  # n0 <-> n2 at a tenth of the others
+    res = evaluate_fabric(raw, backend="nccl")
+    assert res.status == "fail"
+    assert res.data["slow_links"] == [["n0", "n2"]] and res.data["slow_ranks"] == [], res.reasons
+    assert any("link n0 <-> n2 is slow" in r for r in res.reasons)
+
+
+def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
+    nodes = [[0, 1], [2, 3], [4, 5]]
+    assert evaluate_fabric(synthetic(nodes, {}), backend="nccl").status == "pass"
+    slow_rank_5 = {p: 0.05 for rnd in schedule(nodes) for a, b, _ in rnd for p in [(a, b)] if 5 in p}
+    res = evaluate_fabric(synthetic(nodes, slow_rank_5), backend="nccl")
+    assert res.data["slow_ranks"] == [5] and res.data["slow_links"] == [], res.reasons
+    assert res.data["slow_nodes"] == []  # rank 4 on the same node is fine
+
+
+# -- burnin.multinode: started from a playbook inventory -------------------------------------------
+
+LIGHT_KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start",
+               "driver.userspace", "gpu.detect")
+
+
+def test_multinode_params_are_validated_before_any_shell() -> None:
+    from pydantic import ValidationError
+
+    from provisioner.steps.burnin_multinode import MultinodeParams, torchrun_argv
+
+    ok = MultinodeParams(nodes=4, rdzv_endpoint="10.0.0.11:29500", rdzv_id="burnin-7")
+    argv = torchrun_argv(ok, "/opt/torch-venv/bin/python", 8, "nccl", lab=False)
+    assert argv[:3] == ["/opt/torch-venv/bin/python", "-m", "torch.distributed.run"]
+    assert {"--nnodes=4", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.11:29500",
+            "--rdzv-id=burnin-7"} <= set(argv)
+    assert argv[argv.index("--phases") + 1] == "preflight,gemm,collectives,fabric,soak"
+    for bad in ({"nodes": 1, "rdzv_endpoint": "h:1"}, {"nodes": 2, "rdzv_endpoint": "h;reboot:29500"},
+                {"nodes": 2, "rdzv_endpoint": "10.0.0.1"}, {"nodes": 2, "rdzv_endpoint": "h:70000"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "rdzv_id": "$(id)"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "socket_ifname": "eth0 eth1"},
+                {"nodes": 2, "rdzv_endpoint": "h:1", "thresholds": {"x;y": 1.0}}):
+        with pytest.raises(ValidationError):
+            MultinodeParams(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -> None:
+    """`provisioner replay PLAYBOOK --inventory` on two labs, the playbook ending in burnin.multinode:
+    both hosts' steps meet at one c10d rendezvous (4 ranks, gloo), both get the verdict; a replay
+    after that is a no-op (the passing result is kept in each container)."""
+    import socket
+    from unittest import mock
+
+    import yaml
+
+    require(os.geteuid() == 0, "the lab's node sandboxes need root here")
+    require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
+    from provisioner.lab.lab import Lab
+    from provisioner.lab.state import LabState
+
+    doc = yaml.safe_load((REPO / "playbooks" / "blackwell-8gpu-lxc.yaml").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["kind"] in LIGHT_KINDS]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc["steps"].append({"kind": "burnin.multinode", "params": {
+        "nodes": 2, "rdzv_endpoint": f"127.0.0.1:{port}", "rdzv_id": "lab-test", "join_timeout_s": 300}})
+    playbook = tmp_path / "multinode.yaml"
+    playbook.write_text(yaml.safe_dump(doc, sort_keys=False))
+    roots = {n: tmp_path / f"lab-{n}" for n in ("a", "b")}
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)} for n, r in roots.items()]}))
+    env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"), PROVISIONER_CACHE_DIR=str(tmp_path / "cache"),
+               NO_COLOR="1", COLUMNS="200")
+    env.pop("PROVISIONER_LAB_ROOT", None)
+    labs = [Lab(r, []) for r in roots.values()]
+
+    def replay() -> tuple[int, dict[str, Any] | None, str]:
+        proc = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(playbook), "--inventory",
+                               str(inventory), "--parallel", "2", "--json", "--quiet"], capture_output=True, text=True,
+                              env=env, cwd=REPO, timeout=JOB_TIMEOUT_S + 300, check=False)
+        lines = proc.stdout.strip().splitlines()
+        return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
+
+    try:
+        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(tmp_path / "lab-cache")}):
+            for lab in labs:
+                lab.up()
+        rc, recap, err = replay()
+        assert rc == 0 and recap is not None, err[-5000:]
+        for host in roots:
+            counts = recap["hosts"][host]
+            assert counts["failed"] == 0 and counts["ok"] + counts["changed"] == len(LIGHT_KINDS) + 1, (host, recap)
+            assert f"[{host}]    info: multi-node burn-in verdict: pass (world size 4" in err, err[-4000:]
+        results = {}
+        for host, root in roots.items():
+            path = LabState.load(root).ct_dir(200) / "rootfs" / "opt/gpu-provisioner/burnin/last-multinode-result.json"
+            results[host] = json.loads(path.read_text())
+        for res in results.values():
+            assert res["status"] == "pass" and res["world_size"] == 4, res["verdict"]
+            fabric = res["phases"]["fabric"]
+            assert fabric["status"] == "pass" and len(fabric["nodes"]) == 2 and len(fabric["pairs"]) == 4
+        # one run, seen from both nodes: the same rendezvous, the same measurements
+        assert results["a"]["phases"]["fabric"]["pairs"] == results["b"]["phases"]["fabric"]["pairs"]
+        assert sum(1 for r in results.values() if r.get("relayed_to")) == 1  # one node printed rank 0's own
+        rc2, recap2, err2 = replay()
+        assert rc2 == 0 and recap2 is not None, err2[-4000:]
+        for host in roots:
+            assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0}
+        assert "a passing 2-node burn-in result exists" in err2
+    finally:
+        for lab in labs:
+            with contextlib.suppress(Exception):
+                lab.down()
+
+
+def test_slow_fault_grammar() -> None:
+    from provisioner.burnin.faults import find, parse_faults
+
+    faults = parse_faults("slow:rank=3:ms=60;corrupt:rank=1")
+    slow = find(faults, "slow", 3, "fabric")
+    assert slow is not None and slow.ms == 60.0
+    assert find(faults, "slow", 1, "fabric") is None and find(faults, "corrupt", 1, "fabric") is not None
+    for bad in ("slow:rank=1:ms=fast", "slow:ms=5", "slow:rank=1:speed=2"):
+        with pytest.raises(ValueError):
+            parse_faults(bad)
