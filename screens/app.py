@@ -1,4 +1,9 @@
-"""The wizard application: installed pages, the engine worker, event batching, global actions."""
+"""The wizard application: installed pages, the engine worker, event batching, global actions.
+
+Pages are built when first shown (the first frame needs only the start page's module); Textual,
+the step models and the page modules are the only imports before that frame: nothing connects
+until a step runs.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +32,9 @@ class ProvisionerApp(App[int]):
 
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "gpu-provisioner"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (28, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the wizard (the run log is kept)"),
         Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),
         Binding("f6", "toggle_theme", "Theme", tooltip="Switch between light and dark"),
         Binding("ctrl+s", "save", "Save", tooltip="Save the recorded playbook"),
@@ -49,13 +56,19 @@ class ProvisionerApp(App[int]):
         session.subscribe(self._sink)
 
     def on_mount(self) -> None:
-        from screens.pages import PAGE_CLASSES
+        self.push_screen(self.page_screen(self.start_page))
 
-        for page in PAGES:
-            screen = PAGE_CLASSES[page.name](self.session)
-            self.pages[page.name] = screen
-            self.install_screen(screen, page.name)
-        self.push_screen(self.start_page)
+    def page_screen(self, name: str) -> Screen[Any]:
+        """The screen of page `name`, built (its module imported) the first time it is needed."""
+        screen = self.pages.get(name)
+        if screen is None:
+            from screens.pages import page_class
+
+            screen = page_class(name)(self.session)
+            self.pages[name] = screen
+            self.install_screen(screen, name)
+        assert isinstance(screen, Screen)
+        return screen
 
     async def on_unmount(self) -> None:
         await self.session.close()
@@ -116,7 +129,7 @@ class ProvisionerApp(App[int]):
         if self.screen is not self.pages.get(name) and isinstance(self.screen, Screen):
             if self.current_page_name() is None:
                 return  # a dialog or the diagnose screen is on top
-            self.switch_screen(name)
+            self.switch_screen(self.page_screen(name))
 
     def action_next_page(self) -> None:
         name = self.current_page_name()
@@ -153,6 +166,9 @@ class ProvisionerApp(App[int]):
             self.push_screen(RunLogScreen(self.session.log_path))
 
     def action_save(self) -> None:
+        page = self.pages.get(self.current_page_name() or "")
+        if page is not None:
+            page.flush_forms()
         summary = self.pages.get("summary")
         path = summary.save_path() if summary is not None and summary.is_mounted else self.session.record_to
         try:

@@ -41,11 +41,11 @@ class BurninPage(StepPage):
         self.gpu_values: dict[str, dict[str, float]] = {}
 
     def compose_view(self) -> ComposeResult:
-        yield BusbwChart(id="busbw")
+        yield Static("", id="verdict")  # first: the answer is never below the charts
         table: DataTable[str] = DataTable(id="gpu-metrics", cursor_type="none", zebra_stripes=True)
         table.add_columns("GPU", *GPU_METRICS.values())
         yield table
-        yield Static("", id="verdict")
+        yield BusbwChart(id="busbw")
 
     def on_metric(self, event: Metric) -> None:
         if event.name == "busbw":

@@ -12,6 +12,16 @@ from provisioner.events import Progress
 from screens.step_page import StepPage
 
 
+def installed_packages(freeze: list[str]) -> list[str]:
+    """The `name==version` lines of `uv pip freeze` (not uv's "Using Python … environment at" banner)."""
+    out: list[str] = []
+    for line in freeze:
+        line = line.strip()
+        if line and not line.startswith("#") and ("==" in line or " @ " in line) and " at: " not in line:
+            out.append(line)
+    return out
+
+
 def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]) -> Text:
     text = Text()
     torch = params.get("torch") or res.get("torch") or "(from the resolver)"
@@ -23,6 +33,7 @@ def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]
         text.append(f"  {extra}")
     text.append("\nindex ", style="bold")
     text.append(str(index))
+    freeze = installed_packages(freeze)
     if freeze:
         text.append(f"\ninstalled ({len(freeze)}): ", style="bold")
         text.append(", ".join(freeze[:8]) + (" …" if len(freeze) > 8 else ""))

@@ -1,4 +1,9 @@
-"""A form built from a pydantic model's fields, validated (whole model) as you type."""
+"""A form built from a pydantic model's fields, validated (whole model) as you type.
+
+Validation is off the key path: an edit only marks the form dirty and queues one validation
+behind the keys already waiting, so a burst of keystrokes is applied in full and validated once.
+`flush()` validates at once (the page calls it before running a step or leaving the page).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from screens.form_fields import FieldSpec, clean_values, field_specs, from_text, initial_value, to_text, validate
+from screens.widgets.form_input import FormInput
 
 
 class ParamsForm(Vertical):
@@ -29,8 +35,9 @@ class ParamsForm(Vertical):
     ParamsForm .field-error.shown { display: block; }
     ParamsForm .form-error { color: $error; height: auto; display: none; }
     ParamsForm .form-error.shown { display: block; }
-    ParamsForm Switch { width: auto; height: 1; border: none; padding: 0; }
+    ParamsForm Switch.field-input { width: 6; height: 1; border: none; padding: 0; }
     ParamsForm Switch:focus { border: none; background-tint: $foreground 10%; }
+    ParamsForm .switch-state { width: auto; padding: 0 1; color: $text-muted; }
     """
 
     class Changed(Message):
@@ -55,6 +62,7 @@ class ParamsForm(Vertical):
         self._initial = dict(values)
         self.errors: dict[str, str] = {}
         self._raw: dict[str, Any] = {}
+        self._dirty = False
 
     def _wid(self, name: str) -> str:
         return f"{self.key}--{name}"
@@ -65,6 +73,9 @@ class ParamsForm(Vertical):
             with Horizontal(classes="field"):
                 yield Label(spec.label, classes="field-label")
                 yield self._input(spec, value)
+                if spec.kind == "bool":
+                    yield Static("on" if value else "off", id=f"{self._wid(spec.name)}--state",
+                                 classes="switch-state", markup=False)
             if spec.help:
                 yield Static(spec.help, classes="field-help", markup=False)
             yield Static("", id=f"{self._wid(spec.name)}--error", classes="field-error", markup=False)
@@ -81,8 +92,12 @@ class ParamsForm(Vertical):
                           allow_blank=spec.optional, id=wid, classes="field-input", compact=True)
         input_type = {"int": "integer", "float": "number"}.get(spec.kind, "text")
         placeholder = "(none)" if spec.optional else ("required" if spec.required else "")
-        return Input(to_text(spec, value), id=wid, type=input_type,  # type: ignore[arg-type]
-                     placeholder=placeholder, classes="field-input", compact=True)
+        if spec.kind == "size":
+            placeholder = "e.g. 480G" if spec.unit == "M" else "e.g. 200G"
+        elif spec.kind == "list" and spec.keywords:
+            placeholder = f"{spec.keywords[0]} or 0,1"
+        return FormInput(to_text(spec, value), id=wid, type=input_type,  # type: ignore[arg-type]
+                         placeholder=placeholder, classes="field-input", compact=True)
 
     def values(self) -> dict[str, Any]:
         """The raw values as entered (pydantic coerces them)."""
@@ -103,6 +118,7 @@ class ParamsForm(Vertical):
         widget = self.query_one(f"#{self._wid(name)}")
         if isinstance(widget, Switch):
             widget.value = bool(value)
+            self._show_switch(name, bool(value))
         elif isinstance(widget, Select):
             widget.value = value if value in spec.choices else Select.NULL
         elif isinstance(widget, Input):
@@ -127,10 +143,29 @@ class ParamsForm(Vertical):
     def valid(self) -> bool:
         return not self.errors
 
+    @property
+    def dirty(self) -> bool:
+        """Edited since the last validation."""
+        return self._dirty
+
+    def flush(self) -> None:
+        """Validate now if an edit is waiting (before a run reads the values)."""
+        if self._dirty and self.is_mounted:
+            self._dirty = False
+            self.revalidate()
+
+    def _show_switch(self, name: str, value: bool) -> None:
+        for state in self.query(f"#{self._wid(name)}--state").results(Static):
+            state.update("on" if value else "off")
+
     @on(Input.Changed)
     @on(Switch.Changed)
     @on(Select.Changed)
     def _edited(self, event: Message) -> None:
         event.stop()
-        if self.is_mounted:
-            self.revalidate()
+        if isinstance(event, Switch.Changed) and event.switch.id and event.switch.id.startswith(f"{self.key}--"):
+            self._show_switch(event.switch.id.removeprefix(f"{self.key}--"), event.value)
+        if not self.is_mounted or self._dirty:
+            return  # a validation is already queued behind the pending keys
+        self._dirty = True
+        self.call_later(self.flush)
