@@ -191,6 +191,8 @@ def to_text(spec: FieldSpec, value: Any) -> str:
         return ""
     if isinstance(value, enum.Enum):
         value = value.value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", exclude_none=True)
     if spec.kind == "list":
         if isinstance(value, str):
             return value  # a keyword such as "all"
