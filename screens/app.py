@@ -32,7 +32,6 @@ class ProvisionerApp(App[int]):
 
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "gpu-provisioner"
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (28, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the wizard (the run log is kept)"),
         Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),
@@ -56,7 +55,9 @@ class ProvisionerApp(App[int]):
         session.subscribe(self._sink)
 
     def on_mount(self) -> None:
-        self.push_screen(self.page_screen(self.start_page))
+        screen = self.page_screen(self.start_page)
+        screen.defer_body = True  # type: ignore[attr-defined]  # the first frame before the forms
+        self.push_screen(screen)
 
     def page_screen(self, name: str) -> Screen[Any]:
         """The screen of page `name`, built (its module imported) the first time it is needed."""
@@ -169,15 +170,16 @@ class ProvisionerApp(App[int]):
         page = self.pages.get(self.current_page_name() or "")
         if page is not None:
             page.flush_forms()
-        summary = self.pages.get("summary")
-        path = summary.save_path() if summary is not None and summary.is_mounted else self.session.record_to
+        summary: Any = self.pages.get("summary")
+        ready = bool(summary is not None and summary.is_mounted and summary.body_ready)
+        path = summary.save_path() if ready else self.session.record_to
         try:
             out = self.session.save(path)
         except Exception as exc:
             self.notify(f"cannot save: {exc}", severity="error", markup=False)
             return
         self.notify(f"playbook saved to {out}", markup=False)
-        if summary is not None and summary.is_mounted:
+        if ready:
             summary.refresh_view()
 
     def action_run_step(self) -> None:

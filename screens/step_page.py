@@ -22,7 +22,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Button, Footer, Log, Static
@@ -79,6 +79,20 @@ def breadcrumb(current: str, width: int = 200) -> Text:
     return text
 
 
+class PageBody(Vertical):
+    """The page's specialised view and step forms (mounted after the first frame on the start page)."""
+
+    DEFAULT_CSS = "PageBody { height: auto; }"
+
+    def __init__(self, page: StepPage) -> None:
+        super().__init__(id="page-body")
+        self.page_screen = page
+
+    def compose(self) -> ComposeResult:
+        yield from self.page_screen.compose_view()
+        yield from self.page_screen.compose_steps()
+
+
 class StepPage(Screen[None]):
     """Base of the wizard pages; subclasses add their specialised view."""
 
@@ -97,6 +111,8 @@ class StepPage(Screen[None]):
         self.indices = session.indices(self.page.kinds)
         self.form_valid: dict[int, bool] = {}
         self.phase = ""  # "plan" or "apply" while the engine runs a step of this page
+        self.defer_body = False  # the start page: paint the frame first, then build the forms
+        self.body_ready = False
 
     @property
     def wizard(self) -> ProvisionerApp:
@@ -111,8 +127,8 @@ class StepPage(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(breadcrumb(self.page.name, self.app.size.width), id="crumbs")
         with VerticalScroll(id="body"):
-            yield from self.compose_view()
-            yield from self.compose_steps()
+            if not self.defer_body:
+                yield PageBody(self)
         with VerticalScroll(id="plan-box"):
             yield Static("", id="plan", markup=False)
         yield ErrorPanel(id="error")
@@ -144,6 +160,20 @@ class StepPage(Screen[None]):
                 yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}")
 
     def on_mount(self) -> None:
+        self.fit_height()
+        if self.defer_body:
+            self.query_one("#run", Button).disabled = True
+            self.call_after_refresh(self._fill_body)
+            return
+        self._body_mounted()
+
+    async def _fill_body(self) -> None:
+        await self.query_one("#body").mount(PageBody(self))
+        self.defer_body = False
+        self._body_mounted()
+
+    def _body_mounted(self) -> None:
+        self.body_ready = True
         self.refresh_controls()
         self.refresh_view()
         self.focus_first()
@@ -170,9 +200,19 @@ class StepPage(Screen[None]):
 
     def on_resize(self) -> None:
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
+        self.fit_height()
+
+    def fit_height(self) -> None:
+        """Live output gets 8 rows from 28 rows up, 6 below (80×24 keeps room for the forms).
+        Set on the two widgets, not by a screen class: that would restyle every widget."""
+        short = self.app.size.height < 28
+        self.query_one("#log").styles.height = 6 if short else 8
+        self.query_one("#plan-box").styles.max_height = 8 if short else 10
 
     def on_screen_resume(self) -> None:
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
+        if not self.body_ready:
+            return
         self.refresh_controls()
         self.refresh_view()
 
@@ -193,6 +233,8 @@ class StepPage(Screen[None]):
         return None
 
     def refresh_controls(self) -> None:
+        if not self.body_ready:
+            return
         for i in self.indices:
             self.query_one(f"#title-{i}", Static).update(self._step_title(self.session.runs[i]))
         button = self.query_one("#run", Button)
@@ -316,7 +358,7 @@ class StepPage(Screen[None]):
 
     def action_run(self) -> None:
         """Plan the next step, or apply the plan on screen (the confirmation). Retry is a new plan."""
-        if self.wizard.busy or self.next_index() is None:
+        if self.wizard.busy or not self.body_ready or self.next_index() is None:
             return
         self.flush_forms()
         if not all(self.form_valid.get(i, True) for i in self.indices):

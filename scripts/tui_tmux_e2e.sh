@@ -35,14 +35,16 @@ trap 'cleanup "${KEEP:-}"' EXIT
 capture() { tmux -L "$SESSION" capture-pane -p -t "$SESSION" > "$SCREEN_FILE"; cat "$SCREEN_FILE"; }
 fail() { echo "FAIL: $*" >&2; echo "---- last screen ----" >&2; capture >&2 || true; exit 1; }
 
-# The screen, once two captures in a row agree (never a frame that is still being drawn); status 1
-# when it keeps changing (a step is streaming output or animating a progress bar).
+# The breadcrumb and the action bar, once two captures in a row agree on them (never a frame that
+# is still being drawn); status 1 when they keep changing. Output streaming into the log or a
+# progress bar may move elsewhere on the screen meanwhile.
+chrome() { capture | sed -n -e '1p' -e '/◀ Back/p'; }
 stable_screen() {
   local a b tries=0
-  a=$(capture)
+  a=$(chrome)
   while (( tries < 10 )); do
     sleep 0.1
-    b=$(capture)
+    b=$(chrome)
     [[ "$a" == "$b" ]] && { printf '%s\n' "$b"; return 0; }
     a=$b tries=$((tries + 1))
   done

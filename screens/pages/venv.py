@@ -46,7 +46,8 @@ class VenvPage(StepPage):
     def compose_view(self) -> ComposeResult:
         yield Static("", id="packages")
         yield Static("", id="venv-progress-label", markup=False)
-        yield ProgressBar(total=None, show_eta=False, id="venv-progress")
+        # Hidden until the step reports progress: an idle page shows no animation.
+        yield ProgressBar(total=None, show_eta=False, id="venv-progress", classes="idle")
 
     def refresh_view(self) -> None:
         shared = self.session.shared()
@@ -57,6 +58,7 @@ class VenvPage(StepPage):
             packages_text(params, shared.get("resolution") or {}, list(shared.get("venv_freeze") or [])))
 
     def on_progress(self, event: Progress) -> None:
+        self.query_one("#venv-progress", ProgressBar).remove_class("idle")
         self.query_one("#venv-progress", ProgressBar).update(total=event.total, progress=event.completed)
         self.query_one("#venv-progress-label", Static).update(f"{event.task}: {event.completed:g}"
                                                                + (f"/{event.total:g}" if event.total else ""))

@@ -31,8 +31,8 @@ class ParamsForm(Vertical):
     ParamsForm .field-input { width: 1fr; }
     ParamsForm Input { width: 1fr; }
     ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
-    ParamsForm .field-error { color: $error; padding-left: 22; height: auto; display: none; }
-    ParamsForm .field-error.shown { display: block; }
+    ParamsForm .field-help.-empty { display: none; }
+    ParamsForm .field-help.-error { color: $error; }
     ParamsForm .form-error { color: $error; height: auto; display: none; }
     ParamsForm .form-error.shown { display: block; }
     ParamsForm Switch.field-input { width: 6; height: 1; border: none; padding: 0; }
@@ -76,9 +76,9 @@ class ParamsForm(Vertical):
                 if spec.kind == "bool":
                     yield Static("on" if value else "off", id=f"{self._wid(spec.name)}--state",
                                  classes="switch-state", markup=False)
-            if spec.help:
-                yield Static(spec.help, classes="field-help", markup=False)
-            yield Static("", id=f"{self._wid(spec.name)}--error", classes="field-error", markup=False)
+            # One line under the field: its help, or what is wrong with the value (one widget, not two).
+            yield Static(spec.help, id=f"{self._wid(spec.name)}--error",
+                         classes="field-help" if spec.help else "field-help -empty", markup=False)
         yield Static("", classes="form-error", markup=False)
 
     def _input(self, spec: FieldSpec, value: Any) -> Widget:
@@ -130,9 +130,13 @@ class ParamsForm(Vertical):
         for spec in self.specs:
             line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
             message = self.errors.get(spec.name, "")
-            line.update(f"✗ {message}" if message else "")
-            line.set_class(bool(message), "shown")
-            self.query_one(f"#{self._wid(spec.name)}").set_class(bool(message), "-invalid")
+            if message or line.has_class("-error"):
+                line.update(f"✗ {message}" if message else spec.help)
+                line.set_classes(["field-help", *(["-error"] if message else []),
+                                  *(["-empty"] if not message and not spec.help else [])])
+            widget = self.query_one(f"#{self._wid(spec.name)}")
+            if widget.has_class("-invalid") != bool(message):
+                widget.set_class(bool(message), "-invalid")
         other = "; ".join(m for k, m in self.errors.items() if k not in {s.name for s in self.specs})
         self.query_one(".form-error", Static).update(f"✗ {other}" if other else "")
         self.query_one(".form-error").set_class(bool(other), "shown")
