@@ -1,23 +1,25 @@
 """The wizard application: installed pages, the engine worker, event batching, global actions.
 
-Pages are built when first shown (the first frame needs only the start page's module); Textual,
-the step models and the page modules are the only imports before that frame: nothing connects
-until a step runs.
+Pages are built when first shown (the first frame needs only the start page's module), and
+nothing connects until a step runs. Given a session *factory* instead of a session, the app paints
+its first frame (the start page's breadcrumb and bars) before the factory loads the playbook and
+the engine, then opens the page; an error of the factory ends the app with its message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 
-from provisioner.events import Event
-from screens.wizard_session import PAGES, WizardSession
+if TYPE_CHECKING:  # the engine (pydantic models, steps) loads after the first frame when a factory is given
+    from provisioner.events import Event
+    from screens.wizard_session import WizardSession
 
 
 class EventsPending(Message):
@@ -40,9 +42,10 @@ class ProvisionerApp(App[int]):
         Binding("ctrl+o", "run_log", "Run log", tooltip="Open this run's log"),
     ]
 
-    def __init__(self, session: WizardSession, *, start_page: str = "connect", lab: bool = False) -> None:
+    def __init__(self, session: WizardSession | Callable[[], WizardSession], *, start_page: str = "connect",
+                 lab: bool = False) -> None:
         super().__init__()
-        self.session = session
+        self._factory = None if not callable(session) else session
         self.start_page = start_page
         self.lab = lab
         self.busy = False
@@ -50,14 +53,43 @@ class ProvisionerApp(App[int]):
         self._pending: list[Event] = []
         self._flush_posted = False
         self.pages: dict[str, Any] = {}
-        self.sub_title = f"{session.host}{'  · LAB' if lab else ''}"
         self.theme = "textual-dark"
+        if self._factory is None:
+            assert not callable(session)
+            self._use_session(session)
+
+    def _use_session(self, session: WizardSession) -> None:
+        self.session = session
+        self.sub_title = f"{session.host}{'  · LAB' if self.lab else ''}"
         session.subscribe(self._sink)
 
     def on_mount(self) -> None:
+        if self._factory is not None:
+            from screens.loading import LoadingScreen
+
+            self.push_screen(LoadingScreen(self.start_page))
+            self.call_after_refresh(self._open)
+            return
         screen = self.page_screen(self.start_page)
         screen.defer_body = True  # type: ignore[attr-defined]  # the first frame before the forms
         self.push_screen(screen)
+
+    def _open(self) -> None:
+        """Build the session after the first frame, then replace the loading frame by the page."""
+        assert self._factory is not None
+        try:
+            session = self._factory()
+        except SystemExit as exc:
+            self.exit(return_code=int(exc.code or 0) if isinstance(exc.code, int) else 2, message=str(exc.code or ""))
+            return
+        except Exception as exc:
+            error = exc
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            self.exit(return_code=int(getattr(exc, "exit_code", 2)), message=f"error: {message}")
+            return
+        self._factory = None
+        self._use_session(session)
+        self.switch_screen(self.page_screen(self.start_page))  # not awaited: this runs in a refresh callback
 
     def page_screen(self, name: str) -> Screen[Any]:
         """The screen of page `name`, built (its module imported) the first time it is needed."""
@@ -72,7 +104,8 @@ class ProvisionerApp(App[int]):
         return screen
 
     async def on_unmount(self) -> None:
-        await self.session.close()
+        if hasattr(self, "session"):
+            await self.session.close()
 
     # --- engine events --------------------------------------------------------------------------------
 
@@ -133,6 +166,8 @@ class ProvisionerApp(App[int]):
             self.switch_screen(self.page_screen(name))
 
     def action_next_page(self) -> None:
+        from screens.wizard_session import PAGES
+
         name = self.current_page_name()
         if name is not None:
             index = [p.name for p in PAGES].index(name)
@@ -140,6 +175,8 @@ class ProvisionerApp(App[int]):
                 self.goto(PAGES[index + 1].name)
 
     def action_prev_page(self) -> None:
+        from screens.wizard_session import PAGES
+
         name = self.current_page_name()
         if name is not None:
             index = [p.name for p in PAGES].index(name)
@@ -188,6 +225,8 @@ class ProvisionerApp(App[int]):
             screen.action_run()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        from screens.wizard_session import PAGES
+
         yield from super().get_system_commands(screen)
         yield SystemCommand("Run step", "Plan the next step of this page, or apply a shown plan", self.action_run_step)
         yield SystemCommand("Next page", "Go to the next wizard page", self.action_next_page)

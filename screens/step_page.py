@@ -24,7 +24,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.widget import MountError, Widget
 from textual.widgets import Button, Footer, Log, Static
 
 from provisioner.events import (
@@ -168,7 +168,11 @@ class StepPage(Screen[None]):
         self._body_mounted()
 
     async def _fill_body(self) -> None:
-        await self.query_one("#body").mount(PageBody(self))
+        body = self.query_one("#body")
+        try:
+            await body.mount(PageBody(self))
+        except MountError:
+            return  # the wizard is quitting before the page was filled
         self.defer_body = False
         self._body_mounted()
 

@@ -66,7 +66,10 @@ wait_for() {
 wait_page() {
   local n=$1 limit=${2:-60} start=$SECONDS
   while (( SECONDS - start < limit )); do
-    if (stable_screen || true) | head -n 1 | grep -Eq "^ *$n/9 "; then return 0; fi
+    local screen
+    screen=$(stable_screen || true)
+    # the page itself, not the loading frame that precedes it: its action bar is drawn
+    if head -n 1 <<<"$screen" | grep -Eq "^ *$n/9 " && grep -q "◀ Back" <<<"$screen"; then return 0; fi
     sleep 0.2
   done
   fail "timed out after ${limit}s waiting for page $n/9"

@@ -23,6 +23,10 @@ PAGE_MODULES: dict[str, tuple[str, str]] = {
     "summary": ("screens.pages.summary", "SummaryPage"),
 }
 
+PAGE_TITLES: dict[str, str] = {"connect": "Connect", "inventory": "Inventory", "container": "Container",
+                               "passthrough": "Passthrough", "driver": "Driver", "pytorch": "PyTorch",
+                               "venv": "Venv", "burnin": "Burn-in", "summary": "Summary"}
+
 
 def page_class(name: str) -> type[StepPage]:
     module, cls = PAGE_MODULES[name]
