@@ -368,6 +368,18 @@ class StepPage(Screen[None]):
         if not all(self.form_valid.get(i, True) for i in self.indices):
             self.notify("fix the highlighted fields first", severity="warning")
             return
+        index = self.next_index()
+        assert index is not None
+        earlier = [r for r in self.session.runs[:index] if not r.done]
+        waiting = [r for r in earlier if r.planned and r.changes]
+        if waiting:  # a shown plan was neither confirmed nor dropped: later steps would run without it
+            names = ", ".join(r.spec.name or r.spec.kind for r in waiting)
+            self.notify(f"{names}: its plan waits for confirmation (Apply) on its page; apply it first",
+                        severity="warning", markup=False)
+            return
+        if earlier:
+            self.log_line("note: earlier steps have not run: " + ", ".join(r.spec.name or r.spec.kind
+                                                                          for r in earlier))
         self.hide_error()
         self.start(self.advance())
 

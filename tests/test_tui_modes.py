@@ -201,3 +201,21 @@ async def test_a_failing_session_factory_ends_the_app_with_its_message(tmp_path:
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: not app.is_running or app._exit_renderables != [], what="the app to exit")
     assert app.return_code == 2
+
+
+async def test_a_later_page_does_not_run_while_an_earlier_plan_waits_for_confirmation(
+        app: ProvisionerApp) -> None:
+    """The wizard side of the tmux race (issue #12): a Container plan shown but not applied must not
+    let the Passthrough step run, whatever keys arrive."""
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        create = app.session.runs[app.session.indices(("lxc.create",))[0]]
+        create.status, create.changes, create.plan_stale = "planned", ["create CT 200"], False
+        app.goto("passthrough")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert not app.busy
+        passthrough = app.session.runs[app.session.indices(("lxc.gpu_passthrough",))[0]]
+        assert passthrough.status == "pending"
+        assert any("waits for confirmation" in str(n.message) for n in app._notifications)
