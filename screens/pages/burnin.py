@@ -26,10 +26,9 @@ def verdict_text(doc: dict[str, Any]) -> Text:
     text.append("verdict: ", style="bold")
     text.append(str(overall).upper(), style="bold green" if overall == "pass" else "bold red")
     phases = verdict.get("phases") if isinstance(verdict, dict) else None
-    if isinstance(phases, dict):
-        for name, value in phases.items():
-            status = value.get("status") if isinstance(value, dict) else value
-            text.append(f"  {name}: {status}")
+    if isinstance(phases, dict) and phases:
+        said = [f"{name}: {value.get('status') if isinstance(value, dict) else value}" for name, value in phases.items()]
+        text.append("   (" + ", ".join(said) + ")")
     return text
 
 
