@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +214,20 @@ def test_dns_names_are_accepted(labels: list[str]) -> None:
                                   "-pve", "[fd00::1]", "fd00::1::2", "a..b", ""])
 def test_not_hosts(text: str) -> None:
     assert not _accepted(text), text
+
+
+def test_the_package_count_is_packages_only() -> None:
+    from screens.pages.venv import installed_packages, packages_text
+
+    log = (Path(__file__).parent / "fixtures" / "logs" / "clean-uv-torch-install.log").read_text().splitlines()
+    installed = [line.removeprefix(" + ") for line in log if line.startswith(" + ")]
+    freeze = ["Using Python 3.12.3 environment at: /opt/torch-venv", *installed]
+    assert installed_packages(freeze) == installed
+    assert f"installed ({len(installed)}):" in packages_text({}, {}, freeze).plain
+
+
+def test_variants_are_offered_in_order() -> None:
+    from screens.pages.pytorch import candidate_variants
+
+    res = {"variant": "cu128", "rejected": [{"variant": v} for v in ("cu130", "cpu", "cu126", "cu128", "cu118")]}
+    assert candidate_variants(res) == ["cu118", "cu126", "cu128", "cu130", "cpu"]
