@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated
 
@@ -22,10 +23,19 @@ def hostname(value: str) -> str:
 
 
 def host_address(value: str) -> str:
-    """An SSH/API address: DNS name or IPv4 (IPv6 in brackets is not accepted here)."""
-    if IPV4_RE.match(value) or HOSTNAME_RE.match(value):
+    """An SSH/API address: an IPv4 address, an IPv6 address (without brackets) or a DNS name.
+
+    What `ipaddress` parses is an address; a name made only of digits and dots is never a host name
+    (RFC 1123 §2.1: the top-level label is not all-numeric), so `300.1.2.3` is refused."""
+    try:
+        ipaddress.ip_address(value)
         return value
-    raise ValueError(f"not a valid host name or IPv4 address: {value!r}")
+    except ValueError:
+        pass
+    if HOSTNAME_RE.match(value) and not value.rstrip(".").rsplit(".", 1)[-1].isdigit():
+        return value
+    raise ValueError(f"{value!r} is not an IPv4 address (like 192.0.2.10), an IPv6 address (like fd00::10) "
+                     "or a host name (like pve1.example.org)")
 
 
 def vmid(value: int) -> int:

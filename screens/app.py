@@ -1,18 +1,25 @@
-"""The wizard application: installed pages, the engine worker, event batching, global actions."""
+"""The wizard application: installed pages, the engine worker, event batching, global actions.
+
+Pages are built when first shown (the first frame needs only the start page's module), and
+nothing connects until a step runs. Given a session *factory* instead of a session, the app paints
+its first frame (the start page's breadcrumb and bars) before the factory loads the playbook and
+the engine, then opens the page; an error of the factory ends the app with its message.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 
-from provisioner.events import Event
-from screens.wizard_session import PAGES, WizardSession
+if TYPE_CHECKING:  # the engine (pydantic models, steps) loads after the first frame when a factory is given
+    from provisioner.events import Event
+    from screens.wizard_session import WizardSession
 
 
 class EventsPending(Message):
@@ -28,15 +35,17 @@ class ProvisionerApp(App[int]):
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "gpu-provisioner"
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the wizard (the run log is kept)"),
         Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),
         Binding("f6", "toggle_theme", "Theme", tooltip="Switch between light and dark"),
         Binding("ctrl+s", "save", "Save", tooltip="Save the recorded playbook"),
         Binding("ctrl+o", "run_log", "Run log", tooltip="Open this run's log"),
     ]
 
-    def __init__(self, session: WizardSession, *, start_page: str = "connect", lab: bool = False) -> None:
+    def __init__(self, session: WizardSession | Callable[[], WizardSession], *, start_page: str = "connect",
+                 lab: bool = False) -> None:
         super().__init__()
-        self.session = session
+        self._factory = None if not callable(session) else session
         self.start_page = start_page
         self.lab = lab
         self.busy = False
@@ -44,21 +53,59 @@ class ProvisionerApp(App[int]):
         self._pending: list[Event] = []
         self._flush_posted = False
         self.pages: dict[str, Any] = {}
-        self.sub_title = f"{session.host}{'  · LAB' if lab else ''}"
         self.theme = "textual-dark"
+        if self._factory is None:
+            assert not callable(session)
+            self._use_session(session)
+
+    def _use_session(self, session: WizardSession) -> None:
+        self.session = session
+        self.sub_title = f"{session.host}{'  · LAB' if self.lab else ''}"
         session.subscribe(self._sink)
 
     def on_mount(self) -> None:
-        from screens.pages import PAGE_CLASSES
+        if self._factory is not None:
+            from screens.loading import LoadingScreen
 
-        for page in PAGES:
-            screen = PAGE_CLASSES[page.name](self.session)
-            self.pages[page.name] = screen
-            self.install_screen(screen, page.name)
-        self.push_screen(self.start_page)
+            self.push_screen(LoadingScreen(self.start_page))
+            self.call_after_refresh(self._open)
+            return
+        screen = self.page_screen(self.start_page)
+        screen.defer_body = True  # type: ignore[attr-defined]  # the first frame before the forms
+        self.push_screen(screen)
+
+    def _open(self) -> None:
+        """Build the session after the first frame, then replace the loading frame by the page."""
+        assert self._factory is not None
+        try:
+            session = self._factory()
+        except SystemExit as exc:
+            self.exit(return_code=int(exc.code or 0) if isinstance(exc.code, int) else 2, message=str(exc.code or ""))
+            return
+        except Exception as exc:
+            error = exc
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            self.exit(return_code=int(getattr(exc, "exit_code", 2)), message=f"error: {message}")
+            return
+        self._factory = None
+        self._use_session(session)
+        self.switch_screen(self.page_screen(self.start_page))  # not awaited: this runs in a refresh callback
+
+    def page_screen(self, name: str) -> Screen[Any]:
+        """The screen of page `name`, built (its module imported) the first time it is needed."""
+        screen = self.pages.get(name)
+        if screen is None:
+            from screens.pages import page_class
+
+            screen = page_class(name)(self.session)
+            self.pages[name] = screen
+            self.install_screen(screen, name)
+        assert isinstance(screen, Screen)
+        return screen
 
     async def on_unmount(self) -> None:
-        await self.session.close()
+        if hasattr(self, "session"):
+            await self.session.close()
 
     # --- engine events --------------------------------------------------------------------------------
 
@@ -116,9 +163,11 @@ class ProvisionerApp(App[int]):
         if self.screen is not self.pages.get(name) and isinstance(self.screen, Screen):
             if self.current_page_name() is None:
                 return  # a dialog or the diagnose screen is on top
-            self.switch_screen(name)
+            self.switch_screen(self.page_screen(name))
 
     def action_next_page(self) -> None:
+        from screens.wizard_session import PAGES
+
         name = self.current_page_name()
         if name is not None:
             index = [p.name for p in PAGES].index(name)
@@ -126,6 +175,8 @@ class ProvisionerApp(App[int]):
                 self.goto(PAGES[index + 1].name)
 
     def action_prev_page(self) -> None:
+        from screens.wizard_session import PAGES
+
         name = self.current_page_name()
         if name is not None:
             index = [p.name for p in PAGES].index(name)
@@ -153,15 +204,19 @@ class ProvisionerApp(App[int]):
             self.push_screen(RunLogScreen(self.session.log_path))
 
     def action_save(self) -> None:
-        summary = self.pages.get("summary")
-        path = summary.save_path() if summary is not None and summary.is_mounted else self.session.record_to
+        page = self.pages.get(self.current_page_name() or "")
+        if page is not None:
+            page.flush_forms()
+        summary: Any = self.pages.get("summary")
+        ready = bool(summary is not None and summary.is_mounted and summary.body_ready)
+        path = summary.save_path() if ready else self.session.record_to
         try:
             out = self.session.save(path)
         except Exception as exc:
             self.notify(f"cannot save: {exc}", severity="error", markup=False)
             return
         self.notify(f"playbook saved to {out}", markup=False)
-        if summary is not None and summary.is_mounted:
+        if ready:
             summary.refresh_view()
 
     def action_run_step(self) -> None:
@@ -170,6 +225,8 @@ class ProvisionerApp(App[int]):
             screen.action_run()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        from screens.wizard_session import PAGES
+
         yield from super().get_system_commands(screen)
         yield SystemCommand("Run step", "Plan the next step of this page, or apply a shown plan", self.action_run_step)
         yield SystemCommand("Next page", "Go to the next wizard page", self.action_next_page)

@@ -2,9 +2,16 @@
 
 A page drives the playbook steps of its kinds in order. "Run" (ctrl+r) plans the next step that is
 not done; a plan without changes is applied at once (nothing to confirm), a plan with changes is
-shown ("will change: …") and the button becomes "Apply", which is the confirmation. A failure
-shows the error panel with Retry / Skip / Abort. The engine runs in a worker on the app's loop;
-its events arrive through the app (batched) and are rendered here as plain text.
+shown ("will change: …") and the button becomes "Apply", which is the confirmation. That holds for
+every run: the first, a Retry after a failure (it plans again and waits for Apply) and a re-run
+after an edit. Editing a finished step marks it "edited" and the finished steps after it
+"outdated" (they may depend on it): each is planned again, and the recorded playbook keeps what
+was applied until the new values are. A failure shows the error panel with Retry / Skip / Abort.
+The engine runs in a worker on the app's loop; its events arrive through the app (batched) and
+are rendered here as plain text.
+
+Layout (80×24 and up): breadcrumb; the page's view and step forms (scrolling); the plan waiting
+for confirmation; the live output (or the error panel in its place); the action bar; the footer.
 """
 
 from __future__ import annotations
@@ -15,9 +22,9 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widget import Widget
+from textual.widget import MountError, Widget
 from textual.widgets import Button, Footer, Log, Static
 
 from provisioner.events import (
@@ -43,7 +50,8 @@ if TYPE_CHECKING:
 
 LOG_MAX_LINES = 5000
 STATUS_MARK = {"pending": "○", "planning": "…", "planned": "◐", "running": "▶", "ok": "✓", "changed": "✓",
-               "failed": "✗", "skipped": "↷", "interrupted": "✗"}
+               "failed": "✗", "skipped": "↷", "interrupted": "✗", "edited": "✎", "outdated": "↻"}
+STATUS_WORDS = {"edited": "edited: plan again", "outdated": "outdated: an earlier step was edited"}
 
 
 def breadcrumb(current: str, width: int = 200) -> Text:
@@ -71,6 +79,20 @@ def breadcrumb(current: str, width: int = 200) -> Text:
     return text
 
 
+class PageBody(Vertical):
+    """The page's specialised view and step forms (mounted after the first frame on the start page)."""
+
+    DEFAULT_CSS = "PageBody { height: auto; }"
+
+    def __init__(self, page: StepPage) -> None:
+        super().__init__(id="page-body")
+        self.page_screen = page
+
+    def compose(self) -> ComposeResult:
+        yield from self.page_screen.compose_view()
+        yield from self.page_screen.compose_steps()
+
+
 class StepPage(Screen[None]):
     """Base of the wizard pages; subclasses add their specialised view."""
 
@@ -88,6 +110,9 @@ class StepPage(Screen[None]):
         self.session = session
         self.indices = session.indices(self.page.kinds)
         self.form_valid: dict[int, bool] = {}
+        self.phase = ""  # "plan" or "apply" while the engine runs a step of this page
+        self.defer_body = False  # the start page: paint the frame first, then build the forms
+        self.body_ready = False
 
     @property
     def wizard(self) -> ProvisionerApp:
@@ -102,11 +127,12 @@ class StepPage(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(breadcrumb(self.page.name, self.app.size.width), id="crumbs")
         with VerticalScroll(id="body"):
-            yield from self.compose_view()
-            yield from self.compose_steps()
+            if not self.defer_body:
+                yield PageBody(self)
+        with VerticalScroll(id="plan-box"):
             yield Static("", id="plan", markup=False)
-            yield ErrorPanel(id="error")
-            yield Log(max_lines=LOG_MAX_LINES, id="log", auto_scroll=self.AUTO_SCROLL_OUTPUT)
+        yield ErrorPanel(id="error")
+        yield Log(max_lines=LOG_MAX_LINES, id="log", auto_scroll=self.AUTO_SCROLL_OUTPUT)
         with Horizontal(id="actions"):
             yield Button("◀ Back", id="back", compact=True)
             yield Static("", id="status", markup=False)
@@ -134,14 +160,63 @@ class StepPage(Screen[None]):
                 yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}")
 
     def on_mount(self) -> None:
+        self.fit_height()
+        if self.defer_body:
+            self.query_one("#run", Button).disabled = True
+            self.call_after_refresh(self._fill_body)
+            return
+        self._body_mounted()
+
+    async def _fill_body(self) -> None:
+        body = self.query_one("#body")
+        try:
+            await body.mount(PageBody(self))
+        except MountError:
+            return  # the wizard is quitting before the page was filled
+        self.defer_body = False
+        self._body_mounted()
+
+    def _body_mounted(self) -> None:
+        self.body_ready = True
         self.refresh_controls()
         self.refresh_view()
+        self.focus_first()
+
+    def focus_first(self) -> None:
+        """Something is focused from the start: the first field, else the Run button."""
+        from textual.widgets import Input, Select, Switch
+
+        if self.focused is not None:
+            return
+        for widget in self.query_one("#body").query("*"):
+            if isinstance(widget, Input | Select | Switch) and widget.focusable:
+                widget.focus(scroll_visible=False)
+                return
+        self.query_one("#run", Button).focus()
+
+    def on_screen_suspend(self) -> None:
+        self.flush_forms()
+
+    def flush_forms(self) -> None:
+        """Apply edits still waiting for validation (the values a run or the playbook reads)."""
+        for form in self.query(ParamsForm):
+            form.flush()
 
     def on_resize(self) -> None:
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
+        self.fit_height()
+
+    def fit_height(self) -> None:
+        """Live output gets 8 rows from 28 rows up, 6 below (80×24 keeps room for the forms).
+        Set on the two widgets, not by a screen class: that would restyle every widget."""
+        short = self.app.size.height < 28
+        self.query_one("#log").styles.height = 6 if short else 8
+        self.query_one("#plan-box").styles.max_height = 8 if short else 10
 
     def on_screen_resume(self) -> None:
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
+        if not self.body_ready:
+            return
         self.refresh_controls()
         self.refresh_view()
 
@@ -152,7 +227,7 @@ class StepPage(Screen[None]):
         title = title or (cls.title if cls is not None else run.spec.kind)
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"{STATUS_MARK.get(run.status, '?')} {title}", style="bold")
-        text.append(f"  [{run.spec.kind}] {run.status}", style="dim")
+        text.append(f"  [{run.spec.kind}] {STATUS_WORDS.get(run.status, run.status)}", style="dim")
         return text
 
     def next_index(self) -> int | None:
@@ -162,6 +237,8 @@ class StepPage(Screen[None]):
         return None
 
     def refresh_controls(self) -> None:
+        if not self.body_ready:
+            return
         for i in self.indices:
             self.query_one(f"#title-{i}", Static).update(self._step_title(self.session.runs[i]))
         button = self.query_one("#run", Button)
@@ -175,7 +252,7 @@ class StepPage(Screen[None]):
             run = self.session.runs[index]
             if run.planned and run.changes:
                 button.label = f"Apply ({len(run.changes)})"
-            elif run.status == "failed":
+            elif run.status in ("failed", "interrupted"):
                 button.label = "Retry"
             else:
                 button.label = "Plan"
@@ -191,18 +268,27 @@ class StepPage(Screen[None]):
 
     def show_plan(self) -> None:
         text = Text()
+        waiting = False
         for index in self.indices:
             run = self.session.runs[index]
             if run.status in ("planned", "running", "ok", "changed") and (run.changes or run.notes):
                 if run.changes and run.status in ("planned", "running"):
-                    text.append("will change:\n", style="bold")
+                    waiting = waiting or run.planned
+                    text.append(f"{run.spec.name or run.spec.kind} will change:\n", style="bold")
                     for change in run.changes:
                         text.append(f"  • {change}\n")
+                    if run.planned:
+                        text.append(f"Apply (ctrl+r) makes these {len(run.changes)} change(s); "
+                                    "editing a field plans again.\n", style="bold yellow")
                 elif run.status == "planned":
                     text.append("no change needed\n", style="bold")
                 for note in run.notes:
                     text.append(f"  {note}\n", style="dim")
+        text.rstrip()
         self.query_one("#plan", Static).update(text)
+        box = self.query_one("#plan-box")
+        box.set_class(bool(text.plain.strip()), "shown")
+        box.set_class(waiting, "waiting")
 
     def show_error(self, index: int) -> None:
         run = self.session.runs[index]
@@ -211,7 +297,11 @@ class StepPage(Screen[None]):
         command = run.failing_command or run.last_command
         self.query_one(ErrorPanel).show(error_text(title, run.message, command, list(run.tail)[-12:],
                                                    run.diagnosis))
-        self.query_one(ErrorPanel).scroll_visible()
+        self.set_class(True, "-error")
+
+    def hide_error(self) -> None:
+        self.query_one(ErrorPanel).hide()
+        self.set_class(False, "-error")
 
     def refresh_view(self) -> None:
         """Subclasses refresh their specialised widgets from `session.shared()`."""
@@ -225,8 +315,17 @@ class StepPage(Screen[None]):
         index = int(event.form.key[1:])
         self.form_valid[index] = not event.errors
         if not event.errors:
-            self.session.set_params(index, event.values)
+            self.store_params(index, event.values)
         self.refresh_controls()
+
+    def store_params(self, index: int, values: dict[str, Any]) -> None:
+        """Keep the edited parameters; an edit to a finished step reopens it (and what follows)."""
+        run = self.session.runs[index]
+        before, was_done = run.spec.params, run.done and run.status != "skipped"
+        self.session.set_params(index, values)
+        if was_done and run.spec.params != before:
+            self.session.reopen(index)
+            self.log_line(f"── edited: {run.spec.name or run.spec.kind}; it will be planned again")
 
     # --- running ------------------------------------------------------------------------------------
 
@@ -244,32 +343,45 @@ class StepPage(Screen[None]):
 
     @on(Button.Pressed, "#retry")
     def _retry(self) -> None:
-        self.query_one(ErrorPanel).hide()
-        self.start(self.advance(retry=True))
+        self.action_run()
 
     @on(Button.Pressed, "#skip")
     def _skip(self) -> None:
+        if self.wizard.busy:
+            return
         index = self.next_index()
         if index is not None:
             self.session.skip(index)
-        self.query_one(ErrorPanel).hide()
+        self.hide_error()
         self.start(self.advance())
 
     @on(Button.Pressed, "#abort")
     def _abort(self) -> None:
-        self.query_one(ErrorPanel).hide()
+        self.hide_error()
         self.wizard.action_abort()
 
     def action_run(self) -> None:
-        if self.wizard.busy or self.next_index() is None:
+        """Plan the next step, or apply the plan on screen (the confirmation). Retry is a new plan."""
+        if self.wizard.busy or not self.body_ready or self.next_index() is None:
             return
+        self.flush_forms()
         if not all(self.form_valid.get(i, True) for i in self.indices):
             self.notify("fix the highlighted fields first", severity="warning")
             return
         index = self.next_index()
-        retry = index is not None and self.session.runs[index].status == "failed"
-        self.query_one(ErrorPanel).hide()
-        self.start(self.advance(retry=retry))
+        assert index is not None
+        earlier = [r for r in self.session.runs[:index] if not r.done]
+        waiting = [r for r in earlier if r.planned and r.changes]
+        if waiting:  # a shown plan was neither confirmed nor dropped: later steps would run without it
+            names = ", ".join(r.spec.name or r.spec.kind for r in waiting)
+            self.notify(f"{names}: its plan waits for confirmation (Apply) on its page; apply it first",
+                        severity="warning", markup=False)
+            return
+        if earlier:
+            self.log_line("note: earlier steps have not run: " + ", ".join(r.spec.name or r.spec.kind
+                                                                          for r in earlier))
+        self.hide_error()
+        self.start(self.advance())
 
     def start(self, coro: Any) -> None:
         self.wizard.start_engine(self, coro)
@@ -278,23 +390,25 @@ class StepPage(Screen[None]):
         """Hook run before the page's first engine call (the connect page checks the host key)."""
         return True
 
-    async def advance(self, retry: bool = False) -> None:
-        """Plan/apply steps in order until one needs confirmation or fails."""
+    async def advance(self) -> None:
+        """Apply the plan the user confirmed, then plan the following steps: those without changes
+        apply at once; the first one with changes stops, its plan on screen, for the next confirmation."""
         if not await self.before_run():
             return
         while (index := self.next_index()) is not None:
             run = self.session.runs[index]
             if not (run.planned and run.changes):
-                self.log_line(f"── plan: {run.spec.kind}")
+                self.phase = "plan"
+                self.log_line(f"── plan: {run.spec.name or run.spec.kind}")
                 status = await self.session.plan(index)
                 self.after_step(index)
                 if status == "failed":
                     self.show_error(index)
                     return
-                if run.changes and not retry:
-                    return  # wait for the confirmation (Apply)
-            retry = False
-            self.log_line(f"── apply: {run.spec.kind}")
+                if run.changes:
+                    return  # every change waits for its confirmation (Apply)
+            self.phase = "apply"
+            self.log_line(f"── apply: {run.spec.name or run.spec.kind}")
             status = await self.session.apply(index)
             self.after_step(index)
             if status not in ("ok", "changed"):
@@ -303,6 +417,7 @@ class StepPage(Screen[None]):
 
     def after_step(self, index: int) -> None:
         self.wizard.flush_events()
+        self.phase = ""
         self.refresh_controls()
         self.refresh_view()
 
@@ -310,7 +425,9 @@ class StepPage(Screen[None]):
 
     def log_line(self, line: str) -> None:
         self.wizard.flush_events()  # keep the order of engine output and page notes
-        self.query_one("#log", Log).write_line(plain_line(line))
+        log = self.query_one("#log", Log)
+        log.add_class("has-output")
+        log.write_line(plain_line(line))
 
     def handle_events(self, events: list[Event]) -> None:
         """Render a batch of engine events (remote text as plain text)."""
@@ -330,8 +447,7 @@ class StepPage(Screen[None]):
             elif isinstance(event, PlanReady):
                 lines.extend(plain_line(f"will change: {c}") for c in event.changes)
             elif isinstance(event, StepFinished):
-                first = event.message.splitlines()[0] if event.message else ""
-                lines.append(plain_line(f"{event.step}: {event.status} {first}"))
+                lines.append(plain_line(self._finished_line(event)))
             elif isinstance(event, StepStarted):
                 pass
             elif isinstance(event, Progress):
@@ -339,7 +455,16 @@ class StepPage(Screen[None]):
             elif isinstance(event, Metric):
                 self.on_metric(event)
         if lines:
+            log.add_class("has-output")
             log.write_lines(lines)
+
+    def _finished_line(self, event: StepFinished) -> str:
+        if self.phase == "plan" and event.status in ("ok", "changed"):
+            run = self.session.runs[event.index] if 0 <= event.index < len(self.session.runs) else None
+            count = len(run.changes) if run is not None else 0
+            return f"{event.step}: planned, " + (f"{count} change(s) to confirm" if count else "nothing to change")
+        first = event.message.splitlines()[0] if event.message else ""
+        return f"{event.step}: {event.status} {first}".rstrip()
 
     def on_progress(self, event: Progress) -> None:
         """Specialised pages show progress bars."""

@@ -30,6 +30,7 @@ from provisioner.events import (
     StepStarted,
     StepStatus,
 )
+from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec, Target, dump
 from provisioner.runlog import JsonlRunLog
 from provisioner.runner import (
@@ -48,7 +49,8 @@ from provisioner.steps.base import Params, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
 from provisioner.transport.base import Transport
 
-RunStatus = Literal["pending", "planning", "planned", "running", "ok", "changed", "failed", "skipped", "interrupted"]
+RunStatus = Literal["pending", "planning", "planned", "running", "ok", "changed", "failed", "skipped", "interrupted",
+                    "edited", "outdated"]
 TAIL_LINES = 30
 
 
@@ -132,7 +134,7 @@ class WizardSession:
         self.runs: list[StepRun] = [StepRun(i, spec) for i, spec in enumerate(playbook.steps)]
         self.run_id = new_run_id()
         self.runlog = JsonlRunLog(self.run_id, runs_dir)
-        self.record_to = record_to or str(Path.cwd() / f"recorded-{self.run_id}.yaml")
+        self.record_to = record_to or str(state_dir() / "recorded" / f"recorded-{self.run_id}.yaml")
         self.bus = Bus(self.runlog, self._track)
         self.trust_new_host = False
         self.node: Transport | None = None
@@ -186,6 +188,14 @@ class WizardSession:
             run.plan_stale = True
             if run.status == "planned":
                 run.status = "pending"
+
+    def reopen(self, index: int) -> None:
+        """Step `index` was edited after it finished: it, and the finished steps after it (which may
+        depend on it), are planned and applied again. What they applied stays recorded until then."""
+        for run in self.runs[index:]:
+            if run.index == index or run.status in ("ok", "changed"):
+                run.status = "edited" if run.index == index else "outdated"
+                run.plan_stale = True
 
     # --- running ---------------------------------------------------------------------------------
 

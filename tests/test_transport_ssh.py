@@ -49,13 +49,22 @@ async def test_streams_lines_in_order_with_exit_status(sshd: Sshd) -> None:
     assert ended[0].exit_status == 7 and ended[0].duration_s >= 0
 
 
-async def test_lines_arrive_while_command_runs(sshd: Sshd) -> None:
-    stamps: list[tuple[str, float]] = []
+async def test_lines_arrive_while_command_runs(sshd: Sshd, tmp_path: Path) -> None:
+    # The command prints "a", then waits until the test has seen "a" (it creates the flag file):
+    # buffered until exit, "a" would never arrive and the command would hit its timeout.
+    flag = tmp_path / "seen-a"
+    lines: list[str] = []
+
+    def on_line(line: str) -> None:
+        lines.append(line)
+        if line == "a":
+            flag.touch()
+
     t = SshTransport(target(sshd))
-    await t.run(["sh", "-c", "echo a; sleep 1; echo b"], on_line=lambda ln: stamps.append((ln, time.monotonic())))
+    await t.run(["sh", "-c", f"echo a; while [ ! -e {flag} ]; do sleep 0.05; done; echo b"], on_line=on_line,
+                timeout=60)
     await t.close()
-    assert [s[0] for s in stamps] == ["a", "b"]
-    assert stamps[1][1] - stamps[0][1] >= 0.8  # streamed, not buffered until exit
+    assert lines == ["a", "b"]
 
 
 async def test_hostile_arguments_are_not_interpreted(sshd: Sshd, tmp_path: Path) -> None:
@@ -103,8 +112,11 @@ async def test_timeout_kills_remote_command(sshd: Sshd, tmp_path: Path) -> None:
     t = SshTransport(target(sshd))
     with pytest.raises(CommandTimeout):
         await t.run(["sh", "-c", f"sleep 30; echo {marker}"], timeout=1.0)
-    await asyncio.sleep(0.5)
-    ps = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    deadline = time.monotonic() + 30  # the kill is asynchronous: wait for the process to be gone
+    while (ps := subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)).stdout.strip():
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
     await t.close()
     assert ps.stdout.strip() == "", f"remote command still running: {ps.stdout}"
 
@@ -113,8 +125,10 @@ async def test_dropped_connection_is_a_clear_error(sshd: Sshd) -> None:
     t = SshTransport(target(sshd))
     assert (await t.run(["true"])).exit_status == 0
 
+    started = asyncio.Event()
+
     async def kill_sshd_soon() -> None:
-        await asyncio.sleep(0.5)
+        await started.wait()  # the remote command runs: now break the connection
         # kill the server and every per-connection sshd process it forked: the TCP connection breaks
         for pid in descendants(sshd.process.pid):
             subprocess.run(["kill", "-KILL", str(pid)], check=False)
@@ -122,7 +136,8 @@ async def test_dropped_connection_is_a_clear_error(sshd: Sshd) -> None:
 
     killer = asyncio.create_task(kill_sshd_soon())
     with pytest.raises(TransportError, match=r"connection|dropped|lost"):
-        await t.run(["sleep", "20"], timeout=15)
+        await t.run(["sh", "-c", "echo started; sleep 20"], timeout=15,
+                    on_line=lambda line: started.set() if line == "started" else None)
     await killer
     await t.close()
 

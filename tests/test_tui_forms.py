@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from provisioner.playbook import load
 from provisioner.steps.base import load_step_kinds
@@ -40,7 +44,10 @@ def test_field_kinds_follow_the_annotations() -> None:
     passthrough = specs_by_name("lxc.gpu_passthrough")
     assert passthrough["mode"].kind == "choice"
     assert passthrough["mode"].choices == ("auto", "dev", "raw")
-    assert passthrough["gpus"].kind == "yaml"  # 'all' or a list of indices
+    assert passthrough["gpus"].kind == "list" and passthrough["gpus"].keywords == ("all",)
+    assert passthrough["gpus"].item == "int"
+    assert create["memory"].kind == "size" and create["memory"].unit == "M"
+    assert create["rootfs_size_gb"].kind == "size" and create["rootfs_size_gb"].unit == "G"
     venv = specs_by_name("venv.build")
     assert venv["extra_packages"].kind == "list"
     assert "wheel index" in venv["index_url"].help
@@ -61,8 +68,9 @@ def test_validation_names_the_bad_fields() -> None:
     params = model("lxc.create")
     errors = validate(params, {"cores": "0", "template": "ubuntu.tar.zst", "memory": "lots"})
     assert set(errors) == {"cores", "template", "memory"}
-    assert "greater than or equal to 1" in errors["cores"]
+    assert errors["cores"] == "must be at least 1"
     assert "local:vztmpl" in errors["template"]
+    assert errors["memory"] == "'lots' is not a size like 480G or 512M (a bare number is MiB)"
     assert validate(params, {"cores": "64", "memory": "491520"}) == {}
 
 
@@ -73,11 +81,12 @@ def test_blank_optional_fields_mean_none_and_blank_fields_with_a_default_are_err
     assert raw == {"vmid": None, "cores": None}
     assert clean_values(params, raw) == {"vmid": None}
     assert validate(params, raw) == {"cores": "a value is required (default: 8)"}
+    assert validate(params, {"memory": None}) == {"memory": "a value is required (default: 64G)"}
 
 
 def test_pattern_fields_are_checked_as_you_type() -> None:
     errors = validate(model("torch.resolve"), {"variant": "cuda12", "python": "3.12"})
-    assert list(errors) == ["variant"]
+    assert errors == {"variant": "'cuda12' is not a variant like cu128, cu130 or cpu"}
     assert validate(model("torch.resolve"), {"variant": "cu128"}) == {}
 
 
@@ -104,3 +113,121 @@ def test_an_empty_form_reports_exactly_the_required_fields(kind: str) -> None:
 ])
 def test_remote_lines_are_shown_as_plain_text(raw: str, shown: str) -> None:
     assert plain_line(raw) == shown
+
+
+def test_gpus_are_all_or_a_comma_separated_list() -> None:
+    spec = specs_by_name("lxc.gpu_passthrough")["gpus"]
+    params = model("lxc.gpu_passthrough")
+    assert to_text(spec, "all") == "all"  # not YAML's "all\n..." document
+    assert to_text(spec, [0, 1]) == "0,1"
+    for text, value in (("all", "all"), (" ALL ", "all"), ("0,1", [0, 1]), ("0, 1", [0, 1]), ("0 1", [0, 1]),
+                        ("[0, 1]", [0, 1]), ("3", [3])):
+        assert validate(params, {"gpus": from_text(spec, text)}) == {}, text
+        assert params.model_validate({"gpus": from_text(spec, text)}).gpus == value, text
+    message = validate(params, {"gpus": from_text(spec, "0,x")})["gpus"]
+    assert message.startswith("0,x is not allowed") and "'all'" in message and "0,1" in message
+    assert "list[int]" not in message and "literal" not in message.lower()
+
+
+@pytest.mark.parametrize(("field", "text", "stored"), [
+    ("memory", "480G", 491520), ("memory", "512M", 512), ("memory", "1.5G", 1536), ("memory", "1T", 1048576),
+    ("memory", "2048", 2048), ("memory", "480GiB", 491520), ("memory", "480 gb", 491520),
+    ("rootfs_size_gb", "200G", 200), ("rootfs_size_gb", "2T", 2048), ("rootfs_size_gb", "64", 64),
+])
+def test_sizes_are_written_as_people_write_them(field: str, text: str, stored: int) -> None:
+    spec = specs_by_name("lxc.create")[field]
+    assert from_text(spec, text) == stored
+    assert from_text(spec, to_text(spec, stored)) == stored  # what is shown reads back as the same value
+    assert validate(model("lxc.create"), {field: from_text(spec, text)}) == {}
+
+
+@pytest.mark.parametrize(("field", "text"), [("memory", "lots"), ("memory", "1.3M"), ("rootfs_size_gb", "512M"),
+                                             ("rootfs_size_gb", "-5G")])
+def test_a_bad_size_says_what_a_size_looks_like(field: str, text: str) -> None:
+    spec = specs_by_name("lxc.create")[field]
+    message = validate(model("lxc.create"), {field: from_text(spec, text)})[field]
+    assert message.startswith(f"'{text}' is not a size like "), message
+
+
+def test_shown_values_of_the_reference_playbook_are_plain() -> None:
+    playbook = load(PLAYBOOK)
+    create = next(s for s in playbook.steps if s.kind == "lxc.create")
+    specs = specs_by_name("lxc.create")
+    assert to_text(specs["memory"], create.params["memory"]) == "480G"
+    assert to_text(specs["net"], create.params["net"]).startswith("{bridge: vmbr0")
+
+
+def test_no_message_is_in_pydantics_words() -> None:
+    bad = {"lxc.create": {"cores": "x", "memory": "y", "net": "z", "hostname": "bad_!", "unprivileged": "maybe"},
+           "burnin.run": {"sizes": "big", "thresholds": "[1]", "duration_s": "-1"},
+           "torch.resolve": {"python": "three"}}
+    for kind, values in bad.items():
+        for name, message in validate(model(kind), values).items():
+            for words in ("Value error", "valid dictionary", "instance of", "Input should", "string_pattern"):
+                assert words not in message, (kind, name, message)
+
+
+# --- host addresses: the connect form's `host` (validate.HostAddress) against the standard library --------
+
+def _accepted(text: str) -> bool:
+    from screens.pages.connect import ConnectForm
+
+    return "host" not in validate(ConnectForm, {"host": text, "key_file": "~/.ssh/id_ed25519"})
+
+
+@given(st.lists(st.integers(0, 999), min_size=4, max_size=4), st.booleans())
+def test_dotted_quads_are_addresses_exactly_when_ipaddress_says_so(octets: list[int], pad: bool) -> None:
+    text = ".".join(f"{o:03d}" if pad else str(o) for o in octets)
+    try:
+        ipaddress.IPv4Address(text)
+        valid = True
+    except ValueError:
+        valid = False
+    assert _accepted(text) == valid, text
+
+
+@given(st.integers(0, 2**128 - 1), st.sampled_from(["compressed", "exploded"]))
+def test_every_ipv6_address_is_accepted(number: int, form: str) -> None:
+    text = getattr(ipaddress.IPv6Address(number), form)
+    assert _accepted(text), text
+
+
+@given(st.text(alphabet="0123456789abcdef:.", min_size=1, max_size=45).filter(lambda t: ":" in t))
+def test_text_with_colons_is_accepted_exactly_when_it_is_an_ipv6_address(text: str) -> None:
+    try:
+        ipaddress.IPv6Address(text)
+        valid = True
+    except ValueError:
+        valid = False
+    assert _accepted(text) == valid, text
+
+
+_label = st.from_regex(r"[a-z]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+
+
+@given(st.lists(_label, min_size=1, max_size=4))
+def test_dns_names_are_accepted(labels: list[str]) -> None:
+    assert _accepted(".".join(labels))
+
+
+@pytest.mark.parametrize("text", ["300.1.2.3", "1.2.3", "256.256.256.256", "1.2.3.4.5", "01.2.3.4", "pve_1",
+                                  "-pve", "[fd00::1]", "fd00::1::2", "a..b", ""])
+def test_not_hosts(text: str) -> None:
+    assert not _accepted(text), text
+
+
+def test_the_package_count_is_packages_only() -> None:
+    from screens.pages.venv import installed_packages, packages_text
+
+    log = (Path(__file__).parent / "fixtures" / "logs" / "clean-uv-torch-install.log").read_text().splitlines()
+    installed = [line.removeprefix(" + ") for line in log if line.startswith(" + ")]
+    freeze = ["Using Python 3.12.3 environment at: /opt/torch-venv", *installed]
+    assert installed_packages(freeze) == installed
+    assert f"installed ({len(installed)}):" in packages_text({}, {}, freeze).plain
+
+
+def test_variants_are_offered_in_order() -> None:
+    from screens.pages.pytorch import candidate_variants
+
+    res = {"variant": "cu128", "rejected": [{"variant": v} for v in ("cu130", "cpu", "cu126", "cu128", "cu118")]}
+    assert candidate_variants(res) == ["cu118", "cu126", "cu128", "cu130", "cpu"]

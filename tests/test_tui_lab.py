@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Button, DataTable, Input, Static
+from textual.widgets import Button, DataTable, Input, Select, Static, Switch
 
 from provisioner import secrets
 from provisioner.playbook import load
@@ -116,6 +116,16 @@ async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> Non
             shown[page_def.name] = await run_page(app, pilot)
             await pilot.pause()
             check_page(app, page_def.name)
+            if page_def.name == "pytorch":
+                # Override the variant on the finished page: the step is planned and applied again.
+                index = page.indices[0]
+                page.query_one("#override", Select).value = "cu128"
+                await pilot.pause()
+                page.flush_forms()  # type: ignore[attr-defined]
+                assert app.session.runs[index].status == "edited"
+                await run_page(app, pilot)
+                assert app.session.runs[index].status == "ok"
+                assert app.session.succeeded[index].params["variant"] == "cu128"
             await pilot.press("ctrl+n")
         assert app.screen.name == "summary"
         assert any("create CT 200" in change for plan in shown["container"] for change in plan)
@@ -139,6 +149,7 @@ async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> Non
     burnin = next(s for s in recorded.steps if s.kind == "burnin.run")
     assert burnin.params["sizes"] == "8B:1MiB" and burnin.params["duration_s"] == 0
     assert recorded.resolved["torch"]["variant"] == "cu128"
+    assert next(s for s in recorded.steps if s.kind == "torch.resolve").params["variant"] == "cu128"
     # Secrets stay references.
     assert recorded.target.api is not None and recorded.target.api.password is not None
     assert secrets.is_ref(recorded.target.api.password)
@@ -211,8 +222,75 @@ async def test_a_failing_step_shows_the_error_panel_and_retry_recovers(lab_env: 
         assert session.recorded_playbook().steps == []  # nothing that failed is recorded
 
         LabState.load(lab_env).update_settings(scenarios=[])  # the operator frees space
+        # ... and asks for a smaller container before retrying: the edit is planned again.
+        page.query_one(f"#s{index}--cores", Input).value = "32"
+        await pilot.pause()
         panel.query_one("#retry", Button).press()  # the panel's Retry (ctrl+r on the page does the same)
         await wait_idle(app, pilot)
-        assert run.status == "changed", run.message
+        # Retry planned again and stopped: the plan is on screen and nothing was applied.
+        assert run.status == "planned" and run.changes, run.status
         assert not panel.shown
-        assert [s.kind for s in session.recorded_playbook().steps] == ["lxc.create"]
+        plan_text = str(page.query_one("#plan", Static).render())
+        assert "will change:" in plan_text and "32 cores" in plan_text
+        assert str(page.query_one("#run", Button).label) == f"Apply ({len(run.changes)})"
+        assert "32 cores" in screen_text(app)  # visible at 80x24 without scrolling
+        assert session.recorded_playbook().steps == []
+        assert not (lab_env / "etc" / "pve" / "lxc" / "200.conf").exists()  # the host is untouched
+        await pilot.press("ctrl+r")  # the confirmation
+        await wait_idle(app, pilot)
+        assert run.status == "changed", run.message
+        recorded = session.recorded_playbook().steps
+        assert [s.kind for s in recorded] == ["lxc.create"] and recorded[0].params["cores"] == 32
+
+
+async def test_an_edited_finished_step_is_planned_again_and_recorded(lab_env: Path, tmp_path: Path) -> None:
+    session = lab_session(lab_env, tmp_path)
+    app = ProvisionerApp(session, lab=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await run_page(app, pilot)  # connect
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        page = app.screen
+        assert isinstance(page, StepPage) and page.name == "inventory"
+        await run_page(app, pilot)
+        index = page.indices[0]
+        run = session.runs[index]
+        assert run.status == "ok" and session.recorded_playbook().steps[index].params["expected_gpus"] == 8
+        connect = session.runs[0]
+        assert connect.status == "ok"
+        assert page.query_one("#run", Button).disabled  # Done ✓
+
+        # Edit the finished step: it is marked, Run is offered again, the record keeps what ran.
+        field = page.query_one(f"#s{index}--expected_gpus", Input)
+        field.value = ""  # no longer insist on 8 GPUs
+        await pilot.pause()
+        page.flush_forms()
+        await pilot.pause()
+        assert run.status == "edited"
+        button = page.query_one("#run", Button)
+        assert not button.disabled and str(button.label) == "Plan"
+        assert "edited" in screen_text(app)
+        assert session.recorded_playbook().steps[index].params["expected_gpus"] == 8  # what ran, until it runs
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot)
+        assert run.status == "ok", run.message
+        assert session.recorded_playbook().steps[index].params["expected_gpus"] is None
+
+        # An edit to an earlier finished step reopens the later ones too (they may depend on it).
+        app.goto("connect")
+        await pilot.pause()
+        app.screen.query_one("#s0--require_pve", Switch).value = False
+        await pilot.pause()
+        app.screen.flush_forms()  # type: ignore[attr-defined]
+        assert connect.status == "edited" and run.status == "outdated"
+        await run_page(app, pilot)
+        assert connect.status == "ok" and session.recorded_playbook().steps[0].params == {"require_pve": False}
+        app.goto("inventory")
+        await pilot.pause()
+        await run_page(app, pilot)
+        assert run.status == "ok"
+        session.save(session.record_to)
+    recorded = load(Path(session.record_to))
+    assert recorded.steps[0].params == {"require_pve": False}
+    assert recorded.steps[1].params["expected_gpus"] is None

@@ -19,7 +19,7 @@ from screens.pages.burnin import BurninPage
 from screens.step_page import LOG_MAX_LINES
 from screens.widgets.busbw_chart import BusbwChart
 from screens.wizard_session import PAGES, WizardSession
-from tests.test_tui_support import PLAYBOOK, screen_text, wait_idle
+from tests.test_tui_support import PLAYBOOK, screen_text, wait_for, wait_idle
 
 CORPUS = Path("/work/shared/corpus/failures-public.jsonl")
 LOCAL_CORPUS = Path(__file__).parent / "fixtures" / "logs" / "failures-public.jsonl"
@@ -163,3 +163,59 @@ async def test_burnin_page_charts_busbw_from_nccl_tests_rows(app: ProvisionerApp
         text = screen_text(app)
         assert "busbw (GB/s)" in text
         assert page.gpu_values["7"] == {"gpu_temp": 67.0, "gpu_power": 400.5}
+
+
+def test_the_loading_frame_knows_the_pages_by_the_same_titles() -> None:
+    from screens.pages import PAGE_MODULES, PAGE_TITLES
+
+    assert PAGE_TITLES == {p.name: p.title for p in PAGES}
+    assert set(PAGE_MODULES) == set(PAGE_TITLES)
+
+
+async def test_a_session_factory_paints_first_then_opens_the_page(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    from screens.loading import LoadingScreen
+
+    calls: list[str] = []
+
+    def factory() -> WizardSession:
+        calls.append(type(app.screen).__name__)  # what was on screen while the engine loaded
+        return WizardSession(load(PLAYBOOK), playbook_path=str(PLAYBOOK), runs_dir=tmp_path)
+
+    app = ProvisionerApp(factory, start_page="container")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.screen.name == "container", what="the container page")
+        await pilot.pause()
+        assert calls == [LoadingScreen.__name__]
+        await wait_for(pilot, lambda: "3/9" in (screen_text(app).splitlines() or [""])[0], what="the page drawn")
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
+
+
+async def test_a_failing_session_factory_ends_the_app_with_its_message(tmp_path: Path) -> None:
+    def factory() -> WizardSession:
+        raise ValueError("the playbook is broken")
+
+    app = ProvisionerApp(factory)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: not app.is_running or app._exit_renderables != [], what="the app to exit")
+    assert app.return_code == 2
+
+
+async def test_a_later_page_does_not_run_while_an_earlier_plan_waits_for_confirmation(
+        app: ProvisionerApp) -> None:
+    """The wizard side of the tmux race (issue #12): a Container plan shown but not applied must not
+    let the Passthrough step run, whatever keys arrive."""
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        create = app.session.runs[app.session.indices(("lxc.create",))[0]]
+        create.status, create.changes, create.plan_stale = "planned", ["create CT 200"], False
+        app.goto("passthrough")
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert not app.busy
+        passthrough = app.session.runs[app.session.indices(("lxc.gpu_passthrough",))[0]]
+        assert passthrough.status == "pending"
+        assert any("waits for confirmation" in str(n.message) for n in app._notifications)

@@ -1,12 +1,17 @@
-"""SVG snapshots of key pages at 80×24 and 120×40 (update with `pytest --snapshot-update`).
+"""SVG snapshots of every page at 80×24 and 100×30, plus a running step and the error panel
+(update with `pytest tests/test_tui_snapshots.py --snapshot-update`).
 
 The page data comes from the same pipelines the steps use: the lab's reference host rendered as
-`nvidia-smi --query-gpu` CSV and parsed by the engine's parser, and the real resolver's answer
-for 8 × CC 12.0 with driver 595.71.05 and Python 3.12.
+`nvidia-smi --query-gpu` CSV and parsed by the engine's parser, the real resolver's answer for
+8 × CC 12.0 with driver 595.71.05 and Python 3.12, busbw rows of a real nccl-tests log
+(tests/fixtures/logs/clean-nccl-tests-all-reduce.log) and the package lines of a real uv install
+(tests/fixtures/logs/clean-uv-torch-install.log). Besides the SVG comparison, each test checks
+that what matters is on screen without scrolling: the breadcrumb, the action bar and the footer.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,21 +20,25 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from provisioner.events import CommandStarted, OutputLine
 from provisioner.facts.nvidia import parse_gpu_query_csv
 from provisioner.lab.render import reference_host, render_query_csv
 from provisioner.playbook import load
 from provisioner.resolver.api import resolve_dict
 from screens.app import ProvisionerApp
-from screens.wizard_session import WizardSession
-from tests.test_tui_support import PLAYBOOK
+from screens.step_page import StepPage
+from screens.wizard_session import PAGES, WizardSession
+from tests.test_tui_support import PLAYBOOK, screen_text
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="snapshots are generated on Python 3.11")
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+SIZES = [(80, 24), (100, 30)]
 
 
 @pytest.fixture(autouse=True)
 def _steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)  # no cursor blink in snapshots
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", "/nonexistent/state")  # fixed paths on screen
 
 
 def reference_inventory() -> dict[str, Any]:
@@ -40,41 +49,142 @@ def reference_inventory() -> dict[str, Any]:
             "warnings": ["/dev/nvidia-uvm does not exist on the host yet (nvidia-modprobe -u -c=0 creates it)"]}
 
 
+def resolution() -> dict[str, Any]:
+    res = resolve_dict(ccs=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
+                       torch="==2.11.0", prefer="lowest-cuda")
+    assert res["variant"] == "cu128"
+    return res
+
+
+def freeze() -> list[str]:
+    lines = (LOGS / "clean-uv-torch-install.log").read_text().splitlines()
+    return ["Using Python 3.12.3 environment at: /opt/torch-venv",
+            *[m.group(1) for line in lines if (m := re.match(r"^ \+ (\S+==\S+)$", line))]]
+
+
+def page_data(name: str) -> dict[str, Any]:
+    inventory = reference_inventory()
+    devices = [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                                       "/dev/nvidia-modeset"]
+    data: dict[str, dict[str, Any]] = {
+        "inventory": {"inventory": inventory},
+        "passthrough": {"inventory": inventory, "passthrough_devices": devices},
+        "driver": {"inventory": inventory, "host_driver": "595.71.05",
+                   "gpu_detect": {"gpus": [{"name": g["name"]} for g in inventory["gpus"]]}},
+        "pytorch": {"resolution": resolution()},
+        "venv": {"resolution": resolution(), "venv_freeze": freeze()},
+        "burnin": {"burnin": {"verdict": {"overall": "pass", "phases": {
+            "preflight": {"status": "pass"}, "gemm": {"status": "pass"}, "collectives": {"status": "pass"}}}}},
+    }
+    return data.get(name, {})
+
+
 def make_app(tmp_path: Path, page: str) -> ProvisionerApp:
-    session = WizardSession(load(PLAYBOOK), playbook_path="playbooks/blackwell-8gpu-lxc.yaml", runs_dir=tmp_path)
+    session = WizardSession(load(PLAYBOOK), playbook_path="playbooks/blackwell-8gpu-lxc.yaml", runs_dir=tmp_path,
+                            record_to="/nonexistent/recorded.yaml")
+    session.runlog.path = Path("/nonexistent/runs/run-snapshot.jsonl")  # shown on the Summary (run ids vary)
     return ProvisionerApp(session, start_page=page)
 
 
-async def show(pilot: Pilot[Any], shared: dict[str, Any]) -> None:
+async def show(pilot: Pilot[Any], name: str) -> None:
     app = pilot.app
     assert isinstance(app, ProvisionerApp)
-    app.session.context().shared.update(shared)
-    app.screen.refresh_view()  # type: ignore[attr-defined]
-    app.screen.refresh_controls()  # type: ignore[attr-defined]
+    await pilot.pause()
+    ctx = app.session.context()
+    ctx.shared.update(page_data(name))
+    page = app.screen
+    assert isinstance(page, StepPage)
+    if name == "burnin":
+        from provisioner.steps.burnin_step import _metric_from_line
+
+        app.active_page = page
+        for line in (LOGS / "clean-nccl-tests-all-reduce.log").read_text().splitlines():
+            _metric_from_line(ctx, line)
+        app.flush_events()
+    if name == "summary":
+        for run in app.session.runs:
+            run.status, run.message = "ok", "no change"
+    page.refresh_view()
+    page.refresh_controls()
     await pilot.pause()
 
 
-def test_connect_page_80x24(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(make_app(tmp_path, "connect"), terminal_size=(80, 24))
+def assert_fits(app: ProvisionerApp, name: str, size: tuple[int, int]) -> None:
+    lines = screen_text(app).splitlines()
+    title = next(p.title for p in PAGES if p.name == name)
+    assert len(lines) == size[1]
+    assert title in lines[0] and re.match(r"^ *\d/9 ", lines[0]), lines[0]
+    assert "◀ Back" in lines[-2] and "Next ▶" in lines[-2], lines[-2]
+    assert "^r Run" in lines[-1] and "^q Quit" in lines[-1], lines[-1]
 
 
-def test_container_page_80x24(snap_compare: Any, tmp_path: Path) -> None:
-    assert snap_compare(make_app(tmp_path, "container"), terminal_size=(80, 24))
-
-
-def test_inventory_page_120x40(snap_compare: Any, tmp_path: Path) -> None:
-    async def run_before(pilot: Pilot[Any]) -> None:
-        await show(pilot, {"inventory": reference_inventory()})
-
-    assert snap_compare(make_app(tmp_path, "inventory"), terminal_size=(120, 40), run_before=run_before)
-
-
-def test_pytorch_page_120x40(snap_compare: Any, tmp_path: Path) -> None:
-    resolution = resolve_dict(ccs=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
-                              torch="==2.11.0", prefer="lowest-cuda")
-    assert resolution["variant"] == "cu128"
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", [p.name for p in PAGES])
+def test_page(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, name)
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        await show(pilot, {"resolution": resolution})
+        await show(pilot, name)
+        assert_fits(app, name, size)
+        text = screen_text(app)
+        if name == "burnin":
+            assert "verdict: PASS" in text  # the answer is above the charts, never below the fold
+        if name == "inventory" and size == (80, 24):
+            assert "0000:17:00.0" in text and "0000:e1:00.0" in text  # PCI ids are not cut
 
-    assert snap_compare(make_app(tmp_path, "pytorch"), terminal_size=(120, 40), run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_running_step_shows_its_live_output(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, "venv")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "venv")
+        page = app.screen
+        assert isinstance(page, StepPage)
+        index = page.indices[0]
+        app.session.runs[index].status = "running"
+        app.busy = True
+        app.active_page = page
+        page.log_line("── apply: venv.build")
+        app.session.bus.emit(CommandStarted(target="ct 200", command="uv pip install --require-hashes -r lock",
+                                            cmd_id=7))
+        for line in (LOGS / "clean-uv-torch-install.log").read_text().splitlines()[:40]:
+            app.session.bus.emit(OutputLine(cmd_id=7, line=line))
+        app.flush_events()
+        page.refresh_controls()
+        await pilot.pause()
+        assert_fits(app, "venv", size)
+        text = screen_text(app)
+        assert "running…" in text
+        assert "$ uv pip install" in text or "+ " in text  # the live output is on screen
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_error_panel_fits(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, "container")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "container")
+        page = app.screen
+        assert isinstance(page, StepPage)
+        run = app.session.runs[page.indices[0]]
+        run.status = "failed"
+        run.message = "create CT 200: TASK ERROR: unable to create CT 200 - insufficient free space on local-lvm"
+        run.failing_command = "POST /nodes/pve/lxc (vmid=200)"
+        run.tail.extend(["  Logical volume \"vm-200-disk-0\" created.", "  Insufficient free space: 51200 extents "
+                         "needed, but only 1024 available", "TASK ERROR: unable to create CT 200"])
+        run.diagnosis = [{"category": "storage_full", "root_cause": "the storage for the rootfs is full",
+                          "fix": "free space on local-lvm or choose another rootfs_storage"}]
+        page.show_error(run.index)
+        page.refresh_controls()
+        await pilot.pause()
+        assert_fits(app, "container", size)
+        text = screen_text(app)
+        for word in ("Retry", "Skip", "Abort", "insufficient free space"):
+            assert word in text, word
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

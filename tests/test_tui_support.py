@@ -34,3 +34,19 @@ def screen_text(app: Any) -> str:
     """What the terminal shows, as plain text (one line per row)."""
     strips = app.screen._compositor.render_strips()
     return "\n".join("".join(segment.text for segment in strip) for strip in strips)
+
+
+def burst(app: Any, keys: list[str]) -> None:
+    """Post `keys` to the app at once, as the terminal driver does for a burst of input bytes
+    (fast typing, a paste, a loaded machine): no pause and no wait between two keys."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    for key in keys:
+        char = key if len(key) == 1 else None
+        name = _character_to_key(key) if char is not None and not key.isalnum() else key
+        if key == "space":
+            name, char = "space", " "
+        event = events.Key(name, char)
+        event.set_sender(app)
+        app._driver.send_message(event)

@@ -7,9 +7,7 @@ from typing import Any
 
 import click
 
-from provisioner.cli.common import load_or_exit
 from provisioner.exitcodes import ExitCode
-from provisioner.session import LabNotRunning, lab_shared, point_at_lab
 
 DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 
@@ -28,29 +26,39 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
     Example: provisioner tui --lab
     """
     path = playbook_path or str(DEFAULT_PLAYBOOK)
-    shared: dict[str, Any] = {}
-    playbook = load_or_exit(path)
-    started_lab = None
-    if lab:
-        started_lab = _ensure_lab()
-        try:
-            playbook = point_at_lab(playbook)
-            shared = lab_shared()
-        except LabNotRunning as exc:
-            _stop(started_lab)
-            raise click.ClickException(str(exc)) from None
     from screens.app import ProvisionerApp  # Textual only when the wizard runs
-    from screens.wizard_session import PAGES, WizardSession
+    from screens.pages import PAGE_TITLES
 
-    if page not in {p.name for p in PAGES}:
-        names = ", ".join(p.name for p in PAGES)
+    if page not in PAGE_TITLES:
+        names = ", ".join(PAGE_TITLES)
         raise click.BadParameter(f"unknown page {page!r} (one of {names})", param_hint="--page")
-    session = WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to, shared=shared)
+
+    def open_session() -> Any:
+        """Load the playbook and the engine after the first frame (the wizard paints first)."""
+        from provisioner.playbook import PlaybookError, load
+        from provisioner.session import LabNotRunning, lab_shared, point_at_lab
+        from screens.wizard_session import WizardSession
+
+        shared: dict[str, Any] = {}
+        try:
+            playbook = load(path)
+        except PlaybookError as exc:
+            raise click.UsageError(str(exc)) from None
+        if lab:
+            try:
+                playbook = point_at_lab(playbook)
+                shared = lab_shared()
+            except LabNotRunning as exc:
+                raise click.ClickException(str(exc)) from None
+        return WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to, shared=shared)
+
+    started_lab = _ensure_lab() if lab else None
     try:
-        code = ProvisionerApp(session, start_page=page, lab=lab).run()
+        app = ProvisionerApp(open_session, start_page=page, lab=lab)
+        code = app.run()
     finally:
         _stop(started_lab)
-    raise SystemExit(int(code or ExitCode.OK))
+    raise SystemExit(int(code or app.return_code or ExitCode.OK))
 
 
 def _ensure_lab() -> Any:

@@ -15,8 +15,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import asyncssh
+if TYPE_CHECKING:  # asyncssh (~0.9 s) is imported when a connection is made, not at start-up
+    import asyncssh
 
 from provisioner.events import Bus
 from provisioner.transport.base import (
@@ -61,6 +63,7 @@ async def probe_host_key(target: SshTarget) -> tuple[str, str]:
 
     status is "known", "unknown" or "changed" relative to known_hosts.
     """
+    import asyncssh
     conn_key = await asyncssh.get_server_host_key(target.host, target.port)
     if conn_key is None:
         raise TransportError(f"{target.label}: no host key offered")
@@ -69,6 +72,7 @@ async def probe_host_key(target: SshTarget) -> tuple[str, str]:
 
 
 def _known_status(target: SshTarget, key: asyncssh.SSHKey) -> str:
+    import asyncssh
     path = Path(target.known_hosts).expanduser()
     if not path.exists():
         return "unknown"
@@ -100,6 +104,7 @@ class SshTransport(Transport):
             return self._conn
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
+        import asyncssh
         t = self.target
         known_path = Path(t.known_hosts).expanduser()
         try:
@@ -147,6 +152,7 @@ class SshTransport(Transport):
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
         stdin: bytes | None,
     ) -> int | None:
+        import asyncssh
         conn = await self.connect()
         pgid: list[int] = []
 
@@ -194,6 +200,7 @@ class SshTransport(Transport):
 
     async def _kill_remote(self, proc: asyncssh.SSHClientProcess[str], pgid: list[int]) -> None:
         """Kill the remote command's whole process group, then close the channel."""
+        import asyncssh
         conn = self._conn
         if pgid and conn is not None and not conn.is_closed():
             try:
@@ -203,6 +210,7 @@ class SshTransport(Transport):
         proc.close()
 
     async def put(self, local: Path, remote: str, mode: int = 0o644) -> None:
+        import asyncssh
         conn = await self.connect()
         try:
             async with conn.start_sftp_client() as sftp:
@@ -213,6 +221,8 @@ class SshTransport(Transport):
 
     async def close(self) -> None:
         if self._conn is not None:
+            import asyncssh
+
             self._conn.close()
             try:
                 await self._conn.wait_closed()

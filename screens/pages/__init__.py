@@ -1,20 +1,34 @@
-"""One module per wizard page; `PAGE_CLASSES` maps page names (see `wizard_session.PAGES`) to screens."""
+"""One module per wizard page; `page_class(name)` imports the one page `name` (see `wizard_session.PAGES`).
+
+Pages are imported when first shown, so the wizard's first frame does not wait for the others.
+"""
 
 from __future__ import annotations
 
-from screens.pages.burnin import BurninPage
-from screens.pages.connect import ConnectPage
-from screens.pages.container import ContainerPage
-from screens.pages.driver import DriverPage
-from screens.pages.inventory import InventoryPage
-from screens.pages.passthrough import PassthroughPage
-from screens.pages.pytorch import PyTorchPage
-from screens.pages.summary import SummaryPage
-from screens.pages.venv import VenvPage
-from screens.step_page import StepPage
+import importlib
+from typing import TYPE_CHECKING
 
-PAGE_CLASSES: dict[str, type[StepPage]] = {
-    cls.PAGE_NAME: cls
-    for cls in (ConnectPage, InventoryPage, ContainerPage, PassthroughPage, DriverPage, PyTorchPage, VenvPage,
-                BurninPage, SummaryPage)
+if TYPE_CHECKING:
+    from screens.step_page import StepPage
+
+PAGE_MODULES: dict[str, tuple[str, str]] = {
+    "connect": ("screens.pages.connect", "ConnectPage"),
+    "inventory": ("screens.pages.inventory", "InventoryPage"),
+    "container": ("screens.pages.container", "ContainerPage"),
+    "passthrough": ("screens.pages.passthrough", "PassthroughPage"),
+    "driver": ("screens.pages.driver", "DriverPage"),
+    "pytorch": ("screens.pages.pytorch", "PyTorchPage"),
+    "venv": ("screens.pages.venv", "VenvPage"),
+    "burnin": ("screens.pages.burnin", "BurninPage"),
+    "summary": ("screens.pages.summary", "SummaryPage"),
 }
+
+PAGE_TITLES: dict[str, str] = {"connect": "Connect", "inventory": "Inventory", "container": "Container",
+                               "passthrough": "Passthrough", "driver": "Driver", "pytorch": "PyTorch",
+                               "venv": "Venv", "burnin": "Burn-in", "summary": "Summary"}
+
+
+def page_class(name: str) -> type[StepPage]:
+    module, cls = PAGE_MODULES[name]
+    page: type[StepPage] = getattr(importlib.import_module(module), cls)
+    return page

@@ -26,10 +26,9 @@ def verdict_text(doc: dict[str, Any]) -> Text:
     text.append("verdict: ", style="bold")
     text.append(str(overall).upper(), style="bold green" if overall == "pass" else "bold red")
     phases = verdict.get("phases") if isinstance(verdict, dict) else None
-    if isinstance(phases, dict):
-        for name, value in phases.items():
-            status = value.get("status") if isinstance(value, dict) else value
-            text.append(f"  {name}: {status}")
+    if isinstance(phases, dict) and phases:
+        said = [f"{name}: {value.get('status') if isinstance(value, dict) else value}" for name, value in phases.items()]
+        text.append("   (" + ", ".join(said) + ")")
     return text
 
 
@@ -41,11 +40,11 @@ class BurninPage(StepPage):
         self.gpu_values: dict[str, dict[str, float]] = {}
 
     def compose_view(self) -> ComposeResult:
-        yield BusbwChart(id="busbw")
+        yield Static("", id="verdict")  # first: the answer is never below the charts
         table: DataTable[str] = DataTable(id="gpu-metrics", cursor_type="none", zebra_stripes=True)
         table.add_columns("GPU", *GPU_METRICS.values())
         yield table
-        yield Static("", id="verdict")
+        yield BusbwChart(id="busbw")
 
     def on_metric(self, event: Metric) -> None:
         if event.name == "busbw":

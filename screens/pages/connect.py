@@ -68,7 +68,11 @@ class ConnectPage(StepPage):
         self.form_valid[-1] = not event.errors
         if not event.errors:
             form = ConnectForm.model_validate(event.values)
-            self.session.set_target(form.to_target(self.session.target))
+            before = self.session.target
+            self.session.set_target(form.to_target(before))
+            done = [i for i in self.indices if self.session.runs[i].status in ("ok", "changed")]
+            if done and self.session.target != before:  # another node or login: connect again
+                self.session.reopen(done[0])
             self.wizard.sub_title = self.session.host + ("  · LAB" if self.wizard.lab else "")
         self.refresh_controls()
 

@@ -10,6 +10,7 @@ from textual.widgets import Input, Label, Static
 
 from provisioner import validate
 from screens.step_page import StepPage
+from screens.widgets.form_input import FormInput
 
 
 class ContainerPage(StepPage):
@@ -19,8 +20,8 @@ class ContainerPage(StepPage):
         ct = self.session.target.container
         with Horizontal(classes="field"):
             yield Label("container id", classes="field-label")
-            yield Input("" if ct is None else str(ct), id="vmid", type="integer", compact=True,
-                        placeholder="100–999999999")
+            yield FormInput("" if ct is None else str(ct), id="vmid", type="integer", compact=True,
+                            placeholder="100–999999999")
         yield Static("", id="vmid-error", classes="field-error", markup=False)
         yield Static("", id="existing")
 
@@ -30,8 +31,8 @@ class ContainerPage(StepPage):
         error = ""
         try:
             vmid = validate.vmid(int(event.value)) if event.value.strip() else None
-        except ValueError as exc:
-            error, vmid = str(exc) or "not a container id", None
+        except ValueError:
+            error, vmid = "a container id is a whole number from 100 to 999999999", None
         if not error and vmid is None:
             error = "a container id is required"
         self.query_one("#vmid-error", Static).update(f"✗ {error}" if error else "")
@@ -39,6 +40,9 @@ class ContainerPage(StepPage):
         self.form_valid[-1] = not error
         if not error and vmid != self.session.target.container:
             self.session.set_target(self.session.target.model_copy(update={"container": vmid}))
+            finished = [i for i in self.indices if self.session.runs[i].status in ("ok", "changed")]
+            if finished:  # another container: this step and everything after it run again
+                self.session.reopen(finished[0])
         self.refresh_controls()
 
     def refresh_controls(self) -> None:

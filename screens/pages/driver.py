@@ -37,7 +37,8 @@ class DriverPage(StepPage):
     def compose_view(self) -> ComposeResult:
         yield Static("", id="versions")
         yield Static("", id="download-label", markup=False)
-        yield ProgressBar(total=None, show_eta=False, id="download")
+        # Hidden until the step reports progress: an idle page shows no animation.
+        yield ProgressBar(total=None, show_eta=False, id="download", classes="idle")
 
     def refresh_view(self) -> None:
         shared = self.session.shared()
@@ -52,6 +53,7 @@ class DriverPage(StepPage):
 
     def on_progress(self, event: Progress) -> None:
         bar = self.query_one("#download", ProgressBar)
+        bar.remove_class("idle")
         bar.update(total=event.total, progress=event.completed)
         done = f"{event.completed / 1e6:.1f}" + (f" / {event.total / 1e6:.1f} MB" if event.total else " MB")
         self.query_one("#download-label", Static).update(f"{event.task}: {done}")

@@ -32,12 +32,21 @@ def facts_text(inv: dict[str, Any]) -> Text:
     return text
 
 
+def short_pci(bus_id: str) -> str:
+    """nvidia-smi's 00000000:17:00.0 as lspci writes it (0000:17:00.0): fits 80 columns."""
+    domain, sep, rest = bus_id.partition(":")
+    if sep and len(domain) == 8 and domain.isalnum():
+        return f"{domain[-4:]}:{rest}".lower()
+    return bus_id
+
+
 def gpu_rows(inv: dict[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for gpu in inv.get("gpus") or []:
         memory = gpu.get("memory_mib")
-        rows.append((str(gpu.get("index", "?")), str(gpu.get("name", "?")), str(gpu.get("compute_cap", "?")),
-                     f"{memory} MiB" if memory is not None else "?", str(gpu.get("pci_bus_id", "?"))))
+        name = str(gpu.get("name", "?")).removeprefix("NVIDIA ")
+        rows.append((str(gpu.get("index", "?")), name, str(gpu.get("compute_cap", "?")),
+                     f"{memory} MiB" if memory is not None else "?", short_pci(str(gpu.get("pci_bus_id", "?")))))
     return rows
 
 

@@ -26,12 +26,19 @@ def choice_text(res: dict[str, Any]) -> Text:
     return text
 
 
+def variant_order(variant: str) -> tuple[int, int]:
+    """cu126 < cu128 < cu130 < cpu (CUDA builds by version, then the CPU build)."""
+    if variant.startswith("cu") and variant[2:].isdigit():
+        return (0, int(variant[2:]))
+    return (1, 0)
+
+
 def candidate_variants(res: dict[str, Any]) -> list[str]:
-    seen: list[str] = []
+    seen: set[str] = set()
     for variant in [res.get("variant"), *[r.get("variant") for r in res.get("rejected") or []]]:
-        if isinstance(variant, str) and variant and variant not in seen:
-            seen.append(variant)
-    return seen
+        if isinstance(variant, str) and variant:
+            seen.add(variant)
+    return sorted(seen, key=lambda v: (variant_order(v), v))
 
 
 class PyTorchPage(StepPage):

@@ -9,6 +9,7 @@ from textual.containers import Horizontal
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from screens.step_page import StepPage
+from screens.widgets.form_input import FormInput
 
 
 class SummaryPage(StepPage):
@@ -21,7 +22,7 @@ class SummaryPage(StepPage):
         yield table
         with Horizontal(classes="field"):
             yield Label("save playbook to", classes="field-label")
-            yield Input(self.session.record_to, id="save-path", compact=True)
+            yield FormInput(self.session.record_to, id="save-path", compact=True)
         with Horizontal(id="summary-actions"):
             yield Button("Save playbook", id="save", variant="success", compact=True)
             yield Button("Open run log", id="open-log", compact=True)
@@ -42,7 +43,7 @@ class SummaryPage(StepPage):
         table = self.query_one("#steps", DataTable)
         table.clear()
         for run in self.session.runs:
-            table.add_row(str(run.index), run.spec.name or run.spec.kind, run.status,
+            table.add_row(str(run.index + 1), run.spec.name or run.spec.kind, run.status,  # numbered as the CLI
                           (run.message.splitlines() or [""])[0][:60])
 
     @on(Button.Pressed, "#save")

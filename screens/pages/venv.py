@@ -12,6 +12,16 @@ from provisioner.events import Progress
 from screens.step_page import StepPage
 
 
+def installed_packages(freeze: list[str]) -> list[str]:
+    """The `name==version` lines of `uv pip freeze` (not uv's "Using Python … environment at" banner)."""
+    out: list[str] = []
+    for line in freeze:
+        line = line.strip()
+        if line and not line.startswith("#") and ("==" in line or " @ " in line) and " at: " not in line:
+            out.append(line)
+    return out
+
+
 def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]) -> Text:
     text = Text()
     torch = params.get("torch") or res.get("torch") or "(from the resolver)"
@@ -23,6 +33,7 @@ def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]
         text.append(f"  {extra}")
     text.append("\nindex ", style="bold")
     text.append(str(index))
+    freeze = installed_packages(freeze)
     if freeze:
         text.append(f"\ninstalled ({len(freeze)}): ", style="bold")
         text.append(", ".join(freeze[:8]) + (" …" if len(freeze) > 8 else ""))
@@ -35,7 +46,8 @@ class VenvPage(StepPage):
     def compose_view(self) -> ComposeResult:
         yield Static("", id="packages")
         yield Static("", id="venv-progress-label", markup=False)
-        yield ProgressBar(total=None, show_eta=False, id="venv-progress")
+        # Hidden until the step reports progress: an idle page shows no animation.
+        yield ProgressBar(total=None, show_eta=False, id="venv-progress", classes="idle")
 
     def refresh_view(self) -> None:
         shared = self.session.shared()
@@ -46,6 +58,7 @@ class VenvPage(StepPage):
             packages_text(params, shared.get("resolution") or {}, list(shared.get("venv_freeze") or [])))
 
     def on_progress(self, event: Progress) -> None:
+        self.query_one("#venv-progress", ProgressBar).remove_class("idle")
         self.query_one("#venv-progress", ProgressBar).update(total=event.total, progress=event.completed)
         self.query_one("#venv-progress-label", Static).update(f"{event.task}: {event.completed:g}"
                                                                + (f"/{event.total:g}" if event.total else ""))

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Static
 
 from screens.plain_text import plain_line
@@ -37,22 +37,26 @@ def error_text(title: str, message: str, command: str, tail: list[str], diagnosi
 
 
 class ErrorPanel(Vertical):
-    """Hidden until a step fails."""
+    """Hidden until a step fails. The choices come first (never cut off), the details scroll below."""
 
     DEFAULT_CSS = """
-    ErrorPanel { height: auto; display: none; border: round $error; padding: 0 1; margin: 1 0; }
+    ErrorPanel { height: auto; max-height: 1fr; display: none; border: round $error; padding: 0 1; }
     ErrorPanel.shown { display: block; }
+    ErrorPanel #error-buttons { height: 1; }
+    ErrorPanel #error-hint { width: 1fr; color: $text-muted; padding-left: 1; }
+    ErrorPanel #error-scroll { height: auto; max-height: 100%; }
     ErrorPanel #error-text { height: auto; }
-    ErrorPanel Horizontal { height: auto; }
-    ErrorPanel Button { margin-right: 1; min-width: 10; }
+    ErrorPanel Button { margin-right: 1; min-width: 8; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="error-text")
-        with Horizontal():
+        with Horizontal(id="error-buttons"):
             yield Button("Retry", id="retry", variant="warning", compact=True)
             yield Button("Skip", id="skip", compact=True)
             yield Button("Abort", id="abort", variant="error", compact=True)
+            yield Static("Retry plans again and asks before applying", id="error-hint", markup=False)
+        with VerticalScroll(id="error-scroll"):
+            yield Static("", id="error-text")
 
     def show(self, text: Text) -> None:
         self.query_one("#error-text", Static).update(text)

@@ -1,4 +1,9 @@
-"""A form built from a pydantic model's fields, validated (whole model) as you type."""
+"""A form built from a pydantic model's fields, validated (whole model) as you type.
+
+Validation is off the key path: an edit only marks the form dirty and queues one validation
+behind the keys already waiting, so a burst of keystrokes is applied in full and validated once.
+`flush()` validates at once (the page calls it before running a step or leaving the page).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static, Switch
 
 from screens.form_fields import FieldSpec, clean_values, field_specs, from_text, initial_value, to_text, validate
+from screens.widgets.form_input import FormInput
 
 
 class ParamsForm(Vertical):
@@ -25,12 +31,13 @@ class ParamsForm(Vertical):
     ParamsForm .field-input { width: 1fr; }
     ParamsForm Input { width: 1fr; }
     ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
-    ParamsForm .field-error { color: $error; padding-left: 22; height: auto; display: none; }
-    ParamsForm .field-error.shown { display: block; }
+    ParamsForm .field-help.-empty { display: none; }
+    ParamsForm .field-help.-error { color: $error; }
     ParamsForm .form-error { color: $error; height: auto; display: none; }
     ParamsForm .form-error.shown { display: block; }
-    ParamsForm Switch { width: auto; height: 1; border: none; padding: 0; }
+    ParamsForm Switch.field-input { width: 6; height: 1; border: none; padding: 0; }
     ParamsForm Switch:focus { border: none; background-tint: $foreground 10%; }
+    ParamsForm .switch-state { width: auto; padding: 0 1; color: $text-muted; }
     """
 
     class Changed(Message):
@@ -55,6 +62,7 @@ class ParamsForm(Vertical):
         self._initial = dict(values)
         self.errors: dict[str, str] = {}
         self._raw: dict[str, Any] = {}
+        self._dirty = False
 
     def _wid(self, name: str) -> str:
         return f"{self.key}--{name}"
@@ -65,9 +73,12 @@ class ParamsForm(Vertical):
             with Horizontal(classes="field"):
                 yield Label(spec.label, classes="field-label")
                 yield self._input(spec, value)
-            if spec.help:
-                yield Static(spec.help, classes="field-help", markup=False)
-            yield Static("", id=f"{self._wid(spec.name)}--error", classes="field-error", markup=False)
+                if spec.kind == "bool":
+                    yield Static("on" if value else "off", id=f"{self._wid(spec.name)}--state",
+                                 classes="switch-state", markup=False)
+            # One line under the field: its help, or what is wrong with the value (one widget, not two).
+            yield Static(spec.help, id=f"{self._wid(spec.name)}--error",
+                         classes="field-help" if spec.help else "field-help -empty", markup=False)
         yield Static("", classes="form-error", markup=False)
 
     def _input(self, spec: FieldSpec, value: Any) -> Widget:
@@ -81,8 +92,12 @@ class ParamsForm(Vertical):
                           allow_blank=spec.optional, id=wid, classes="field-input", compact=True)
         input_type = {"int": "integer", "float": "number"}.get(spec.kind, "text")
         placeholder = "(none)" if spec.optional else ("required" if spec.required else "")
-        return Input(to_text(spec, value), id=wid, type=input_type,  # type: ignore[arg-type]
-                     placeholder=placeholder, classes="field-input", compact=True)
+        if spec.kind == "size":
+            placeholder = "e.g. 480G" if spec.unit == "M" else "e.g. 200G"
+        elif spec.kind == "list" and spec.keywords:
+            placeholder = f"{spec.keywords[0]} or 0,1"
+        return FormInput(to_text(spec, value), id=wid, type=input_type,  # type: ignore[arg-type]
+                         placeholder=placeholder, classes="field-input", compact=True)
 
     def values(self) -> dict[str, Any]:
         """The raw values as entered (pydantic coerces them)."""
@@ -103,6 +118,7 @@ class ParamsForm(Vertical):
         widget = self.query_one(f"#{self._wid(name)}")
         if isinstance(widget, Switch):
             widget.value = bool(value)
+            self._show_switch(name, bool(value))
         elif isinstance(widget, Select):
             widget.value = value if value in spec.choices else Select.NULL
         elif isinstance(widget, Input):
@@ -114,9 +130,13 @@ class ParamsForm(Vertical):
         for spec in self.specs:
             line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
             message = self.errors.get(spec.name, "")
-            line.update(f"✗ {message}" if message else "")
-            line.set_class(bool(message), "shown")
-            self.query_one(f"#{self._wid(spec.name)}").set_class(bool(message), "-invalid")
+            if message or line.has_class("-error"):
+                line.update(f"✗ {message}" if message else spec.help)
+                line.set_classes(["field-help", *(["-error"] if message else []),
+                                  *(["-empty"] if not message and not spec.help else [])])
+            widget = self.query_one(f"#{self._wid(spec.name)}")
+            if widget.has_class("-invalid") != bool(message):
+                widget.set_class(bool(message), "-invalid")
         other = "; ".join(m for k, m in self.errors.items() if k not in {s.name for s in self.specs})
         self.query_one(".form-error", Static).update(f"✗ {other}" if other else "")
         self.query_one(".form-error").set_class(bool(other), "shown")
@@ -127,10 +147,29 @@ class ParamsForm(Vertical):
     def valid(self) -> bool:
         return not self.errors
 
+    @property
+    def dirty(self) -> bool:
+        """Edited since the last validation."""
+        return self._dirty
+
+    def flush(self) -> None:
+        """Validate now if an edit is waiting (before a run reads the values)."""
+        if self._dirty and self.is_mounted:
+            self._dirty = False
+            self.revalidate()
+
+    def _show_switch(self, name: str, value: bool) -> None:
+        for state in self.query(f"#{self._wid(name)}--state").results(Static):
+            state.update("on" if value else "off")
+
     @on(Input.Changed)
     @on(Switch.Changed)
     @on(Select.Changed)
     def _edited(self, event: Message) -> None:
         event.stop()
-        if self.is_mounted:
-            self.revalidate()
+        if isinstance(event, Switch.Changed) and event.switch.id and event.switch.id.startswith(f"{self.key}--"):
+            self._show_switch(event.switch.id.removeprefix(f"{self.key}--"), event.value)
+        if not self.is_mounted or self._dirty:
+            return  # a validation is already queued behind the pending keys
+        self._dirty = True
+        self.call_later(self.flush)
