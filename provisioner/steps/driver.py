@@ -44,6 +44,8 @@ class DriverParams(Params):
     sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     extra_flags: list[str] = Field(default_factory=list)
     install_prereqs: bool = True
+    apt_lock_backoff_max_s: float = Field(20.0, ge=0.1, le=300,
+                                          description="Longest wait between retries while apt/dpkg is locked")
 
     @field_validator("version")
     @classmethod
@@ -209,8 +211,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await self._verify(path, expected)
             yield path
             return
-        mirror = self.params.driver_mirror or (ctx.shared.get("lab_driver_mirror") if ctx.lab else None)
-        url = installer_url(version, arch, mirror)
+        url = installer_url(version, arch, self.params.driver_mirror)
         cache = cache_dir() / "drivers"
         dest = cache / name
         try:
@@ -268,7 +269,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 return
             if any("Could not get lock" in ln or "Unable to acquire the dpkg" in ln for ln in result.lines):
                 yield ctx.warning(f"apt/dpkg lock held by another process; retrying ({attempt + 1}/6)")
-                await asyncio.sleep(min(2 ** attempt, 20) if not ctx.lab else 0.5 * (attempt + 1))
+                await asyncio.sleep(min(2 ** attempt, self.params.apt_lock_backoff_max_s))
                 continue
             raise StepFailed("installing kmod/pkg-config in the container failed", result=result,
                              fix="check the container's network and package sources (apt-get update)")

@@ -184,6 +184,9 @@ class VenvParams(Params):
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
+    index_mirror: str | None = Field(None, description="A site mirror of https://download.pytorch.org/whl "
+                                                       "(replaces that prefix of the index URL)")
+    pypi_url: str | None = Field(None, description="Simple index for extra_packages (default: PyPI)")
     extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
                                       description="Installed from PyPI after torch (second group)")
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
@@ -219,7 +222,7 @@ class VenvParams(Params):
             raise ValueError(f"not an exact version: {v!r}")
         return v
 
-    @field_validator("index_url")
+    @field_validator("index_url", "index_mirror", "pypi_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not _URL_RE.fullmatch(v):
@@ -389,14 +392,13 @@ class VenvBuild(StepKind[VenvParams]):
         index = self.params.index_url or res.get("index_url")
         if not index:
             raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=2)
-        lab_index = ctx.shared.get("lab_index_url")
-        if lab_index and index.startswith(PYTORCH_INDEX):
-            index = lab_index.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
+        mirror = self.params.index_mirror
+        if mirror and index.startswith(PYTORCH_INDEX):
+            index = mirror.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
         index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
-        # The lab has no network: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
-        pypi = ctx.shared.get("lab_pypi_url") or (index if lab_index else PYPI_INDEX)
+        pypi = self.params.pypi_url or PYPI_INDEX
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 

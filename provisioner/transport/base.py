@@ -142,9 +142,14 @@ class LineSplitter:
                 break
             line, self._buf = self._buf[:idx], self._buf[idx + 1:]
             self._emit(line.rsplit("\r", 1)[-1] if "\r" in line else line)
-        if len(self._buf) > self._max:
-            self._emit(self._buf)
-            self._buf = ""
+        if len(self._buf) > self._max:  # a line without end: flush, but never through a known secret
+            from provisioner.redaction import REDACTOR
+
+            cut = REDACTOR.safe_cut(self._buf, self._max)
+            self._emit(self._buf[:cut])
+            self._buf = self._buf[cut:]
+            if len(self._buf) > self._max:
+                self.feed("")
 
     def close(self) -> None:
         if self._buf:
