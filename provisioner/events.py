@@ -60,6 +60,8 @@ class StepFinished(_Event):
     message: str = ""
     duration_s: float = 0.0
     diagnosis: list[dict[str, Any]] = []
+    mode: Literal["plan", "apply"] = "apply"
+    resolved: dict[str, Any] = {}  # apply mode, ok/changed: the facts the step adds to the playbook's `resolved`
 
 
 class CommandStarted(_Event):

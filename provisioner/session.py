@@ -89,8 +89,9 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
     index = conn.get("index_url")
     if index:
         # No network in the lab: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
+        pypi = conn.get("pypi_url")
         out["venv.build"] = {"index_mirror": index.rstrip("/"),
-                             "pypi_url": (conn.get("pypi_url") or index).rstrip("/")}
+                             **({"pypi_url": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
     python = _torch_python()
     if python:
         out["burnin.run"]["fallback_python"] = python

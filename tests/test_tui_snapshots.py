@@ -18,7 +18,8 @@ from textual.widgets import Input
 from provisioner.facts.nvidia import parse_gpu_query_csv
 from provisioner.lab.render import reference_host, render_query_csv
 from provisioner.playbook import load
-from provisioner.resolver.api import resolve_dict
+from provisioner.resolver import Resolution, ResolveRequest, resolve
+from provisioner.steps.state import HostInventory, TorchChoice
 from screens.app import ProvisionerApp
 from screens.wizard_session import WizardSession
 from tests.test_tui_support import PLAYBOOK
@@ -32,12 +33,14 @@ def _steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
 
 
-def reference_inventory() -> dict[str, Any]:
+def reference_inventory() -> HostInventory:
     host = reference_host()
-    gpus = [g.model_dump() for g in parse_gpu_query_csv(render_query_csv(host))]
-    return {"gpus": gpus, "driver_version": "595.71.05", "module_flavour": "open", "pve_version": "8.4.1",
-            "kernel": "6.8.12-9-pve", "cgroup_version": 2,
-            "warnings": ["/dev/nvidia-uvm does not exist on the host yet (nvidia-modprobe -u -c=0 creates it)"]}
+    gpus = parse_gpu_query_csv(render_query_csv(host))
+    return HostInventory(gpus=gpus, driver_version="595.71.05", module_flavour="open", uvm_major=None,
+                         caps_major=None, device_nodes=[f"/dev/nvidia{g.index}" for g in gpus], pve_version="8.4.1",
+                         pve_release=(8, 4), kernel="6.8.12-9-pve", cgroup_version=2,
+                         warnings=["/dev/nvidia-uvm does not exist on the host yet "
+                                   "(nvidia-modprobe -u -c=0 creates it)"])
 
 
 def make_app(tmp_path: Path, page: str) -> ProvisionerApp:
@@ -45,10 +48,12 @@ def make_app(tmp_path: Path, page: str) -> ProvisionerApp:
     return ProvisionerApp(session, start_page=page)
 
 
-async def show(pilot: Pilot[Any], shared: dict[str, Any]) -> None:
+async def show(pilot: Pilot[Any], **known: Any) -> None:
+    """Put what the steps would have learnt (RunState fields) into the session, then redraw."""
     app = pilot.app
     assert isinstance(app, ProvisionerApp)
-    app.session.context().shared.update(shared)
+    for name, value in known.items():
+        setattr(app.session.state, name, value)
     app.screen.refresh_view()  # type: ignore[attr-defined]
     app.screen.refresh_controls()  # type: ignore[attr-defined]
     await pilot.pause()
@@ -64,17 +69,18 @@ def test_container_page_80x24(snap_compare: Any, tmp_path: Path) -> None:
 
 def test_inventory_page_120x40(snap_compare: Any, tmp_path: Path) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
-        await show(pilot, {"inventory": reference_inventory()})
+        await show(pilot, inventory=reference_inventory())
 
     assert snap_compare(make_app(tmp_path, "inventory"), terminal_size=(120, 40), run_before=run_before)
 
 
 def test_pytorch_page_120x40(snap_compare: Any, tmp_path: Path) -> None:
-    resolution = resolve_dict(ccs=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
-                              torch="==2.11.0", prefer="lowest-cuda")
-    assert resolution["variant"] == "cu128"
+    resolution = resolve(ResolveRequest(cc=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64",
+                                        glibc=None, torch="==2.11.0", prefer="lowest-cuda"))
+    assert isinstance(resolution, Resolution) and resolution.variant == "cu128"
+    choice = TorchChoice(resolution=resolution, python="3.12", request={})
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        await show(pilot, {"resolution": resolution})
+        await show(pilot, torch=choice)
 
     assert snap_compare(make_app(tmp_path, "pytorch"), terminal_size=(120, 40), run_before=run_before)

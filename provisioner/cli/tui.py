@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from provisioner.cli.common import load_or_exit
 from provisioner.exitcodes import ExitCode
-from provisioner.session import LabNotRunning, lab_shared, point_at_lab
+from provisioner.session import LabNotRunning, point_at_lab
 
 DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 
@@ -28,12 +27,10 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
     Example: provisioner tui --lab
     """
     path = playbook_path or str(DEFAULT_PLAYBOOK)
-    shared: dict[str, Any] = {}
     playbook = load_or_exit(path)
     if lab:
         try:
             playbook = point_at_lab(playbook)
-            shared = lab_shared()
         except LabNotRunning as exc:
             raise click.ClickException(str(exc)) from None
     from screens.app import ProvisionerApp  # Textual only when the wizard runs
@@ -42,6 +39,6 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
     if page not in {p.name for p in PAGES}:
         names = ", ".join(p.name for p in PAGES)
         raise click.BadParameter(f"unknown page {page!r} (one of {names})", param_hint="--page")
-    session = WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to, shared=shared)
+    session = WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to)
     code = ProvisionerApp(session, start_page=page, lab=lab).run()
     raise SystemExit(int(code or ExitCode.OK))

@@ -360,6 +360,6 @@ class TorchRuntime(_Model):
     error: str | None = None
 
     @property
-    def backend(self) -> str:
+    def backend(self) -> Literal["nccl", "gloo"]:
         """The collective backend a burn-in uses with this torch: NCCL on GPUs, else gloo on the CPU."""
         return "nccl" if self.cuda_available and self.nccl else "gloo"

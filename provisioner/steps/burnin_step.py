@@ -86,7 +86,7 @@ class BurninRun(StepKind[BurninParams]):
             try:
                 doc = json.loads(last)
                 if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
-                    ctx.shared["burnin"] = doc
+                    ctx.state.burnin = doc
                     return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
             except json.JSONDecodeError:
                 pass
@@ -97,8 +97,8 @@ class BurninRun(StepKind[BurninParams]):
                              + ("" if self.params.nvml_gpu_count_check else "; no NVML GPU-count check") + ")"])
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        inv = await ensure_inventory(ctx)
-        gpus = len((ctx.shared.get("gpu_detect") or inv)["gpus"])
+        await ensure_inventory(ctx)
+        gpus = len(ctx.state.gpus)
         ct = ctx.container()
         with tempfile.TemporaryDirectory() as tmp:
             tarball = Path(tmp) / "burnin.tar.gz"
@@ -109,7 +109,7 @@ class BurninRun(StepKind[BurninParams]):
         py, runtime = await self._interpreter(ctx)
         async for event in self._interpreter_notes(ctx, py):
             yield event
-        backend = self.params.backend
+        backend: str = self.params.backend
         if backend == "auto":
             backend = runtime.backend
             if backend == "gloo":
@@ -132,7 +132,7 @@ class BurninRun(StepKind[BurninParams]):
         doc = _last_json(result.lines)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
-        ctx.shared["burnin"] = doc
+        ctx.state.burnin = doc
         await ct.run(["sh", "-c", f"cat > {REMOTE_DIR}/last-result.json"], stdin=json.dumps(doc).encode(), timeout=60,
                      quiet=True)
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
@@ -160,7 +160,7 @@ class BurninRun(StepKind[BurninParams]):
                        + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
 
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.shared.get("burnin") or {}
+        doc = ctx.state.burnin or {}
         if _overall(doc) != "pass":
             raw = doc.get("verdict")
             verdict: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -170,7 +170,7 @@ class BurninRun(StepKind[BurninParams]):
                              fix="read the burn-in report (nccl-tests table and verdict) beside the run log")
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.shared.get("burnin") or {}
+        doc = ctx.state.burnin or {}
         return {"burnin": {"verdict": _overall(doc), "summary": doc.get("summary")}} if doc else {}
 
 
@@ -199,8 +199,8 @@ def _metric_from_line(ctx: StepContext, line: str) -> None:
     if len(parts) >= 9 and parts[0].isdigit() and parts[1].isdigit():
         try:
             ctx.bus.emit(Metric(host=ctx.host, name="busbw", value=float(parts[7]),
-                                labels={"size": parts[0], "collective": ctx.shared.get("_burnin_coll", "")}))
+                                labels={"size": parts[0], "collective": ctx.state.burnin_collective}))
         except ValueError:
             pass
     elif line.startswith("# Collective test starting:") or line.startswith("# collective:"):
-        ctx.shared["_burnin_coll"] = line.split(":", 1)[1].strip()
+        ctx.state.burnin_collective = line.split(":", 1)[1].strip()

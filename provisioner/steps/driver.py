@@ -24,6 +24,7 @@ from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
 NVIDIA_BASE = "https://download.nvidia.com/XFree86"
@@ -111,13 +112,13 @@ def parse_installed_versions(text: str) -> list[str]:
     return sorted(set(found))
 
 
-def legacy_gpu_problem(inventory: dict[str, Any], version: str) -> str | None:
+def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
     branch = int(version.split(".")[0])
-    for gpu in inventory["gpus"]:
-        cc = str(gpu.get("compute_cap") or "")
+    for gpu in inventory.gpus:
+        cc = str(gpu.compute_cap or "")
         for prefix, max_branch in LEGACY_CC_MAX_BRANCH.items():
             if (cc == prefix or cc.startswith(prefix + ".")) and branch > max_branch:
-                return (f"GPU {gpu['index']} ({gpu['name']}, compute capability {cc}) is not supported by driver "
+                return (f"GPU {gpu.index} ({gpu.name}, compute capability {cc}) is not supported by driver "
                         f"branch R{branch}; its last branch is R{max_branch}")
     return None
 
@@ -131,9 +132,9 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     Params = DriverParams
     invalidates = ("smi_status",)
 
-    async def _versions(self, ctx: StepContext) -> tuple[str, list[str], dict[str, Any]]:
+    async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
         inv = await ensure_inventory(ctx)
-        host = inv["driver_version"]
+        host = inv.driver_version
         if self.params.version not in ("host", host):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
@@ -155,7 +156,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             if ctx.mode == "plan" and "not running" in exc.message:
                 raise DependsOnEarlier("the container is not running yet") from None
             raise
-        ctx.shared["host_driver"] = host
+        ctx.state.host_driver = host
         if installed == [host]:
             return Plan.no_change(f"userspace {host} installed, equal to the host module")
         if not installed:
@@ -298,7 +299,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                              "container, and needs kmod tools; replay after fixing")
 
     async def verify(self, ctx: StepContext) -> None:
-        host = ctx.shared.get("host_driver") or (await ensure_inventory(ctx))["driver_version"]
+        host = ctx.state.host_driver or (await ensure_inventory(ctx)).driver_version
         await verify_smi(ctx, host)
 
 
@@ -311,8 +312,8 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
     gpus = nvidia.parse_gpu_query_csv(result.output)
-    expected = len([d for d in ctx.shared.get("passthrough_devices", []) if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-        len((await ensure_inventory(ctx))["gpus"])
+    expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
+        len((await ensure_inventory(ctx)).gpus)
     versions = {g.driver_version for g in gpus}
     if len(gpus) != expected:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)

@@ -16,6 +16,7 @@ from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, S
 from provisioner.steps.context import StepContext
 from provisioner.steps.node import gather_inventory
 from provisioner.steps.pve_ops import call, node_name
+from provisioner.steps.state import HostInventory
 
 OWNER_TAG = "gpu-provisioner"
 BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit
@@ -141,10 +142,10 @@ def target_vmid(ctx: StepContext, vmid: int | None) -> int:
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
     """The step's vmid; with none given anywhere, the next free id from /cluster/nextid (then recorded)."""
     if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.get("vmid") or \
-            ctx.shared.get("vmid"):
+            ctx.state.vmid:
         return target_vmid(ctx, vmid)
     chosen = int(await call(ctx, "next free vmid", ctx.pve().nextid))
-    ctx.shared["vmid"] = chosen
+    ctx.state.vmid = chosen
     return chosen
 
 
@@ -180,7 +181,7 @@ class LxcCreate(StepKind[CreateParams]):
                     f"{'hostname (not ours)' if foreign else 'spec'}; it is left untouched:\n  " + "\n  ".join(diff),
                     fix=f"choose another container id in the playbook, or align the playbook with CT {vmid}",
                     exit_code=1)
-            ctx.shared["ct_created"] = False
+            ctx.state.ct_created = False
             return Plan.no_change(f"CT {vmid} ({have['hostname']}) exists with the same spec")
         changes = []
         storage, _, volume = self.params.template.partition(":")
@@ -217,7 +218,7 @@ class LxcCreate(StepKind[CreateParams]):
         upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, params)
         yield ctx.info(f"task {upid}")
         await call(ctx, f"create CT {vmid}", client.wait_task, node, upid, 900)
-        ctx.shared["ct_created"] = True
+        ctx.state.ct_created = True
 
     async def verify(self, ctx: StepContext) -> None:
         vmid = target_vmid(ctx, self.params.vmid)
@@ -244,28 +245,28 @@ class PassthroughParams(Params):
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
 
 
-def wanted_devices(inventory: dict[str, Any], params: PassthroughParams) -> list[str]:
-    gpus = inventory["gpus"]
-    indices = [g["index"] for g in gpus] if params.gpus == "all" else list(params.gpus)
-    unknown = [i for i in indices if i not in {g["index"] for g in gpus}]
+def wanted_devices(inventory: HostInventory, params: PassthroughParams) -> list[str]:
+    gpus = inventory.gpus
+    indices = [g.index for g in gpus] if params.gpus == "all" else list(params.gpus)
+    unknown = [i for i in indices if i not in {g.index for g in gpus}]
     if unknown:
-        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g['index'] for g in gpus]})", exit_code=2)
+        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=2)
     devices = [f"/dev/nvidia{i}" for i in sorted(indices)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
                                                               "/dev/nvidia-uvm-tools"]
     if params.modeset:
         devices.append("/dev/nvidia-modeset")
-    if params.caps and inventory.get("caps_major") is not None:
+    if params.caps and inventory.caps_major is not None:
         devices += ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"]
     return devices
 
 
-def raw_lines_for(devices: list[str], inventory: dict[str, Any]) -> list[tuple[str, str]]:
-    key = "lxc.cgroup2.devices.allow" if inventory["cgroup_version"] == 2 else "lxc.cgroup.devices.allow"
-    majors = [inventory.get("nvidia_major") or 195]
-    if inventory.get("uvm_major") is not None:
-        majors.append(inventory["uvm_major"])
-    if any("nvidia-caps" in d for d in devices) and inventory.get("caps_major") is not None:
-        majors.append(inventory["caps_major"])
+def raw_lines_for(devices: list[str], inventory: HostInventory) -> list[tuple[str, str]]:
+    key = "lxc.cgroup2.devices.allow" if inventory.cgroup_version == 2 else "lxc.cgroup.devices.allow"
+    majors = [inventory.nvidia_major or 195]
+    if inventory.uvm_major is not None:
+        majors.append(inventory.uvm_major)
+    if any("nvidia-caps" in d for d in devices) and inventory.caps_major is not None:
+        majors.append(inventory.caps_major)
     lines = [(key, f"c {m}:* rwm") for m in majors]
     for dev in devices:
         if dev.startswith("/dev/nvidia-caps/"):
@@ -288,12 +289,11 @@ async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
     return LxcConfig.parse(result.output)
 
 
-async def ensure_inventory(ctx: StepContext) -> dict[str, Any]:
-    inv = ctx.shared.get("inventory")
-    if inv is None:
-        inv = await gather_inventory(ctx)
-        ctx.shared["inventory"] = inv
-    return dict(inv)
+async def ensure_inventory(ctx: StepContext) -> HostInventory:
+    """The run's node inventory, gathered now when `node.inventory` did not run before."""
+    if ctx.state.inventory is None:
+        ctx.state.inventory = await gather_inventory(ctx)
+    return ctx.state.inventory
 
 
 @register
@@ -304,10 +304,10 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
     title = "Pass the GPUs through to the container"
     Params = PassthroughParams
 
-    def _mode(self, ctx: StepContext, inv: dict[str, Any]) -> str:
-        release = tuple(inv.get("pve_release") or (0, 0))
+    def _mode(self, ctx: StepContext, inv: HostInventory) -> str:
+        release = tuple(inv.pve_release or (0, 0))
         if self.params.mode == "dev" and release < (8, 1):
-            raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv['pve_version']}",
+            raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv.pve_version}",
                              fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=2)
         mode = self.params.mode if self.params.mode != "auto" else ("dev" if release >= (8, 1) else "raw")
         target = ctx.playbook.target
@@ -323,7 +323,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         inv = await ensure_inventory(ctx)
         mode = self._mode(ctx, inv)
         devices = wanted_devices(inv, self.params)
-        uvm_missing = "/dev/nvidia-uvm" not in inv["device_nodes"] or "/dev/nvidia-uvm-tools" not in inv["device_nodes"]
+        uvm_missing = "/dev/nvidia-uvm" not in inv.device_nodes or "/dev/nvidia-uvm-tools" not in inv.device_nodes
         conf = await read_conf(ctx, ctx.vmid)
         changes: list[str] = []
         if uvm_missing:
@@ -333,7 +333,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
             missing = [d for d in devices if d not in have]
             if missing:
                 changes.append(f"add devN entries for {', '.join(missing)} (mode {self.params.dev_mode})")
-        elif inv.get("uvm_major") is None:
+        elif inv.uvm_major is None:
             # nvidia-uvm is not loaded: its dynamic major is only known after nvidia-modprobe loads it.
             changes.append(f"add raw cgroup allow and bind-mount lines for {len(devices)} device nodes to "
                            f"{conf_path(ctx.vmid)} (backup first) once nvidia-uvm is loaded")
@@ -348,17 +348,17 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
 
     async def check(self, ctx: StepContext) -> Plan:
         mode, devices, _, changes, _ = await self._plan(ctx)
-        ctx.shared["passthrough_devices"] = devices
+        ctx.state.passthrough_devices = devices
         note = f"mode {mode}: {len(devices)} device nodes"
         return Plan(changes=changes, notes=[note]) if changes else Plan.no_change(note)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         _, _, _, _, uvm_missing = await self._plan(ctx)
-        if uvm_missing or ctx.shared["inventory"].get("uvm_major") is None:
+        if uvm_missing or (await ensure_inventory(ctx)).uvm_major is None:
             yield ctx.info("loading nvidia-uvm and creating its device nodes on the host (nvidia-modprobe -u -c=0)")
             await ctx.node.run(["nvidia-modprobe", "-u", "-c=0"], timeout=60, check=True)
             ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
-            ctx.shared["inventory"] = await gather_inventory(ctx)
+            ctx.state.inventory = await gather_inventory(ctx)
         mode, devices, conf, _, _ = await self._plan(ctx)
         vmid = ctx.vmid
         if mode == "dev":
@@ -376,7 +376,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
                 await ctx.node.run(["pct", "set", str(vmid), f"--dev{index}", f"{dev},mode={self.params.dev_mode}"],
                                    timeout=60, check=True)
         else:
-            inv = ctx.shared["inventory"]
+            inv = await ensure_inventory(ctx)
             backup_dir = BACKUP_DIR
             stamp = time.strftime("%Y%m%dT%H%M%S")
             await ctx.node.run(["mkdir", "-p", backup_dir], timeout=30, check=True)
@@ -439,7 +439,7 @@ class LxcStart(StepKind[StartParams]):
 
 async def verify_devices_in_container(ctx: StepContext) -> None:
     """Every passed node exists in the container with the host's major:minor."""
-    devices = ctx.shared.get("passthrough_devices")
+    devices = ctx.state.passthrough_devices
     if not devices:
         return
     inv = await ensure_inventory(ctx)

@@ -23,15 +23,20 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
+from provisioner.facts.models import Gpu
+from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
+from provisioner.resolver.compat import arch_list_covers
+from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.state import TorchChoice
 from provisioner.transport.base import CommandResult
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl/"
@@ -55,20 +60,19 @@ class ResolveParams(Params):
     variant: str | None = Field(None, pattern=r"^(cu\d{3}|cpu)$", description="Override the resolver's choice")
 
 
-def _gpus_for_resolve(ctx: StepContext, inv: dict[str, Any]) -> list[dict[str, Any]]:
-    det = ctx.shared.get("gpu_detect")
-    return list(det["gpus"]) if det else list(inv["gpus"])
+def _gpus_for_resolve(ctx: StepContext) -> list[Gpu]:
+    return ctx.state.gpus
 
 
-def _capabilities(gpus: list[dict[str, Any]]) -> list[str]:
-    missing = [str(g.get("index")) for g in gpus if not g.get("compute_cap")]
+def _capabilities(gpus: list[Gpu]) -> list[str]:
+    missing = [str(g.index) for g in gpus if not g.compute_cap]
     if missing:
         raise StepFailed(f"nvidia-smi reports no compute capability for GPU {', '.join(missing)}",
                          fix="the resolver needs every GPU's compute capability: upgrade the driver "
                              "(compute_cap is queryable from R510) or check the GPU with nvidia-smi -q")
     if not gpus:
         raise StepFailed("no GPU to resolve a PyTorch build for", fix="run gpu.detect; pass the GPUs to the container")
-    return [str(g["compute_cap"]) for g in gpus]
+    return [str(g.compute_cap) for g in gpus]
 
 
 async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
@@ -96,13 +100,11 @@ async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
     return arch, glibc, notes
 
 
-def _rejected_notes(outcome: dict[str, Any], limit: int = 8) -> list[str]:
+def _rejected_notes(outcome: Resolution | ResolveError, limit: int = 8) -> list[str]:
     """Rejections that explain the choice first (same torch version), then the rest; counts what is left."""
-    chosen = outcome.get("torch")
-    rejected = list(outcome.get("rejected", []))
-    rejected.sort(key=lambda r: (r.get("torch") != chosen, str(r.get("reason", "")).startswith("does not match")))
-    notes = [f"rejected {r.get('variant')} {r.get('torch') or ''}: {r.get('reason')}".replace("  ", " ")
-             for r in rejected[:limit]]
+    chosen = outcome.torch if isinstance(outcome, Resolution) else None
+    rejected = sorted(outcome.rejected, key=lambda r: (r.torch != chosen, r.reason.startswith("does not match")))
+    notes = [f"rejected {r.variant} {r.torch or ''}: {r.reason}".replace("  ", " ") for r in rejected[:limit]]
     if len(rejected) > limit:
         notes.append(f"… and {len(rejected) - limit} more rejected candidates (provisioner resolve --json lists all)")
     return notes
@@ -119,51 +121,53 @@ class TorchResolve(StepKind[ResolveParams]):
     def _request(self) -> dict[str, Any]:
         return self.params.model_dump()
 
-    async def check(self, ctx: StepContext) -> Plan:
-        from provisioner.resolver import api as resolver_api
+    def _resolve(self, base: dict[str, Any], torch: str | None) -> Resolution | ResolveError:
+        try:
+            request = ResolveRequest.model_validate({**base, "torch": torch})
+        except ValidationError as exc:
+            message = "; ".join(str(e.get("msg", "invalid")).removeprefix("Value error, ") for e in exc.errors())
+            raise StepFailed(f"no PyTorch build fits this host (invalid_input): {message}",
+                             fix="correct the host facts or the step's parameters", exit_code=2) from None
+        return resolve(request)
 
+    async def check(self, ctx: StepContext) -> Plan:
         inv = await ensure_inventory(ctx)
-        ccs = _capabilities(_gpus_for_resolve(ctx, inv))
+        ccs = _capabilities(_gpus_for_resolve(ctx))
         arch, glibc, notes = await _platform(ctx)
-        facts = {"ccs": ccs, "driver": inv["driver_version"], "python": self.params.python, "arch": arch,
-                 "glibc": glibc, "prefer": self.params.prefer}
-        outcome: dict[str, Any] | None = None
+        base = {"cc": ccs, "driver": inv.driver_version, "python": self.params.python, "arch": arch,
+                "glibc": glibc, "prefer": self.params.prefer}
+        outcome: Resolution | ResolveError | None = None
         recorded = ctx.resolved.get("torch") or {}
         if recorded.get("request") == self._request() and recorded.get("torch") and recorded.get("variant"):
             # Replay: keep the recorded choice while it still fits this host.
-            again = resolver_api.resolve_dict(**facts, torch=f"=={recorded['torch']}")
-            if "error" not in again and again["variant"] == recorded["variant"]:
+            again = self._resolve(base, f"=={recorded['torch']}")
+            if isinstance(again, Resolution) and again.variant == recorded["variant"]:
                 outcome = again
                 notes.append(f"kept the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
                              "from the playbook's resolved section")
             else:
-                why = again["error"]["message"] if "error" in again else f"resolver now picks {again['variant']}"
+                why = again.message if isinstance(again, ResolveError) else f"resolver now picks {again.variant}"
                 notes.append(f"the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
                              f"no longer fits: {why}; resolving afresh")
         if outcome is None:
-            outcome = resolver_api.resolve_dict(**facts, torch=self.params.torch)
-        if "error" in outcome:
-            err = outcome["error"]
-            raise StepFailed(f"no PyTorch build fits this host ({err['code']}): {err['message']}",
-                             fix=err.get("fix", ""), evidence=outcome.get("reasons", []) + _rejected_notes(outcome),
-                             exit_code=2 if err.get("code") == "invalid_input" else 3)
-        if self.params.variant and self.params.variant != outcome["variant"]:
-            outcome["reasons"] = [f"variant overridden by the playbook: {self.params.variant} "
-                                  f"(resolver chose {outcome['variant']})", *outcome["reasons"]]
-            outcome["variant"] = self.params.variant
-            outcome["index_url"] = PYTORCH_INDEX + self.params.variant
-        outcome["python"] = self.params.python
-        outcome["request"] = self._request()
-        ctx.shared["resolution"] = outcome
-        head = f"torch {outcome['torch']}" + (f" + torchvision {outcome['torchvision']}" if outcome.get("torchvision")
-                                              else "") + f" from {outcome['index_url']} ({outcome['variant']})"
-        lines = [head, *[f"because: {r}" for r in outcome.get("reasons", [])]]
-        lines += [f"warning: {w}" for w in outcome.get("warnings", [])]
-        if not outcome.get("verified", True):
+            outcome = self._resolve(base, self.params.torch)
+        if isinstance(outcome, ResolveError):
+            raise StepFailed(f"no PyTorch build fits this host ({outcome.code}): {outcome.message}",
+                             fix=outcome.fix, evidence=list(outcome.reasons) + _rejected_notes(outcome), exit_code=3)
+        if self.params.variant and self.params.variant != outcome.variant:
+            outcome = outcome.model_copy(update={
+                "reasons": [f"variant overridden by the playbook: {self.params.variant} "
+                            f"(resolver chose {outcome.variant})", *outcome.reasons],
+                "variant": self.params.variant, "index_url": PYTORCH_INDEX + self.params.variant})
+        ctx.state.torch = TorchChoice(resolution=outcome, python=self.params.python, request=self._request())
+        head = f"torch {outcome.torch}" + (f" + torchvision {outcome.torchvision}" if outcome.torchvision
+                                           else "") + f" from {outcome.index_url} ({outcome.variant})"
+        lines = [head, *[f"because: {r}" for r in outcome.reasons]]
+        lines += [f"warning: {w}" for w in outcome.warnings]
+        if not outcome.verified:
             lines.append("warning: this choice rests on unverified wheel data (see the resolver's data file)")
         lines += notes + _rejected_notes(outcome)
-        lines += [f"{o['tool']} would pick {o['variant']} torch {o['torch']}: {o['note']}"
-                  for o in outcome.get("others", [])]
+        lines += [f"{o.tool} would pick {o.variant} torch {o.torch}: {o.note}" for o in outcome.others]
         return Plan.no_change(*lines)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
@@ -171,9 +175,7 @@ class TorchResolve(StepKind[ResolveParams]):
         yield  # pragma: no cover
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.shared.get("resolution") or {}
-        keys = ("variant", "index_url", "torch", "torchvision", "cuda", "python", "verified", "request")
-        return {"torch": {k: res.get(k) for k in keys}}
+        return {"torch": ctx.state.torch.recorded()} if ctx.state.torch is not None else {}
 
 
 # --- venv.build ------------------------------------------------------------------------------------
@@ -187,6 +189,8 @@ class VenvParams(Params):
     index_mirror: str | None = Field(None, description="A site mirror of https://download.pytorch.org/whl "
                                                        "(replaces that prefix of the index URL)")
     pypi_url: str | None = Field(None, description="Simple index for extra_packages (default: PyPI)")
+    extras_from_torch_index: bool = Field(False, description="Take extra_packages from the torch wheel index "
+                                                             "(a site mirror that carries them; no PyPI)")
     extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
                                       description="Installed from PyPI after torch (second group)")
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
@@ -255,20 +259,8 @@ print(json.dumps(out))
 
 
 def arch_covers(arch_list: list[str], cc: str) -> bool:
-    """SASS of the same major with minor ≤ the device's, or PTX of a lower or equal capability."""
-    major, minor = (int(x) for x in cc.split("."))
-    for entry in arch_list:
-        m = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", entry)
-        if not m:
-            continue
-        kind, emaj, emin, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if suffix == "a" and (emaj, emin) != (major, minor):
-            continue
-        if kind == "sm" and emaj == major and emin <= minor:
-            return True
-        if kind == "compute" and (emaj, emin) <= (major, minor):
-            return True
-    return False
+    """Whether torch's arch list runs on compute capability `cc` (`resolver.compat.arch_list_covers`)."""
+    return arch_list_covers(arch_list, cc_from_text(cc))
 
 
 def _req_name(spec: str) -> str:
@@ -385,7 +377,7 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is wanted ---------------------------------------------------------------------------
     def _request(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.shared.get("resolution") or ctx.resolved.get("torch") or {}
+        res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
             raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=2)
@@ -398,7 +390,7 @@ class VenvBuild(StepKind[VenvParams]):
         index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
-        pypi = self.params.pypi_url or PYPI_INDEX
+        pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 
@@ -440,8 +432,8 @@ class VenvBuild(StepKind[VenvParams]):
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
                 if state.get("lock"):
-                    ctx.shared["venv_lock"] = state["lock"]
-                ctx.shared["runtime"] = rt
+                    ctx.state.venv_lock = state["lock"]
+                ctx.state.venv_runtime = rt
                 return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
@@ -542,9 +534,9 @@ class VenvBuild(StepKind[VenvParams]):
         runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"],
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
-        ctx.shared["venv_lock"] = lock
-        ctx.shared["venv_freeze"] = freeze.lines
-        ctx.shared["runtime"] = runtime
+        ctx.state.venv_lock = lock
+        ctx.state.venv_freeze = list(freeze.lines)
+        ctx.state.venv_runtime = runtime
         await ct.run(["sh", "-c", f"cat > {quoting.join([meta + '/lock.json'])}"], stdin=json.dumps(lock).encode(),
                      timeout=60, check=True, quiet=True)
         await self._write_runtime(ctx, runtime)
@@ -583,7 +575,7 @@ class VenvBuild(StepKind[VenvParams]):
         return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
-        runtime = dict(ctx.shared.get("runtime") or {})
+        runtime = dict(ctx.state.venv_runtime or {})
         if not self.params.smoke_test:
             return
         ct = ctx.container()
@@ -595,7 +587,7 @@ class VenvBuild(StepKind[VenvParams]):
         if "error" in info:
             raise StepFailed(info["error"], result=result)
         inv = await ensure_inventory(ctx)
-        gpus = _gpus_for_resolve(ctx, inv)
+        gpus = _gpus_for_resolve(ctx)
         problems = []
         if info.get("cuda") is None:
             problems.append(f"torch {info['torch']} is a CPU-only build (torch.version.cuda is None)")
@@ -603,8 +595,8 @@ class VenvBuild(StepKind[VenvParams]):
             problems.append("torch.cuda.is_available() is False")
         if info["count"] != len(gpus):
             problems.append(f"torch sees {info['count']} GPUs, {len(gpus)} were passed")
-        uncovered = sorted({str(g["compute_cap"]) for g in gpus
-                            if g.get("compute_cap") and not arch_covers(info["arch_list"], str(g["compute_cap"]))})
+        uncovered = sorted({str(g.compute_cap) for g in gpus
+                            if g.compute_cap and not arch_covers(info["arch_list"], str(g.compute_cap))})
         if uncovered:
             problems.append(f"compute capability {', '.join(uncovered)} is not covered by torch's arch list "
                             f"{' '.join(info['arch_list'])}")
@@ -614,17 +606,16 @@ class VenvBuild(StepKind[VenvParams]):
             raise StepFailed("; ".join(problems), evidence=[json.dumps(info)],
                              fix="see diagnose: the wheel must match the GPUs and the driver")
         runtime.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
-                        "arch_list": info["arch_list"], "driver": inv["driver_version"],
-                        "gpus": [{"index": g.get("index"), "name": g.get("name"), "compute_cap": g.get("compute_cap")}
-                                 for g in gpus]})
-        ctx.shared["runtime"] = runtime
+                        "arch_list": info["arch_list"], "driver": inv.driver_version,
+                        "gpus": [g.model_dump(include={"index", "name", "compute_cap"}) for g in gpus]})
+        ctx.state.venv_runtime = runtime
         await self._write_runtime(ctx, runtime)
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if ctx.shared.get("venv_lock"):
-            out["venv_lock"] = ctx.shared["venv_lock"]
-        if ctx.shared.get("runtime"):
-            rt = ctx.shared["runtime"]
+        if ctx.state.venv_lock:
+            out["venv_lock"] = ctx.state.venv_lock
+        if ctx.state.venv_runtime:
+            rt = ctx.state.venv_runtime
             out["runtime"] = {k: rt.get(k) for k in ("torch", "cuda", "index_url", "python", "driver")}
         return out
