@@ -305,7 +305,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
 
 async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
     """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
-    result = await ctx.container().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
+    result = await ctx.container().for_facts().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
     failure = nvidia.classify_smi_failure(result.output)
     if failure is not None or not result.ok:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",

@@ -36,7 +36,7 @@ class GpuDetect(StepKind[DetectParams]):
             raise
         detected = GpuDetection(gpus=gpus)
         if self.params.topology:
-            ct = ctx.container()
+            ct = ctx.container().for_facts()  # parsed output: no login-shell noise
             topo = await ct.run(["nvidia-smi", "topo", "-m"], timeout=60, quiet=True)
             p2p = await ct.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=60, quiet=True)
             detected = detected.model_copy(update={

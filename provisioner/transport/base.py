@@ -125,6 +125,11 @@ class Transport(abc.ABC):
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release the connection."""
 
+    def for_facts(self) -> Transport:
+        """The transport facts are read through: one whose output carries no login-shell noise
+        (a container overrides it; a node's commands run without a login shell already)."""
+        return self
+
 
 class LineSplitter:
     """Feeds decoded chunks, yields complete lines (\\r\\n, \\n and lone \\r end a line)."""
