@@ -2,7 +2,7 @@
 
 The inventory is the lab's reference host (8 x RTX PRO 6000 Blackwell) rendered as nvidia-smi and
 /proc/devices output and parsed with the engine's own parsers; the cgroup version is this host's,
-read with the engine's CGROUP fact parser. `wanted_devices`/`raw_lines_for` (provisioner/steps/lxc.py)
+read with the engine's CGROUP fact parser. `wanted_devices`/`raw_lines_for` (provisioner/steps/lxc_passthrough.py)
 produce the lines, `LxcConfig` writes them into a /etc/pve/lxc/200.conf and reads them back, and
 the raw lines are turned into a plain LXC config the way pve-container does (``key = value``,
 after the included default policy). A busybox container then proves, against fake GPU nodes made
@@ -27,7 +27,7 @@ import pytest
 from provisioner.facts import nvidia, system
 from provisioner.lab import render
 from provisioner.proxmox.lxc_conf import LxcConfig
-from provisioner.steps.lxc import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.lxc_passthrough import PassthroughParams, raw_lines_for, wanted_devices
 from tests.support import lxc
 from tests.support.require import require
 

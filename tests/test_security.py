@@ -14,8 +14,8 @@ from provisioner import secrets, validate
 from provisioner.events import Bus, Event, Message
 from provisioner.playbook import dumps, loads
 from provisioner.runlog import JsonlRunLog, Recorder
-from provisioner.steps.lxc import CreateParams
-from provisioner.steps.torch_steps import VenvParams
+from provisioner.steps.lxc_create import CreateParams
+from provisioner.steps.venv_build import VenvParams
 
 CANARY = "canary-7f3a9c1e-secret"
 

@@ -138,7 +138,7 @@ async def test_streamed_output_is_plain_text_and_bounded(app: ProvisionerApp) ->
 
 
 async def test_burnin_page_charts_busbw_from_nccl_tests_rows(app: ProvisionerApp) -> None:
-    from provisioner.steps.burnin_step import _metric_from_line
+    from provisioner.steps.burnin_run import _metric_from_line
 
     async with app.run_test(size=(120, 40)) as pilot:
         app.goto("burnin")

@@ -13,6 +13,13 @@ from provisioner import quoting
 from provisioner.events import Bus, CommandEnded, CommandStarted, OutputLine
 
 LineCallback = Callable[[str], None]
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(4)
+
 _cmd_ids = itertools.count(1)
 
 
@@ -110,6 +117,18 @@ class Transport(abc.ABC):
         if check and status != 0:
             raise CommandFailed(result, self.name)
         return result
+
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = None, timeout: float = 60.0,
+                         quiet: bool = True) -> None:
+        """Write `data` to `path` on the target atomically: a temporary file beside it, then `mv -f`
+        (a rename within one filesystem: readers see the old or the new file, never half of one).
+        `path` travels as an argv element (one quoting layer); on failure the temporary file is removed."""
+        tmp = f"{path}.tmp-provisioner-{_token()}"
+        script = ('cat > "$1" || { rm -f "$1"; exit 1; }; '
+                  'if [ -n "$3" ]; then chmod "$3" "$1" || { rm -f "$1"; exit 1; }; fi; '
+                  'mv -f "$1" "$2" || { rm -f "$1"; exit 1; }')
+        await self.run(["sh", "-c", script, "write_file", tmp, path, f"{mode:o}" if mode is not None else ""],
+                       stdin=data, timeout=timeout, check=True, quiet=quiet)
 
     @abc.abstractmethod
     async def _run(

@@ -18,7 +18,7 @@ from provisioner.facts.models import TorchRuntime
 from provisioner.facts.torch_runtime import torch_runtime
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 
@@ -133,8 +133,7 @@ class BurninRun(StepKind[BurninParams]):
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
-        await ct.run(["sh", "-c", f"cat > {REMOTE_DIR}/last-result.json"], stdin=json.dumps(doc).encode(), timeout=60,
-                     quiet=True)
+        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
 
     async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:

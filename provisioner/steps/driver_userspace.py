@@ -23,17 +23,25 @@ from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
 NVIDIA_BASE = "https://download.nvidia.com/XFree86"
+
+
 INSTALLER_LOG = "/var/log/nvidia-installer.log"
+
+
 ALLOWED_FLAGS = frozenset({"--no-nvidia-modprobe", "--no-opengl-files", "--no-install-compat32-libs", "--skip-depmod",
                            "--no-systemd", "--no-distro-scripts", "--no-kernel-module-source", "--install-libglvnd",
                            "--no-install-libglvnd", "--skip-module-unload"})
+
+
 LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
             "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.* /usr/local/lib/libnvidia-ml.so.*")
+
+
 # GPU compute capabilities that newer driver branches no longer drive (torch-matrix.md §2d).
 LEGACY_CC_MAX_BRANCH = {"6": 580, "5": 580, "7.0": 580, "7.2": 580, "3": 470}
 
