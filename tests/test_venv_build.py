@@ -248,8 +248,11 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     assert {"torchvision==0.26.0+cu128", "filelock==3.20.0", "nvidia-ml-py==13.580.82", "torch-addon==1.0.0"} \
         <= set(frozen_a)
 
-    # Every command went through `pct exec 101 -- bash -lc …` on the node.
-    assert set(node.pct_log.read_text().splitlines()) == {"exec 101 -- bash -lc"}
+    # Every command went through `pct exec 101 -- …` on the node: the step's through a login bash, the facts
+    # (uname -m, ldd --version) without a shell (no profile noise reaches their parsers).
+    calls = set(node.pct_log.read_text().splitlines())
+    assert "exec 101 -- bash -lc" in calls and all(c.startswith("exec 101 -- ") for c in calls), calls
+    assert {c for c in calls if "bash" not in c} <= {"exec 101 -- uname -m", "exec 101 -- ldd --version"}, calls
 
     # runtime.json next to the venv: what was built and proven, from the lab index (rewritten URL).
     runtime = json.loads((venv_a / "runtime.json").read_text())
