@@ -12,6 +12,7 @@ from provisioner.events import Bus
 from provisioner.paths import lab_dir
 from provisioner.playbook import ApiSettings, Playbook, SshSettings, Target
 from provisioner.transport.base import Transport
+from provisioner.transport.base import host_label as transport_host_label
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTarget, SshTransport
 
@@ -42,7 +43,8 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
 
 
 def host_label(target: Target) -> str:
-    return target.host if target.ssh.port == 22 else f"{target.host}:{target.ssh.port}"
+    """The label of a playbook's target (`transport.base.host_label`, without the user)."""
+    return transport_host_label(target.host, target.ssh.port)
 
 
 def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False) -> Transport:

@@ -15,6 +15,12 @@ from provisioner.events import Bus, CommandEnded, CommandStarted, OutputLine
 LineCallback = Callable[[str], None]
 
 
+def host_label(host: str, port: int = 22, user: str | None = None) -> str:
+    """How a host is named in events, recaps and messages: `[user@]host[:port]` (the port only when
+    it is not SSH's 22). The one implementation (targets, SSH transports, bundle targets use it)."""
+    return (f"{user}@" if user else "") + host + (f":{port}" if port != 22 else "")
+
+
 def _token() -> str:
     import secrets
 
