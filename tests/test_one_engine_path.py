@@ -30,10 +30,11 @@ from provisioner.playbook import Playbook, dumps, loads
 from provisioner.redaction import MASK
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, exit_code
-from provisioner.steps.base import STEP_KINDS, Params, Plan, StepFailed, StepKind, load_step_kinds
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind
 from provisioner.steps.context import StepContext
 from provisioner.stepwise import StepSession
 from screens.runlog_view import describe
+from tests.support.step_kinds import FileStep, use_kinds
 
 SECRET = "Zq-nested-canary-9f3k1"
 
@@ -69,36 +70,9 @@ class LeakyStep(StepKind[LeakyParams]):
         return {"leaky": {"nested": [secrets.resolve(self.params.password)]}}
 
 
-class FileParams(Params):
-    path: str
-    content: str
-    fail: bool = False
-
-
-class FileStep(StepKind[FileParams]):
-    kind = "test.write"
-    title = "write a file"
-    Params = FileParams
-
-    async def check(self, ctx: StepContext) -> Plan:
-        res = await ctx.node.run(["cat", self.params.path], quiet=True)
-        if res.ok and res.output.rstrip("\n") == self.params.content:
-            return Plan.no_change("content matches")
-        return Plan(changes=[f"write {self.params.path}"])
-
-    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        if self.params.fail:
-            raise StepFailed("simulated failure before writing")
-        await ctx.node.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", self.params.content, self.params.path],
-                           check=True)
-        yield ctx.info("written")
-
-
 @pytest.fixture(autouse=True)
 def _kinds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    load_step_kinds()
-    monkeypatch.setitem(STEP_KINDS, LeakyStep.kind, LeakyStep)
-    monkeypatch.setitem(STEP_KINDS, FileStep.kind, FileStep)
+    use_kinds(monkeypatch, LeakyStep, FileStep)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("GP_TEST_API_SECRET", SECRET)
 
@@ -152,17 +126,17 @@ async def test_the_wizard_run_log_ends_with_the_true_counts(tmp_path: Path) -> N
     pb = loads(f"""schema_version: 1
 target: {{host: localhost, local: true}}
 steps:
-  - {{kind: test.write, params: {{path: "{tmp_path}/a", content: a}}}}
-  - {{kind: test.write, params: {{path: "{tmp_path}/b", content: b, fail: true}}}}
-  - {{kind: test.write, params: {{path: "{tmp_path}/c", content: c}}}}
-  - {{kind: test.write, params: {{path: "{tmp_path}/d", content: d}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/a", content: a}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/b", content: b, fail_before_write: true}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/c", content: c}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/d", content: d}}}}
 """)
     (tmp_path / "d").write_text("d")
     session = StepSession(pb, runs_dir=tmp_path)
     assert await session.plan(0) == "planned"  # plans are not counted
     assert await session.apply(0) == "changed"
     assert await session.apply(1) == "failed"
-    session.set_params(1, {"path": f"{tmp_path}/b", "content": "b", "fail": False})
+    session.set_params(1, {"path": f"{tmp_path}/b", "content": "b", "fail_before_write": False})
     assert await session.apply(1) == "changed"  # the retry's status replaces the failure
     assert await session.apply(3) == "ok"  # d already holds its content
     await session.close()  # step 2 was never applied: skipped
@@ -178,7 +152,7 @@ async def test_a_failed_wizard_step_is_counted_failed(tmp_path: Path) -> None:
     pb = loads(f"""schema_version: 1
 target: {{host: localhost, local: true}}
 steps:
-  - {{kind: test.write, params: {{path: "{tmp_path}/a", content: a, fail: true}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/a", content: a, fail_before_write: true}}}}
 """)
     session = StepSession(pb, runs_dir=tmp_path)
     assert await session.apply(0) == "failed"
@@ -206,7 +180,7 @@ def fleet_files(tmp_path: Path, hosts: str) -> tuple[Path, Path]:
     pb.write_text(f"""schema_version: 1
 target: {{host: placeholder}}
 steps:
-  - {{kind: test.write, params: {{path: "{tmp_path}/x", content: x}}}}
+  - {{kind: test.file, params: {{path: "{tmp_path}/x", content: x}}}}
 """)
     inv = tmp_path / "hosts.yaml"
     inv.write_text(hosts)

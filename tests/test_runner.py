@@ -15,47 +15,16 @@ from provisioner.events import Bus, Event, StepFinished
 from provisioner.playbook import Playbook, loads
 from provisioner.runlog import JsonlRunLog, Recorder
 from provisioner.runner import recap_json, run_host
-from provisioner.steps.base import STEP_KINDS, Params, Plan, StepFailed, StepKind, load_step_kinds
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind
 from provisioner.steps.context import StepContext
 from provisioner.transport.local import LocalTransport
-
-
-class FileParams(Params):
-    path: str
-    content: str
-    fail_after_write: bool = False
-
-
-class FileStep(StepKind[FileParams]):
-    kind = "test.file"
-    title = "write a file"
-    Params = FileParams
-
-    async def check(self, ctx: StepContext) -> Plan:
-        res = await ctx.node.run(["cat", self.params.path], quiet=True)
-        if res.ok and res.output.rstrip("\n") == self.params.content:
-            return Plan.no_change("content matches")
-        return Plan(changes=[f"write {self.params.path}"])
-
-    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        await ctx.node.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", self.params.content, self.params.path],
-                           check=True)
-        yield ctx.info("written")
-        if self.params.fail_after_write:
-            raise StepFailed("simulated failure after write", fix="replay")
-
-    async def verify(self, ctx: StepContext) -> None:
-        res = await ctx.node.run(["cat", self.params.path], quiet=True)
-        if res.output.rstrip("\n") != self.params.content:
-            raise StepFailed("content differs")
+from tests.support.step_kinds import FileStep, use_kinds
 
 
 @pytest.fixture(autouse=True)
 def _test_step_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     """This module's step kinds, registered for its tests only (the global registry is left as it was)."""
-    load_step_kinds()
-    monkeypatch.setitem(STEP_KINDS, FileStep.kind, FileStep)
-    monkeypatch.setitem(STEP_KINDS, FailWith.kind, FailWith)
+    use_kinds(monkeypatch, FileStep, FailWith)
 
 
 def book(tmp: Path, *, fail: bool = False) -> Playbook:
