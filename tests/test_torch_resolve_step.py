@@ -7,7 +7,6 @@ stand-in, tests/support/fake_pct.py).
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ import pytest
 
 from provisioner.playbook import Playbook
 from tests.support.fake_pct import Node, known_gpus, reference_gpus, run_playbook
+from tests.support.shared import corpus
 
-CORPUS = {c["id"]: c for c in json.loads(Path("/work/shared/corpus/resolver-public.json").read_text())} \
-    if Path("/work/shared/corpus/resolver-public.json").exists() else {}
+CORPUS = {c["id"]: c for c in corpus("resolver-public.json")}
 
 
 @pytest.fixture

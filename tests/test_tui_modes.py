@@ -19,9 +19,10 @@ from screens.pages.burnin import BurninPage
 from screens.step_page import LOG_MAX_LINES
 from screens.widgets.busbw_chart import BusbwChart
 from screens.wizard_session import PAGES, WizardSession
+from tests.support.shared import shared_path
 from tests.test_tui_support import PLAYBOOK, screen_text, wait_idle
 
-CORPUS = Path("/work/shared/corpus/failures-public.jsonl")
+CORPUS = shared_path("corpus/failures-public.jsonl")
 LOCAL_CORPUS = Path(__file__).parent / "fixtures" / "logs" / "failures-public.jsonl"
 NCCL_LOG = Path(__file__).parent / "fixtures" / "logs" / "clean-nccl-tests-all-reduce.log"
 
