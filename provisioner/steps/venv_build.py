@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -248,6 +249,21 @@ def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any])
     return prior if same and prior.get("python") == req["python"] else None
 
 
+@dataclass
+class _Build:
+    """What the phases of one `venv.build` apply hand on to each other."""
+
+    req: dict[str, Any]
+    uv: str = ""
+    repair: bool = False
+    locks: dict[str, Any] = field(default_factory=dict)
+    pins: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def meta(path: str) -> str:
+        return f"{path}/{META_DIR}"
+
+
 @register
 class VenvBuild(StepKind[VenvParams]):
     """uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU."""
@@ -337,85 +353,105 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- doing it ---------------------------------------------------------------------------------
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        req = self._request(ctx)
-        ct = ctx.container()
-        path = self.params.path
-        meta = f"{path}/{META_DIR}"
+        """prepare (uv, a stale venv removed, the building marker) → create the venv → install each
+        group from its lock → record the lock and runtime."""
+        build = _Build(req=self._request(ctx))
+        async for event in self._prepare(ctx, build):
+            yield event
+        async for event in self._create_venv(ctx, build):
+            yield event
+        for group in self._groups(build.req):
+            async for event in self._install_group(ctx, build, group):
+                yield event
+        async for event in self._record(ctx, build):
+            yield event
+
+    async def _prepare(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        ct, path = ctx.container(), self.params.path
         state = await self._state(ctx)
-        uv = await self._ensure_uv(ctx, req)
-        yield ctx.info(f"using {uv}")
-        stale = state["state"] == "foreign" or (state["state"] == "built" and state["runtime"].get("request") != req)
+        build.uv = await self._ensure_uv(ctx, build.req)
+        yield ctx.info(f"using {build.uv}")
+        stale = state["state"] == "foreign" or (state["state"] == "built"
+                                                 and state["runtime"].get("request") != build.req)
         # A build cut short (disk full, dropped connection) can leave half-copied packages that uv considers
         # installed: finishing it reinstalls every package of the lock.
-        repair = state["state"] == "incomplete" or (state["state"] == "built" and not stale
-                                                     and not state["runtime"].get("verified"))
+        build.repair = state["state"] == "incomplete" or (state["state"] == "built" and not stale
+                                                           and not state["runtime"].get("verified"))
         if stale:  # check() only lets these through with recreate: true
             if not self.params.recreate:
                 raise StepFailed(f"{path} changed since the check; it is left untouched")
             yield ctx.info(f"removing {path} ({state['state']}, recreate: true)")
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
-        await ct.run(["mkdir", "-p", meta], timeout=60, check=True)
+        await ct.run(["mkdir", "-p", build.meta(path)], timeout=60, check=True)
         await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
-        found = await ct.run([uv, "python", "find", req["python"]], timeout=120, quiet=True)
+
+    async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
+        found = await ct.run([uv, "python", "find", python], timeout=120, quiet=True)
         if not found.ok:
-            yield ctx.info(f"Python {req['python']} is not in the container: installing it with uv")
-            installed_py = await ct.run([uv, "python", "install", req["python"]], timeout=900)
+            yield ctx.info(f"Python {python} is not in the container: installing it with uv")
+            installed_py = await ct.run([uv, "python", "install", python], timeout=900)
             if not installed_py.ok:
-                raise StepFailed(f"uv could not install Python {req['python']} in the container", result=installed_py,
-                                 fix=f"install python{req['python']} from the distribution, or give the container "
+                raise StepFailed(f"uv could not install Python {python} in the container", result=installed_py,
+                                 fix=f"install python{python} from the distribution, or give the container "
                                      "access to uv's Python downloads (github.com)")
-        yield ctx.info(f"creating venv {path} with Python {req['python']}")
-        created = await ct.run([uv, "venv", "--allow-existing", "--python", req["python"], path], timeout=900)
+        yield ctx.info(f"creating venv {path} with Python {python}")
+        created = await ct.run([uv, "venv", "--allow-existing", "--python", python, path], timeout=900)
         if not created.ok:
-            raise StepFailed(f"uv could not create a Python {req['python']} venv at {path}", result=created,
-                             fix=f"install Python {req['python']} in the container, or allow uv to download it "
+            raise StepFailed(f"uv could not create a Python {python} venv at {path}", result=created,
+                             fix=f"install Python {python} in the container, or allow uv to download it "
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
-        py = f"{path}/bin/python"
-        locks: dict[str, Any] = {}
-        pins: dict[str, str] = {}
-        for group in self._groups(req):
-            name, reqs = group["name"], group["requirements"]
-            idx_args = ["--index-url", group["index_url"]]
-            if group["extra_index_url"]:
-                idx_args += ["--extra-index-url", group["extra_index_url"]]
-            index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
-            lockfile = f"{meta}/{name}.lock.txt"
-            prior = _recorded_lock(ctx, group, req)
-            if prior:
-                yield ctx.info(f"installing the {name} group from the recorded lock")
-                await ct.write_file(lockfile, str(prior["text"]).encode())
-            else:
-                yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
-                infile = f"{meta}/{name}.in"
-                await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
-                cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
-                       "--no-progress",
-                       *idx_args, "-o", lockfile]
-                if name != "torch":
-                    constraints = f"{meta}/constraints.txt"
-                    text = "".join(f"{n}=={v}\n" for n, v in pins.items() if n in TORCH_FAMILY)
-                    await ct.write_file(constraints, text.encode())
-                    cmd += ["--constraint", constraints]
-                compiled = await ct.run(cmd, timeout=900)
-                if not compiled.ok:
-                    raise _install_failure(name, reqs, index_desc, compiled)
-            installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
-                                      *(["--reinstall"] if repair else []), "-r", lockfile, *idx_args], timeout=3600)
-            if not installed.ok:
-                raise _install_failure(name, reqs, index_desc, installed)
-            text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
-            pins.update(parse_lock(text))
-            locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
-                           "python": req["python"], "text": text}
-        lock = {"groups": locks}
-        freeze = await ct.run([uv, "pip", "freeze", "--python", py], timeout=120, quiet=True, check=True)
-        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": pins.get("torch"),
+
+    async def _install_group(self, ctx: StepContext, build: _Build, group: dict[str, Any]) -> AsyncIterator[Event]:
+        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that."""
+        ct, uv, req = ctx.container(), build.uv, build.req
+        meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
+        name, reqs = group["name"], group["requirements"]
+        idx_args = ["--index-url", group["index_url"]]
+        if group["extra_index_url"]:
+            idx_args += ["--extra-index-url", group["extra_index_url"]]
+        index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
+        lockfile = f"{meta}/{name}.lock.txt"
+        prior = _recorded_lock(ctx, group, req)
+        if prior:
+            yield ctx.info(f"installing the {name} group from the recorded lock")
+            await ct.write_file(lockfile, str(prior["text"]).encode())
+        else:
+            yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
+            infile = f"{meta}/{name}.in"
+            await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
+            cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
+                   "--no-progress", *idx_args, "-o", lockfile]
+            if name != "torch":
+                constraints = f"{meta}/constraints.txt"
+                text = "".join(f"{n}=={v}\n" for n, v in build.pins.items() if n in TORCH_FAMILY)
+                await ct.write_file(constraints, text.encode())
+                cmd += ["--constraint", constraints]
+            compiled = await ct.run(cmd, timeout=900)
+            if not compiled.ok:
+                raise _install_failure(name, reqs, index_desc, compiled)
+        installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
+                                  *(["--reinstall"] if build.repair else []), "-r", lockfile, *idx_args], timeout=3600)
+        if not installed.ok:
+            raise _install_failure(name, reqs, index_desc, installed)
+        text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
+        build.pins.update(parse_lock(text))
+        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
+                             "python": req["python"], "text": text}
+
+    async def _record(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        """The lock and runtime.json beside the venv (and in the run state), then the marker removed."""
+        ct, path, req = ctx.container(), self.params.path, build.req
+        lock = {"groups": build.locks}
+        freeze = await ct.run([build.uv, "pip", "freeze", "--python", f"{path}/bin/python"], timeout=120, quiet=True,
+                              check=True)
+        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"],
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
         ctx.state.venv_lock = lock
         ctx.state.venv_freeze = list(freeze.lines)
         ctx.state.venv_runtime = runtime
-        await ct.write_file(f"{meta}/lock.json", json.dumps(lock).encode())
+        await ct.write_file(f"{build.meta(path)}/lock.json", json.dumps(lock).encode())
         await self._write_runtime(ctx, runtime)
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
         yield ctx.info(f"installed {len(freeze.lines)} packages into {path}; lock recorded")
