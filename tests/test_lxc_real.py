@@ -172,7 +172,7 @@ def test_the_other_cgroup_versions_key_grants_nothing(rig: Rig, container: lxc.B
     """Why the inventory's cgroup_version must drive the key: the other key does not open the devices."""
     other = 2 if rig.inventory.cgroup_version == 1 else 1
     devices = wanted_devices(rig.inventory, PassthroughParams(mode="raw"))
-    lines = raw_lines_for(devices, {**rig.inventory, "cgroup_version": other})
+    lines = raw_lines_for(devices, rig.inventory.model_copy(update={"cgroup_version": other}))
     assert lines[0][0].startswith(lxc.cgroup_key(other) + ".")
     try:
         container.start([*rig.policy, *lines])
