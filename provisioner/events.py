@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from provisioner.secrets import REDACTOR
+from provisioner.redaction import REDACTOR
 
 StepStatus = Literal["ok", "changed", "failed", "skipped", "interrupted"]
 
@@ -60,6 +60,8 @@ class StepFinished(_Event):
     message: str = ""
     duration_s: float = 0.0
     diagnosis: list[dict[str, Any]] = []
+    mode: Literal["plan", "apply"] = "apply"
+    resolved: dict[str, Any] = {}  # apply mode, ok/changed: the facts the step adds to the playbook's `resolved`
 
 
 class CommandStarted(_Event):
@@ -118,16 +120,11 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 Sink = Callable[[Event], None]
 
 
-def _redact_event(event: Event) -> Event:
+def redact_event(event: Event) -> Event:
+    """The event with every string in every field (nested lists and dicts too) redacted."""
     data = event.model_dump()
-    changed = False
-    for key, value in data.items():
-        if isinstance(value, str):
-            red = REDACTOR(value)
-            if red != value:
-                data[key] = red
-                changed = True
-    return EVENT_ADAPTER.validate_python(data) if changed else event
+    clean = REDACTOR.obj(data)
+    return EVENT_ADAPTER.validate_python(clean) if clean != data else event
 
 
 class Bus:
@@ -140,6 +137,6 @@ class Bus:
         self._sinks.append(sink)
 
     def emit(self, event: Event) -> None:
-        event = _redact_event(event)
+        event = redact_event(event)
         for sink in list(self._sinks):
             sink(event)

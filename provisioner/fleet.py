@@ -27,11 +27,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.events import Bus, Message
+from provisioner.exitcodes import ExitCode
 from provisioner.paths import state_dir
 from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings
-from provisioner.runlog import Recorder
 from provisioner.runner import HostResult, run_host
-from provisioner.session import lab_shared, node_transport, point_at_lab, pve_factory
+from provisioner.session import node_transport, point_at_lab, pve_factory
 
 
 class InventoryHost(BaseModel):
@@ -70,19 +70,20 @@ def load_inventory(path: str | Path) -> Inventory:
     return inv
 
 
-def playbook_for(playbook: Playbook, entry: InventoryHost) -> tuple[Playbook, dict[str, Any]]:
-    """The playbook with its target replaced by the inventory entry (validated again)."""
+def playbook_for(playbook: Playbook, entry: InventoryHost) -> Playbook:
+    """The playbook with its target replaced by the inventory entry (validated again); a lab entry
+    gets the lab's endpoints and settings (`session.point_at_lab`)."""
     if entry.lab_root:
         pb = point_at_lab(playbook, Path(entry.lab_root))
         if entry.container is not None:
             pb = pb.model_copy(update={"target": pb.target.model_copy(update={"container": entry.container})})
-        return pb, lab_shared(Path(entry.lab_root))
+        return pb
     update: dict[str, Any] = {k: v for k, v in
                               {"host": entry.host, "node": entry.node, "container": entry.container,
                                "ssh": entry.ssh, "api": entry.api}.items() if v is not None}
     target = type(playbook.target).model_validate({**playbook.target.model_dump(), **{
         k: (v.model_dump() if isinstance(v, BaseModel) else v) for k, v in update.items()}})
-    return playbook.model_copy(update={"target": target}), {}
+    return playbook.model_copy(update={"target": target})
 
 
 def report_path(playbook_path: str, inventory_path: str) -> Path:
@@ -105,27 +106,25 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * max(1, parallel) + 4))
     sem = asyncio.Semaphore(max(1, parallel))
 
-    def failed(entry: InventoryHost, error: str) -> HostResult:
+    def failed(entry: InventoryHost, error: str, code: int) -> HostResult:
         bus.emit(Message(host=entry.label, level="error", text=error))
-        r = HostResult(host=entry.label)
-        r.counts["failed"] = 1
-        r.error = error
-        return r
+        return HostResult(host=entry.label).fail(error, code)
 
     async def one(entry: InventoryHost) -> HostResult:
         async with sem:
             try:
-                pb, shared = playbook_for(playbook, entry)
+                pb = playbook_for(playbook, entry)
                 node = node_transport(pb.target, bus, trust_new_host=trust_new_host)
-            except (ValidationError, RuntimeError, OSError, ValueError) as exc:
-                return failed(entry, str(exc))
+            except (ValidationError, ValueError) as exc:  # the entry does not make a valid target
+                return failed(entry, str(exc), ExitCode.USAGE)
+            except (RuntimeError, OSError) as exc:  # a lab that is not running, an unreadable key
+                return failed(entry, str(exc), ExitCode.UNREACHABLE)
             node.host_label = entry.label
             try:
                 return await run_host(pb, bus, node, mode=mode, host=entry.label,  # type: ignore[arg-type]
-                                      pve_factory=pve_factory(pb.target), lab=bool(entry.lab_root),
-                                      recorder=Recorder(pb), shared=shared)
+                                      pve_factory=pve_factory(pb.target))
             except Exception as exc:  # one host's crash must not take the fleet down
-                return failed(entry, f"{type(exc).__name__}: {exc}")
+                return failed(entry, f"{type(exc).__name__}: {exc}", ExitCode.FAILED)
 
     return list(await asyncio.gather(*(one(e) for e in entries)))
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from provisioner.events import Event, StepFinished
 from provisioner.paths import runs_dir
-from provisioner.playbook import Playbook, StepSpec
+from provisioner.playbook import Playbook, StepSpec, Target
 
 
 class JsonlRunLog:
@@ -27,28 +28,30 @@ class JsonlRunLog:
 
 
 class Recorder:
-    """Turns what ran into a playbook: the steps that succeeded, with their parameters, plus the
-    resolved facts that make the run reproducible. Secrets stay references (the playbook model
-    refuses literals)."""
+    """Turns what ran into a playbook: the steps that succeeded in apply mode (in playbook order,
+    with their parameters as run), plus the resolved facts that make the run reproducible. A sink
+    like any other: it learns everything from `StepFinished` events; `spec_of(index)` gives the
+    step as it ran (the wizard edits parameters between steps). Secrets stay references (the
+    playbook model refuses literals)."""
 
-    def __init__(self, base: Playbook) -> None:
+    def __init__(self, base: Playbook, spec_of: Callable[[int], StepSpec] | None = None) -> None:
         self.base = base
-        self.steps: list[StepSpec] = []
+        self.spec_of = spec_of or (lambda index: base.steps[index])
+        self.steps: dict[int, StepSpec] = {}
         self.resolved: dict[str, Any] = dict(base.resolved)
-        self._pending: dict[int, StepSpec] = {}
-
-    def step_started(self, index: int, spec: StepSpec) -> None:
-        self._pending[index] = spec
-
-    def step_resolved(self, data: dict[str, Any]) -> None:
-        self.resolved.update(data)
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, StepFinished) and event.status in ("ok", "changed"):
-            spec = self._pending.pop(event.index, None)
-            if spec is not None:
-                self.steps.append(spec)
+        if not isinstance(event, StepFinished) or event.mode != "apply":
+            return
+        if event.status in ("ok", "changed"):
+            self.steps[event.index] = self.spec_of(event.index)
+            self.resolved.update(event.resolved)
+        else:
+            self.steps.pop(event.index, None)
 
-    def playbook(self) -> Playbook:
-        return self.base.model_copy(update={"steps": list(self.steps), "resolved": json.loads(
-            json.dumps(self.resolved, default=str))})
+    def playbook(self, target: Target | None = None) -> Playbook:
+        update: dict[str, Any] = {"steps": [self.steps[i] for i in sorted(self.steps)],
+                                  "resolved": json.loads(json.dumps(self.resolved, default=str))}
+        if target is not None:
+            update["target"] = target
+        return self.base.model_copy(update=update)

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
+from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec
-from provisioner.runlog import Recorder
 from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
+from provisioner.steps.state import RunState
 from provisioner.transport.base import CommandFailed, Transport, TransportError
 
 Mode = Literal["plan", "apply"]
@@ -24,12 +25,25 @@ Mode = Literal["plan", "apply"]
 
 @dataclass
 class HostResult:
+    """One host's outcome: the last status of every step (by index), and failures outside any step."""
+
     host: str
-    counts: dict[str, int] = field(default_factory=lambda: {"ok": 0, "changed": 0, "failed": 0, "skipped": 0})
-    statuses: list[StepStatus] = field(default_factory=list)
+    by_index: dict[int, StepStatus] = field(default_factory=dict)
     error: str = ""
     exit_code: int = 0
-    recorder: Recorder | None = None
+    failures_outside_steps: int = 0  # the container lock, a host that could not even be reached
+
+    @property
+    def statuses(self) -> list[StepStatus]:
+        return [self.by_index[i] for i in sorted(self.by_index)]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0}
+        for status in self.by_index.values():
+            counts["failed" if status == "interrupted" else status] += 1
+        counts["failed"] += self.failures_outside_steps
+        return counts
 
     @property
     def failed(self) -> bool:
@@ -38,6 +52,24 @@ class HostResult:
     @property
     def pending_changes(self) -> bool:
         return self.counts["changed"] > 0
+
+    def fail(self, error: str, exit_code: int) -> HostResult:
+        """Record a failure outside any step (returns self)."""
+        self.failures_outside_steps += 1
+        self.error = error
+        self.exit_code = max(self.exit_code, exit_code)
+        return self
+
+
+def exit_code(results: list[HostResult], *, check: bool = False) -> int:
+    """The process exit code of a run: the most specific code of its failed hosts (1 when none is
+    more specific), else 10 for `plan --check` with pending changes, else 0."""
+    failed = [r for r in results if r.failed]
+    if failed:
+        return max(r.exit_code or ExitCode.FAILED for r in failed)
+    if check and any(r.pending_changes for r in results):
+        return ExitCode.CHANGES_PENDING
+    return ExitCode.OK
 
 
 def new_run_id() -> str:
@@ -79,6 +111,28 @@ def container_lock(host: str, vmid: int | None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+class HostRun:
+    """One host's steps run one at a time, counted into one `HostResult`: `run_host` drives it
+    over the whole playbook, the wizard one step per confirmation."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+        self.result = HostResult(host=ctx.host)
+
+    async def step(self, index: int, spec: StepSpec, mode: Mode) -> StepStatus:
+        """check (→ apply → verify in apply mode) step `index`; apply mode counts its status."""
+        step = make_step(spec)
+        status = await run_step(self.ctx, index, spec.name or spec.kind, step, mode, self.result)
+        if mode == "apply":
+            self.result.by_index[index] = status
+        return status
+
+    def skip(self, index: int, spec: StepSpec, message: str) -> None:
+        self.result.by_index[index] = "skipped"
+        self.ctx.bus.emit(StepFinished(host=self.ctx.host, index=index, step=spec.kind, status="skipped",
+                                       message=message, mode="apply"))
+
+
 async def run_host(
     playbook: Playbook,
     bus: Bus,
@@ -87,41 +141,29 @@ async def run_host(
     mode: Mode,
     host: str,
     pve_factory: Callable[[], Any] | None = None,
-    lab: bool = False,
-    recorder: Recorder | None = None,
-    shared: dict[str, Any] | None = None,
+    state: RunState | None = None,
 ) -> HostResult:
     """Run every step of `playbook` against one host; failures stop this host only."""
-    result = HostResult(host=host, recorder=recorder)
-    ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, lab=lab)
-    ctx.shared.update(shared or {})
+    ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
+    run = HostRun(ctx)
     failed = False
     try:
         with container_lock(host, playbook.target.container):
             for index, spec in enumerate(playbook.steps):
                 if failed:
-                    result.counts["skipped"] += 1
-                    result.statuses.append("skipped")
-                    bus.emit(StepFinished(host=host, index=index, step=spec.kind, status="skipped",
-                                          message="skipped after an earlier failure"))
+                    run.skip(index, spec, "skipped after an earlier failure")
                     continue
-                step = make_step(spec)
-                if recorder is not None:
-                    recorder.step_started(index, spec)
-                status = await run_step(ctx, index, spec.name or spec.kind, step, mode, result)
-                result.counts[status if status != "interrupted" else "failed"] += 1
-                result.statuses.append(status)
+                status = await run.step(index, spec, mode)
+                if mode == "plan":
+                    run.result.by_index[index] = status
                 if status in ("failed", "interrupted"):
                     failed = True
-                elif recorder is not None and mode == "apply":
-                    recorder.step_resolved(step.resolved(ctx))
     except StepFailed as exc:  # the lock
-        result.counts["failed"] += 1
-        result.error = exc.message
+        run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
     finally:
         await node.close()
-    return result
+    return run.result
 
 
 def make_step(spec: StepSpec) -> StepKind[Any]:
@@ -131,9 +173,10 @@ def make_step(spec: StepSpec) -> StepKind[Any]:
 
 
 def build_context(playbook: Playbook, bus: Bus, node: Transport, *, mode: Mode, host: str,
-                  pve_factory: Callable[[], Any] | None = None, lab: bool = False) -> StepContext:
+                  pve_factory: Callable[[], Any] | None = None, state: RunState | None = None) -> StepContext:
     """The context the runner (or the TUI, one step at a time) passes to steps."""
-    ctx = StepContext(playbook=playbook, host=host, bus=bus, node=node, mode=mode, pve_factory=pve_factory, lab=lab)
+    ctx = StepContext(playbook=playbook, host=host, bus=bus, node=node, mode=mode, pve_factory=pve_factory,
+                      state=state if state is not None else RunState())
     ctx.resolved.update(playbook.resolved)
     return ctx
 
@@ -147,8 +190,15 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
     start = time.monotonic()
 
     def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, Any]] | None = None) -> StepStatus:
+        resolved: dict[str, Any] = {}
+        if mode == "apply" and status in ("ok", "changed"):
+            try:
+                resolved = step.resolved(ctx)
+            except Exception as exc:  # a bug in one step's `resolved` must not lose the run log
+                status, message = "failed", f"internal error in {step.kind} (resolved): {type(exc).__name__}: {exc}"
         bus.emit(StepFinished(host=host, index=index, step=step.kind, status=status, message=message,
-                              duration_s=time.monotonic() - start, diagnosis=diagnosis or []))
+                              duration_s=time.monotonic() - start, diagnosis=diagnosis or [], mode=mode,
+                              resolved=resolved))
         return status
 
     phase = "check"

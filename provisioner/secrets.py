@@ -1,6 +1,6 @@
 """Secrets are referenced, never written: `env:NAME` or `file:PATH`.
 
-Resolved values are registered with the process-wide redactor so that no sink (run log, console,
+Resolved values are registered with the process-wide redactor (`provisioner.redaction.REDACTOR`) so that no sink (run log, console,
 recorded playbook, exception text) can print them.
 """
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator
+
+from provisioner.redaction import REDACTOR
 
 REF_RE = re.compile(r"^(env|file):(.+)$")
 SECRET_FIELD_NAMES = frozenset(
@@ -56,27 +57,3 @@ def resolve(ref: str) -> str:
             raise SecretError(f"cannot read secret file {path}: {exc.strerror}") from None
     REDACTOR.add(value)
     return value
-
-
-class Redactor:
-    """Replaces every known secret value with `***`."""
-
-    def __init__(self) -> None:
-        self._values: set[str] = set()
-        self._lock = threading.Lock()
-
-    def add(self, value: str) -> None:
-        if len(value) >= 4:
-            with self._lock:
-                self._values.add(value)
-
-    def __call__(self, text: str) -> str:
-        with self._lock:
-            values = sorted(self._values, key=len, reverse=True)
-        for value in values:
-            if value in text:
-                text = text.replace(value, "***")
-        return text
-
-
-REDACTOR = Redactor()

@@ -12,6 +12,7 @@ from provisioner.events import Bus
 from provisioner.paths import lab_dir
 from provisioner.playbook import ApiSettings, Playbook, SshSettings, Target
 from provisioner.transport.base import Transport
+from provisioner.transport.base import host_label as transport_host_label
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTarget, SshTransport
 
@@ -29,7 +30,8 @@ def lab_connection(root: Path | None = None) -> dict[str, Any]:
 
 
 def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
-    """The same playbook with its target replaced by the running lab's endpoints."""
+    """The same playbook with its target replaced by the running lab's endpoints and the lab's settings
+    (`lab_settings`) in its steps."""
     conn = lab_connection(root)
     ssh = SshSettings(user=conn["ssh"]["user"], port=conn["ssh"]["port"], key_file=conn["ssh"]["key_file"],
                       known_hosts=conn["ssh"]["known_hosts"])
@@ -37,11 +39,12 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
                       ca_file=conn["api"]["ca_file"], verify_tls=True)
     target = playbook.target.model_copy(update={"host": conn["ssh"]["host"], "node": conn["node"], "ssh": ssh,
                                                 "api": api, "local": False})
-    return playbook.model_copy(update={"target": target})
+    return with_settings(playbook.model_copy(update={"target": target}), lab_settings(root))
 
 
 def host_label(target: Target) -> str:
-    return target.host if target.ssh.port == 22 else f"{target.host}:{target.ssh.port}"
+    """The label of a playbook's target (`transport.base.host_label`, without the user)."""
+    return transport_host_label(target.host, target.ssh.port)
 
 
 def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False) -> Transport:
@@ -72,19 +75,46 @@ def pve_factory(target: Target) -> Callable[[], Any] | None:
     return make
 
 
-def lab_shared(root: Path | None = None) -> dict[str, Any]:
-    """Endpoints of the lab that steps use instead of the internet (wheel index, driver server)."""
+def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """What the running lab hands out as ordinary step parameters, by step kind: the mirrors a
+    real site would configure (driver server, PyTorch wheel index, PyPI) and the burn-in's
+    settings for a node with no NVML and two CPU cores. The steps never learn that it is a lab."""
     conn = lab_connection(root)
+    out: dict[str, dict[str, Any]] = {"driver.userspace": {"apt_lock_backoff_max_s": 2.0},
+                                      "burnin.run": {"sizes": "1KiB:256KiB", "duration_s": 2, "gemm_seconds": 1,
+                                                     "nvml_gpu_count_check": False},
+                                      # two CPU cores: two gloo ranks per node prove the plumbing
+                                      "burnin.multinode": {"sizes": "16KiB:256KiB", "duration_s": 1,
+                                                           "gemm_seconds": 0.5, "nvml_gpu_count_check": False,
+                                                           "nproc_per_node": 2}}
     mirror = conn.get("driver_mirror")
-    if mirror and not mirror.rstrip("/").endswith("/XFree86"):
-        mirror = mirror.rstrip("/") + "/XFree86"  # the layout of download.nvidia.com
-    return {"lab_index_url": conn.get("index_url"), "lab_driver_mirror": mirror,
-            "lab_torch_python": _torch_python(),
-            "lab_pypi_url": conn.get("pypi_url")}
+    if mirror:
+        if not mirror.rstrip("/").endswith("/XFree86"):
+            mirror = mirror.rstrip("/") + "/XFree86"  # the layout of download.nvidia.com
+        out["driver.userspace"]["driver_mirror"] = mirror
+    index = conn.get("index_url")
+    if index:
+        # No network in the lab: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
+        pypi = conn.get("pypi_url")
+        out["venv.build"] = {"index_mirror": index.rstrip("/"),
+                             **({"pypi_url": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
+    python = _torch_python()
+    if python:
+        out["burnin.run"]["fallback_python"] = python
+        out["burnin.multinode"]["fallback_python"] = python
+    return out
+
+
+def with_settings(playbook: Playbook, settings: dict[str, dict[str, Any]]) -> Playbook:
+    """The playbook with `settings` (kind -> parameters) written into each step of that kind."""
+    steps = [spec.model_copy(update={"params": {**spec.params, **settings[spec.kind]}})
+             if spec.kind in settings else spec for spec in playbook.steps]
+    return playbook.model_copy(update={"steps": steps})
 
 
 def _torch_python() -> str | None:
-    """LAB: an interpreter of this machine with a real (CPU) torch, for the burn-in's gloo run."""
+    """An interpreter of this machine with a real (CPU) torch: the burn-in's fallback when the venv's
+    torch has no torch.distributed (the lab's wheels carry a real torch for one Python only)."""
     import importlib.util
     import sys
 

@@ -289,7 +289,7 @@ def test_multinode_params_are_validated_before_any_shell() -> None:
     from provisioner.steps.burnin_multinode import MultinodeParams, torchrun_argv
 
     ok = MultinodeParams(nodes=4, rdzv_endpoint="10.0.0.11:29500", rdzv_id="burnin-7")
-    argv = torchrun_argv(ok, "/opt/torch-venv/bin/python", 8, "nccl", lab=False)
+    argv = torchrun_argv(ok, "/opt/torch-venv/bin/python", 8, "nccl")
     assert argv[:3] == ["/opt/torch-venv/bin/python", "-m", "torch.distributed.run"]
     assert {"--nnodes=4", "--nproc-per-node=8", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.11:29500",
             "--rdzv-id=burnin-7"} <= set(argv)

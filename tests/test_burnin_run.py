@@ -20,8 +20,9 @@ from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import COLLECTIVES, make_config, parse_sizes
 from provisioner.burnin.launcher import run_local
 from tests.support.require import require
+from tests.support.shared import shared_path
 
-CHECKER = Path("/work/shared/checks/burnin_json.py")
+CHECKER = shared_path("checks/burnin_json.py")
 
 
 def _gloo_available() -> bool:

@@ -66,8 +66,37 @@ def test_known_secrets_also_url_encoded() -> None:
     assert out.count("<redacted>") == 3
 
 
-def test_short_known_secrets_are_ignored() -> None:
-    assert redact("a b c", known_secrets=["a", ""]) == "a b c"
+def test_short_known_secrets_are_masked_as_whole_tokens_only() -> None:
+    # issue #19: a 2-character password used to pass through untouched.
+    assert redact("login as root with x9 failed", known_secrets=["x9", ""]) == \
+        "login as root with <redacted> failed"
+    assert redact("x9y and ax9 are other words", known_secrets=["x9"]) == "x9y and ax9 are other words"
+
+
+def test_python_dict_repr_password_is_masked() -> None:
+    # issue #19: {'password': 'x'} (a Python repr in an exception or a log line)
+    out = redact("api settings: {'user': 'root@pam', 'password': 'x', 'port': 8006}")
+    assert out == "api settings: {'user': 'root@pam', 'password': '<redacted>', 'port': 8006}"
+
+
+def test_curl_user_password_is_masked() -> None:
+    # issue #19: curl -u user:x  (https://curl.se/docs/manpage.html#-u)
+    assert redact("curl -fsS -u admin:hunter2 https://mirror/x") == "curl -fsS -u admin:<redacted> https://mirror/x"
+    assert redact("curl --user=admin:hunter2 https://mirror/x") == "curl --user=admin:<redacted> https://mirror/x"
+
+
+def test_yaml_block_scalar_value_is_masked() -> None:
+    # issue #19: a YAML block value (`password: |` then the value on indented lines)
+    text = "api:\n  user: root@pam\n  password: |\n    s3cr3t-value\n    second-line\n  port: 8006\n"
+    out = redact(text)
+    assert "s3cr3t" not in out and "second-line" not in out
+    assert "  port: 8006" in out and "  user: root@pam" in out and "<redacted>" in out
+
+
+def test_secret_named_environment_values_are_masked_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue #19: diagnose --log ignored the secrets of the environment (the one redactor reads them).
+    monkeypatch.setenv("PVE_PASSWORD", "env-pw-Zq81")
+    assert redact("sshpass failed for env-pw-Zq81") == "sshpass failed for <redacted>"
 
 
 def test_references_and_ordinary_text_are_kept() -> None:

@@ -94,3 +94,46 @@ def test_corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stderr[-3000:]
     finally:
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+
+
+PROFILE_NOISE = """# a site's login banner: to stdout and to stderr, as profile.d scripts do
+echo "Welcome to $(hostname) - managed by ops"
+echo "warning: proxy settings loaded" >&2
+"""
+
+
+def test_facts_read_past_login_shell_noise_in_the_container(tmp_path: Path) -> None:
+    """issue #19: one profile.d echo made gpu.detect fail with a ParseError; facts run without a login shell."""
+    import asyncio
+
+    from provisioner.events import Bus
+    from provisioner.lab.state import LabState
+    from provisioner.playbook import loads
+    from provisioner.session import node_transport, point_at_lab
+    from provisioner.transport.container import ContainerTransport
+
+    env = start_lab(tmp_path)
+    try:
+        pb = tmp_path / "light.yaml"
+        pb.write_text(LIGHT.format(ct=202, mode="dev"))
+        first = cli(env, "replay", str(pb), "--lab", "--json")
+        assert first.returncode == 0, first.stderr[-4000:]
+        root = Path(env["PROVISIONER_LAB_ROOT"])
+        (LabState(root).ct_root(202) / "etc" / "profile.d" / "zz-banner.sh").write_text(PROFILE_NOISE)
+
+        async def login_shell_output() -> list[str]:  # the noise is real: a login shell prints it
+            target = point_at_lab(loads(pb.read_text()), root).target
+            node = node_transport(target, Bus())
+            try:
+                return (await ContainerTransport(node, 202).run(["true"], timeout=60, quiet=True)).lines
+            finally:
+                await node.close()
+
+        lines = asyncio.run(login_shell_output())
+        assert any("Welcome to" in line for line in lines) and "warning: proxy settings loaded" in lines
+        plan = cli(env, "plan", str(pb), "--lab", "--check", "--json")
+        assert plan.returncode == 0, plan.stderr[-3000:]
+        assert "8 GPU(s) visible in CT 202, compute capability 12.0" in plan.stderr
+        assert "ParseError" not in plan.stderr and "cannot parse" not in plan.stderr
+    finally:
+        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])

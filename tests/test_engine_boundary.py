@@ -1,7 +1,10 @@
-"""The engine never imports the UI (ARCHITECTURE §1)."""
+"""The engine's layers hold (ARCHITECTURE §1): the engine never imports the UI; cli -> stepwise/fleet ->
+assembly -> runner -> steps -> facts -> transport; only provisioner.cli imports the lab; the burn-in
+imports nothing of the engine (pyproject.toml [tool.importlinter])."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,4 +28,9 @@ def test_import_linter_contract() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "KEPT" in proc.stdout
+    m = re.search(r"Contracts: (\d+) kept, (\d+) broken", proc.stdout)
+    assert m is not None, proc.stdout
+    assert int(m.group(1)) >= 5 and m.group(2) == "0", proc.stdout
+    for name in ("The engine never imports the UI", "One engine path", "Only provisioner.cli imports the lab",
+                 "The burn-in (shipped into the container) imports nothing of the engine"):
+        assert name in proc.stdout

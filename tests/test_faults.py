@@ -504,7 +504,7 @@ def test_installer_killed_midway_is_reported_and_replay_reinstalls(played: dict[
     message = p.first.message_of("driver.userspace")
     known_bug("killed" in message or "137" in message,
               "a SIGKILLed installer is reported as 'the NVIDIA installer failed' with advice about "
-              "--no-kernel-modules and kmod (provisioner/steps/driver.py _installer_failed)")
+              "--no-kernel-modules and kmod (provisioner/steps/driver_userspace.py _installer_failed)")
 
 
 def test_venv_build_interrupted_by_a_drop_is_finished_by_the_replay(played: dict[str, Future[Played]],

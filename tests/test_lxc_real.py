@@ -2,7 +2,7 @@
 
 The inventory is the lab's reference host (8 x RTX PRO 6000 Blackwell) rendered as nvidia-smi and
 /proc/devices output and parsed with the engine's own parsers; the cgroup version is this host's,
-read with the engine's CGROUP fact parser. `wanted_devices`/`raw_lines_for` (provisioner/steps/lxc.py)
+read with the engine's CGROUP fact parser. `wanted_devices`/`raw_lines_for` (provisioner/steps/lxc_passthrough.py)
 produce the lines, `LxcConfig` writes them into a /etc/pve/lxc/200.conf and reads them back, and
 the raw lines are turned into a plain LXC config the way pve-container does (``key = value``,
 after the included default policy). A busybox container then proves, against fake GPU nodes made
@@ -20,14 +20,14 @@ import errno
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from provisioner.facts import nvidia, system
 from provisioner.lab import render
 from provisioner.proxmox.lxc_conf import LxcConfig
-from provisioner.steps.lxc import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.lxc_passthrough import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.state import HostInventory
 from tests.support import lxc
 from tests.support.require import require
 
@@ -38,22 +38,16 @@ CTL_MINOR = 255  # NV_CTL_DEVICE_NUM
 MODESET_MINOR = 254  # NV_MODESET_MINOR_DEVICE_NUM
 
 
-def reference_inventory(uvm_major: int, cgroup_version: int) -> dict[str, Any]:
+def reference_inventory(uvm_major: int, cgroup_version: int) -> HostInventory:
     """What `gather_inventory` returns for the reference host, built with the engine's parsers."""
     host = render.reference_host().model_copy(update={"uvm_major": uvm_major})
-    gpus = [g.model_dump() for g in nvidia.parse_gpu_query_csv(render.render_query_csv(host))]
+    gpus = nvidia.parse_gpu_query_csv(render.render_query_csv(host))
     devices = nvidia.parse_proc_devices(render.render_proc_devices(host))
-    return {
-        "gpus": gpus,
-        "driver_version": host.driver_version,
-        "uvm_major": devices.uvm_major,
-        "caps_major": devices.caps_major,
-        "nvidia_major": devices.nvidia_major or NV_MAJOR,
-        "device_nodes": [n for n, *_ in render.lab_dev_nodes(host)],
-        "pve_version": host.pve_version,
-        "pve_release": [8, 4],
-        "cgroup_version": cgroup_version,
-    }
+    return HostInventory(gpus=gpus, driver_version=host.driver_version, module_flavour="open",
+                         uvm_major=devices.uvm_major, caps_major=devices.caps_major,
+                         nvidia_major=devices.nvidia_major or NV_MAJOR,
+                         device_nodes=[n for n, *_ in render.lab_dev_nodes(host)], pve_version=host.pve_version,
+                         pve_release=(8, 4), kernel="6.8.12-9-pve", cgroup_version=cgroup_version)
 
 
 def expected_nodes(uvm_major: int) -> list[lxc.FakeNode]:
@@ -101,7 +95,7 @@ class Rig:
     workdir: Path
     rootfs: Path
     nodes: list[lxc.FakeNode]
-    inventory: dict[str, Any]
+    inventory: HostInventory
     policy: list[tuple[str, str]]
 
 
@@ -159,7 +153,7 @@ def test_passed_nodes_exist_and_reach_the_missing_driver(rig: Rig, container: lx
     listing = container.devices_list()
     if key == "lxc.cgroup.devices.allow":  # v1: the kernel's own view of the container's policy
         assert listing == [rule for _, rule in rig.policy[1:]] + ["c 195:* rwm",
-                                                                  f"c {rig.inventory['uvm_major']}:* rwm"]
+                                                                  f"c {rig.inventory.uvm_major}:* rwm"]
 
 
 def test_without_our_allow_line_the_cgroup_denies(rig: Rig, container: lxc.BusyboxContainer) -> None:
@@ -176,9 +170,9 @@ def test_without_our_allow_line_the_cgroup_denies(rig: Rig, container: lxc.Busyb
 
 def test_the_other_cgroup_versions_key_grants_nothing(rig: Rig, container: lxc.BusyboxContainer) -> None:
     """Why the inventory's cgroup_version must drive the key: the other key does not open the devices."""
-    other = 2 if rig.inventory["cgroup_version"] == 1 else 1
+    other = 2 if rig.inventory.cgroup_version == 1 else 1
     devices = wanted_devices(rig.inventory, PassthroughParams(mode="raw"))
-    lines = raw_lines_for(devices, {**rig.inventory, "cgroup_version": other})
+    lines = raw_lines_for(devices, rig.inventory.model_copy(update={"cgroup_version": other}))
     assert lines[0][0].startswith(lxc.cgroup_key(other) + ".")
     try:
         container.start([*rig.policy, *lines])

@@ -18,7 +18,7 @@ import pytest
 from provisioner.events import Bus, Event, StepFinished
 from provisioner.playbook import Playbook, SshSettings, StepSpec, Target
 from provisioner.runner import HostResult, build_context, make_step, run_step
-from provisioner.steps.lxc import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.lxc_passthrough import PassthroughParams, raw_lines_for, wanted_devices
 from provisioner.transport.ssh import SshTarget, SshTransport
 from tests.support.require import require
 
@@ -96,7 +96,7 @@ async def test_raw_mode_writes_exactly_our_lines_keeps_the_rest_and_backs_up(lab
     target = SshTarget(host="127.0.0.1", port=server.port, user="root", key_file=str(server.client_key_path),
                        known_hosts=str(server.known_hosts))
     node = SshTransport(target, bus)
-    ctx = build_context(playbook, bus, node, mode="apply", host="lab", lab=True)
+    ctx = build_context(playbook, bus, node, mode="apply", host="lab")
     step = make_step(playbook.steps[0])
     try:
         before = await node.run(["sh", "-c", f"ls {BACKUP_DIR} 2>/dev/null; true"], timeout=30, quiet=True)
@@ -105,8 +105,8 @@ async def test_raw_mode_writes_exactly_our_lines_keeps_the_rest_and_backs_up(lab
         finished = [e for e in events if isinstance(e, StepFinished)]
         assert status == "changed", finished[-1].message if finished else events
 
-        inv = ctx.shared["inventory"]
-        assert inv["cgroup_version"] == 2  # the lab node's /sys/fs/cgroup is cgroup2fs
+        inv = ctx.state.inventory
+        assert inv is not None and inv.cgroup_version == 2  # the lab node's /sys/fs/cgroup is cgroup2fs
         uvm_major, _ = state.host_devices()["/dev/nvidia-uvm"]
         devices = wanted_devices(inv, PassthroughParams(mode="raw"))
         lines = raw_lines_for(devices, inv)

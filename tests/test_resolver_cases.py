@@ -17,9 +17,10 @@ from packaging.version import Version
 from provisioner.cli import main
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
 from tests.support.require import require
+from tests.support.shared import shared_path
 
-CORPUS = Path("/work/shared/corpus/resolver-public.json")
-SCORER = Path("/work/shared/checks/resolver_cases.py")
+CORPUS = shared_path("corpus/resolver-public.json")
+SCORER = shared_path("checks/resolver_cases.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 # Hosts invented from torch-matrix.md facts, in the corpus format (expect = acceptable outcomes).

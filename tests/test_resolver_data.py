@@ -11,8 +11,9 @@ import pytest
 from provisioner.resolver import build_data
 from provisioner.resolver.data import DATA_FILE, SCHEMA_VERSION, WheelData, load_data, parse_data
 from tests.support.require import require
+from tests.support.shared import shared_path
 
-REFERENCE = Path("/work/shared/reference/torch-matrix.json")
+REFERENCE = shared_path("reference/torch-matrix.json")
 PACKAGED = Path(build_data.__file__).parent / "data" / DATA_FILE
 
 

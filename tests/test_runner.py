@@ -15,42 +15,16 @@ from provisioner.events import Bus, Event, StepFinished
 from provisioner.playbook import Playbook, loads
 from provisioner.runlog import JsonlRunLog, Recorder
 from provisioner.runner import recap_json, run_host
-from provisioner.steps.base import STEP_KINDS, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind
 from provisioner.steps.context import StepContext
 from provisioner.transport.local import LocalTransport
+from tests.support.step_kinds import FileStep, use_kinds
 
 
-class FileParams(Params):
-    path: str
-    content: str
-    fail_after_write: bool = False
-
-
-if "test.file" not in STEP_KINDS:
-
-    @register
-    class FileStep(StepKind[FileParams]):
-        kind = "test.file"
-        title = "write a file"
-        Params = FileParams
-
-        async def check(self, ctx: StepContext) -> Plan:
-            res = await ctx.node.run(["cat", self.params.path], quiet=True)
-            if res.ok and res.output.rstrip("\n") == self.params.content:
-                return Plan.no_change("content matches")
-            return Plan(changes=[f"write {self.params.path}"])
-
-        async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-            await ctx.node.run(["sh", "-c", 'printf %s "$1" > "$2"', "sh", self.params.content, self.params.path],
-                               check=True)
-            yield ctx.info("written")
-            if self.params.fail_after_write:
-                raise StepFailed("simulated failure after write", fix="replay")
-
-        async def verify(self, ctx: StepContext) -> None:
-            res = await ctx.node.run(["cat", self.params.path], quiet=True)
-            if res.output.rstrip("\n") != self.params.content:
-                raise StepFailed("content differs")
+@pytest.fixture(autouse=True)
+def _test_step_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This module's step kinds, registered for its tests only (the global registry is left as it was)."""
+    use_kinds(monkeypatch, FileStep, FailWith)
 
 
 def book(tmp: Path, *, fail: bool = False) -> Playbook:
@@ -106,7 +80,7 @@ async def test_run_log_and_recorder(tmp_path: Path) -> None:
     log = JsonlRunLog("t1", tmp_path)
     rec = Recorder(pb)
     bus = Bus(log, rec)
-    result = await run_host(pb, bus, LocalTransport(bus), mode="apply", host="localhost", recorder=rec)
+    result = await run_host(pb, bus, LocalTransport(bus), mode="apply", host="localhost")
     log.close()
     assert not result.failed
     kinds = [json.loads(line)["kind"] for line in log.path.read_text().splitlines()]
@@ -149,23 +123,20 @@ class EchoParams(Params):
     text: str
 
 
-if "test.fail_with" not in STEP_KINDS:
+class FailWith(StepKind[EchoParams]):
+    """Fails with the output of a real command as evidence (what the diagnoser reads)."""
 
-    @register
-    class FailWith(StepKind[EchoParams]):
-        """Fails with the output of a real command as evidence (what the diagnoser reads)."""
+    kind = "test.fail_with"
+    title = "fail with output"
+    Params = EchoParams
 
-        kind = "test.fail_with"
-        title = "fail with output"
-        Params = EchoParams
+    async def check(self, ctx: StepContext) -> Plan:
+        return Plan(changes=["run it"])
 
-        async def check(self, ctx: StepContext) -> Plan:
-            return Plan(changes=["run it"])
-
-        async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-            res = await ctx.node.run(["sh", "-c", 'printf "%s\\n" "$1"; exit 1', "sh", self.params.text])
-            raise StepFailed("the command failed", result=res)
-            yield  # pragma: no cover
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        res = await ctx.node.run(["sh", "-c", 'printf "%s\\n" "$1"; exit 1', "sh", self.params.text])
+        raise StepFailed("the command failed", result=res)
+        yield  # pragma: no cover
 
 
 async def test_failed_step_carries_the_diagnosis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,8 @@ from provisioner import secrets, validate
 from provisioner.events import Bus, Event, Message
 from provisioner.playbook import dumps, loads
 from provisioner.runlog import JsonlRunLog, Recorder
-from provisioner.steps.lxc import CreateParams
-from provisioner.steps.torch_steps import VenvParams
+from provisioner.steps.lxc_create import CreateParams
+from provisioner.steps.venv_build import VenvParams
 
 CANARY = "canary-7f3a9c1e-secret"
 
@@ -31,7 +31,7 @@ def test_resolved_secret_is_redacted_from_every_event_and_the_run_log(tmp_path: 
     log.close()
     assert CANARY not in log.path.read_text()
     assert all(CANARY not in e.model_dump_json() for e in seen)
-    assert "***" in log.path.read_text()
+    assert "<redacted>" in log.path.read_text()
 
 
 def test_file_reference_secret_is_redacted(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_file_reference_secret_is_redacted(tmp_path: Path) -> None:
     f.write_text(CANARY + "-file\n")
     value = secrets.resolve(f"file:{f}")
     assert value == CANARY + "-file"
-    assert secrets.REDACTOR(f"token={value}") == "token=***"
+    assert secrets.REDACTOR(f"token={value}") == "token=<redacted>"
 
 
 def test_recorded_playbook_keeps_references_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -356,3 +356,38 @@ async def test_collect_from_lab_node_and_ct200(tmp_path: Path) -> None:
     # Scenario shm-small: 64M /dev/shm for 8 GPUs is diagnosed.
     findings = evidence_findings(ev)
     assert any(f.category == "nccl_failure" and f.rule == "facts.shm_too_small" for f in findings), findings
+
+
+def test_probes_that_are_facts_run_the_facts_command() -> None:
+    """One fact system: a probe the steps also read runs the same argv and is read by the same parser."""
+    from provisioner.facts import catalog
+
+    same = {"node.proc_devices": catalog.PROC_DEVICES, "node.dev_nodes": catalog.DEV_NODES,
+            "node.cgroup_fs": catalog.CGROUP, "node.os_release": catalog.OS_RELEASE, "node.gpu_query": catalog.GPUS,
+            "ct.dev_nodes": catalog.DEV_NODES, "ct.shm": catalog.SHM, "ct.os_release": catalog.OS_RELEASE}
+    for name, fact in same.items():
+        assert BY_NAME[name].fact is fact and list(BY_NAME[name].argv) == list(fact.argv), name
+
+
+async def test_a_fact_probe_keeps_its_parsed_value_beside_the_raw_output(tmp_path: Path) -> None:
+    from provisioner.facts import system
+    from provisioner.support import read_bundle, write_bundle
+
+    ev = await collect(LocalTransport(), None, VENV)
+    osr = ev.record("node.os_release")
+    assert osr is not None and osr.status == "ok"
+    assert osr.parsed == system.parse_os_release(Path("/etc/os-release").read_text()).model_dump(mode="json")
+    proc = ev.record("node.proc_devices")
+    assert proc is not None and proc.parsed is not None and proc.parsed["char"]["mem"] == 1  # Linux: mem is 1
+    out = tmp_path / "b.tar.gz"
+    write_bundle(ev, out, runs_dir=tmp_path / "no-runs")
+    import tarfile
+
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        member = next(n for n in names if n.endswith("parsed/node.os_release.json"))
+        extracted = tar.extractfile(member)
+        assert extracted is not None
+        assert json.loads(extracted.read())["id"] == osr.parsed["id"]
+        assert any(n.endswith("node/os-release.txt") for n in names)
+    assert read_bundle(out).record("node.os_release") is not None

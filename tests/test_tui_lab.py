@@ -20,7 +20,7 @@ from textual.widgets import Button, DataTable, Input, Select, Static, Switch
 
 from provisioner import secrets
 from provisioner.playbook import load
-from provisioner.session import lab_shared, point_at_lab
+from provisioner.session import point_at_lab
 from screens.app import ProvisionerApp
 from screens.step_page import StepPage
 from screens.widgets.busbw_chart import BusbwChart
@@ -63,7 +63,7 @@ def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fix
 def lab_session(root: Path, tmp_path: Path) -> WizardSession:
     playbook = point_at_lab(load(PLAYBOOK), root)
     return WizardSession(playbook, playbook_path=str(PLAYBOOK), lab=True, runs_dir=tmp_path,
-                         record_to=str(tmp_path / "recorded.yaml"), shared=lab_shared(root))
+                         record_to=str(tmp_path / "recorded.yaml"))
 
 
 async def run_page(app: ProvisionerApp, pilot: Any, *, timeout: float = 600) -> list[list[str]]:
@@ -167,7 +167,7 @@ async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> Non
 def check_page(app: ProvisionerApp, name: str) -> None:
     """Each specialised page shows what its step found."""
     page = app.screen
-    shared = app.session.shared()
+    state = app.session.state
     text = screen_text(app)
     if name == "connect":
         assert any("Proxmox VE" in n for n in app.session.runs[0].notes)
@@ -182,10 +182,10 @@ def check_page(app: ProvisionerApp, name: str) -> None:
         assert "/dev/nvidia0" in devices and "/dev/nvidia-uvm" in devices
     elif name == "driver":
         assert "✓ match" in str(page.query_one("#versions", Static).render())
-        assert shared["gpu_detect"]["gpus"]
+        assert state.detection is not None and state.detection.gpus
     elif name == "pytorch":
         assert "cu128" in str(page.query_one("#choice", Static).render())
-        assert page.query_one("#rejected", DataTable).row_count == len(shared["resolution"]["rejected"]) > 0
+        assert page.query_one("#rejected", DataTable).row_count == len(state.torch.resolution.rejected) > 0  # type: ignore[union-attr]
     elif name == "venv":
         assert "torch==2.11.0" in str(page.query_one("#packages", Static).render())
     elif name == "burnin":

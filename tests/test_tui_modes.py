@@ -19,9 +19,10 @@ from screens.pages.burnin import BurninPage
 from screens.step_page import LOG_MAX_LINES
 from screens.widgets.busbw_chart import BusbwChart
 from screens.wizard_session import PAGES, WizardSession
+from tests.support.shared import shared_path
 from tests.test_tui_support import PLAYBOOK, screen_text, wait_for, wait_idle
 
-CORPUS = Path("/work/shared/corpus/failures-public.jsonl")
+CORPUS = shared_path("corpus/failures-public.jsonl")
 LOCAL_CORPUS = Path(__file__).parent / "fixtures" / "logs" / "failures-public.jsonl"
 NCCL_LOG = Path(__file__).parent / "fixtures" / "logs" / "clean-nccl-tests-all-reduce.log"
 
@@ -138,7 +139,7 @@ async def test_streamed_output_is_plain_text_and_bounded(app: ProvisionerApp) ->
 
 
 async def test_burnin_page_charts_busbw_from_nccl_tests_rows(app: ProvisionerApp) -> None:
-    from provisioner.steps.burnin_step import _metric_from_line
+    from provisioner.steps.burnin_run import _metric_from_line
 
     async with app.run_test(size=(120, 40)) as pilot:
         app.goto("burnin")

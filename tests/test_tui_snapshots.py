@@ -24,7 +24,8 @@ from provisioner.events import CommandStarted, OutputLine
 from provisioner.facts.nvidia import parse_gpu_query_csv
 from provisioner.lab.render import reference_host, render_query_csv
 from provisioner.playbook import load
-from provisioner.resolver.api import resolve_dict
+from provisioner.resolver import Resolution, ResolveRequest, resolve
+from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
 from screens.app import ProvisionerApp
 from screens.step_page import StepPage
 from screens.wizard_session import PAGES, WizardSession
@@ -41,19 +42,21 @@ def _steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", "/nonexistent/state")  # fixed paths on screen
 
 
-def reference_inventory() -> dict[str, Any]:
+def reference_inventory() -> HostInventory:
     host = reference_host()
-    gpus = [g.model_dump() for g in parse_gpu_query_csv(render_query_csv(host))]
-    return {"gpus": gpus, "driver_version": "595.71.05", "module_flavour": "open", "pve_version": "8.4.1",
-            "kernel": "6.8.12-9-pve", "cgroup_version": 2,
-            "warnings": ["/dev/nvidia-uvm does not exist on the host yet (nvidia-modprobe -u -c=0 creates it)"]}
+    gpus = parse_gpu_query_csv(render_query_csv(host))
+    return HostInventory(gpus=gpus, driver_version="595.71.05", module_flavour="open", uvm_major=None,
+                         caps_major=None, device_nodes=[f"/dev/nvidia{g.index}" for g in gpus], pve_version="8.4.1",
+                         pve_release=(8, 4), kernel="6.8.12-9-pve", cgroup_version=2,
+                         warnings=["/dev/nvidia-uvm does not exist on the host yet "
+                                   "(nvidia-modprobe -u -c=0 creates it)"])
 
 
-def resolution() -> dict[str, Any]:
-    res = resolve_dict(ccs=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
-                       torch="==2.11.0", prefer="lowest-cuda")
-    assert res["variant"] == "cu128"
-    return res
+def torch_choice() -> TorchChoice:
+    res = resolve(ResolveRequest(cc=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
+                                 torch="==2.11.0", prefer="lowest-cuda"))
+    assert isinstance(res, Resolution) and res.variant == "cu128"
+    return TorchChoice(resolution=res, python="3.12", request={})
 
 
 def freeze() -> list[str]:
@@ -63,6 +66,7 @@ def freeze() -> list[str]:
 
 
 def page_data(name: str) -> dict[str, Any]:
+    """What the steps would have learnt before page `name` (RunState fields)."""
     inventory = reference_inventory()
     devices = [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
                                                        "/dev/nvidia-modeset"]
@@ -70,9 +74,9 @@ def page_data(name: str) -> dict[str, Any]:
         "inventory": {"inventory": inventory},
         "passthrough": {"inventory": inventory, "passthrough_devices": devices},
         "driver": {"inventory": inventory, "host_driver": "595.71.05",
-                   "gpu_detect": {"gpus": [{"name": g["name"]} for g in inventory["gpus"]]}},
-        "pytorch": {"resolution": resolution()},
-        "venv": {"resolution": resolution(), "venv_freeze": freeze()},
+                   "detection": GpuDetection(gpus=list(inventory.gpus))},
+        "pytorch": {"torch": torch_choice()},
+        "venv": {"torch": torch_choice(), "venv_freeze": freeze()},
         "burnin": {"burnin": {"verdict": {"overall": "pass", "phases": {
             "preflight": {"status": "pass"}, "gemm": {"status": "pass"}, "collectives": {"status": "pass"}}}}},
     }
@@ -91,11 +95,12 @@ async def show(pilot: Pilot[Any], name: str) -> None:
     assert isinstance(app, ProvisionerApp)
     await pilot.pause()
     ctx = app.session.context()
-    ctx.shared.update(page_data(name))
+    for field, value in page_data(name).items():
+        setattr(app.session.state, field, value)
     page = app.screen
     assert isinstance(page, StepPage)
     if name == "burnin":
-        from provisioner.steps.burnin_step import _metric_from_line
+        from provisioner.steps.burnin_run import _metric_from_line
 
         app.active_page = page
         for line in (LOGS / "clean-nccl-tests-all-reduce.log").read_text().splitlines():

@@ -1,8 +1,8 @@
 """venv.build with real uv against a PEP 503 index served on loopback (stand-in wheels).
 
 The index mirrors the layout the lab serves: `<url>/whl/<variant>/<project>/` for the PyTorch
-indexes (reached through `ctx.shared["lab_index_url"]`, which rewrites download.pytorch.org) and
-`<url>/pypi/<project>/` for PyPI (`lab_pypi_url`). The stand-in PyPI also carries a CPU-only
+indexes (reached through venv.build's `index_mirror`, which replaces https://download.pytorch.org/whl) and
+`<url>/pypi/<project>/` for PyPI (`pypi_url`). The stand-in PyPI also carries a CPU-only
 `torch 2.11.0`, and an extra package that depends on torch, so the tests can see that PyPI never
 shadows the chosen CUDA build. Commands reach the "container" through `pct exec` (a test-only
 stand-in, see tests/support/fake_pct.py; the real pct is covered by the lab end-to-end tests).
@@ -28,8 +28,8 @@ import pytest
 
 from provisioner import playbook as playbook_mod
 from provisioner.playbook import Playbook
-from provisioner.steps.torch_steps import UV_PIN, parse_lock, parse_state
-from tests.support.fake_pct import Node, inventory_shared, real_uv, reference_gpus, run_playbook
+from provisioner.steps.venv_build import UV_PIN, parse_lock, parse_state
+from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
 from tests.support.require import require
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -219,9 +219,11 @@ def make_playbook(venv: Path, *, resolve: dict[str, Any] | None = None, build: d
     })
 
 
-def lab(index: Index) -> dict[str, Any]:
-    return {**inventory_shared(reference_gpus(2)), "lab_index_url": f"{index.url}/whl",
-            "lab_pypi_url": f"{index.url}/pypi"}
+def lab(index: Index, *, pypi: bool = True) -> dict[str, Any]:
+    """Two GPUs known, and the mirrors a site (here: the lab) sets on venv.build."""
+    build: dict[str, Any] = {"index_mirror": f"{index.url}/whl"}
+    build.update({"pypi_url": f"{index.url}/pypi"} if pypi else {"extras_from_torch_index": True})
+    return {"state": known_gpus(reference_gpus(2)), "settings": {"venv.build": build}}
 
 
 def freeze(venv: Path) -> list[str]:
@@ -236,7 +238,7 @@ def freeze(venv: Path) -> list[str]:
 
 async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index: Index, node: Node) -> None:
     venv_a = tmp_path / "ct" / "opt" / "venv-a"
-    first = await run_playbook(node, make_playbook(venv_a), shared=lab(index))
+    first = await run_playbook(node, make_playbook(venv_a), **lab(index))
     assert first.result.statuses == ["ok", "changed"], [e for e in first.events if getattr(e, "message", "")]
     assert first.result.exit_code == 0
 
@@ -246,8 +248,11 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     assert {"torchvision==0.26.0+cu128", "filelock==3.20.0", "nvidia-ml-py==13.580.82", "torch-addon==1.0.0"} \
         <= set(frozen_a)
 
-    # Every command went through `pct exec 101 -- bash -lc …` on the node.
-    assert set(node.pct_log.read_text().splitlines()) == {"exec 101 -- bash -lc"}
+    # Every command went through `pct exec 101 -- …` on the node: the step's through a login bash, the facts
+    # (uname -m, ldd --version) without a shell (no profile noise reaches their parsers).
+    calls = set(node.pct_log.read_text().splitlines())
+    assert "exec 101 -- bash -lc" in calls and all(c.startswith("exec 101 -- ") for c in calls), calls
+    assert {c for c in calls if "bash" not in c} <= {"exec 101 -- uname -m", "exec 101 -- ldd --version"}, calls
 
     # runtime.json next to the venv: what was built and proven, from the lab index (rewritten URL).
     runtime = json.loads((venv_a / "runtime.json").read_text())
@@ -272,7 +277,7 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     assert recorded.resolved["torch"]["variant"] == "cu128"
 
     # A second check of the same playbook: nothing to do.
-    again = await run_playbook(node, make_playbook(venv_a), mode="plan", shared=lab(index))
+    again = await run_playbook(node, make_playbook(venv_a), mode="plan", **lab(index))
     assert again.result.statuses == ["ok", "ok"]
     assert again.plan("venv.build").changes == []
 
@@ -286,10 +291,10 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     venv_b = tmp_path / "ct" / "opt" / "venv-b"
     text = playbook_mod.dumps(recorded)
     replay_pb = playbook_mod.loads(text.replace(str(venv_a), str(venv_b)))
-    planned = await run_playbook(node, replay_pb, mode="plan", shared=lab(index))
+    planned = await run_playbook(node, replay_pb, mode="plan", **lab(index))
     assert planned.plan("venv.build").notes == ["torch, extra group(s) install from the lock in the playbook's "
                                                 "resolved section"]
-    replay = await run_playbook(node, replay_pb, shared=lab(index))
+    replay = await run_playbook(node, replay_pb, **lab(index))
     assert replay.result.statuses == ["ok", "changed"]
     assert freeze(venv_b) == frozen_a
     messages = [getattr(e, "text", "") for e in replay.events]
@@ -298,7 +303,7 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
 
     # Without the lock, the same playbook resolves afresh and gets the newer packages.
     venv_c = tmp_path / "ct" / "opt" / "venv-c"
-    fresh = await run_playbook(node, make_playbook(venv_c), shared=lab(index))
+    fresh = await run_playbook(node, make_playbook(venv_c), **lab(index))
     assert fresh.result.statuses == ["ok", "changed"]
     assert {"filelock==3.20.1", "nvidia-ml-py==13.590.1"} <= set(freeze(venv_c))
 
@@ -309,13 +314,13 @@ async def test_foreign_venv_is_left_untouched_without_recreate(tmp_path: Path, i
     (venv / "keep-me.txt").write_text("user data\n")
     before = sorted(str(p.relative_to(venv)) for p in venv.rglob("*"))
 
-    out = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    out = await run_playbook(node, make_playbook(venv), **lab(index))
     assert out.result.statuses == ["ok", "failed"]
     message = out.finished("venv.build").message
     assert "not built by gpu-provisioner" in message and "recreate: true" in message
     assert sorted(str(p.relative_to(venv)) for p in venv.rglob("*")) == before
 
-    out = await run_playbook(node, make_playbook(venv, build={"recreate": True}), shared=lab(index))
+    out = await run_playbook(node, make_playbook(venv, build={"recreate": True}), **lab(index))
     assert out.result.statuses == ["ok", "changed"]
     assert not (venv / "keep-me.txt").exists()
     assert "torch==2.11.0+cu128" in freeze(venv)
@@ -323,9 +328,9 @@ async def test_foreign_venv_is_left_untouched_without_recreate(tmp_path: Path, i
 
 async def test_built_venv_with_another_request_needs_recreate(tmp_path: Path, index: Index, node: Node) -> None:
     venv = tmp_path / "ct" / "opt" / "venv"
-    assert (await run_playbook(node, make_playbook(venv), shared=lab(index))).result.statuses == ["ok", "changed"]
+    assert (await run_playbook(node, make_playbook(venv), **lab(index))).result.statuses == ["ok", "changed"]
     changed = make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]})
-    out = await run_playbook(node, changed, shared=lab(index))
+    out = await run_playbook(node, changed, **lab(index))
     assert out.result.statuses == ["ok", "failed"]
     assert "left untouched" in out.finished("venv.build").message
     assert "torch-addon==1.0.0" in freeze(venv)
@@ -333,7 +338,7 @@ async def test_built_venv_with_another_request_needs_recreate(tmp_path: Path, in
 
 async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Path, index: Index, node: Node) -> None:
     venv = tmp_path / "ct" / "opt" / "venv"
-    out = await run_playbook(node, make_playbook(venv, resolve={"variant": "cu130"}), shared=lab(index))
+    out = await run_playbook(node, make_playbook(venv, resolve={"variant": "cu130"}), **lab(index))
     assert out.result.statuses == ["ok", "failed"]
     assert out.result.exit_code == 3
     message = out.finished("venv.build").message
@@ -342,11 +347,11 @@ async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Pat
     assert "fix:" in message and "Traceback" not in message
     # The half-made venv is marked as ours and interrupted: the next run may finish it.
     assert (venv / ".provisioner-building").exists()
-    plan = await run_playbook(node, make_playbook(venv), mode="plan", shared=lab(index))
+    plan = await run_playbook(node, make_playbook(venv), mode="plan", **lab(index))
     assert plan.plan("venv.build").changes == [f"finish the interrupted build of {venv}: torch 2.11.0 + torchvision "
                                                f"0.26.0 from {index.url}/whl/cu128 + nvidia-ml-py, torch-addon "
                                                f"(Python {PY})"]
-    done = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    done = await run_playbook(node, make_playbook(venv), **lab(index))
     assert done.result.statuses == ["ok", "changed"]
     assert not (venv / ".provisioner-building").exists()
 
@@ -354,15 +359,15 @@ async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Pat
 async def test_verify_fails_when_torch_sees_fewer_gpus(tmp_path: Path, index: Index, node: Node) -> None:
     node.extra_env["STANDIN_TORCH_GPUS"] = "1"
     venv = tmp_path / "ct" / "opt" / "venv"
-    out = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    out = await run_playbook(node, make_playbook(venv), **lab(index))
     assert out.result.statuses == ["ok", "failed"]
     assert "torch sees 1 GPUs, 2 were passed" in out.finished("venv.build").message
     assert json.loads((venv / "runtime.json").read_text())["verified"] is False
     # Not proven → the next check does not call it done.
     node.extra_env["STANDIN_TORCH_GPUS"] = "2"
-    plan = await run_playbook(node, make_playbook(venv), mode="plan", shared=lab(index))
+    plan = await run_playbook(node, make_playbook(venv), mode="plan", **lab(index))
     assert plan.plan("venv.build").changes[0].startswith(f"finish {venv}: its last build did not pass verification")
-    fixed = await run_playbook(node, make_playbook(venv), shared=lab(index))
+    fixed = await run_playbook(node, make_playbook(venv), **lab(index))
     assert fixed.result.statuses == ["ok", "changed"]
 
 
@@ -377,7 +382,7 @@ async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index:
     bare = Node(tmp_path / "bare-node", with_uv=False, extra_env={"STANDIN_TORCH_GPUS": "2"})
     uv_dir = tmp_path / "ct" / "opt" / "uv"
     venv = tmp_path / "ct" / "opt" / "venv"
-    out = await run_playbook(bare, make_playbook(venv, build={"uv_dir": str(uv_dir)}), shared=lab(index))
+    out = await run_playbook(bare, make_playbook(venv, build={"uv_dir": str(uv_dir)}), **lab(index))
     assert out.result.statuses == ["ok", "changed"], [getattr(e, "line", "") for e in out.events][-15:]
     assert (uv_dir / "bin" / "uv").exists()
     assert f"using {uv_dir}/bin/uv" in [getattr(e, "text", "") for e in out.events]
@@ -386,9 +391,10 @@ async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index:
 
 async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Path, index: Index, node: Node) -> None:
     index.publish("whl/cu128", build_wheel(index.wheels, "nvidia-ml-py", "13.595.45", {"pynvml.py": "x = 1\n"}))
-    shared = {k: v for k, v in lab(index).items() if k != "lab_pypi_url"}
+    # A lab without a PyPI hands out its wheel index as pypi_url (session.lab_settings).
+    mirrors = lab(index, pypi=False)
     venv = tmp_path / "ct" / "opt" / "venv"
-    out = await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]}), shared=shared)
+    out = await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]}), **mirrors)
     assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
     extra = out.recorder.playbook().resolved["venv_lock"]["groups"]["extra"]
     assert (extra["index_url"], extra["extra_index_url"]) == (f"{index.url}/whl/cu128", None)
@@ -403,9 +409,9 @@ async def test_builds_from_the_lab_wheel_index(tmp_path: Path, node: Node) -> No
     server = wheels.WheelIndexServer(wheels.build_index(tmp_path / "lab-wheels")).start()
     try:
         venv = tmp_path / "ct" / "opt" / "venv"
-        shared = {**inventory_shared(reference_gpus(2)), "lab_index_url": server.base_url}
-        pb = make_playbook(venv, build={"smoke_test": False, "extra_packages": ["nvidia-ml-py"]})
-        out = await run_playbook(node, pb, shared=shared)
+        pb = make_playbook(venv, build={"smoke_test": False, "extra_packages": ["nvidia-ml-py"],
+                                        "index_mirror": server.base_url, "extras_from_torch_index": True})
+        out = await run_playbook(node, pb, state=known_gpus(reference_gpus(2)))
         assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
         frozen = freeze(venv)
         assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128"} <= set(frozen)

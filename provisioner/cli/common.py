@@ -11,13 +11,12 @@ from typing import Any
 import click
 from rich.console import Console
 
-from provisioner.events import Bus
+from provisioner.assembly import open_run
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load
 from provisioner.render.console import ConsoleRenderer
-from provisioner.runlog import JsonlRunLog, Recorder
-from provisioner.runner import HostResult, Mode, finish_event, new_run_id, recap_json, run_host, start_event
-from provisioner.session import LabNotRunning, host_label, lab_shared, node_transport, point_at_lab, pve_factory
+from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
+from provisioner.session import LabNotRunning, host_label, node_transport, point_at_lab, pve_factory
 
 
 def load_or_exit(path: str) -> Playbook:
@@ -38,46 +37,46 @@ async def run_playbook(
     playbook_path: str,
     *,
     mode: Mode,
-    json_out: bool,
     trust_new_host: bool = False,
-    lab: bool = False,
     record_to: Path | None = None,
     verbose: bool = True,
 ) -> tuple[list[HostResult], dict[str, Any], Path]:
-    run_id = new_run_id()
-    runlog = JsonlRunLog(run_id)
-    bus = Bus(runlog, ConsoleRenderer(Console(stderr=True, highlight=False, soft_wrap=True), verbose=verbose))
-    recorder = Recorder(playbook)
-    bus.subscribe(recorder)
+    """One host: open the run, run the playbook, finish the run (and write the recording)."""
     host = host_label(playbook.target)
-    bus.emit(start_event(run_id, playbook_path, mode, [host]))
-    node = node_transport(playbook.target, bus, trust_new_host=trust_new_host)
-    result = await run_host(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory(playbook.target),
-                            lab=lab, recorder=recorder, shared=lab_shared() if lab else None)
+    run = open_run(playbook_path, mode, [host], sinks=[ConsoleRenderer(stderr_console(), verbose=verbose)])
+    recorder = run.record(host, playbook)
+    node = node_transport(playbook.target, run.bus, trust_new_host=trust_new_host)
+    result = await run_host(playbook, run.bus, node, mode=mode, host=host, pve_factory=pve_factory(playbook.target))
     results = [result]
-    bus.emit(finish_event(run_id, results))
-    runlog.close()
+    run.finish(results)
     if record_to is not None and mode == "apply" and not result.failed:
         dump(recorder.playbook(), record_to)
-    return results, recap_json(results), runlog.path
+    return results, recap_json(results), run.log_path
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def with_lab(playbook: Playbook, lab: bool) -> Playbook:
+    """`--lab`: the playbook pointed at the running lab, with the settings the lab hands out."""
+    if not lab:
+        return playbook
+    try:
+        return point_at_lab(playbook)
+    except LabNotRunning as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
                check: bool = False, record_to: str | None = None) -> None:
-    playbook = load_or_exit(playbook_path)
-    if lab:
-        try:
-            playbook = point_at_lab(playbook)
-        except LabNotRunning as exc:
-            raise click.ClickException(str(exc)) from None
+    playbook = with_lab(load_or_exit(playbook_path), lab)
     results, recap, log_path = asyncio.run(run_playbook(
-        playbook, playbook_path, mode=mode, json_out=json_out, trust_new_host=trust_new_host, lab=lab,
+        playbook, playbook_path, mode=mode, trust_new_host=trust_new_host,
         record_to=Path(record_to) if record_to else None))
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"run log: {log_path}", markup=False)
+    stderr_console().print(f"run log: {log_path}", markup=False)
     if json_out:
         echo_json(recap)
-    if recap["status"] != "ok":
-        code = max((r.exit_code for r in results), default=1)
-        raise SystemExit(code if code else ExitCode.FAILED)
-    if check and any(r.pending_changes for r in results):
-        raise SystemExit(ExitCode.CHANGES_PENDING)
+    code = exit_code(results, check=check)
+    if code:
+        raise SystemExit(code)

@@ -6,16 +6,14 @@ import asyncio
 import time
 
 import click
-from rich.console import Console
 
-from provisioner.cli.common import common_run, echo_json, load_or_exit
-from provisioner.events import Bus
+from provisioner.assembly import open_run
+from provisioner.cli.common import common_run, echo_json, load_or_exit, stderr_console
 from provisioner.exitcodes import ExitCode
 from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fleet, write_report
 from provisioner.playbook import PlaybookError
 from provisioner.render.console import ConsoleRenderer
-from provisioner.runlog import JsonlRunLog
-from provisioner.runner import Mode, finish_event, new_run_id, recap_json, start_event
+from provisioner.runner import Mode, exit_code, recap_json
 
 
 @click.command("replay")
@@ -52,7 +50,8 @@ def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, reco
 
 def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trust_new_host: bool, parallel: int,
               limit: str | None, resume_failed: bool, quiet: bool, check: bool = False) -> None:
-    """Run PLAYBOOK on every host of INVENTORY (plan or apply), print the fleet recap, exit like one host."""
+    """Run PLAYBOOK on every host of INVENTORY (plan or apply), print the fleet recap; exit with the most
+    specific code of its failed hosts (`runner.exit_code`)."""
     pb = load_or_exit(playbook)
     try:
         inv = load_inventory(inventory)
@@ -75,20 +74,17 @@ def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trus
             if json_out:
                 echo_json({"hosts": {}, "status": "ok"})
             return
-    run_id = new_run_id()
-    log = JsonlRunLog(run_id)
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    bus = Bus(log, ConsoleRenderer(console, verbose=not quiet, multi_host=True))
-    bus.emit(start_event(run_id, playbook, mode, [e.label for e in entries]))
+    console = stderr_console()
+    run = open_run(playbook, mode, [e.label for e in entries],
+                   sinks=[ConsoleRenderer(console, verbose=not quiet, multi_host=True)])
     started = time.time()
-    results = asyncio.run(run_fleet(pb, entries, bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host))
-    bus.emit(finish_event(run_id, results))
-    log.close()
+    results = asyncio.run(run_fleet(pb, entries, run.bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host))
+    run.finish(results)
     doc = write_report(rpath, results, started) if mode == "apply" else recap_json(results)
-    console.print(f"run log: {log.path}" + (f"\nfleet report: {rpath}" if mode == "apply" else ""), markup=False)
+    console.print(f"run log: {run.log_path}" + (f"\nfleet report: {rpath}" if mode == "apply" else ""),
+                  markup=False)
     if json_out:
         echo_json({"hosts": doc["hosts"], "status": doc["status"]})
-    if doc["status"] != "ok":
-        raise SystemExit(ExitCode.FAILED)
-    if check and any(r.pending_changes for r in results):
-        raise SystemExit(ExitCode.CHANGES_PENDING)
+    code = exit_code(results, check=check)
+    if code:
+        raise SystemExit(code)

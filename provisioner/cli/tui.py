@@ -36,10 +36,9 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
     def open_session() -> Any:
         """Load the playbook and the engine after the first frame (the wizard paints first)."""
         from provisioner.playbook import PlaybookError, load
-        from provisioner.session import LabNotRunning, lab_shared, point_at_lab
+        from provisioner.session import LabNotRunning, point_at_lab
         from screens.wizard_session import WizardSession
 
-        shared: dict[str, Any] = {}
         try:
             playbook = load(path)
         except PlaybookError as exc:
@@ -47,10 +46,9 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
         if lab:
             try:
                 playbook = point_at_lab(playbook)
-                shared = lab_shared()
             except LabNotRunning as exc:
                 raise click.ClickException(str(exc)) from None
-        return WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to, shared=shared)
+        return WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to)
 
     started_lab = _ensure_lab() if lab else None
     try:

@@ -1,7 +1,6 @@
-"""Pure parsers for the raw probe outputs a live diagnosis reads (the facts dict).
-
-Each parser accepts either the raw command output (as collected over SSH) or an already parsed
-value, so the same facts dict works whether the lead's collector parses or not.
+"""Readers of the facts dict a live diagnosis gets: each accepts the raw output of a probe (parsed
+by the fact's own parser in `provisioner.facts` / `provisioner.proxmox`) or an already parsed
+value (a facts JSON written by hand), and answers None/empty for what it cannot read.
 """
 
 from __future__ import annotations
@@ -10,10 +9,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from provisioner.facts import nvidia, system
+from provisioner.facts.models import ParseError
+from provisioner.proxmox.lxc_conf import LxcConfig as PveLxcConfig
+from provisioner.proxmox.lxc_conf import parse_property_string
+from provisioner.resolver.compat import arch_list_covers
+from provisioner.resolver.versions import CC
+
 _DRIVER_VERSION_RE = re.compile(r"(?<!\d)(?<!\d\.)(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![\d.]*\d)")
-_LS_LINE_RE = re.compile(
-    r"^c[rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+(\d+),\s*(\d+)\s+(?:\S+\s+){2,3}(\S+)\s*$"
-)
 _ARCH_RE = re.compile(r"\b(sm|compute)_(\d{2,3})([af]?)\b")
 _CC_RE = re.compile(r"\b(\d{1,2})\.(\d)\b")
 _UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -61,31 +64,16 @@ class DeviceNode:
 
 
 def device_nodes(raw: object) -> dict[str, DeviceNode]:
-    """`ls -l /dev/nvidia* /dev/nvidia-caps` output (or a list of paths) -> {path: node}."""
-    nodes: dict[str, DeviceNode] = {}
+    """`ls -l /dev/nvidia* /dev/nvidia-caps` output (`facts.nvidia.parse_ls_dev`), or a list of paths."""
     if raw is None:
-        return nodes
+        return {}
     if isinstance(raw, list | tuple):
-        for p in raw:
-            nodes[str(p)] = DeviceNode(str(p))
-        return nodes
-    current_dir = "/dev"
-    for line in str(raw).splitlines():
-        line = line.strip()
-        if line.endswith(":") and line.startswith("/dev"):
-            current_dir = line[:-1].rstrip("/")
-            continue
-        m = _LS_LINE_RE.match(line)
-        if m:
-            name = m.group(3)
-            path = name if name.startswith("/") else f"{current_dir}/{name}"
-            nodes[path] = DeviceNode(path, int(m.group(1)), int(m.group(2)))
-            continue
-        if not line.startswith(("total", "ls:")):
-            for tok in line.split():
-                if tok.startswith("/dev/") and not tok.endswith(":"):
-                    nodes.setdefault(tok, DeviceNode(tok))
-    return nodes
+        return {str(p): DeviceNode(str(p)) for p in raw}
+    try:
+        listed = nvidia.parse_ls_dev(str(raw), "/dev")
+    except ParseError:  # not a long listing: the /dev paths it names, majors unknown
+        return {tok: DeviceNode(tok) for tok in str(raw).split() if tok.startswith("/dev/") and not tok.endswith(":")}
+    return {n.path: DeviceNode(n.path, n.major, n.minor) for n in listed.nodes if n.type == "c"}
 
 
 def gpu_nodes(nodes: Mapping[str, DeviceNode]) -> list[str]:
@@ -93,24 +81,15 @@ def gpu_nodes(nodes: Mapping[str, DeviceNode]) -> list[str]:
 
 
 def char_majors(raw: object) -> dict[str, int]:
-    """/proc/devices -> {name: major} for character devices (nvidia, nvidia-uvm, nvidia-caps, ...)."""
+    """/proc/devices -> {name: major} for character devices (`facts.nvidia.parse_proc_devices`)."""
     if isinstance(raw, Mapping):
         return {str(k): int(v) for k, v in raw.items()}
-    out: dict[str, int] = {}
     if raw is None:
-        return out
-    in_char = True
-    for line in str(raw).splitlines():
-        s = line.strip()
-        if s.lower().startswith("block devices"):
-            in_char = False
-        elif s.lower().startswith("character devices"):
-            in_char = True
-        elif in_char:
-            parts = s.split()
-            if len(parts) == 2 and parts[0].isdigit():
-                out.setdefault(parts[1], int(parts[0]))
-    return out
+        return {}
+    try:
+        return dict(nvidia.parse_proc_devices(str(raw)).char)
+    except ParseError:
+        return {}
 
 
 @dataclass
@@ -133,37 +112,30 @@ class LxcConfig:
 
 
 def lxc_config(raw: object) -> LxcConfig:
-    """/etc/pve/lxc/<vmid>.conf (current section only; snapshots after `[name]` are ignored)."""
+    """/etc/pve/lxc/<vmid>.conf (current section only), read by `proxmox.lxc_conf.LxcConfig`: the
+    passthrough-relevant view of the one container-config parser."""
     conf = LxcConfig()
     if raw is None:
         return conf
-    for line in str(raw).splitlines():
-        s = line.strip()
-        if s.startswith("["):
-            break
-        if not s or s.startswith("#"):
-            continue
-        m = re.match(r"([\w.]+)\s*[:=]\s*(.*)$", s)
-        if not m:
-            continue
-        key, value = m.group(1), m.group(2).strip()
-        if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
-            (conf.allow_lines if "cgroup2" in key else conf.v1_allow_lines).append(s)
-            if "cgroup2" in key:
-                am = re.match(r"([abc*])(?:\s+([\d*]+):([\d*]+))?", value)
-                if am:
-                    conf.allow.append((am.group(1), am.group(2) or "*", am.group(3) or "*"))
+    parsed = PveLxcConfig.parse(str(raw))
+    for key, value in parsed.raw_lines():
+        line = f"{key}: {value}"
+        if key == "lxc.cgroup2.devices.allow":
+            conf.allow_lines.append(line)
+            am = re.match(r"([abc*])(?:\s+([\d*]+):([\d*]+))?", value.strip())
+            if am:
+                conf.allow.append((am.group(1), am.group(2) or "*", am.group(3) or "*"))
+        elif key == "lxc.cgroup.devices.allow":
+            conf.v1_allow_lines.append(line)
         elif key == "lxc.mount.entry":
             src = value.split()[0] if value.split() else ""
             if src.startswith("/dev/"):
                 conf.mount_sources.append(src)
-        elif re.fullmatch(r"dev\d+", key):
-            first = value.split(",")[0]
-            conf.dev_paths.append(first.removeprefix("path="))
         elif key == "lxc.idmap":
-            conf.idmap_lines.append(s)
-        elif key == "unprivileged":
-            conf.unprivileged = value == "1"
+            conf.idmap_lines.append(line)
+    for _, value in sorted(parsed.indexed("dev").items()):
+        conf.dev_paths.append(parse_property_string(value, "path").get("path", ""))
+    conf.unprivileged = (parsed.get("unprivileged") or "").strip() == "1"
     return conf
 
 
@@ -173,6 +145,10 @@ def shm_bytes(raw: object) -> int | None:
         return None
     if isinstance(raw, int | float):
         return int(raw)
+    try:
+        return system.parse_df(str(raw)).size_bytes  # the fact's own parser (df -B1 / df -k)
+    except ParseError:
+        pass  # df -h and other hand-made forms below
     lines = [ln for ln in str(raw).splitlines() if ln.strip()]
     if len(lines) == 1 and re.fullmatch(r"\s*\d+\s*", lines[0]):
         return int(lines[0])
@@ -214,13 +190,8 @@ def compute_caps(raw: object) -> list[tuple[int, int]]:
 
 
 def arch_runs_on(kind: str, number: int, suffix: str, cc: tuple[int, int]) -> bool:
-    """Can code for this target run on a GPU of compute capability `cc`? (torch-matrix.md §0 rule 1)."""
-    major, minor = divmod(number, 10)
-    if kind == "compute":  # PTX JIT-compiles forward
-        return (major, minor) <= cc
-    if suffix == "a":
-        return (major, minor) == cc
-    return major == cc[0] and minor <= cc[1]
+    """Can code for this target run on a GPU of compute capability `cc`? (`resolver.compat.arch_list_covers`)."""
+    return arch_list_covers([f"{kind}_{number}{suffix}"], CC(*cc))
 
 
 def torch_is_cpu_only(version: object, cuda: object) -> bool | None:

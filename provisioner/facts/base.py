@@ -1,5 +1,8 @@
 """Facts: a read-only probe = a command plus a pure parser of its output, cached per run.
 
+Facts run through `Transport.for_facts()` (in a container: no login shell, so no profile noise
+reaches the parser).
+
 A step that changes what a fact describes invalidates it (e.g. `driver.userspace` invalidates the
 container's `nvidia-smi` facts), so the next read probes again.
 """
@@ -74,7 +77,7 @@ async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int) -
     delay = 0.5
     for attempt in range(retries + 1):
         try:
-            return await transport.run(fact.argv, timeout=fact.timeout, quiet=True)
+            return await transport.for_facts().run(fact.argv, timeout=fact.timeout, quiet=True)
         except TransportError:
             if not fact.idempotent or attempt == retries:
                 raise

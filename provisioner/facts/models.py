@@ -346,3 +346,20 @@ class PipFreeze(_Model):
     versions: dict[str, str]
     urls: dict[str, str] = {}
     editable: tuple[str, ...] = ()
+
+
+class TorchRuntime(_Model):
+    """What one interpreter's torch reports (`facts.torch_runtime`)."""
+
+    imported: bool
+    version: str | None = None
+    cuda_available: bool = False
+    distributed: bool = False
+    nccl: bool = False
+    gloo: bool = False
+    error: str | None = None
+
+    @property
+    def backend(self) -> Literal["nccl", "gloo"]:
+        """The collective backend a burn-in uses with this torch: NCCL on GPUs, else gloo on the CPU."""
+        return "nccl" if self.cuda_available and self.nccl else "gloo"

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from provisioner.resolver.data import GpuDriverConstraint, SassRange, Variant
@@ -112,3 +113,19 @@ def gpu_driver_findings(
         elif constraint.max_driver_excl is not None and driver_at_least(driver, constraint.max_driver_excl):
             findings.append(GpuDriverFinding(constraint, hit))
     return findings
+
+
+def arch_list_covers(arch_list: Iterable[str], device: CC, table: dict[str, SassRange] | None = None) -> bool:
+    """Whether a build with `arch_list` (torch.cuda.get_arch_list()) runs on a GPU of capability
+    `device`: SASS by `sass_runs_on`, or PTX of a lower or equal capability (JIT). The one
+    implementation of this rule (the resolver, venv.build's verification and diagnose use it)."""
+    for raw in arch_list:
+        try:
+            entry = parse_arch_entry(str(raw))
+        except ValueError:
+            continue
+        if entry.kind == "sass" and sass_runs_on(entry, device, table or {}):
+            return True
+        if entry.kind == "ptx" and (entry.cc == device if entry.arch_specific else entry.cc <= device):
+            return True
+    return False

@@ -113,12 +113,16 @@ def load_step_kinds() -> dict[str, type[StepKind[Any]]]:
     return STEP_KINDS
 
 
-STEP_MODULES = (
-    "provisioner.steps.node",
-    "provisioner.steps.lxc",
-    "provisioner.steps.driver",
-    "provisioner.steps.gpu",
-    "provisioner.steps.torch_steps",
-    "provisioner.steps.burnin_step",
+STEP_MODULES = (  # one step kind per module
+    "provisioner.steps.node_connect",
+    "provisioner.steps.node_inventory",
+    "provisioner.steps.lxc_create",
+    "provisioner.steps.lxc_passthrough",
+    "provisioner.steps.lxc_start",
+    "provisioner.steps.driver_userspace",
+    "provisioner.steps.gpu_detect",
+    "provisioner.steps.torch_resolve",
+    "provisioner.steps.venv_build",
+    "provisioner.steps.burnin_run",
     "provisioner.steps.burnin_multinode",
 )

@@ -11,10 +11,8 @@ Slurm script `playbooks/fleet/slurm-burnin.sbatch` starts the same entry.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,9 +22,13 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
+from provisioner.facts.base import FactUnavailable
+from provisioner.facts.models import ParseError, TorchRuntime
+from provisioner.facts.torch_runtime import torch_runtime
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.burnin_run import _package_tarball
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 LAST_RESULT = f"{REMOTE_DIR}/last-multinode-result.json"
@@ -41,7 +43,8 @@ class MultinodeParams(Params):
     rdzv_id: str = Field("gpu-burnin", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Job id shared by the nodes")
     nproc_per_node: int | None = Field(None, ge=1, le=64, description="Ranks per node (default: its GPUs)")
     venv: str = "/opt/torch-venv"
-    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl on GPUs (gloo in the lab)")
+    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl when the container's torch sees "
+                                                                        "CUDA GPUs and has NCCL, else gloo")
     sizes: str = Field("8B:1GiB", pattern=rf"^{_SIZE}:{_SIZE}$")
     phases: str = Field("preflight,gemm,collectives,fabric,soak", pattern=r"^[a-z,]+$")
     duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
@@ -51,6 +54,15 @@ class MultinodeParams(Params):
                                       description="NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (default: the tools' own choice)")
     thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {fabric_slow_fraction: 0.7}")
     always_run: bool = Field(False, description="Run even when a passing multi-node result exists on this node")
+    gemm_seconds: float | None = Field(None, ge=0, le=3600, description="GEMM stress per GPU (default: 30 s)")
+    nvml_gpu_count_check: bool = Field(True, description="Fail the preflight unless NVML sees every GPU")
+    fallback_python: str | None = Field(None, description="An interpreter (in the container) whose torch has "
+                                                          "torch.distributed, used when the venv has none")
+
+    @field_validator("fallback_python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        return None if v is None else validate.abs_path(v)
 
     @field_validator("venv")
     @classmethod
@@ -75,21 +87,6 @@ class MultinodeParams(Params):
         return v
 
 
-def package_tarball() -> bytes:
-    """provisioner/burnin (stdlib + torch + pynvml only) as a tar.gz, importable as `provisioner.burnin`."""
-    import provisioner.burnin as pkg
-
-    src = Path(pkg.__file__).parent
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        info = tarfile.TarInfo("provisioner/__init__.py")
-        tar.addfile(info, io.BytesIO(b""))
-        for path in sorted(src.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}")
-    return buf.getvalue()
-
-
 def last_json(lines: list[str]) -> dict[str, Any] | None:
     for line in reversed(lines):
         line = line.strip()
@@ -108,14 +105,14 @@ def verdict_of(doc: dict[str, Any]) -> str:
     return str(verdict.get("overall", "unknown")) if isinstance(verdict, dict) else str(doc.get("status", "unknown"))
 
 
-def torchrun_argv(p: MultinodeParams, python: str, nproc: int, backend: str, *, lab: bool) -> list[str]:
-    sizes, duration, extra = p.sizes, p.duration_s, ["--expected-gpus", str(nproc)]
-    if lab:  # LAB: no NVML, two shared CPUs: a short sweep proves the plumbing, not the hardware
-        sizes, duration, extra = "16KiB:256KiB", min(duration, 1), ["--gemm-seconds", "0.5"]
+def torchrun_argv(p: MultinodeParams, python: str, nproc: int, backend: str) -> list[str]:
+    extra = ["--expected-gpus", str(nproc)] if p.nvml_gpu_count_check else []
+    if p.gemm_seconds is not None:
+        extra += ["--gemm-seconds", str(p.gemm_seconds)]
     argv = [python, "-m", "torch.distributed.run", f"--nnodes={p.nodes}", f"--nproc-per-node={nproc}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={p.rdzv_endpoint}", f"--rdzv-id={p.rdzv_id}",
             f"--rdzv-conf=join_timeout={p.join_timeout_s}", "--max-restarts=0",
-            "-m", "provisioner.burnin", "--backend", backend, "--sizes", sizes, "--duration", str(duration),
+            "-m", "provisioner.burnin", "--backend", backend, "--sizes", p.sizes, "--duration", str(p.duration_s),
             "--phases", p.phases, "--timeout", str(p.timeout_s), *extra, "--out", f"{REMOTE_DIR}/multinode", "--json"]
     for key, value in sorted(p.thresholds.items()):
         argv += ["--threshold", f"{key}={value}"]
@@ -130,20 +127,24 @@ class BurninMultinode(StepKind[MultinodeParams]):
     title = "Burn-in across nodes: torchrun c10d rendezvous, NCCL collectives, per-node and per-pair results"
     Params = MultinodeParams
 
-    async def _python(self, ctx: StepContext) -> tuple[str | None, list[str]]:
-        """The interpreter to run torchrun with (None: no venv yet) and LAB warnings."""
+    async def _runtime(self, ctx: StepContext, python: str) -> TorchRuntime | None:
+        try:
+            return await ctx.fact(ctx.container(), torch_runtime(python))
+        except (FactUnavailable, ParseError):
+            return None  # no such interpreter (yet)
+
+    async def _python(self, ctx: StepContext) -> tuple[str | None, TorchRuntime | None]:
+        """The interpreter to run torchrun with and what its torch reports (None: no usable one yet):
+        the venv's, else `fallback_python` when the venv's torch has no torch.distributed."""
         py = f"{self.params.venv}/bin/python"
-        ct = ctx.container()
-        probe = await ct.run([py, "-c", "import torch, sys; sys.exit(0 if hasattr(torch, '_lab_real') else 3)"],
-                             timeout=120, quiet=True)
-        if probe.exit_status == 0:
-            return py, []
-        lab_py = ctx.shared.get("lab_torch_python") if ctx.lab else None
-        if lab_py:
-            return str(lab_py), [f"LAB: the container has no venv with a real torch here; the burn-in runs with "
-                                 f"the lab's torch ({lab_py})"]
-        exists = await ct.run(["test", "-x", py], timeout=60, quiet=True)
-        return (py if exists.ok else None), []
+        runtime = await self._runtime(ctx, py)
+        if runtime is not None and runtime.distributed:
+            return py, runtime
+        if self.params.fallback_python:
+            fallback = await self._runtime(ctx, self.params.fallback_python)
+            if fallback is not None and fallback.distributed:
+                return self.params.fallback_python, fallback
+        return None, runtime
 
     async def check(self, ctx: StepContext) -> Plan:
         py, _ = await self._python(ctx)
@@ -157,37 +158,38 @@ class BurninMultinode(StepKind[MultinodeParams]):
                                 timeout=60, quiet=True)
             doc = last_json(last.lines)
             if doc and verdict_of(doc) == "pass" and doc.get("world_size", 0) >= self.params.nodes:
-                ctx.shared["burnin_multinode"] = doc
+                ctx.state.burnin_multinode = doc
                 return Plan.no_change(f"a passing {self.params.nodes}-node burn-in result exists "
                                       f"(always_run: true to run again)")
         return Plan(changes=[f"join a {self.params.nodes}-node burn-in at {self.params.rdzv_endpoint} "
                              f"(id {self.params.rdzv_id}; {self.params.phases})"])
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        inv = await ensure_inventory(ctx)
-        gpus = len((ctx.shared.get("gpu_detect") or inv)["gpus"])
-        nproc = self.params.nproc_per_node or gpus
-        backend = self.params.backend
-        if backend == "auto":
-            backend = "gloo" if ctx.lab else "nccl"
-        if ctx.lab and self.params.nproc_per_node is None:
-            nproc = min(nproc, 2)
-            yield ctx.warning(f"LAB: {nproc} ranks per node on the CPU (gloo), not one per simulated GPU")
+        await ensure_inventory(ctx)
+        nproc = self.params.nproc_per_node or len(ctx.state.gpus)
         if nproc < 1:
             raise StepFailed("no GPUs visible in the container", fix="run gpu.detect; check the passthrough")
         ct = ctx.container()
         with tempfile.TemporaryDirectory() as tmp:
             tarball = Path(tmp) / "burnin.tar.gz"
-            tarball.write_bytes(package_tarball())
+            tarball.write_bytes(_package_tarball())
             await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
             await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
         await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
-        py, warnings = await self._python(ctx)
-        for w in warnings:
-            yield ctx.warning(w)
-        if py is None:
-            raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
-        argv = torchrun_argv(self.params, py, nproc, backend, lab=ctx.lab)
+        py, runtime = await self._python(ctx)
+        if py is None or runtime is None:
+            raise StepFailed(f"no torch with torch.distributed at {self.params.venv} in CT {ctx.vmid}",
+                             fix="run venv.build first")
+        if py != f"{self.params.venv}/bin/python":
+            yield ctx.warning(f"the venv's torch has no torch.distributed; the burn-in runs with {py} "
+                              "(fallback_python)")
+        backend: str = self.params.backend
+        if backend == "auto":
+            backend = runtime.backend
+            if backend == "gloo":
+                yield ctx.warning("torch in the container reports no CUDA GPU or no NCCL: the collectives run "
+                                  "with gloo on the CPU (this proves the plumbing, not the fabric's bandwidth)")
+        argv = torchrun_argv(self.params, py, nproc, backend)
         env = [f"PYTHONPATH={REMOTE_DIR}", "OMP_NUM_THREADS=1"]
         if self.params.socket_ifname:
             env += [f"NCCL_SOCKET_IFNAME={self.params.socket_ifname}", f"GLOO_SOCKET_IFNAME={self.params.socket_ifname}"]
@@ -201,16 +203,15 @@ class BurninMultinode(StepKind[MultinodeParams]):
             raise StepFailed("the multi-node burn-in produced no result on this node", result=result,
                              fix="check that every node runs this step at the same time and can reach "
                                  f"{self.params.rdzv_endpoint}")
-        ctx.shared["burnin_multinode"] = doc
-        await ct.run(["sh", "-c", f"cat > {quoting.join([LAST_RESULT])}"], stdin=json.dumps(doc).encode(),
-                     timeout=60, quiet=True)
+        ctx.state.burnin_multinode = doc
+        await ct.write_file(LAST_RESULT, json.dumps(doc).encode())
         fabric = (doc.get("phases") or {}).get("fabric") or {}
         nodes = ", ".join(f"{n.get('node')}: {n.get('status')}" for n in fabric.get("nodes") or [])
         yield ctx.info(f"multi-node burn-in verdict: {verdict_of(doc)} (world size {doc.get('world_size')}"
                        + (f"; nodes {nodes}" if nodes else "") + ")")
 
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.shared.get("burnin_multinode") or {}
+        doc = ctx.state.burnin_multinode or {}
         if verdict_of(doc) != "pass":
             raw = doc.get("verdict")
             reasons = [str(r) for r in ((raw if isinstance(raw, dict) else {}).get("reasons") or [])]
@@ -220,7 +221,7 @@ class BurninMultinode(StepKind[MultinodeParams]):
             raise StepFailed(f"the burn-in ran {doc.get('world_size')} ranks, fewer than {self.params.nodes} nodes")
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.shared.get("burnin_multinode") or {}
+        doc = ctx.state.burnin_multinode or {}
         if not doc:
             return {}
         fabric = (doc.get("phases") or {}).get("fabric") or {}

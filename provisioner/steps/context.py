@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from provisioner.events import Bus, Message, Progress
 from provisioner.facts.base import Fact, FactCache
 from provisioner.playbook import Playbook
+from provisioner.steps.state import RunState
 from provisioner.transport.base import Transport
 from provisioner.transport.container import ContainerTransport
 
@@ -22,11 +23,10 @@ class StepContext:
     node: Transport
     mode: str = "apply"  # "plan" or "apply"
     facts: FactCache = field(default_factory=FactCache)
-    # Results steps hand to later steps (e.g. "gpus", "resolution"), and what goes to `resolved`.
-    shared: dict[str, Any] = field(default_factory=dict)
+    # What steps learn and hand to later steps (typed), and the playbook's recorded `resolved` facts.
+    state: RunState = field(default_factory=RunState)
     resolved: dict[str, Any] = field(default_factory=dict)
     pve_factory: Any = None  # callable returning a PveClient, set by the runner
-    lab: bool = False
     _pve: Any = None
     _containers: dict[int, ContainerTransport] = field(default_factory=dict)
 
@@ -34,7 +34,7 @@ class StepContext:
     def vmid(self) -> int:
         """The playbook's container: `target.container`, else the id lxc.create took from /cluster/nextid
         (recorded in `resolved.vmid`, so a replay finds the same container)."""
-        ct = self.playbook.target.container or self.shared.get("vmid") or self.resolved.get("vmid")
+        ct = self.playbook.target.container or self.state.vmid or self.resolved.get("vmid")
         if ct is None:
             raise ValueError("the playbook's target has no container id and lxc.create has not chosen one")
         return int(ct)

@@ -161,12 +161,17 @@ def write_bundle(
     w.add("summary/collect_env.txt", summary.collect_env(evidence), "derived from the probes")
     w.add("summary/versions.txt", summary.versions(evidence), "derived from the probes")
     probe_file: dict[str, str | None] = {}
+    parsed_file: dict[str, str] = {}
     for r in evidence.records:
         if r.file and (r.status == "ok" or r.output):
             w.add(r.file, r.output, _probe_source(r))
             probe_file[r.name] = r.file
         else:
             probe_file[r.name] = None
+        if r.parsed is not None:  # a fact: its parsed value beside the raw output
+            parsed_file[r.name] = f"parsed/{r.name}.json"
+            w.add(parsed_file[r.name], json.dumps(scrub.scrub_obj(r.parsed), indent=2, sort_keys=True) + "\n",
+                  f"{r.name} parsed by its fact's parser")
     run_entries: list[dict[str, Any]] = []
     if include_runs:
         for log in recent_run_logs(runs_dir):
@@ -190,7 +195,9 @@ def write_bundle(
                        "started": evidence.started, "finished": evidence.finished,
                        "unreachable": evidence.unreachable, "container_unreachable": evidence.container_unreachable,
                        "source": evidence.source, "counts": evidence.counts()},
-        "probes": [r.meta() | {"file": probe_file[r.name]} for r in evidence.records],
+        "probes": [r.meta() | {"file": probe_file[r.name]}
+                   | ({"parsed_file": parsed_file[r.name]} if r.name in parsed_file else {})
+                   for r in evidence.records],
         "run_logs": run_entries,
         "notes": list(evidence.notes),
     }

@@ -15,8 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from provisioner import quoting
+from provisioner.facts.base import Fact
 from provisioner.support.derive import facts_from_records
 from provisioner.support.evidence import Evidence, ProbeRecord
 from provisioner.support.probes import PROBES, Probe, argv_for, selected
@@ -79,7 +83,17 @@ async def run_probe(transport: Transport, probe: Probe, argv: Sequence[str]) -> 
     record.duration_s = loop.time() - start
     record.output = "\n".join(lines) + ("\n" if lines else "")
     record.truncated = truncated
+    if probe.fact is not None and record.status == "ok":
+        record.parsed, record.parse_error = parse_fact(probe.fact, record.output)
     return record
+
+
+def parse_fact(fact: Fact[Any], output: str) -> tuple[Any, str | None]:
+    """(the fact's parsed value as JSON data, None) or (None, why it does not parse)."""
+    try:
+        return to_jsonable_python(fact.parse(output)), None
+    except ValueError as exc:
+        return None, _one_line(str(exc))
 
 
 def _skipped(transport: Transport, probe: Probe, argv: Sequence[str], why: str) -> ProbeRecord:

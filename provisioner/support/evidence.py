@@ -28,6 +28,8 @@ class ProbeRecord:
     file: str = ""  # bundle member holding `output`
     feeds: tuple[str, ...] = ()
     truncated: bool = False
+    parsed: Any = None  # the fact's parsed value (JSON data) when the probe is a fact and its output parses
+    parse_error: str | None = None
 
     @property
     def ran(self) -> bool:
@@ -40,6 +42,7 @@ class ProbeRecord:
             "name": self.name, "target": self.target, "where": self.where, "command": self.command,
             "status": self.status, "exit_status": self.exit_status, "duration_s": round(self.duration_s, 3),
             "error": self.error, "file": self.file, "feeds": list(self.feeds), "truncated": self.truncated,
+            **({"parse_error": self.parse_error} if self.parse_error else {}),
         }
 
     @classmethod

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from provisioner.facts.nvidia import QUERY_GPU_COMMAND
+from provisioner.facts import catalog
+from provisioner.facts.base import Fact
 
 Target = Literal["node", "container"]
 
@@ -104,13 +105,20 @@ class Probe:
     absent_statuses: tuple[int, ...] = (ABSENT, NOT_FOUND)
     needs_container: bool = False  # only meaningful with a container (its config, its status)
     needs_venv: bool = False
+    fact: Fact[Any] | None = None  # the fact whose command this probe runs: its parser reads the output
+
+
+def _fact_probe(name: str, target: Target, fact: Fact[Any], file: str, feeds: tuple[str, ...] = (),
+                description: str = "") -> Probe:
+    """A probe that is one of the steps' facts (`facts.catalog`): same command, same parser."""
+    return Probe(name, target, tuple(fact.argv), file, feeds, description, fact=fact)
 
 
 PROBES: tuple[Probe, ...] = (
     # --- node (the Proxmox host) ---------------------------------------------------------------
     Probe("node.uname", "node", ("uname", "-a"), "node/uname.txt",
           description="kernel and architecture (also the reachability check)"),
-    Probe("node.os_release", "node", ("cat", "/etc/os-release"), "node/os-release.txt"),
+    _fact_probe("node.os_release", "node", catalog.OS_RELEASE, "node/os-release.txt"),
     Probe("node.pveversion", "node", ("pveversion", "-v"), "node/pveversion.txt",
           description="Proxmox VE and package versions"),
     Probe("node.module_version", "node", _absent_unless_file("/sys/module/nvidia/version", "cat"),
@@ -119,16 +127,16 @@ PROBES: tuple[Probe, ...] = (
     Probe("node.proc_driver_version", "node", _absent_unless_file("/proc/driver/nvidia/version", "cat"),
           "node/proc-driver-nvidia-version.txt", ("host_driver_version",), "NVRM banner of the loaded module"),
     Probe("node.gpu_list", "node", ("nvidia-smi", "-L"), "node/nvidia-smi-L.txt", ("host_gpu_count", "nvidia_smi")),
-    Probe("node.gpu_query", "node", QUERY_GPU_COMMAND, "node/nvidia-smi-query-gpu.csv",
-          ("gpu_compute_caps", "host_driver_version"), "index, name, uuid, bus id, compute capability, driver, memory"),
+    _fact_probe("node.gpu_query", "node", catalog.GPUS, "node/nvidia-smi-query-gpu.csv",
+                ("gpu_compute_caps", "host_driver_version"),
+                "index, name, uuid, bus id, compute capability, driver, memory"),
     Probe("node.nvidia_smi_q", "node", ("nvidia-smi", "-q"), "node/nvidia-smi-q.txt",
           description="full per-GPU report (clocks, ECC, throttle reasons, PCIe)", timeout=90.0),
-    Probe("node.proc_devices", "node", ("cat", "/proc/devices"), "node/proc-devices.txt", ("host_proc_devices",),
-          "character device majors (nvidia-uvm's is dynamic)"),
-    Probe("node.dev_nodes", "node", ("sh", "-c", "ls -l /dev/nvidia* 2>&1; ls -l /dev/nvidia-caps 2>/dev/null; true"),
-          "node/dev-nvidia.txt", ("host_dev_nodes",)),
-    Probe("node.cgroup_fs", "node", ("stat", "-fc", "%T", "/sys/fs/cgroup"), "node/cgroup-fs.txt", ("cgroup_fs",),
-          "cgroup2fs (v2) or tmpfs (v1)"),
+    _fact_probe("node.proc_devices", "node", catalog.PROC_DEVICES, "node/proc-devices.txt", ("host_proc_devices",),
+                "character device majors (nvidia-uvm's is dynamic)"),
+    _fact_probe("node.dev_nodes", "node", catalog.DEV_NODES, "node/dev-nvidia.txt", ("host_dev_nodes",)),
+    _fact_probe("node.cgroup_fs", "node", catalog.CGROUP, "node/cgroup-fs.txt", ("cgroup_fs",),
+                "cgroup2fs (v2) or tmpfs (v1)"),
     Probe("node.nvidia_modules", "node",
           ("sh", "-c", "grep -E '^nvidia' /proc/modules || echo 'no nvidia module loaded'"),
           "node/nvidia-modules.txt"),
@@ -143,7 +151,7 @@ PROBES: tuple[Probe, ...] = (
     # --- container (pct exec), or the node itself when there is no container -------------------
     Probe("ct.uname", "container", ("uname", "-a"), "container/uname.txt",
           description="also the check that commands run in the container at all"),
-    Probe("ct.os_release", "container", ("cat", "/etc/os-release"), "container/os-release.txt"),
+    _fact_probe("ct.os_release", "container", catalog.OS_RELEASE, "container/os-release.txt"),
     Probe("ct.libc", "container", ("sh", "-c", "ldd --version 2>&1 | head -n 2"), "container/ldd-version.txt"),
     Probe("ct.userspace", "container",
           ("sh", "-c", "ls -1 " + " ".join(f"{d}/libcuda.so.* {d}/libnvidia-ml.so.*" for d in _LIB_DIRS)
@@ -153,10 +161,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("ct.gpu_list", "container", ("nvidia-smi", "-L"), "container/nvidia-smi-L.txt",
           ("container_gpu_count",)),
     Probe("ct.nvidia_smi", "container", ("nvidia-smi",), "container/nvidia-smi.txt", ("nvidia_smi",)),
-    Probe("ct.dev_nodes", "container",
-          ("sh", "-c", "ls -l /dev/nvidia* 2>&1; ls -l /dev/nvidia-caps 2>/dev/null; true"),
-          "container/dev-nvidia.txt", ("container_dev_nodes",)),
-    Probe("ct.shm", "container", ("df", "-B1", "/dev/shm"), "container/df-shm.txt", ("shm",)),
+    _fact_probe("ct.dev_nodes", "container", catalog.DEV_NODES, "container/dev-nvidia.txt", ("container_dev_nodes",)),
+    _fact_probe("ct.shm", "container", catalog.SHM, "container/df-shm.txt", ("shm",)),
     Probe("ct.ldconfig", "container",
           ("sh", "-c", "ldconfig -p 2>/dev/null | grep -E 'libcuda|libnvidia|libcudnn|libnccl|libcublas'; true"),
           "container/ldconfig-nvidia.txt"),

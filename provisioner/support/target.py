@@ -8,7 +8,7 @@ from pathlib import Path
 from provisioner import secrets
 from provisioner.events import Bus
 from provisioner.session import lab_connection
-from provisioner.transport.base import Transport
+from provisioner.transport.base import Transport, host_label
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTarget, SshTransport
 from provisioner.validate import host_address
@@ -28,7 +28,7 @@ class NodeSpec:
     def label(self) -> str:
         if self.local:
             return "localhost"
-        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+        return host_label(self.host, self.port, self.user)
 
 
 def node_transport(spec: NodeSpec, bus: Bus | None = None) -> Transport:

@@ -13,6 +13,19 @@ from provisioner import quoting
 from provisioner.events import Bus, CommandEnded, CommandStarted, OutputLine
 
 LineCallback = Callable[[str], None]
+
+
+def host_label(host: str, port: int = 22, user: str | None = None) -> str:
+    """How a host is named in events, recaps and messages: `[user@]host[:port]` (the port only when
+    it is not SSH's 22). The one implementation (targets, SSH transports, bundle targets use it)."""
+    return (f"{user}@" if user else "") + host + (f":{port}" if port != 22 else "")
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(4)
+
 _cmd_ids = itertools.count(1)
 
 
@@ -111,6 +124,18 @@ class Transport(abc.ABC):
             raise CommandFailed(result, self.name)
         return result
 
+    async def write_file(self, path: str, data: bytes, *, mode: int | None = None, timeout: float = 60.0,
+                         quiet: bool = True) -> None:
+        """Write `data` to `path` on the target atomically: a temporary file beside it, then `mv -f`
+        (a rename within one filesystem: readers see the old or the new file, never half of one).
+        `path` travels as an argv element (one quoting layer); on failure the temporary file is removed."""
+        tmp = f"{path}.tmp-provisioner-{_token()}"
+        script = ('cat > "$1" || { rm -f "$1"; exit 1; }; '
+                  'if [ -n "$3" ]; then chmod "$3" "$1" || { rm -f "$1"; exit 1; }; fi; '
+                  'mv -f "$1" "$2" || { rm -f "$1"; exit 1; }')
+        await self.run(["sh", "-c", script, "write_file", tmp, path, f"{mode:o}" if mode is not None else ""],
+                       stdin=data, timeout=timeout, check=True, quiet=quiet)
+
     @abc.abstractmethod
     async def _run(
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
@@ -124,6 +149,11 @@ class Transport(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release the connection."""
+
+    def for_facts(self) -> Transport:
+        """The transport facts are read through: one whose output carries no login-shell noise
+        (a container overrides it; a node's commands run without a login shell already)."""
+        return self
 
 
 class LineSplitter:
@@ -142,9 +172,14 @@ class LineSplitter:
                 break
             line, self._buf = self._buf[:idx], self._buf[idx + 1:]
             self._emit(line.rsplit("\r", 1)[-1] if "\r" in line else line)
-        if len(self._buf) > self._max:
-            self._emit(self._buf)
-            self._buf = ""
+        if len(self._buf) > self._max:  # a line without end: flush, but never through a known secret
+            from provisioner.redaction import REDACTOR
+
+            cut = REDACTOR.safe_cut(self._buf, self._max)
+            self._emit(self._buf[:cut])
+            self._buf = self._buf[cut:]
+            if len(self._buf) > self._max:
+                self.feed("")
 
     def close(self) -> None:
         if self._buf:

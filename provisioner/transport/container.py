@@ -1,4 +1,11 @@
-"""Commands inside an LXC container go through its node: `pct exec <vmid> -- bash -lc <script>`."""
+"""Commands inside an LXC container go through its node: `pct exec <vmid> -- bash -lc <script>`.
+
+Facts read through `for_facts()`: the same container, but `pct exec <vmid> -- <argv>` with no
+shell at all, so that nothing a login shell prints (/etc/profile.d, ~/.profile; merged into the
+output with stderr) reaches a parser. `pct exec` runs `lxc-attach --clear-env`, which gives the
+command a default PATH (https://man7.org/linux/man-pages/man1/lxc-attach.1.html; the lab models
+the same, `provisioner.lab.sandbox.CT_PATH`).
+"""
 
 from __future__ import annotations
 
@@ -11,15 +18,25 @@ from provisioner.transport.base import CommandFailed, LineCallback, Transport
 
 
 class ContainerTransport(Transport):
-    def __init__(self, node: Transport, vmid: int) -> None:
+    def __init__(self, node: Transport, vmid: int, *, login: bool = True) -> None:
         super().__init__(node.bus, node.host_label)
         self.node = node
         self.vmid = vmid
+        self.login = login
         self.name = f"ct{vmid}@{node.name}"
+        self._facts: ContainerTransport | None = None if login else self
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """The node-side argv that runs `argv` in the container through a login bash."""
+        """The node-side argv that runs `argv` in the container: through a login bash, or (facts) directly."""
+        if not self.login:
+            return quoting.pct_exec(self.vmid, list(argv))
         return quoting.pct_exec(self.vmid, quoting.bash_lc(quoting.join(argv)))
+
+    def for_facts(self) -> ContainerTransport:
+        """The same container without a login shell (same name: facts cache under it)."""
+        if self._facts is None:
+            self._facts = ContainerTransport(self.node, self.vmid, login=False)
+        return self._facts
 
     async def _run(
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,

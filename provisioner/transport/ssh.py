@@ -28,6 +28,7 @@ from provisioner.transport.base import (
     LineSplitter,
     Transport,
     TransportError,
+    host_label,
 )
 
 _PGID_MARKER = "__provisioner_pgid__="
@@ -45,7 +46,7 @@ class SshTarget:
 
     @property
     def label(self) -> str:
-        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+        return host_label(self.host, self.port, self.user)
 
 
 def fingerprint(key: asyncssh.SSHKey) -> str:

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.events import Bus, Event, PlanReady, StepFinished
+from provisioner.facts.models import Gpu
 from provisioner.playbook import Playbook
 from provisioner.runlog import Recorder
 from provisioner.runner import HostResult, run_host
+from provisioner.session import with_settings
+from provisioner.steps.state import GpuDetection, HostInventory, RunState
 from provisioner.transport.local import LocalTransport
 
 FAKE_PCT = r"""#!/bin/sh
@@ -123,17 +126,24 @@ class Outcome:
         return next(e for e in self.events if isinstance(e, PlanReady) and e.step == step)
 
 
-async def run_playbook(node: Node, playbook: Playbook, *, mode: str = "apply",
-                       shared: dict[str, Any] | None = None) -> Outcome:
+async def run_playbook(node: Node, playbook: Playbook, *, mode: str = "apply", state: RunState | None = None,
+                       settings: dict[str, dict[str, Any]] | None = None) -> Outcome:
+    """Run `playbook` (with `settings` written into its steps, as the lab hands them out) on `node`,
+    starting from `state` (what earlier steps would have learnt)."""
     events: list[Event] = []
     bus = Bus(events.append)
+    playbook = with_settings(playbook, settings or {})
     recorder = Recorder(playbook)
     bus.subscribe(recorder)
     result = await run_host(playbook, bus, node.transport(bus), mode=mode,  # type: ignore[arg-type]
-                            host="lab-node", recorder=recorder, shared=dict(shared or {}))
+                            host="lab-node", state=state)
     return Outcome(result, events, recorder)
 
 
-def inventory_shared(gpus: list[dict[str, Any]], driver: str = "595.71.05") -> dict[str, Any]:
-    """What node.inventory and gpu.detect leave in ctx.shared for the torch steps."""
-    return {"inventory": {"gpus": gpus, "driver_version": driver}, "gpu_detect": {"gpus": gpus}}
+def known_gpus(gpus: list[dict[str, Any]], driver: str = "595.71.05") -> RunState:
+    """The run state node.inventory and gpu.detect leave for the torch steps on a PVE 8.4 node."""
+    models = [Gpu.model_validate(g) for g in gpus]
+    inventory = HostInventory(gpus=models, driver_version=driver, module_flavour="open", uvm_major=511,
+                              caps_major=None, device_nodes=[f"/dev/nvidia{g.index}" for g in models],
+                              pve_version="8.4.1", pve_release=(8, 4), kernel="6.8.12-9-pve", cgroup_version=2)
+    return RunState(inventory=inventory, detection=GpuDetection(gpus=models))

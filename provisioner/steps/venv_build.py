@@ -1,4 +1,4 @@
-"""`torch.resolve` (pick the wheel index) and `venv.build` (uv venv + locked install + proof on every GPU).
+"""`venv.build`: a uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU.
 
 venv.build installs in two groups, each resolved with `uv pip compile --generate-hashes` and installed
 with `uv pip install --require-hashes`:
@@ -21,162 +21,44 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
-from provisioner.facts import catalog
-from provisioner.facts.base import FactUnavailable
+from provisioner.resolver.compat import arch_list_covers
+from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.torch_resolve import PYTORCH_INDEX, _gpus_for_resolve
 from provisioner.transport.base import CommandResult
 
-PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 PYPI_INDEX = "https://pypi.org/simple"
+
+
 UV_PIN = "0.13.9"
+
+
 BUILDING_MARKER = ".provisioner-building"
+
+
 RUNTIME_FILE = "runtime.json"
+
+
 META_DIR = ".provisioner"
+
+
 BUILT_BY = "gpu-provisioner"
+
+
 TORCH_FAMILY = ("torch", "torchvision")
+
 
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
 
-
-# --- torch.resolve ---------------------------------------------------------------------------------
-
-class ResolveParams(Params):
-    torch: str | None = Field("==2.11.0", description="PEP 440 specifier for torch (None: newest that works)")
-    python: str = Field("3.12", pattern=r"^3\.\d{1,2}$")
-    prefer: str = Field("lowest-cuda", pattern=r"^(lowest-cuda|newest-cuda)$")
-    variant: str | None = Field(None, pattern=r"^(cu\d{3}|cpu)$", description="Override the resolver's choice")
-
-
-def _gpus_for_resolve(ctx: StepContext, inv: dict[str, Any]) -> list[dict[str, Any]]:
-    det = ctx.shared.get("gpu_detect")
-    return list(det["gpus"]) if det else list(inv["gpus"])
-
-
-def _capabilities(gpus: list[dict[str, Any]]) -> list[str]:
-    missing = [str(g.get("index")) for g in gpus if not g.get("compute_cap")]
-    if missing:
-        raise StepFailed(f"nvidia-smi reports no compute capability for GPU {', '.join(missing)}",
-                         fix="the resolver needs every GPU's compute capability: upgrade the driver "
-                             "(compute_cap is queryable from R510) or check the GPU with nvidia-smi -q")
-    if not gpus:
-        raise StepFailed("no GPU to resolve a PyTorch build for", fix="run gpu.detect; pass the GPUs to the container")
-    return [str(g["compute_cap"]) for g in gpus]
-
-
-async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
-    """CPU arch and glibc as the container sees them (arch falls back to the node: LXC shares its kernel)."""
-    notes: list[str] = []
-    ct = ctx.container()
-    try:
-        arch = await ctx.fact(ct, catalog.ARCH)
-    except FactUnavailable:
-        arch = await ctx.fact(ctx.node, catalog.ARCH)
-    arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
-    if arch not in ("x86_64", "aarch64"):
-        raise StepFailed(f"PyTorch publishes CUDA wheels for x86_64 and aarch64 only; this machine is {arch}",
-                         exit_code=3)
-    glibc: str | None = None
-    try:
-        libc = await ctx.fact(ct, catalog.LIBC)
-    except FactUnavailable:
-        notes.append("glibc of the container unknown yet (container not running): assumed modern")
-    else:
-        if libc.family != "glibc":
-            raise StepFailed(f"the container's C library is {libc.family} {libc.version}; PyTorch wheels need glibc",
-                             fix="use a glibc-based template (Debian, Ubuntu, Rocky) for the container", exit_code=3)
-        glibc = ".".join(libc.version.split(".")[:2])
-    return arch, glibc, notes
-
-
-def _rejected_notes(outcome: dict[str, Any], limit: int = 8) -> list[str]:
-    """Rejections that explain the choice first (same torch version), then the rest; counts what is left."""
-    chosen = outcome.get("torch")
-    rejected = list(outcome.get("rejected", []))
-    rejected.sort(key=lambda r: (r.get("torch") != chosen, str(r.get("reason", "")).startswith("does not match")))
-    notes = [f"rejected {r.get('variant')} {r.get('torch') or ''}: {r.get('reason')}".replace("  ", " ")
-             for r in rejected[:limit]]
-    if len(rejected) > limit:
-        notes.append(f"… and {len(rejected) - limit} more rejected candidates (provisioner resolve --json lists all)")
-    return notes
-
-
-@register
-class TorchResolve(StepKind[ResolveParams]):
-    """Choose torch version and CUDA variant from every GPU's capability, the driver, Python, arch and glibc."""
-
-    kind = "torch.resolve"
-    title = "Pick the PyTorch wheel"
-    Params = ResolveParams
-
-    def _request(self) -> dict[str, Any]:
-        return self.params.model_dump()
-
-    async def check(self, ctx: StepContext) -> Plan:
-        from provisioner.resolver import api as resolver_api
-
-        inv = await ensure_inventory(ctx)
-        ccs = _capabilities(_gpus_for_resolve(ctx, inv))
-        arch, glibc, notes = await _platform(ctx)
-        facts = {"ccs": ccs, "driver": inv["driver_version"], "python": self.params.python, "arch": arch,
-                 "glibc": glibc, "prefer": self.params.prefer}
-        outcome: dict[str, Any] | None = None
-        recorded = ctx.resolved.get("torch") or {}
-        if recorded.get("request") == self._request() and recorded.get("torch") and recorded.get("variant"):
-            # Replay: keep the recorded choice while it still fits this host.
-            again = resolver_api.resolve_dict(**facts, torch=f"=={recorded['torch']}")
-            if "error" not in again and again["variant"] == recorded["variant"]:
-                outcome = again
-                notes.append(f"kept the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
-                             "from the playbook's resolved section")
-            else:
-                why = again["error"]["message"] if "error" in again else f"resolver now picks {again['variant']}"
-                notes.append(f"the recorded choice torch {recorded['torch']} ({recorded['variant']}) "
-                             f"no longer fits: {why}; resolving afresh")
-        if outcome is None:
-            outcome = resolver_api.resolve_dict(**facts, torch=self.params.torch)
-        if "error" in outcome:
-            err = outcome["error"]
-            raise StepFailed(f"no PyTorch build fits this host ({err['code']}): {err['message']}",
-                             fix=err.get("fix", ""), evidence=outcome.get("reasons", []) + _rejected_notes(outcome),
-                             exit_code=2 if err.get("code") == "invalid_input" else 3)
-        if self.params.variant and self.params.variant != outcome["variant"]:
-            outcome["reasons"] = [f"variant overridden by the playbook: {self.params.variant} "
-                                  f"(resolver chose {outcome['variant']})", *outcome["reasons"]]
-            outcome["variant"] = self.params.variant
-            outcome["index_url"] = PYTORCH_INDEX + self.params.variant
-        outcome["python"] = self.params.python
-        outcome["request"] = self._request()
-        ctx.shared["resolution"] = outcome
-        head = f"torch {outcome['torch']}" + (f" + torchvision {outcome['torchvision']}" if outcome.get("torchvision")
-                                              else "") + f" from {outcome['index_url']} ({outcome['variant']})"
-        lines = [head, *[f"because: {r}" for r in outcome.get("reasons", [])]]
-        lines += [f"warning: {w}" for w in outcome.get("warnings", [])]
-        if not outcome.get("verified", True):
-            lines.append("warning: this choice rests on unverified wheel data (see the resolver's data file)")
-        lines += notes + _rejected_notes(outcome)
-        lines += [f"{o['tool']} would pick {o['variant']} torch {o['torch']}: {o['note']}"
-                  for o in outcome.get("others", [])]
-        return Plan.no_change(*lines)
-
-    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        return
-        yield  # pragma: no cover
-
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.shared.get("resolution") or {}
-        keys = ("variant", "index_url", "torch", "torchvision", "cuda", "python", "verified", "request")
-        return {"torch": {k: res.get(k) for k in keys}}
-
-
-# --- venv.build ------------------------------------------------------------------------------------
 
 class VenvParams(Params):
     path: str = Field("/opt/torch-venv", description="Absolute path of the venv in the container")
@@ -184,6 +66,11 @@ class VenvParams(Params):
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
+    index_mirror: str | None = Field(None, description="A site mirror of https://download.pytorch.org/whl "
+                                                       "(replaces that prefix of the index URL)")
+    pypi_url: str | None = Field(None, description="Simple index for extra_packages (default: PyPI)")
+    extras_from_torch_index: bool = Field(False, description="Take extra_packages from the torch wheel index "
+                                                             "(a site mirror that carries them; no PyPI)")
     extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
                                       description="Installed from PyPI after torch (second group)")
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
@@ -219,7 +106,7 @@ class VenvParams(Params):
             raise ValueError(f"not an exact version: {v!r}")
         return v
 
-    @field_validator("index_url")
+    @field_validator("index_url", "index_mirror", "pypi_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not _URL_RE.fullmatch(v):
@@ -252,20 +139,8 @@ print(json.dumps(out))
 
 
 def arch_covers(arch_list: list[str], cc: str) -> bool:
-    """SASS of the same major with minor ≤ the device's, or PTX of a lower or equal capability."""
-    major, minor = (int(x) for x in cc.split("."))
-    for entry in arch_list:
-        m = re.fullmatch(r"(sm|compute)_(\d+)(\d)([af]?)", entry)
-        if not m:
-            continue
-        kind, emaj, emin, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if suffix == "a" and (emaj, emin) != (major, minor):
-            continue
-        if kind == "sm" and emaj == major and emin <= minor:
-            return True
-        if kind == "compute" and (emaj, emin) <= (major, minor):
-            return True
-    return False
+    """Whether torch's arch list runs on compute capability `cc` (`resolver.compat.arch_list_covers`)."""
+    return arch_list_covers(arch_list, cc_from_text(cc))
 
 
 def _req_name(spec: str) -> str:
@@ -334,6 +209,8 @@ def _lines_match(result: CommandResult, *needles: str) -> bool:
 
 _NO_BUILD = ("no solution found", "no version of", "not found in the package registry",
              "was not found in the provided package locations", "unsatisfiable", "no matching distribution")
+
+
 _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connection refused", "client error (connect)",
                 "network unreachable")
 
@@ -372,6 +249,21 @@ def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any])
     return prior if same and prior.get("python") == req["python"] else None
 
 
+@dataclass
+class _Build:
+    """What the phases of one `venv.build` apply hand on to each other."""
+
+    req: dict[str, Any]
+    uv: str = ""
+    repair: bool = False
+    locks: dict[str, Any] = field(default_factory=dict)
+    pins: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def meta(path: str) -> str:
+        return f"{path}/{META_DIR}"
+
+
 @register
 class VenvBuild(StepKind[VenvParams]):
     """uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU."""
@@ -382,21 +274,20 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is wanted ---------------------------------------------------------------------------
     def _request(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.shared.get("resolution") or ctx.resolved.get("torch") or {}
+        res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
             raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=2)
         index = self.params.index_url or res.get("index_url")
         if not index:
             raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=2)
-        lab_index = ctx.shared.get("lab_index_url")
-        if lab_index and index.startswith(PYTORCH_INDEX):
-            index = lab_index.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
+        mirror = self.params.index_mirror
+        if mirror and index.startswith(PYTORCH_INDEX):
+            index = mirror.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
         index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
-        # The lab has no network: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
-        pypi = ctx.shared.get("lab_pypi_url") or (index if lab_index else PYPI_INDEX)
+        pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 
@@ -438,8 +329,8 @@ class VenvBuild(StepKind[VenvParams]):
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
                 if state.get("lock"):
-                    ctx.shared["venv_lock"] = state["lock"]
-                ctx.shared["runtime"] = rt
+                    ctx.state.venv_lock = state["lock"]
+                ctx.state.venv_runtime = rt
                 return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
@@ -462,98 +353,111 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- doing it ---------------------------------------------------------------------------------
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        req = self._request(ctx)
-        ct = ctx.container()
-        path = self.params.path
-        meta = f"{path}/{META_DIR}"
+        """prepare (uv, a stale venv removed, the building marker) → create the venv → install each
+        group from its lock → record the lock and runtime."""
+        build = _Build(req=self._request(ctx))
+        async for event in self._prepare(ctx, build):
+            yield event
+        async for event in self._create_venv(ctx, build):
+            yield event
+        for group in self._groups(build.req):
+            async for event in self._install_group(ctx, build, group):
+                yield event
+        async for event in self._record(ctx, build):
+            yield event
+
+    async def _prepare(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        ct, path = ctx.container(), self.params.path
         state = await self._state(ctx)
-        uv = await self._ensure_uv(ctx, req)
-        yield ctx.info(f"using {uv}")
-        stale = state["state"] == "foreign" or (state["state"] == "built" and state["runtime"].get("request") != req)
+        build.uv = await self._ensure_uv(ctx, build.req)
+        yield ctx.info(f"using {build.uv}")
+        stale = state["state"] == "foreign" or (state["state"] == "built"
+                                                 and state["runtime"].get("request") != build.req)
         # A build cut short (disk full, dropped connection) can leave half-copied packages that uv considers
         # installed: finishing it reinstalls every package of the lock.
-        repair = state["state"] == "incomplete" or (state["state"] == "built" and not stale
-                                                     and not state["runtime"].get("verified"))
+        build.repair = state["state"] == "incomplete" or (state["state"] == "built" and not stale
+                                                           and not state["runtime"].get("verified"))
         if stale:  # check() only lets these through with recreate: true
             if not self.params.recreate:
                 raise StepFailed(f"{path} changed since the check; it is left untouched")
             yield ctx.info(f"removing {path} ({state['state']}, recreate: true)")
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
-        await ct.run(["mkdir", "-p", meta], timeout=60, check=True)
+        await ct.run(["mkdir", "-p", build.meta(path)], timeout=60, check=True)
         await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
-        found = await ct.run([uv, "python", "find", req["python"]], timeout=120, quiet=True)
+
+    async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
+        found = await ct.run([uv, "python", "find", python], timeout=120, quiet=True)
         if not found.ok:
-            yield ctx.info(f"Python {req['python']} is not in the container: installing it with uv")
-            installed_py = await ct.run([uv, "python", "install", req["python"]], timeout=900)
+            yield ctx.info(f"Python {python} is not in the container: installing it with uv")
+            installed_py = await ct.run([uv, "python", "install", python], timeout=900)
             if not installed_py.ok:
-                raise StepFailed(f"uv could not install Python {req['python']} in the container", result=installed_py,
-                                 fix=f"install python{req['python']} from the distribution, or give the container "
+                raise StepFailed(f"uv could not install Python {python} in the container", result=installed_py,
+                                 fix=f"install python{python} from the distribution, or give the container "
                                      "access to uv's Python downloads (github.com)")
-        yield ctx.info(f"creating venv {path} with Python {req['python']}")
-        created = await ct.run([uv, "venv", "--allow-existing", "--python", req["python"], path], timeout=900)
+        yield ctx.info(f"creating venv {path} with Python {python}")
+        created = await ct.run([uv, "venv", "--allow-existing", "--python", python, path], timeout=900)
         if not created.ok:
-            raise StepFailed(f"uv could not create a Python {req['python']} venv at {path}", result=created,
-                             fix=f"install Python {req['python']} in the container, or allow uv to download it "
+            raise StepFailed(f"uv could not create a Python {python} venv at {path}", result=created,
+                             fix=f"install Python {python} in the container, or allow uv to download it "
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
-        py = f"{path}/bin/python"
-        locks: dict[str, Any] = {}
-        pins: dict[str, str] = {}
-        for group in self._groups(req):
-            name, reqs = group["name"], group["requirements"]
-            idx_args = ["--index-url", group["index_url"]]
-            if group["extra_index_url"]:
-                idx_args += ["--extra-index-url", group["extra_index_url"]]
-            index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
-            lockfile = f"{meta}/{name}.lock.txt"
-            prior = _recorded_lock(ctx, group, req)
-            if prior:
-                yield ctx.info(f"installing the {name} group from the recorded lock")
-                await ct.run(["sh", "-c", f"cat > {quoting.join([lockfile])}"], stdin=str(prior["text"]).encode(),
-                             timeout=60, check=True, quiet=True)
-            else:
-                yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
-                infile = f"{meta}/{name}.in"
-                await ct.run(["sh", "-c", f"cat > {quoting.join([infile])}"], stdin=("\n".join(reqs) + "\n").encode(),
-                             timeout=60, check=True, quiet=True)
-                cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
-                       "--no-progress",
-                       *idx_args, "-o", lockfile]
-                if name != "torch":
-                    constraints = f"{meta}/constraints.txt"
-                    text = "".join(f"{n}=={v}\n" for n, v in pins.items() if n in TORCH_FAMILY)
-                    await ct.run(["sh", "-c", f"cat > {quoting.join([constraints])}"], stdin=text.encode(),
-                                 timeout=60, check=True, quiet=True)
-                    cmd += ["--constraint", constraints]
-                compiled = await ct.run(cmd, timeout=900)
-                if not compiled.ok:
-                    raise _install_failure(name, reqs, index_desc, compiled)
-            installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
-                                      *(["--reinstall"] if repair else []), "-r", lockfile, *idx_args], timeout=3600)
-            if not installed.ok:
-                raise _install_failure(name, reqs, index_desc, installed)
-            text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
-            pins.update(parse_lock(text))
-            locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
-                           "python": req["python"], "text": text}
-        lock = {"groups": locks}
-        freeze = await ct.run([uv, "pip", "freeze", "--python", py], timeout=120, quiet=True, check=True)
-        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": pins.get("torch"),
+
+    async def _install_group(self, ctx: StepContext, build: _Build, group: dict[str, Any]) -> AsyncIterator[Event]:
+        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that."""
+        ct, uv, req = ctx.container(), build.uv, build.req
+        meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
+        name, reqs = group["name"], group["requirements"]
+        idx_args = ["--index-url", group["index_url"]]
+        if group["extra_index_url"]:
+            idx_args += ["--extra-index-url", group["extra_index_url"]]
+        index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
+        lockfile = f"{meta}/{name}.lock.txt"
+        prior = _recorded_lock(ctx, group, req)
+        if prior:
+            yield ctx.info(f"installing the {name} group from the recorded lock")
+            await ct.write_file(lockfile, str(prior["text"]).encode())
+        else:
+            yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
+            infile = f"{meta}/{name}.in"
+            await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
+            cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
+                   "--no-progress", *idx_args, "-o", lockfile]
+            if name != "torch":
+                constraints = f"{meta}/constraints.txt"
+                text = "".join(f"{n}=={v}\n" for n, v in build.pins.items() if n in TORCH_FAMILY)
+                await ct.write_file(constraints, text.encode())
+                cmd += ["--constraint", constraints]
+            compiled = await ct.run(cmd, timeout=900)
+            if not compiled.ok:
+                raise _install_failure(name, reqs, index_desc, compiled)
+        installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
+                                  *(["--reinstall"] if build.repair else []), "-r", lockfile, *idx_args], timeout=3600)
+        if not installed.ok:
+            raise _install_failure(name, reqs, index_desc, installed)
+        text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
+        build.pins.update(parse_lock(text))
+        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
+                             "python": req["python"], "text": text}
+
+    async def _record(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
+        """The lock and runtime.json beside the venv (and in the run state), then the marker removed."""
+        ct, path, req = ctx.container(), self.params.path, build.req
+        lock = {"groups": build.locks}
+        freeze = await ct.run([build.uv, "pip", "freeze", "--python", f"{path}/bin/python"], timeout=120, quiet=True,
+                              check=True)
+        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"],
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
-        ctx.shared["venv_lock"] = lock
-        ctx.shared["venv_freeze"] = freeze.lines
-        ctx.shared["runtime"] = runtime
-        await ct.run(["sh", "-c", f"cat > {quoting.join([meta + '/lock.json'])}"], stdin=json.dumps(lock).encode(),
-                     timeout=60, check=True, quiet=True)
+        ctx.state.venv_lock = lock
+        ctx.state.venv_freeze = list(freeze.lines)
+        ctx.state.venv_runtime = runtime
+        await ct.write_file(f"{build.meta(path)}/lock.json", json.dumps(lock).encode())
         await self._write_runtime(ctx, runtime)
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
         yield ctx.info(f"installed {len(freeze.lines)} packages into {path}; lock recorded")
 
     async def _write_runtime(self, ctx: StepContext, runtime: dict[str, Any]) -> None:
-        target = f"{self.params.path}/{RUNTIME_FILE}"
-        await ctx.container().run(["sh", "-c", f"cat > {quoting.join([target + '.tmp'])} && mv -f "
-                                               f"{quoting.join([target + '.tmp', target])}"],
-                                  stdin=json.dumps(runtime, indent=1).encode(), timeout=60, check=True, quiet=True)
+        await ctx.container().write_file(f"{self.params.path}/{RUNTIME_FILE}", json.dumps(runtime, indent=1).encode())
 
     async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any]) -> str:
         """uv from PATH, else the one we installed before, else pip-install the pinned uv into a venv."""
@@ -581,7 +485,7 @@ class VenvBuild(StepKind[VenvParams]):
         return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
-        runtime = dict(ctx.shared.get("runtime") or {})
+        runtime = dict(ctx.state.venv_runtime or {})
         if not self.params.smoke_test:
             return
         ct = ctx.container()
@@ -593,7 +497,7 @@ class VenvBuild(StepKind[VenvParams]):
         if "error" in info:
             raise StepFailed(info["error"], result=result)
         inv = await ensure_inventory(ctx)
-        gpus = _gpus_for_resolve(ctx, inv)
+        gpus = _gpus_for_resolve(ctx)
         problems = []
         if info.get("cuda") is None:
             problems.append(f"torch {info['torch']} is a CPU-only build (torch.version.cuda is None)")
@@ -601,8 +505,8 @@ class VenvBuild(StepKind[VenvParams]):
             problems.append("torch.cuda.is_available() is False")
         if info["count"] != len(gpus):
             problems.append(f"torch sees {info['count']} GPUs, {len(gpus)} were passed")
-        uncovered = sorted({str(g["compute_cap"]) for g in gpus
-                            if g.get("compute_cap") and not arch_covers(info["arch_list"], str(g["compute_cap"]))})
+        uncovered = sorted({str(g.compute_cap) for g in gpus
+                            if g.compute_cap and not arch_covers(info["arch_list"], str(g.compute_cap))})
         if uncovered:
             problems.append(f"compute capability {', '.join(uncovered)} is not covered by torch's arch list "
                             f"{' '.join(info['arch_list'])}")
@@ -612,17 +516,16 @@ class VenvBuild(StepKind[VenvParams]):
             raise StepFailed("; ".join(problems), evidence=[json.dumps(info)],
                              fix="see diagnose: the wheel must match the GPUs and the driver")
         runtime.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
-                        "arch_list": info["arch_list"], "driver": inv["driver_version"],
-                        "gpus": [{"index": g.get("index"), "name": g.get("name"), "compute_cap": g.get("compute_cap")}
-                                 for g in gpus]})
-        ctx.shared["runtime"] = runtime
+                        "arch_list": info["arch_list"], "driver": inv.driver_version,
+                        "gpus": [g.model_dump(include={"index", "name", "compute_cap"}) for g in gpus]})
+        ctx.state.venv_runtime = runtime
         await self._write_runtime(ctx, runtime)
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        if ctx.shared.get("venv_lock"):
-            out["venv_lock"] = ctx.shared["venv_lock"]
-        if ctx.shared.get("runtime"):
-            rt = ctx.shared["runtime"]
+        if ctx.state.venv_lock:
+            out["venv_lock"] = ctx.state.venv_lock
+        if ctx.state.venv_runtime:
+            rt = ctx.state.venv_runtime
             out["runtime"] = {k: rt.get(k) for k in ("torch", "cuda", "index_url", "python", "driver")}
         return out

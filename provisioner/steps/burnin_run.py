@@ -14,27 +14,38 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event, Metric
+from provisioner.facts.models import TorchRuntime
+from provisioner.facts.torch_runtime import torch_runtime
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 
 
 class BurninParams(Params):
     venv: str = "/opt/torch-venv"
-    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl on GPUs (gloo in the lab)")
+    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl when the container's torch sees CUDA GPUs and has NCCL, else gloo")
     sizes: str = Field("8B:256MiB", pattern=r"^\d+(B|K|KiB|M|MiB|G|GiB)?:\d+(B|K|KiB|M|MiB|G|GiB)?$")
     duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
     phases: str = Field("preflight,gemm,collectives,soak,nvshmem", pattern=r"^[a-z,]+$")
     timeout_s: int = Field(120, ge=5, le=3600, description="Per-collective timeout that turns a hang into a verdict")
     thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {all_reduce_busbw_gbps: 30}")
     always_run: bool = Field(False, description="Run even when a passing result for this venv exists")
+    gemm_seconds: float | None = Field(None, ge=0, le=3600, description="GEMM stress per GPU (default: 30 s)")
+    nvml_gpu_count_check: bool = Field(True, description="Fail the preflight unless NVML sees every GPU")
+    fallback_python: str | None = Field(None, description="An interpreter (in the container) whose torch has "
+                                                          "torch.distributed, used when the venv's torch has none")
 
     @field_validator("venv")
     @classmethod
     def _venv(cls, v: str) -> str:
         return validate.abs_path(v)
+
+    @field_validator("fallback_python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        return None if v is None else validate.abs_path(v)
 
 
 def _package_tarball() -> bytes:
@@ -75,19 +86,19 @@ class BurninRun(StepKind[BurninParams]):
             try:
                 doc = json.loads(last)
                 if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
-                    ctx.shared["burnin"] = doc
+                    ctx.state.burnin = doc
                     return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
             except json.JSONDecodeError:
                 pass
         return Plan(changes=[f"run the burn-in ({self.params.phases}; sizes {self.params.sizes}; "
-                             f"soak {self.params.duration_s}s)"])
+                             f"soak {self.params.duration_s}s"
+                             + (f"; GEMM {self.params.gemm_seconds:g}s per GPU" if self.params.gemm_seconds is not None
+                                else "")
+                             + ("" if self.params.nvml_gpu_count_check else "; no NVML GPU-count check") + ")"])
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        inv = await ensure_inventory(ctx)
-        gpus = len((ctx.shared.get("gpu_detect") or inv)["gpus"])
-        backend = self.params.backend
-        if backend == "auto":
-            backend = "gloo" if ctx.lab else "nccl"
+        await ensure_inventory(ctx)
+        gpus = len(ctx.state.gpus)
         ct = ctx.container()
         with tempfile.TemporaryDirectory() as tmp:
             tarball = Path(tmp) / "burnin.tar.gz"
@@ -95,22 +106,19 @@ class BurninRun(StepKind[BurninParams]):
             await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
             await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
         await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
-        py = f"{self.params.venv}/bin/python"
-        if ctx.lab:
-            yield ctx.warning("LAB: the GPUs are simulated; the burn-in runs its collectives with gloo on the CPU")
-            lab_py = ctx.shared.get("lab_torch_python")
-            probe = await ct.run([py, "-c", "import torch, sys; sys.exit(0 if hasattr(torch, '_lab_real') else 3)"],
-                                 timeout=120, quiet=True)
-            if probe.exit_status != 0 and lab_py:
-                yield ctx.warning(f"LAB: the venv's torch is a stand-in (no real CPU build for its Python here); "
-                                  f"the burn-in runs with the lab's torch ({lab_py})")
-                py = lab_py
+        py, runtime = await self._interpreter(ctx)
+        async for event in self._interpreter_notes(ctx, py):
+            yield event
+        backend: str = self.params.backend
+        if backend == "auto":
+            backend = runtime.backend
+            if backend == "gloo":
+                yield ctx.warning("torch in the container reports no CUDA GPU or no NCCL: the collectives run "
+                                  "with gloo on the CPU (this proves the plumbing, not the GPUs' bandwidth)")
         sizes, duration = self.params.sizes, self.params.duration_s
-        extra: list[str] = ["--expected-gpus", str(gpus)]
-        if ctx.lab:
-            # LAB: no NVML and 2 CPU cores: a short sweep proves the plumbing, not the hardware.
-            sizes, duration, extra = "1KiB:256KiB", min(duration, 2), ["--gemm-seconds", "1"]
-            yield ctx.warning(f"LAB: sizes {sizes}, soak {duration}s, no NVML GPU-count check")
+        extra: list[str] = ["--expected-gpus", str(gpus)] if self.params.nvml_gpu_count_check else []
+        if self.params.gemm_seconds is not None:
+            extra += ["--gemm-seconds", str(self.params.gemm_seconds)]
         argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
                 "-m", "provisioner.burnin", "--backend", backend, "--sizes", sizes,
                 "--duration", str(duration), "--phases", self.params.phases,
@@ -124,13 +132,34 @@ class BurninRun(StepKind[BurninParams]):
         doc = _last_json(result.lines)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
-        ctx.shared["burnin"] = doc
-        await ct.run(["sh", "-c", f"cat > {REMOTE_DIR}/last-result.json"], stdin=json.dumps(doc).encode(), timeout=60,
-                     quiet=True)
+        ctx.state.burnin = doc
+        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
 
+    async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:
+        """The venv's Python and what its torch reports; the fallback interpreter when it has no
+        torch.distributed (a torch without it cannot run the burn-in)."""
+        ct = ctx.container()
+        py = f"{self.params.venv}/bin/python"
+        runtime = await ctx.fact(ct, torch_runtime(py))
+        if not runtime.distributed and self.params.fallback_python:
+            fallback = await ctx.fact(ct, torch_runtime(self.params.fallback_python))
+            if fallback.distributed:
+                return self.params.fallback_python, fallback
+        if not runtime.distributed:
+            raise StepFailed(f"the venv's torch ({runtime.version or 'not importable'}) has no torch.distributed: "
+                             "the burn-in cannot run", fix="rebuild the venv (venv.build) with a full torch build")
+        return py, runtime
+
+    async def _interpreter_notes(self, ctx: StepContext, py: str) -> AsyncIterator[Event]:
+        if py != f"{self.params.venv}/bin/python":
+            yield ctx.warning(f"the venv's torch has no torch.distributed; the burn-in runs with {py} "
+                              "(fallback_python)")
+        yield ctx.info(f"burn-in sizes {self.params.sizes}, soak {self.params.duration_s}s"
+                       + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
+
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.shared.get("burnin") or {}
+        doc = ctx.state.burnin or {}
         if _overall(doc) != "pass":
             raw = doc.get("verdict")
             verdict: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -140,7 +169,7 @@ class BurninRun(StepKind[BurninParams]):
                              fix="read the burn-in report (nccl-tests table and verdict) beside the run log")
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.shared.get("burnin") or {}
+        doc = ctx.state.burnin or {}
         return {"burnin": {"verdict": _overall(doc), "summary": doc.get("summary")}} if doc else {}
 
 
@@ -169,8 +198,8 @@ def _metric_from_line(ctx: StepContext, line: str) -> None:
     if len(parts) >= 9 and parts[0].isdigit() and parts[1].isdigit():
         try:
             ctx.bus.emit(Metric(host=ctx.host, name="busbw", value=float(parts[7]),
-                                labels={"size": parts[0], "collective": ctx.shared.get("_burnin_coll", "")}))
+                                labels={"size": parts[0], "collective": ctx.state.burnin_collective}))
         except ValueError:
             pass
     elif line.startswith("# Collective test starting:") or line.startswith("# collective:"):
-        ctx.shared["_burnin_coll"] = line.split(":", 1)[1].strip()
+        ctx.state.burnin_collective = line.split(":", 1)[1].strip()

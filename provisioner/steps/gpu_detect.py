@@ -9,8 +9,9 @@ from provisioner.events import Event
 from provisioner.facts import nvidia
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.driver import verify_smi
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.driver_userspace import verify_smi
+from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.state import GpuDetection
 
 
 class DetectParams(Params):
@@ -28,21 +29,20 @@ class GpuDetect(StepKind[DetectParams]):
     async def check(self, ctx: StepContext) -> Plan:
         inv = await ensure_inventory(ctx)
         try:
-            gpus = await verify_smi(ctx, inv["driver_version"])
+            gpus = await verify_smi(ctx, inv.driver_version)
         except StepFailed:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container's driver userspace is not in place yet") from None
             raise
-        detected: dict[str, Any] = {"gpus": [g.model_dump() for g in gpus]}
+        detected = GpuDetection(gpus=gpus)
         if self.params.topology:
-            ct = ctx.container()
+            ct = ctx.container().for_facts()  # parsed output: no login-shell noise
             topo = await ct.run(["nvidia-smi", "topo", "-m"], timeout=60, quiet=True)
             p2p = await ct.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=60, quiet=True)
-            if topo.ok:
-                detected["topology"] = nvidia.parse_topo_matrix(topo.output).model_dump()
-            if p2p.ok:
-                detected["p2p_read"] = nvidia.parse_topo_p2p(p2p.output).model_dump()
-        ctx.shared["gpu_detect"] = detected
+            detected = detected.model_copy(update={
+                "topology": nvidia.parse_topo_matrix(topo.output) if topo.ok else None,
+                "p2p_read": nvidia.parse_topo_p2p(p2p.output) if p2p.ok else None})
+        ctx.state.detection = detected
         ccs = sorted({str(g.compute_cap) for g in gpus})
         return Plan.no_change(f"{len(gpus)} GPU(s) visible in CT {ctx.vmid}, compute capability {', '.join(ccs)}")
 
@@ -51,6 +51,6 @@ class GpuDetect(StepKind[DetectParams]):
         yield  # pragma: no cover
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        det = ctx.shared.get("gpu_detect") or {}
-        return {"container_gpus": [{k: g[k] for k in ("index", "name", "uuid", "pci_bus_id", "compute_cap",
-                                                       "memory_mib")} for g in det.get("gpus", [])]}
+        det = ctx.state.detection
+        keys = {"index", "name", "uuid", "pci_bus_id", "compute_cap", "memory_mib"}
+        return {"container_gpus": [g.model_dump(include=keys) for g in det.gpus]} if det else {"container_gpus": []}

@@ -1,4 +1,4 @@
-"""`node.connect` and `node.inventory`: reach the Proxmox node and read what it has."""
+"""`node.inventory`: the node's GPUs, driver module, device majors and nodes, PVE and cgroup version (read-only)."""
 
 from __future__ import annotations
 
@@ -12,40 +12,7 @@ from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.transport.base import TransportError
-
-
-class ConnectParams(Params):
-    require_pve: bool = Field(True, description="Fail unless the node runs Proxmox VE (pveversion).")
-
-
-@register
-class NodeConnect(StepKind[ConnectParams]):
-    """Open the connection (host key checked) and identify the node. Read-only."""
-
-    kind = "node.connect"
-    title = "Connect to the Proxmox node"
-    Params = ConnectParams
-
-    async def check(self, ctx: StepContext) -> Plan:
-        try:
-            who = await ctx.node.run(["id", "-un"], timeout=30, quiet=True)
-        except TransportError as exc:
-            raise StepFailed(str(exc), fix="check the address, SSH key and known_hosts entry", exit_code=4) from None
-        notes = [f"logged in as {who.output.strip() or '?'} on {ctx.host}"]
-        if self.params.require_pve:
-            try:
-                pve = await ctx.fact(ctx.node, catalog.PVEVERSION)
-            except FactUnavailable as exc:
-                raise StepFailed(f"{ctx.host} does not look like a Proxmox VE node: {exc.reason}",
-                                 fix="point the playbook at a Proxmox VE host (pveversion must work)") from None
-            notes.append(f"Proxmox VE {pve.manager_version}, kernel {pve.running_kernel}")
-            ctx.shared["pve_release"] = pve.release
-        return Plan.no_change(*notes)
-
-    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
-        return
-        yield  # pragma: no cover
+from provisioner.steps.state import HostInventory
 
 
 class InventoryParams(Params):
@@ -62,17 +29,17 @@ class NodeInventory(StepKind[InventoryParams]):
 
     async def check(self, ctx: StepContext) -> Plan:
         inv = await gather_inventory(ctx)
-        ctx.shared["inventory"] = inv
-        gpus = inv["gpus"]
+        ctx.state.inventory = inv
+        gpus = inv.gpus
         if self.params.expected_gpus is not None and len(gpus) != self.params.expected_gpus:
             raise StepFailed(f"found {len(gpus)} GPUs on {ctx.host}, the playbook expects {self.params.expected_gpus}",
                              fix="check `nvidia-smi -L` on the node (a GPU fallen off the bus shows in dmesg as Xid 79)")
-        names = sorted({g["name"] for g in gpus})
+        names = sorted({g.name for g in gpus})
         notes = [f"{len(gpus)} GPU(s): {', '.join(names)}; compute capability "
-                 f"{', '.join(sorted({str(g['compute_cap']) for g in gpus}))}",
-                 f"host driver {inv['driver_version']} ({inv['module_flavour']} kernel module)",
-                 f"cgroup v{inv['cgroup_version']}, PVE {inv['pve_version']}"]
-        notes += [f"warning: {w}" for w in inv["warnings"]]
+                 f"{', '.join(sorted({str(g.compute_cap) for g in gpus}))}",
+                 f"host driver {inv.driver_version} ({inv.module_flavour} kernel module)",
+                 f"cgroup v{inv.cgroup_version}, PVE {inv.pve_version}"]
+        notes += [f"warning: {w}" for w in inv.warnings]
         return Plan.no_change(*notes)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
@@ -80,13 +47,15 @@ class NodeInventory(StepKind[InventoryParams]):
         yield  # pragma: no cover
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        inv = ctx.shared.get("inventory") or {}
-        return {"host_driver": inv.get("driver_version"), "gpus": [
-            {k: g[k] for k in ("index", "name", "uuid", "pci_bus_id", "compute_cap")} for g in inv.get("gpus", [])]}
+        inv = ctx.state.inventory
+        if inv is None:
+            return {}
+        return {"host_driver": inv.driver_version, "gpus": [
+            g.model_dump(include={"index", "name", "uuid", "pci_bus_id", "compute_cap"}) for g in inv.gpus]}
 
 
-async def gather_inventory(ctx: StepContext) -> dict[str, Any]:
-    """Node facts the later steps need, as plain data (also what the TUI's inventory page shows)."""
+async def gather_inventory(ctx: StepContext) -> HostInventory:
+    """Node facts the later steps need (also what the TUI's inventory page shows)."""
     node = ctx.node
     warnings: list[str] = []
     module_version = await ctx.fact(node, catalog.MODULE_VERSION)
@@ -97,7 +66,7 @@ async def gather_inventory(ctx: StepContext) -> dict[str, Any]:
         fix="install the NVIDIA driver on the Proxmox host (kernel module, open flavour for Blackwell) and "
             "load it (`modprobe nvidia`); check `dmesg | grep -i nvrm` for why it did not load")
     try:
-        gpus = [g.model_dump() for g in await ctx.fact(node, catalog.GPUS)]
+        gpus = await ctx.fact(node, catalog.GPUS)
     except FactUnavailable as exc:
         if module_version is None and proc_version is None:
             raise no_module from None
@@ -106,7 +75,7 @@ async def gather_inventory(ctx: StepContext) -> dict[str, Any]:
                          result=exc.result) from None
     # Host version: /sys/module/nvidia/version, else /proc/driver/nvidia/version, else nvidia-smi.
     driver = module_version or (proc_version.version if proc_version else "") or \
-        (gpus[0]["driver_version"] if gpus else "")
+        (gpus[0].driver_version if gpus else "")
     if not driver:
         raise no_module
     flavour = proc_version.flavour if proc_version else "unknown"
@@ -117,26 +86,17 @@ async def gather_inventory(ctx: StepContext) -> dict[str, Any]:
         warnings.append("nvidia-uvm is not loaded on the host (no 'nvidia-uvm' in /proc/devices); CUDA needs it")
     if "/dev/nvidia-uvm" not in present:
         warnings.append("/dev/nvidia-uvm does not exist on the host yet (nvidia-modprobe -u -c=0 creates it)")
-    missing = [f"/dev/nvidia{g['index']}" for g in gpus if f"/dev/nvidia{g['index']}" not in present]
+    missing = [f"/dev/nvidia{g.index}" for g in gpus if f"/dev/nvidia{g.index}" not in present]
     if missing:
         warnings.append(f"device nodes missing on the host: {', '.join(missing)}")
     for g in gpus:
-        if g["driver_version"] != driver:
-            warnings.append(f"GPU {g['index']} reports driver {g['driver_version']} but the module is {driver}")
+        if g.driver_version != driver:
+            warnings.append(f"GPU {g.index} reports driver {g.driver_version} but the module is {driver}")
             break
     pve = await ctx.fact(node, catalog.PVEVERSION)
     cgroup = await ctx.fact(node, catalog.CGROUP)
-    return {
-        "gpus": gpus,
-        "driver_version": driver,
-        "module_flavour": str(flavour),
-        "uvm_major": devices.uvm_major,
-        "caps_major": devices.caps_major,
-        "nvidia_major": devices.nvidia_major or 195,
-        "device_nodes": sorted(present),
-        "pve_version": pve.manager_version,
-        "pve_release": list(pve.release),
-        "kernel": pve.running_kernel,
-        "cgroup_version": cgroup.version,
-        "warnings": warnings,
-    }
+    return HostInventory(gpus=list(gpus), driver_version=driver, module_flavour=str(flavour),
+                         uvm_major=devices.uvm_major, caps_major=devices.caps_major,
+                         nvidia_major=devices.nvidia_major or 195, device_nodes=sorted(present),
+                         pve_version=pve.manager_version, pve_release=tuple(pve.release),
+                         kernel=pve.running_kernel, cgroup_version=cgroup.version, warnings=warnings)

@@ -23,16 +23,25 @@ from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc import ensure_inventory
+from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
 NVIDIA_BASE = "https://download.nvidia.com/XFree86"
+
+
 INSTALLER_LOG = "/var/log/nvidia-installer.log"
+
+
 ALLOWED_FLAGS = frozenset({"--no-nvidia-modprobe", "--no-opengl-files", "--no-install-compat32-libs", "--skip-depmod",
                            "--no-systemd", "--no-distro-scripts", "--no-kernel-module-source", "--install-libglvnd",
                            "--no-install-libglvnd", "--skip-module-unload"})
+
+
 LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
             "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.* /usr/local/lib/libnvidia-ml.so.*")
+
+
 # GPU compute capabilities that newer driver branches no longer drive (torch-matrix.md §2d).
 LEGACY_CC_MAX_BRANCH = {"6": 580, "5": 580, "7.0": 580, "7.2": 580, "3": 470}
 
@@ -44,6 +53,8 @@ class DriverParams(Params):
     sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     extra_flags: list[str] = Field(default_factory=list)
     install_prereqs: bool = True
+    apt_lock_backoff_max_s: float = Field(20.0, ge=0.1, le=300,
+                                          description="Longest wait between retries while apt/dpkg is locked")
 
     @field_validator("version")
     @classmethod
@@ -109,13 +120,13 @@ def parse_installed_versions(text: str) -> list[str]:
     return sorted(set(found))
 
 
-def legacy_gpu_problem(inventory: dict[str, Any], version: str) -> str | None:
+def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
     branch = int(version.split(".")[0])
-    for gpu in inventory["gpus"]:
-        cc = str(gpu.get("compute_cap") or "")
+    for gpu in inventory.gpus:
+        cc = str(gpu.compute_cap or "")
         for prefix, max_branch in LEGACY_CC_MAX_BRANCH.items():
             if (cc == prefix or cc.startswith(prefix + ".")) and branch > max_branch:
-                return (f"GPU {gpu['index']} ({gpu['name']}, compute capability {cc}) is not supported by driver "
+                return (f"GPU {gpu.index} ({gpu.name}, compute capability {cc}) is not supported by driver "
                         f"branch R{branch}; its last branch is R{max_branch}")
     return None
 
@@ -129,9 +140,9 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     Params = DriverParams
     invalidates = ("smi_status",)
 
-    async def _versions(self, ctx: StepContext) -> tuple[str, list[str], dict[str, Any]]:
+    async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
         inv = await ensure_inventory(ctx)
-        host = inv["driver_version"]
+        host = inv.driver_version
         if self.params.version not in ("host", host):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
@@ -153,7 +164,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             if ctx.mode == "plan" and "not running" in exc.message:
                 raise DependsOnEarlier("the container is not running yet") from None
             raise
-        ctx.shared["host_driver"] = host
+        ctx.state.host_driver = host
         if installed == [host]:
             return Plan.no_change(f"userspace {host} installed, equal to the host module")
         if not installed:
@@ -209,8 +220,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await self._verify(path, expected)
             yield path
             return
-        mirror = self.params.driver_mirror or (ctx.shared.get("lab_driver_mirror") if ctx.lab else None)
-        url = installer_url(version, arch, mirror)
+        url = installer_url(version, arch, self.params.driver_mirror)
         cache = cache_dir() / "drivers"
         dest = cache / name
         try:
@@ -268,7 +278,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 return
             if any("Could not get lock" in ln or "Unable to acquire the dpkg" in ln for ln in result.lines):
                 yield ctx.warning(f"apt/dpkg lock held by another process; retrying ({attempt + 1}/6)")
-                await asyncio.sleep(min(2 ** attempt, 20) if not ctx.lab else 0.5 * (attempt + 1))
+                await asyncio.sleep(min(2 ** attempt, self.params.apt_lock_backoff_max_s))
                 continue
             raise StepFailed("installing kmod/pkg-config in the container failed", result=result,
                              fix="check the container's network and package sources (apt-get update)")
@@ -297,21 +307,21 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                              "container, and needs kmod tools; replay after fixing")
 
     async def verify(self, ctx: StepContext) -> None:
-        host = ctx.shared.get("host_driver") or (await ensure_inventory(ctx))["driver_version"]
+        host = ctx.state.host_driver or (await ensure_inventory(ctx)).driver_version
         await verify_smi(ctx, host)
 
 
 async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
     """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
-    result = await ctx.container().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
+    result = await ctx.container().for_facts().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
     failure = nvidia.classify_smi_failure(result.output)
     if failure is not None or not result.ok:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
     gpus = nvidia.parse_gpu_query_csv(result.output)
-    expected = len([d for d in ctx.shared.get("passthrough_devices", []) if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-        len((await ensure_inventory(ctx))["gpus"])
+    expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
+        len((await ensure_inventory(ctx)).gpus)
     versions = {g.driver_version for g in gpus}
     if len(gpus) != expected:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)

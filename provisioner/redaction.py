@@ -1,0 +1,214 @@
+"""The one redaction of gpu-provisioner: every sink (console, run log, recorder, TUI, bundle,
+diagnosis, exception text) sees text and data only after `REDACTOR` has been over them.
+
+What is masked, always with `MASK`:
+1. known secret values: those resolved through `provisioner.secrets` in this process, those
+   passed explicitly, and the values of environment variables whose *names* say they hold a
+   secret (PVE_PASSWORD, HF_TOKEN, ...), also URL-encoded and JSON-escaped; values shorter than
+   `SHORT_SECRET_LEN` only as whole tokens (so a 3-character password does not shred words);
+2. pattern rules: PVE API tokens and tickets, Authorization/Cookie headers, private key blocks,
+   URL userinfo, `curl -u user:pass`, `password=`/`token:`-style key-values (shell, URLs, YAML,
+   YAML block scalars, JSON and Python reprs), `--password x` flags, vendor token formats.
+Secret *references* (`env:NAME`, `file:PATH`) are kept: they are not secrets.
+
+`Redactor.obj` walks every field of a JSON-like value (dict keys too); the event bus uses it on
+every event. `safe_cut` tells a line splitter where a forced flush may cut without splitting a
+known secret across two lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+MASK = "<redacted>"
+SHORT_SECRET_LEN = 4  # below this a known value is masked only as a whole token
+SECRET_ENV_NAME_RE = re.compile(
+    r"(PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE
+)
+MIN_ENV_SECRET_LEN = 6  # shorter values of such variables ("1", "true") are flags, not secrets
+
+_KEYWORD = (
+    r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|client[_-]?secret|ticket|credentials?)"
+)
+# A key that *ends* in a keyword (HF_TOKEN, PVE_PASSWORD, token_value, CSRFPreventionToken).
+_KEY = rf"[\w.-]*?{_KEYWORD}(?:[_-]?(?:value|secret|string|key|id|file|hash))?"
+_REF = r"(?!(?:env|file):)"
+
+_PRIVATE_KEY_RE = re.compile(
+    r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.DOTALL
+)
+# password: |      (YAML block scalar: every more-indented line after it is the value)
+_YAML_BLOCK_RE = re.compile(rf"(?im)^([ \t]*)(-[ \t]+)?{_KEY}[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*$")
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Authorization / Proxy-Authorization / Cookie / Set-Cookie headers: mask the whole value.
+    (
+        re.compile(r"(?im)\b((?:proxy-)?authorization|set-cookie|cookie)([\"']?\s*[:=]\s*)(?![\s\"']*<redacted>)"
+                   r"([^\r\n]+)"),
+        rf"\1\2{MASK}",
+    ),
+    # PVEAPIToken=user@realm!tokenid=SECRET (also PVEAPIToken user@pam!id:SECRET in configs).
+    (re.compile(r"(PVEAPIToken\s*[=:]?\s*[^\s=!:]+![^\s=:]+\s*[=:]\s*)[^\s'\",;&]+", re.IGNORECASE), rf"\1{MASK}"),
+    # PVEAuthCookie=PVE:root@pam:65A1B2C3::base64sig
+    (re.compile(r"(PVEAuthCookie\s*[=:]\s*)[^\s;'\",]+", re.IGNORECASE), rf"\1{MASK}"),
+    # A bare PVE ticket anywhere (e.g. in JSON "ticket":"PVE:root@pam:...").
+    (re.compile(r"PVE(?:VNC)?:[^\s:'\"]+:[0-9A-F]{8}::[A-Za-z0-9+/=]+"), MASK),
+    # URL userinfo: scheme://user:password@host
+    (re.compile(r"([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)[^\s/@'\"]+@", re.IGNORECASE), rf"\1{MASK}@"),
+    # curl -u user:password, --user user:password, --proxy-user user:password
+    (re.compile(r"((?<!\S)(?:-u|--user|--proxy-user|-U)(?:\s+|=)['\"]?[^\s:'\"]+:)[^\s'\"]+"), rf"\1{MASK}"),
+    # JSON / Python repr: "password": "value", 'token': 'value'
+    (re.compile(rf"(?i)(\"{_KEY}\"\s*:\s*\"){_REF}(?:[^\"\\]|\\.)*\""), rf'\1{MASK}"'),
+    (re.compile(rf"(?i)('{_KEY}'\s*:\s*'){_REF}(?:[^'\\]|\\.)*'"), rf"\1{MASK}'"),
+    (re.compile(rf"(?i)('{_KEY}'\s*:\s*\"){_REF}(?:[^\"\\]|\\.)*\""), rf'\1{MASK}"'),
+    # Command-line flags: --password secret, --token=secret, --api-key 'secret'
+    (
+        re.compile(rf"(?i)(--{_KEY}(?:=|\s+))(?!-){_REF}(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"),
+        rf"\1{MASK}",
+    ),
+    # sshpass -p secret
+    (re.compile(r"(\bsshpass\s+-p\s*)(?:'[^']*'|\"[^\"]*\"|\S+)"), rf"\1{MASK}"),
+    # key=value / key: value in URLs, env, args, YAML, ini (quoted or bare value).
+    (
+        re.compile(rf"(?i)(?<![\w-])({_KEY}\s*(?:=|:(?!//))[ \t]*)(?![^\s&;,'\"]*<redacted>)(?![|>][-+0-9]*\s*$)"
+                   rf"{_REF}('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)", re.MULTILINE),
+        rf"\1{MASK}",
+    ),
+    # Well-known token formats that leak without a key name.
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b"), MASK),
+    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), MASK),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), MASK),
+    (re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b"), MASK),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"), MASK),
+    (re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_-]{20,}\b"), MASK),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), MASK),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\b"), MASK),  # JWT
+)
+
+
+def env_secrets(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Values of environment variables whose names mark them as secrets (references excluded)."""
+    env = os.environ if environ is None else environ
+    return {value for name, value in env.items()
+            if SECRET_ENV_NAME_RE.search(name) and len(value) >= MIN_ENV_SECRET_LEN
+            and not value.startswith(("env:", "file:"))}
+
+
+def _variants(value: str) -> set[str]:
+    return {value, quote(value, safe=""), quote_plus(value), json.dumps(value, ensure_ascii=False)[1:-1]}
+
+
+def _mask_yaml_blocks(text: str) -> str:
+    """Every line of a secret-named YAML block scalar (more indented than its key) becomes MASK."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = _YAML_BLOCK_RE.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        key_indent = len(m.group(1)) + len(m.group(2) or "")
+        block_indent: str | None = None
+        while i < len(lines) and lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) > key_indent:
+            if lines[i].strip() and block_indent is None:
+                block_indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+                out.append(block_indent + MASK)
+            i += 1
+    return "\n".join(out)
+
+
+class Redactor:
+    """Known secret values plus the pattern rules, one mask. Thread-safe; values only ever added."""
+
+    def __init__(self, values: Iterable[str] = (), *, environ: Mapping[str, str] | None = None,
+                 parent: Redactor | None = None) -> None:
+        self._values: set[str] = {v for v in values if v}
+        self._environ = environ
+        self._parent = parent
+        self._lock = threading.Lock()
+
+    def add(self, value: str) -> None:
+        if value:
+            with self._lock:
+                self._values.add(value)
+
+    def with_values(self, values: Iterable[str] = (), *, environ: Mapping[str, str] | None = None) -> Redactor:
+        """A redactor that knows these values too (and reads `environ` instead of os.environ)."""
+        return Redactor(values, environ=environ, parent=self)
+
+    @property
+    def secrets(self) -> set[str]:
+        """Every known value: registered, explicit and from secret-named environment variables."""
+        with self._lock:
+            own = set(self._values)
+        inherited = self._parent.secrets - env_secrets(self._parent._environ) if self._parent else set()
+        return own | inherited | env_secrets(self._environ)
+
+    def _known(self) -> tuple[list[str], list[str]]:
+        long: set[str] = set()
+        short: set[str] = set()
+        for value in self.secrets:
+            (long if len(value) >= SHORT_SECRET_LEN else short).update(_variants(value))
+        return sorted(long, key=len, reverse=True), sorted(short, key=len, reverse=True)
+
+    def text(self, text: str) -> str:
+        if not text:
+            return text
+        long, short = self._known()
+        for value in long:
+            if value in text:
+                text = text.replace(value, MASK)
+        for value in short:
+            if value in text:
+                text = re.sub(rf"(?<![\w<]){re.escape(value)}(?![\w>])", MASK, text)
+        text = _PRIVATE_KEY_RE.sub(lambda m: f"-----BEGIN {m.group(1)}-----\n{MASK}\n-----END {m.group(1)}-----",
+                                   text)
+        text = _mask_yaml_blocks(text)
+        for rx, repl in _RULES:
+            text = rx.sub(repl, text)
+        return text
+
+    __call__ = text
+
+    def obj(self, value: Any) -> Any:
+        """Every string inside a JSON-like value redacted (dict keys too); other values unchanged."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {(self.text(k) if isinstance(k, str) else k): self.obj(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.obj(v) for v in value)
+        return value
+
+    def safe_cut(self, text: str, at: int) -> int:
+        """The largest cut position <= `at` that splits no known secret (nor the start of one at the end)."""
+        cut = at
+        for value in self.secrets:
+            if len(value) < 2:
+                continue
+            start = text.rfind(value, max(0, cut - len(value) + 1), cut + len(value) - 1)
+            while start != -1 and start < cut < start + len(value):
+                cut = start
+                start = text.rfind(value, max(0, cut - len(value) + 1), cut + len(value) - 1)
+            head = text[:cut]
+            for k in range(min(len(value) - 1, len(head)), 0, -1):
+                if head.endswith(value[:k]):
+                    cut -= k
+                    break
+        return max(cut, 1) if at > 0 else at
+
+
+REDACTOR = Redactor()
+
+
+def redact(text: str, known_secrets: Iterable[str] = ()) -> str:
+    """`text` with every secret masked: the process's known values, `known_secrets` and the rules."""
+    return REDACTOR.with_values(known_secrets).text(text) if known_secrets else REDACTOR.text(text)

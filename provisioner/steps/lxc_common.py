@@ -1,0 +1,42 @@
+"""What the lxc.* steps share: the container id, its config file on the node, the run's node inventory."""
+
+from __future__ import annotations
+
+from provisioner.proxmox.lxc_conf import LxcConfig
+from provisioner.steps.base import DependsOnEarlier, StepFailed
+from provisioner.steps.context import StepContext
+from provisioner.steps.node_inventory import gather_inventory
+from provisioner.steps.state import HostInventory
+
+OWNER_TAG = "gpu-provisioner"
+
+
+BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit
+
+
+def target_vmid(ctx: StepContext, vmid: int | None) -> int:
+    if vmid is not None:
+        if ctx.playbook.target.container not in (None, vmid):
+            raise StepFailed(f"step vmid {vmid} differs from the playbook's target container "
+                             f"{ctx.playbook.target.container}", exit_code=2)
+        return vmid
+    return ctx.vmid
+
+
+def conf_path(vmid: int) -> str:
+    return f"/etc/pve/lxc/{vmid}.conf"
+
+
+async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
+    result = await ctx.node.run(["cat", conf_path(vmid)], timeout=30, quiet=True)
+    if not result.ok:
+        raise DependsOnEarlier(f"CT {vmid} config does not exist yet") if ctx.mode == "plan" else \
+            StepFailed(f"cannot read {conf_path(vmid)}: {' '.join(result.tail(2))}")
+    return LxcConfig.parse(result.output)
+
+
+async def ensure_inventory(ctx: StepContext) -> HostInventory:
+    """The run's node inventory, gathered now when `node.inventory` did not run before."""
+    if ctx.state.inventory is None:
+        ctx.state.inventory = await gather_inventory(ctx)
+    return ctx.state.inventory

@@ -1,0 +1,182 @@
+"""`lxc.gpu_passthrough`: pass every GPU plus nvidiactl/uvm/uvm-tools/modeset into the container (devN or raw lines)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Literal
+
+from pydantic import Field
+
+from provisioner.events import Event
+from provisioner.facts import catalog, nvidia
+from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory, read_conf
+from provisioner.steps.node_inventory import gather_inventory
+from provisioner.steps.state import HostInventory
+
+
+class PassthroughParams(Params):
+    mode: Literal["auto", "dev", "raw"] = Field("auto", description="dev: PVE ≥ 8.1 devN entries; raw: lxc.* lines")
+    gpus: Literal["all"] | list[int] = Field("all", description="'all' or a list of GPU indices")
+    modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
+    caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
+    dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
+
+
+def wanted_devices(inventory: HostInventory, params: PassthroughParams) -> list[str]:
+    gpus = inventory.gpus
+    indices = [g.index for g in gpus] if params.gpus == "all" else list(params.gpus)
+    unknown = [i for i in indices if i not in {g.index for g in gpus}]
+    if unknown:
+        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=2)
+    devices = [f"/dev/nvidia{i}" for i in sorted(indices)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                              "/dev/nvidia-uvm-tools"]
+    if params.modeset:
+        devices.append("/dev/nvidia-modeset")
+    if params.caps and inventory.caps_major is not None:
+        devices += ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"]
+    return devices
+
+
+def raw_lines_for(devices: list[str], inventory: HostInventory) -> list[tuple[str, str]]:
+    key = "lxc.cgroup2.devices.allow" if inventory.cgroup_version == 2 else "lxc.cgroup.devices.allow"
+    majors = [inventory.nvidia_major or 195]
+    if inventory.uvm_major is not None:
+        majors.append(inventory.uvm_major)
+    if any("nvidia-caps" in d for d in devices) and inventory.caps_major is not None:
+        majors.append(inventory.caps_major)
+    lines = [(key, f"c {m}:* rwm") for m in majors]
+    for dev in devices:
+        if dev.startswith("/dev/nvidia-caps/"):
+            continue
+        lines.append(("lxc.mount.entry", f"{dev} {dev[1:]} none bind,optional,create=file"))
+    if any("nvidia-caps" in d for d in devices):
+        lines.append(("lxc.mount.entry", "/dev/nvidia-caps dev/nvidia-caps none bind,optional,create=dir"))
+    return lines
+
+
+@register
+class LxcGpuPassthrough(StepKind[PassthroughParams]):
+    """Pass every GPU plus nvidiactl/uvm/uvm-tools/modeset into the container (devN or raw lines)."""
+
+    kind = "lxc.gpu_passthrough"
+    title = "Pass the GPUs through to the container"
+    Params = PassthroughParams
+
+    def _mode(self, ctx: StepContext, inv: HostInventory) -> str:
+        release = tuple(inv.pve_release or (0, 0))
+        if self.params.mode == "dev" and release < (8, 1):
+            raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv.pve_version}",
+                             fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=2)
+        mode = self.params.mode if self.params.mode != "auto" else ("dev" if release >= (8, 1) else "raw")
+        target = ctx.playbook.target
+        if not target.local and target.ssh.user != "root":
+            raise StepFailed(
+                f"{mode} passthrough needs root on the node: devN may only be set by root@pam (`pct set` as root "
+                "or a root@pam password ticket; PVE refuses API tokens with 403) and raw lxc.* lines need a root edit "
+                f"of /etc/pve/lxc/<vmid>.conf; the playbook logs in as {target.ssh.user!r}",
+                fix="set target.ssh.user: root (key authentication) for this step", exit_code=2)
+        return mode
+
+    async def _plan(self, ctx: StepContext) -> tuple[str, list[str], LxcConfig, list[str], bool]:
+        inv = await ensure_inventory(ctx)
+        mode = self._mode(ctx, inv)
+        devices = wanted_devices(inv, self.params)
+        uvm_missing = "/dev/nvidia-uvm" not in inv.device_nodes or "/dev/nvidia-uvm-tools" not in inv.device_nodes
+        conf = await read_conf(ctx, ctx.vmid)
+        changes: list[str] = []
+        if uvm_missing:
+            changes.append("create /dev/nvidia-uvm and /dev/nvidia-uvm-tools on the host (nvidia-modprobe -u -c=0)")
+        if mode == "dev":
+            have = {parse_property_string(v, "path").get("path") for v in conf.indexed("dev").values()}
+            missing = [d for d in devices if d not in have]
+            if missing:
+                changes.append(f"add devN entries for {', '.join(missing)} (mode {self.params.dev_mode})")
+        elif inv.uvm_major is None:
+            # nvidia-uvm is not loaded: its dynamic major is only known after nvidia-modprobe loads it.
+            changes.append(f"add raw cgroup allow and bind-mount lines for {len(devices)} device nodes to "
+                           f"{conf_path(ctx.vmid)} (backup first) once nvidia-uvm is loaded")
+        else:
+            lines = raw_lines_for(devices, inv)
+            have_raw = set(conf.raw_lines())
+            missing = [f"{k}: {v}" for k, v in lines if (k, v) not in have_raw]
+            if missing:
+                changes.append(f"add {len(missing)} raw lines to {conf_path(ctx.vmid)} (backup first): "
+                               + "; ".join(missing[:3]) + (" …" if len(missing) > 3 else ""))
+        return mode, devices, conf, changes, uvm_missing
+
+    async def check(self, ctx: StepContext) -> Plan:
+        mode, devices, _, changes, _ = await self._plan(ctx)
+        ctx.state.passthrough_devices = devices
+        note = f"mode {mode}: {len(devices)} device nodes"
+        return Plan(changes=changes, notes=[note]) if changes else Plan.no_change(note)
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        _, _, _, _, uvm_missing = await self._plan(ctx)
+        if uvm_missing or (await ensure_inventory(ctx)).uvm_major is None:
+            yield ctx.info("loading nvidia-uvm and creating its device nodes on the host (nvidia-modprobe -u -c=0)")
+            await ctx.node.run(["nvidia-modprobe", "-u", "-c=0"], timeout=60, check=True)
+            ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
+            ctx.state.inventory = await gather_inventory(ctx)
+        mode, devices, conf, _, _ = await self._plan(ctx)
+        vmid = ctx.vmid
+        if mode == "dev":
+            have = {parse_property_string(v, "path").get("path") for v in conf.indexed("dev").values()}
+            used = set(conf.indexed("dev"))
+            index = 0
+            for dev in devices:
+                if dev in have:
+                    continue
+                while index in used:
+                    index += 1
+                used.add(index)
+                # `pct set` runs as root@pam on the node: the only identity PVE lets set devN
+                # (API tokens get 403).
+                await ctx.node.run(["pct", "set", str(vmid), f"--dev{index}", f"{dev},mode={self.params.dev_mode}"],
+                                   timeout=60, check=True)
+        else:
+            inv = await ensure_inventory(ctx)
+            backup_dir = BACKUP_DIR
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            await ctx.node.run(["mkdir", "-p", backup_dir], timeout=30, check=True)
+            await ctx.node.run(["cp", "-p", conf_path(vmid), f"{backup_dir}/{vmid}.conf.{stamp}"], timeout=30,
+                               check=True)
+            yield ctx.info(f"backed up {conf_path(vmid)} to {backup_dir}/{vmid}.conf.{stamp}")
+            for key, value in raw_lines_for(devices, inv):
+                conf.add_raw(key, value)
+            await ctx.node.write_file(conf_path(vmid), conf.render().encode(), timeout=30, quiet=False)
+
+    async def verify(self, ctx: StepContext) -> None:
+        _, _, _, changes, _ = await self._plan(ctx)
+        if changes:
+            raise StepFailed("passthrough configuration incomplete after apply: " + "; ".join(changes))
+
+
+async def verify_devices_in_container(ctx: StepContext) -> None:
+    """Every passed node exists in the container with the host's major:minor."""
+    devices = ctx.state.passthrough_devices
+    if not devices:
+        return
+    inv = await ensure_inventory(ctx)
+    ct = ctx.container()
+    result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
+    inside = nvidia.parse_ls_dev(result.output).by_path()
+    host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
+    problems = []
+    for dev in devices:
+        if dev.startswith("/dev/nvidia-caps/"):
+            continue
+        node = inside.get(dev)
+        if node is None:
+            problems.append(f"{dev} missing")
+        elif dev in host_nodes and (node.major, node.minor) != (host_nodes[dev].major, host_nodes[dev].minor):
+            problems.append(f"{dev} is {node.major}:{node.minor}, host has "
+                            f"{host_nodes[dev].major}:{host_nodes[dev].minor}")
+    if problems:
+        raise StepFailed(f"device nodes in CT {ctx.vmid}: " + "; ".join(problems),
+                         fix="check the passthrough lines and restart the container (`pct reboot`)",
+                         evidence=result.lines[-20:])
+    _ = inv

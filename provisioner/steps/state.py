@@ -1,0 +1,113 @@
+"""The typed state of one run on one host: what steps learn and hand to later steps (and pages read).
+
+Steps write it (`node.inventory` the inventory, `lxc.create` the vmid, `gpu.detect` the
+container's GPUs, `torch.resolve` the choice, `venv.build` the lock and runtime, `burnin.run` the
+report); nothing else is passed between steps. `view()` is its plain-data form for the run log
+and for pages that still render dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
+from provisioner.resolver.models import Resolution
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HostInventory(_Model):
+    """The node as `node.inventory` found it (every field from a fact of `facts.catalog`)."""
+
+    gpus: list[Gpu]
+    driver_version: str
+    module_flavour: str
+    uvm_major: int | None
+    caps_major: int | None
+    nvidia_major: int = 195
+    device_nodes: list[str]
+    pve_version: str
+    pve_release: tuple[int, ...]
+    kernel: str
+    cgroup_version: int
+    warnings: list[str] = []
+
+
+class GpuDetection(_Model):
+    """The GPUs as the container sees them (`gpu.detect`)."""
+
+    gpus: list[Gpu]
+    topology: TopoMatrix | None = None
+    p2p_read: P2PMatrix | None = None
+
+
+class TorchChoice(_Model):
+    """`torch.resolve`'s outcome: the resolver's typed resolution, the Python and the request it answers."""
+
+    resolution: Resolution
+    python: str
+    request: dict[str, Any]
+
+    def recorded(self) -> dict[str, Any]:
+        """What the playbook's `resolved.torch` keeps (a replay compares `request`)."""
+        r = self.resolution
+        return {"variant": r.variant, "index_url": r.index_url, "torch": r.torch, "torchvision": r.torchvision,
+                "cuda": r.cuda, "python": self.python, "verified": r.verified, "request": self.request}
+
+
+@dataclass
+class RunState:
+    vmid: int | None = None
+    pve_release: tuple[int, ...] | None = None
+    inventory: HostInventory | None = None
+    ct_created: bool | None = None
+    passthrough_devices: list[str] | None = None
+    host_driver: str | None = None
+    detection: GpuDetection | None = None
+    torch: TorchChoice | None = None
+    venv_lock: dict[str, Any] | None = None
+    venv_freeze: list[str] = field(default_factory=list)
+    venv_runtime: dict[str, Any] | None = None
+    burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
+    burnin_collective: str = ""
+    burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report
+
+    @property
+    def gpus(self) -> list[Gpu]:
+        """The GPUs the container sees when detected, else the node's."""
+        if self.detection is not None:
+            return list(self.detection.gpus)
+        return list(self.inventory.gpus) if self.inventory is not None else []
+
+    def view(self) -> dict[str, Any]:
+        """Plain data (JSON types) of what is known, under the names pages and logs use."""
+        out: dict[str, Any] = {}
+        if self.vmid is not None:
+            out["vmid"] = self.vmid
+        if self.inventory is not None:
+            out["inventory"] = self.inventory.model_dump(mode="json")
+        if self.ct_created is not None:
+            out["ct_created"] = self.ct_created
+        if self.passthrough_devices is not None:
+            out["passthrough_devices"] = list(self.passthrough_devices)
+        if self.host_driver is not None:
+            out["host_driver"] = self.host_driver
+        if self.detection is not None:
+            out["gpu_detect"] = self.detection.model_dump(mode="json", exclude_none=True)
+        if self.torch is not None:
+            out["resolution"] = {**self.torch.resolution.contract(), "python": self.torch.python,
+                                 "request": self.torch.request}
+        if self.venv_lock is not None:
+            out["venv_lock"] = self.venv_lock
+        if self.venv_freeze:
+            out["venv_freeze"] = list(self.venv_freeze)
+        if self.venv_runtime is not None:
+            out["runtime"] = self.venv_runtime
+        if self.burnin is not None:
+            out["burnin"] = self.burnin
+        return out

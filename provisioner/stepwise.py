@@ -1,0 +1,305 @@
+"""A playbook edited and run one step at a time (the wizard's engine, free of any UI).
+
+Every page of the wizard edits the parameters of playbook steps, asks for their plan
+(`plan(index)`) and applies them on confirmation (`apply(index)`). The run is assembled like any
+other (`assembly.open_run`: run id, run log, bus, recorder); the steps run through the runner's
+`HostRun`, so the `run.finished` recap holds the true counts: the last applied status of every
+step, and the steps never applied as skipped. A tracker sink keeps what the error panel needs
+(failing command, output tail, diagnosis). The recorded playbook holds exactly the steps that
+succeeded, in playbook order, with their parameters as run and the resolved facts.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from provisioner.assembly import Run, open_run
+from provisioner.events import (
+    CommandEnded,
+    CommandStarted,
+    Event,
+    OutputLine,
+    PlanReady,
+    StepFinished,
+    StepStarted,
+    StepStatus,
+)
+from provisioner.paths import state_dir
+from provisioner.playbook import Playbook, StepSpec, Target, dump
+from provisioner.runlog import Recorder
+from provisioner.runner import HostResult, HostRun, Mode, build_context, diagnose_lines
+from provisioner.session import host_label, node_transport, pve_factory
+from provisioner.steps.base import Params, load_step_kinds
+from provisioner.steps.context import StepContext
+from provisioner.steps.state import RunState
+from provisioner.transport.base import Transport
+
+RunStatus = Literal["pending", "planning", "planned", "running", "ok", "changed", "failed", "skipped", "interrupted",
+                    "edited", "outdated"]
+TAIL_LINES = 30
+
+
+@dataclass
+class StepRun:
+    """What the UI knows about one step of the playbook."""
+
+    index: int
+    spec: StepSpec
+    status: RunStatus = "pending"
+    changes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    message: str = ""
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+    failing_command: str = ""
+    last_command: str = ""
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
+    plan_stale: bool = True
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("ok", "changed", "skipped")
+
+    @property
+    def planned(self) -> bool:
+        return self.status == "planned" and not self.plan_stale
+
+
+def params_model(kind: str) -> type[Params] | None:
+    cls = load_step_kinds().get(kind)
+    return None if cls is None else cls.Params
+
+
+def changed_params(model: type[BaseModel], values: dict[str, Any], keep: set[str]) -> dict[str, Any]:
+    """The parameters worth writing: those that differ from the model's default, plus `keep`."""
+    validated = model.model_validate(values)
+    dumped = validated.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        value = dumped[name]
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        default_json = json.loads(json.dumps(default, default=str)) if default is not None else None
+        if name in keep or info.is_required() or value != default_json:
+            out[name] = value
+    return out
+
+
+class StepSession:
+    """One step-by-step run against one target."""
+
+    def __init__(self, playbook: Playbook, *, playbook_path: str = "", runs_dir: Path | None = None,
+                 record_to: str | None = None) -> None:
+        self.base = playbook
+        self.playbook_path = playbook_path
+        self.target: Target = playbook.target
+        self.runs: list[StepRun] = [StepRun(i, spec) for i, spec in enumerate(playbook.steps)]
+        self.trust_new_host = False
+        self.node: Transport | None = None
+        self.ctx: StepContext | None = None
+        self.state = RunState()
+        self.aborted = False
+        self._current: int | None = None
+        self._host_run: HostRun | None = None
+        self._result = HostResult(host=self.host)
+        self.run: Run = open_run(playbook_path or "<tui>", "apply", [self.host], sinks=[self._track],
+                                 runs_dir=runs_dir)
+        self.recorder: Recorder = self.run.record(self.host, playbook, lambda index: self.runs[index].spec)
+        self.record_to = record_to or str(state_dir() / "recorded" / f"recorded-{self.run.run_id}.yaml")
+
+    # --- what the pages read and edit ------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def bus(self) -> Any:
+        return self.run.bus
+
+    @property
+    def host(self) -> str:
+        return host_label(self.target)
+
+    @property
+    def log_path(self) -> Path:
+        return self.run.log_path
+
+    @property
+    def succeeded(self) -> dict[int, StepSpec]:
+        return dict(self.recorder.steps)
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        return self.recorder.resolved
+
+    def indices(self, kinds: tuple[str, ...]) -> list[int]:
+        return [r.index for r in self.runs if r.spec.kind in kinds]
+
+    def shared(self) -> dict[str, Any]:
+        """Plain data of the run state (`RunState.view()`), for pages that render dicts."""
+        return self.state.view()
+
+    def playbook(self) -> Playbook:
+        """The playbook as currently edited (target and every step)."""
+        return self.base.model_copy(update={"target": self.target, "steps": [r.spec for r in self.runs]})
+
+    def set_target(self, target: Target) -> None:
+        if target == self.target:
+            return
+        reconnect = target.model_dump(exclude={"container", "node"}) != \
+            self.target.model_dump(exclude={"container", "node"})
+        self.target = target
+        if reconnect:  # new address or credentials: a new connection and fresh facts
+            self.node = None
+            self.ctx = None
+            self.state = RunState()
+        for run in self.runs:
+            run.plan_stale = True
+
+    def set_params(self, index: int, values: dict[str, Any]) -> None:
+        """Store validated parameters for step `index` (raises pydantic.ValidationError)."""
+        run = self.runs[index]
+        model = params_model(run.spec.kind)
+        params = changed_params(model, values, set(run.spec.params)) if model is not None else dict(values)
+        if params != run.spec.params:
+            run.spec = run.spec.model_copy(update={"params": params})
+            run.plan_stale = True
+            if run.status == "planned":
+                run.status = "pending"
+
+    def reopen(self, index: int) -> None:
+        """Step `index` was edited after it finished: it, and the finished steps after it (which may
+        depend on it), are planned and applied again. What they applied stays recorded until then."""
+        for run in self.runs[index:]:
+            if run.index == index or run.status in ("ok", "changed"):
+                run.status = "edited" if run.index == index else "outdated"
+                run.plan_stale = True
+
+    # --- running ---------------------------------------------------------------------------------
+
+    async def probe_host_key(self) -> tuple[str, str]:
+        """(fingerprint, "known" | "unknown" | "changed") of the node's SSH host key."""
+        from provisioner.transport.ssh import SshTarget, probe_host_key
+
+        t = self.target
+        return await probe_host_key(SshTarget(host=t.host, port=t.ssh.port, user=t.ssh.user,
+                                              key_file=t.ssh.key_file, known_hosts=t.ssh.known_hosts))
+
+    def host_run(self) -> HostRun:
+        if self.ctx is None or self.node is None or self._host_run is None:
+            self.node = node_transport(self.target, self.bus, trust_new_host=self.trust_new_host)
+            self.ctx = build_context(self.playbook(), self.bus, self.node, mode="apply", host=self.host,
+                                     pve_factory=pve_factory(self.target), state=self.state)
+            self.ctx.resolved.update(self.recorder.resolved)
+            self._host_run = HostRun(self.ctx)
+            self._host_run.result = self._result  # one count over reconnects
+        else:
+            self.ctx.playbook = self.playbook()
+        return self._host_run
+
+    def context(self) -> StepContext:
+        return self.host_run().ctx
+
+    async def plan(self, index: int) -> RunStatus:
+        """Ask the step what it would change; the run's `changes`/`notes` are filled from PlanReady."""
+        run = self.runs[index]
+        run.status = "planning"
+        status = await self._guarded(index, "plan")
+        run.plan_stale = False
+        run.status = "failed" if status in ("failed", "interrupted") else "planned"
+        return run.status
+
+    async def apply(self, index: int) -> RunStatus:
+        """Apply step `index` (check → apply → verify); the recorder keeps it when it succeeds."""
+        run = self.runs[index]
+        run.status = "running"
+        run.failing_command = ""
+        run.tail.clear()
+        status = await self._guarded(index, "apply")
+        run.status = status
+        for later in self.runs[index + 1:]:
+            later.plan_stale = True
+        return status
+
+    async def _guarded(self, index: int, mode: Mode) -> StepStatus:
+        """`HostRun.step`, with an unexpected exception turned into a failed step (the wizard stays usable)."""
+        run = self.runs[index]
+        self._current = index
+        try:
+            return await self.host_run().step(index, run.spec, mode)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            if mode == "apply":
+                self._result.by_index[index] = "failed"
+            self.bus.emit(StepFinished(host=self.host, index=index, step=run.spec.kind, status="failed",
+                                       message=message, diagnosis=diagnose_lines([message, *run.tail]), mode=mode))
+            return "failed"
+        finally:
+            self._current = None
+
+    def skip(self, index: int) -> None:
+        run = self.runs[index]
+        run.status = "skipped"
+        self._result.by_index[index] = "skipped"
+        self.bus.emit(StepFinished(host=self.host, index=index, step=run.spec.kind, status="skipped",
+                                   message="skipped in the wizard", mode="apply"))
+
+    def recorded_playbook(self) -> Playbook:
+        """Exactly what ran: the succeeded steps in order, with the resolved facts."""
+        return self.recorder.playbook(self.target)
+
+    def save(self, path: str | Path) -> Path:
+        out = Path(path).expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        dump(self.recorded_playbook(), out)
+        return out
+
+    def recap(self) -> dict[str, int]:
+        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "pending": 0}
+        for run in self.runs:
+            key = run.status if run.status in counts else ("failed" if run.status == "interrupted" else "pending")
+            counts[key] += 1
+        return counts
+
+    def result(self) -> HostResult:
+        """The host's counts as `run.finished` reports them: steps never applied count as skipped."""
+        for run in self.runs:
+            self._result.by_index.setdefault(run.index, "skipped")
+        return self._result
+
+    async def close(self) -> None:
+        self.run.finish([self.result()])
+        if self.node is not None:
+            await self.node.close()
+
+    def subscribe(self, sink: Callable[[Event], None]) -> None:
+        self.bus.subscribe(sink)
+
+    # --- the tracker sink --------------------------------------------------------------------------
+
+    def _track(self, event: Event) -> None:
+        index = self._current
+        if isinstance(event, StepStarted | PlanReady | StepFinished):
+            index = event.index
+        if index is None or not 0 <= index < len(self.runs):
+            return
+        run = self.runs[index]
+        if isinstance(event, PlanReady):
+            run.changes = list(event.changes)
+            run.notes = list(event.notes)
+        elif isinstance(event, CommandStarted):
+            run.last_command = event.command
+        elif isinstance(event, OutputLine):
+            run.tail.append(event.line)
+        elif isinstance(event, CommandEnded):
+            if event.exit_status != 0:
+                run.failing_command = event.command
+        elif isinstance(event, StepFinished):
+            run.message = event.message
+            run.diagnosis = list(event.diagnosis)
