@@ -86,7 +86,7 @@ def page_data(name: str) -> dict[str, Any]:
 def make_app(tmp_path: Path, page: str) -> ProvisionerApp:
     session = WizardSession(load(PLAYBOOK), playbook_path="playbooks/blackwell-8gpu-lxc.yaml", runs_dir=tmp_path,
                             record_to="/nonexistent/recorded.yaml")
-    session.runlog.path = Path("/nonexistent/runs/run-snapshot.jsonl")  # shown on the Summary (run ids vary)
+    session.run.runlog.path = Path("/nonexistent/runs/run-snapshot.jsonl")  # shown on the Summary (run ids vary)
     return ProvisionerApp(session, start_page=page)
 
 
