@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from provisioner import quoting, validate
+from provisioner import quoting, secrets, validate
 from provisioner.events import Event
 from provisioner.facts import catalog, nvidia
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
@@ -24,33 +24,21 @@ BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here
 # --- lxc.create ------------------------------------------------------------------------------------
 
 class Net(Params):
-    bridge: str = "vmbr0"
+    bridge: validate.BridgeName = "vmbr0"
     ip: str = Field("dhcp", description="dhcp or CIDR, e.g. 10.0.0.50/24")
     gw: str | None = None
-
-    @field_validator("bridge")
-    @classmethod
-    def _bridge(cls, v: str) -> str:
-        if not v.isalnum():
-            raise ValueError(f"not a bridge name: {v!r}")
-        return v
 
     @field_validator("ip")
     @classmethod
     def _ip(cls, v: str) -> str:
         if v in ("dhcp", "manual"):
             return v
-        addr, _, prefix = v.partition("/")
-        if not validate.IPV4_RE.match(addr) or not prefix.isdigit() or not 0 < int(prefix) <= 32:
-            raise ValueError(f"not dhcp or an IPv4 CIDR: {v!r}")
-        return v
+        return validate.ipv4_cidr(v)
 
     @field_validator("gw")
     @classmethod
     def _gw(cls, v: str | None) -> str | None:
-        if v is not None and not validate.IPV4_RE.match(v):
-            raise ValueError(f"not an IPv4 gateway: {v!r}")
-        return v
+        return None if v is None else validate.ipv4(v)
 
     def property_string(self) -> str:
         parts = ["name=eth0", f"bridge={self.bridge}", f"ip={self.ip}"]
@@ -60,14 +48,14 @@ class Net(Params):
 
 
 class CreateParams(Params):
-    vmid: int | None = Field(None, description="Container id; default: the playbook target's container.")
+    vmid: validate.Vmid | None = Field(None, description="Container id; default: the playbook target's container.")
     template: str = Field("local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
                           description="Template volume id (storage:vztmpl/file).")
     download_template: bool = Field(False, description="Download the template via aplinfo when missing.")
     hostname: validate.HostName = "gpu-ct"
     cores: int = Field(8, ge=1, le=8192)
-    memory: int = Field(65536, ge=16, description="MiB")
-    swap: int = Field(0, ge=0, description="MiB")
+    memory: int = Field(65536, ge=16, le=validate.MAX_MEMORY_MIB, description="MiB")
+    swap: int = Field(0, ge=0, le=validate.MAX_MEMORY_MIB, description="MiB")
     rootfs_storage: validate.StorageId = "local-lvm"
     rootfs_size_gb: int = Field(64, ge=1, le=65536)
     net: Net = Net()
@@ -80,7 +68,7 @@ class CreateParams(Params):
     @classmethod
     def _template(cls, v: str) -> str:
         storage, sep, rest = v.partition(":")
-        if not sep or not rest.startswith("vztmpl/") or "/" in rest[7:] or not rest[7:]:
+        if not sep or not rest.startswith("vztmpl/") or not validate.TEMPLATE_FILE_RE.fullmatch(rest[7:]):
             raise ValueError(f"template must look like local:vztmpl/<file>, got {v!r}")
         validate.storage(storage)
         return v
@@ -129,6 +117,15 @@ def _existing_comparable(config: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def public_key(path: str) -> str:
+    """The key lines of `ssh_public_key_file`: a public key only (a private key or /dev/zero is refused)."""
+    try:
+        return secrets.read_public_key(path)
+    except secrets.SecretError as exc:
+        raise StepFailed(f"ssh_public_key_file: {exc}", fix="point ssh_public_key_file at a .pub file",
+                         exit_code=2) from None
+
+
 def target_vmid(ctx: StepContext, vmid: int | None) -> int:
     if vmid is not None:
         if ctx.playbook.target.container not in (None, vmid):
@@ -167,6 +164,8 @@ class LxcCreate(StepKind[CreateParams]):
     Params = CreateParams
 
     async def check(self, ctx: StepContext) -> Plan:
+        if self.params.ssh_public_key_file:
+            public_key(self.params.ssh_public_key_file)  # refuse a private key before planning anything
         vmid = await choose_vmid(ctx, self.params.vmid)
         existing = await container_exists(ctx, vmid)
         if existing is not None:
@@ -210,9 +209,7 @@ class LxcCreate(StepKind[CreateParams]):
             await call(ctx, "download template", client.wait_task, node, upid, 1800)
         params = self.params.api_params(vmid)
         if self.params.ssh_public_key_file:
-            from pathlib import Path
-
-            params["ssh-public-keys"] = Path(self.params.ssh_public_key_file).expanduser().read_text().strip()
+            params["ssh-public-keys"] = public_key(self.params.ssh_public_key_file)
         yield ctx.info(f"creating CT {vmid}")
         upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, params)
         yield ctx.info(f"task {upid}")
@@ -238,7 +235,8 @@ class LxcCreate(StepKind[CreateParams]):
 
 class PassthroughParams(Params):
     mode: Literal["auto", "dev", "raw"] = Field("auto", description="dev: PVE ≥ 8.1 devN entries; raw: lxc.* lines")
-    gpus: Literal["all"] | list[int] = Field("all", description="'all' or a list of GPU indices")
+    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]] = Field(
+        "all", description="'all' or a list of GPU indices")
     modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
     caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")

@@ -50,9 +50,9 @@ _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
 
 class ResolveParams(Params):
     torch: str | None = Field("==2.11.0", description="PEP 440 specifier for torch (None: newest that works)")
-    python: str = Field("3.12", pattern=r"^3\.\d{1,2}$")
+    python: str = Field("3.12", pattern=r"^3\.[0-9]{1,2}$")
     prefer: str = Field("lowest-cuda", pattern=r"^(lowest-cuda|newest-cuda)$")
-    variant: str | None = Field(None, pattern=r"^(cu\d{3}|cpu)$", description="Override the resolver's choice")
+    variant: str | None = Field(None, pattern=r"^(cu[0-9]{3}|cpu)$", description="Override the resolver's choice")
 
 
 def _gpus_for_resolve(ctx: StepContext, inv: dict[str, Any]) -> list[dict[str, Any]]:
@@ -180,7 +180,7 @@ class TorchResolve(StepKind[ResolveParams]):
 
 class VenvParams(Params):
     path: str = Field("/opt/torch-venv", description="Absolute path of the venv in the container")
-    python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="default: torch.resolve's Python, else 3.12")
+    python: str | None = Field(None, pattern=r"^3\.[0-9]{1,2}$", description="default: torch.resolve's Python, else 3.12")
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
@@ -193,15 +193,12 @@ class VenvParams(Params):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        validate.abs_path(v)
-        if v.rstrip("/") in ("", "/usr", "/opt", "/root", "/etc", "/var", "/home", "/tmp", "/bin", "/lib", "/srv"):
-            raise ValueError(f"refusing a system directory as venv path: {v!r}")
-        return v.rstrip("/")
+        return validate.deletable_path(v)  # normalised first: `/./opt`, `//etc` are the system dirs they name
 
     @field_validator("uv_dir")
     @classmethod
     def _uv_dir(cls, v: str) -> str:
-        return validate.abs_path(v).rstrip("/")
+        return validate.abs_path(v)
 
     @field_validator("extra_packages")
     @classmethod
