@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from provisioner import secrets, validate
-from provisioner.steps.lxc import CreateParams, PassthroughParams, public_key
 from provisioner.steps.base import StepFailed
+from provisioner.steps.lxc import CreateParams, PassthroughParams, public_key
 from provisioner.steps.torch_steps import VenvParams
 from tests.support.require import require
 
