@@ -11,6 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from provisioner import interrupts
 from provisioner.events import Bus
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load
@@ -52,8 +53,10 @@ async def run_playbook(
     host = host_label(playbook.target)
     bus.emit(start_event(run_id, playbook_path, mode, [host]))
     node = node_transport(playbook.target, bus, trust_new_host=trust_new_host)
-    result = await run_host(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory(playbook.target),
-                            lab=lab, recorder=recorder, shared=lab_shared() if lab else None)
+    with interrupts.cancel_on_signals():  # SIGINT/SIGTERM: the step is interrupted, the recap still comes
+        result = await run_host(playbook, bus, node, mode=mode, host=host,
+                                pve_factory=pve_factory(playbook.target), lab=lab, recorder=recorder,
+                                shared=lab_shared() if lab else None)
     results = [result]
     bus.emit(finish_event(run_id, results))
     runlog.close()

@@ -12,12 +12,14 @@ from provisioner import quoting, secrets, validate
 from provisioner.events import Event
 from provisioner.facts import catalog, nvidia
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
+from provisioner.steps import ownership
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.node import gather_inventory
 from provisioner.steps.pve_ops import call, node_name
+from provisioner.steps.task_wait import wait_task
 
-OWNER_TAG = "gpu-provisioner"
+OWNER_TAG = ownership.OWNER_TAG
 BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit
 
 
@@ -63,6 +65,9 @@ class CreateParams(Params):
     nesting: bool = True
     ssh_public_key_file: str | None = Field(None, description="Public key installed for root in the container.")
     onboot: bool = False
+    task_timeout_s: int = Field(900, ge=5, le=86400,
+                                description="How long to wait for PVE's create task (progress is shown meanwhile)")
+    download_timeout_s: int = Field(1800, ge=5, le=86400, description="How long to wait for a template download")
 
     @field_validator("template")
     @classmethod
@@ -93,28 +98,11 @@ class CreateParams(Params):
 
     def comparable(self) -> dict[str, str]:
         """The settings an existing container must have for this step to call it 'the same'."""
-        return {
-            "hostname": self.hostname,
-            "cores": str(self.cores),
-            "memory": str(self.memory),
-            "swap": str(self.swap),
-            "unprivileged": "1" if self.unprivileged else "0",
-            "net0.bridge": self.net.bridge,
-            "net0.ip": self.net.ip,
-        }
+        return ownership.spec_of_params(self)
 
 
 def _existing_comparable(config: dict[str, Any]) -> dict[str, str]:
-    net = parse_property_string(str(config.get("net0", "")))
-    return {
-        "hostname": str(config.get("hostname", "")),
-        "cores": str(config.get("cores", "")),
-        "memory": str(config.get("memory", "512")),
-        "swap": str(config.get("swap", "512")),
-        "unprivileged": str(config.get("unprivileged", "0")),
-        "net0.bridge": net.get("bridge", ""),
-        "net0.ip": net.get("ip", ""),
-    }
+    return ownership.spec_of_config(config)
 
 
 def public_key(path: str) -> str:
@@ -168,20 +156,44 @@ class LxcCreate(StepKind[CreateParams]):
             public_key(self.params.ssh_public_key_file)  # refuse a private key before planning anything
         vmid = await choose_vmid(ctx, self.params.vmid)
         existing = await container_exists(ctx, vmid)
-        if existing is not None:
-            want = self.params.comparable()
-            have = _existing_comparable(existing)
-            diff = [f"{k}: existing {have[k]!r}, playbook {want[k]!r}" for k in want if have[k] != want[k]]
-            if diff:
-                foreign = have["hostname"] != want["hostname"]
+        ctx.shared.pop("create_resume", None)
+        changes: list[str] = []
+        if existing is not None and ownership.is_half_created(existing):
+            half = await ownership.half_created(ctx, vmid, self.params.hostname)
+            if half is None:
                 raise StepFailed(
-                    f"CT {vmid} already exists on {node_name(ctx)} with a different "
-                    f"{'hostname (not ours)' if foreign else 'spec'}; it is left untouched:\n  " + "\n  ".join(diff),
+                    f"CT {vmid} on {node_name(ctx)} is being created by someone else (lock: create, no marker of "
+                    f"gpu-provisioner in {ownership.MARKER_DIR}); it is left untouched",
+                    fix=f"choose another container id, or finish/remove CT {vmid} on the node", exit_code=1)
+            if half.task == "ok":
+                existing = await container_exists(ctx, vmid)  # the worker finished since: compare it below
+            elif half.task == "running":
+                ctx.shared["create_resume"] = half
+                return Plan(changes=[f"wait for {half.describe()} (CT {vmid} half-created by an earlier run), "
+                                     f"up to {self.params.task_timeout_s} s"])
+            else:
+                ctx.shared["create_resume"] = half
+                changes.append(f"remove our half-created CT {vmid} ({half.describe()}) and create it again")
+                existing = None
+        if existing is not None and ownership.is_half_created(existing):
+            raise StepFailed(f"CT {vmid} is still locked (lock: create) although its create task finished",
+                             fix=f"check CT {vmid} on the node (`pct config {vmid}`); `pct unlock {vmid}` if it "
+                                 "is complete, then replay", exit_code=1)
+        if existing is not None:
+            diff = ownership.differences(self.params, existing)
+            ours = ownership.is_ours(existing)
+            if not ours or diff:
+                why = ("is not tagged " + repr(ownership.OWNER_TAG) + " (not created by gpu-provisioner)"
+                       if not ours else "has a different spec")
+                lines = ([f"tags: existing {existing.get('tags', '')!r}, ours {ownership.OWNER_TAG!r}"]
+                         if not ours else []) + diff
+                raise StepFailed(
+                    f"CT {vmid} already exists on {node_name(ctx)} and {why}; it is left untouched:\n  "
+                    + "\n  ".join(lines),
                     fix=f"choose another container id in the playbook, or align the playbook with CT {vmid}",
                     exit_code=1)
             ctx.shared["ct_created"] = False
-            return Plan.no_change(f"CT {vmid} ({have['hostname']}) exists with the same spec")
-        changes = []
+            return Plan.no_change(f"CT {vmid} ({existing.get('hostname')}) is ours and has the same spec")
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", ctx.pve().storage_content, storage, "vztmpl", node_name(ctx))
         if not any(item.get("volid") == self.params.template for item in content):
@@ -200,20 +212,36 @@ class LxcCreate(StepKind[CreateParams]):
         vmid = target_vmid(ctx, self.params.vmid)
         client = ctx.pve()
         node = node_name(ctx)
+        half = ctx.shared.pop("create_resume", None)
+        if isinstance(half, ownership.HalfCreated):
+            if half.task == "running" and half.upid:
+                yield ctx.info(f"CT {vmid}: {half.describe()}; waiting for it")
+                await wait_task(ctx, f"create CT {vmid}", half.upid, self.params.task_timeout_s)
+                await ownership.clear_marker(ctx, vmid)
+                ctx.shared["ct_created"] = True
+                return
+            yield ctx.info(f"CT {vmid}: {half.describe()}; removing the empty container to create it again")
+            await ctx.node.run(["pct", "unlock", str(vmid)], timeout=60, check=True)
+            upid = await call(ctx, f"remove half-created CT {vmid}", client.delete_ct, vmid, node, True)
+            await wait_task(ctx, f"remove half-created CT {vmid}", upid, self.params.task_timeout_s)
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", client.storage_content, storage, "vztmpl", node)
         if not any(item.get("volid") == self.params.template for item in content):
             yield ctx.info(f"downloading template {volume} via aplinfo")
             upid = await call(ctx, "download template", client.download_template, storage,
                               volume.removeprefix("vztmpl/"), node)
-            await call(ctx, "download template", client.wait_task, node, upid, 1800)
+            await wait_task(ctx, "download template", upid, self.params.download_timeout_s)
         params = self.params.api_params(vmid)
         if self.params.ssh_public_key_file:
             params["ssh-public-keys"] = public_key(self.params.ssh_public_key_file)
+        # The marker goes first: should PVE's answer never come, a replay still knows the CT is ours.
+        await ownership.write_marker(ctx, vmid, self.params.hostname)
         yield ctx.info(f"creating CT {vmid}")
         upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, params)
+        await ownership.write_marker(ctx, vmid, self.params.hostname, upid)
         yield ctx.info(f"task {upid}")
-        await call(ctx, f"create CT {vmid}", client.wait_task, node, upid, 900)
+        await wait_task(ctx, f"create CT {vmid}", upid, self.params.task_timeout_s)
+        await ownership.clear_marker(ctx, vmid)
         ctx.shared["ct_created"] = True
 
     async def verify(self, ctx: StepContext) -> None:
@@ -221,11 +249,13 @@ class LxcCreate(StepKind[CreateParams]):
         existing = await container_exists(ctx, vmid)
         if existing is None:
             raise StepFailed(f"CT {vmid} does not exist after creation")
-        have = _existing_comparable(existing)
-        want = self.params.comparable()
-        bad = [k for k in want if have[k] != want[k]]
+        bad = ownership.differences(self.params, existing)
+        if not ownership.is_ours(existing):
+            bad.insert(0, f"tags {existing.get('tags', '')!r} lack {ownership.OWNER_TAG!r}")
+        if ownership.is_half_created(existing):
+            bad.insert(0, "still locked (lock: create)")
         if bad:
-            raise StepFailed(f"CT {vmid} was created but differs in {', '.join(bad)}")
+            raise StepFailed(f"CT {vmid} was created but differs: " + "; ".join(bad))
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         return {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
@@ -426,7 +456,7 @@ class LxcStart(StepKind[StartParams]):
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         client = ctx.pve()
         upid = await call(ctx, f"start CT {ctx.vmid}", client.start_ct, ctx.vmid, node_name(ctx))
-        await call(ctx, f"start CT {ctx.vmid}", client.wait_task, node_name(ctx), upid, self.params.timeout_s)
+        await wait_task(ctx, f"start CT {ctx.vmid}", upid, self.params.timeout_s)
         yield ctx.info(f"CT {ctx.vmid} started")
 
     async def verify(self, ctx: StepContext) -> None:
