@@ -2,15 +2,17 @@
 
 A lock in the controller's state dir only separates runs that share that state dir and spell the
 host the same way (`127.0.0.1` and `localhost` ran at once). This one lives on the node:
-`flock(1)` on `/etc/gpu-provisioner/locks/<vmid>.lock`, held by a process whose stdin is our SSH
-channel. When the run ends we close the channel; when the controller dies (SIGKILL, lost
-network) sshd closes it — either way `cat` sees EOF, exits, and the kernel drops the lock. No
-stale lock survives its holder, and the holder's description is kept beside it for the message
-the next controller shows.
+`flock(1)` on `/run/lock/gpu-provisioner/ct-<vmid>.lock` (where PVE keeps its own
+`/run/lock/lxc/pve-config-<vmid>.lock`), held by a process whose stdin is our SSH channel. When
+the run ends we close the channel; when the controller dies (SIGKILL, lost network) sshd closes
+it — either way `cat` sees EOF, exits, and the kernel drops the lock. No stale lock survives its
+holder, and the holder's description is kept beside it for the message the next controller shows.
 
-The directory is the one our config backups use (`/etc/gpu-provisioner`): local to the node on
-real Proxmox VE (not the cluster file system /etc/pve), inside the lab's /etc overlay in the lab.
-Only `replay` (apply) takes it; `plan` changes nothing and takes no lock.
+LAB: the lab node's /run is the machine's, and its /etc an overlay mounted afresh for every
+command (a flock there would not be seen by the next command), so in the lab the directory is
+`<lab root>/run/lock/gpu-provisioner` (`lab_shared()["lab_node_lock_dir"]`), the same for every
+command of that lab and private to it. The mechanism (flock held over the SSH channel) is the same.
+Only `replay` (apply) takes the lock; `plan` changes nothing and takes no lock.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from provisioner.transport.base import Transport, TransportError
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTransport
 
-LOCK_DIR = "/etc/gpu-provisioner/locks"
+LOCK_DIR = "/run/lock/gpu-provisioner"
 BUSY_EXIT = 75  # EX_TEMPFAIL
 _ACQUIRE_TIMEOUT_S = 60.0
 
@@ -44,13 +46,13 @@ def holder_description(host_label: str) -> str:
     return f"controller {socket.gethostname()} pid {os.getpid()} (target {host_label}) since {stamp}"
 
 
-def lock_script(name: str, holder: str) -> str:
+def lock_script(name: str, holder: str, lock_dir: str = LOCK_DIR) -> str:
     """Shell run on the node: take the lock or say who has it; then hold it until stdin closes."""
-    lock = f"{LOCK_DIR}/{name}.lock"
+    lock = f"{lock_dir}/{name}.lock"
     owner = f"{lock}.owner"
     q = quoting.join
     return quoting.script(
-        f"mkdir -p {q([LOCK_DIR])} || exit 71",
+        f"mkdir -p {q([lock_dir])} || exit 71",
         "command -v flock >/dev/null 2>&1 || { echo 'NOFLOCK'; exit 69; }",
         f"exec 9>>{q([lock])} || exit 71",
         f"if ! flock -n 9; then echo \"BUSY $(head -c 400 {q([owner])} 2>/dev/null)\"; exit {BUSY_EXIT}; fi",
@@ -63,8 +65,9 @@ def lock_script(name: str, holder: str) -> str:
 class NodeLock:
     """`await lock.acquire()` raises StepFailed naming the holder when another controller has it."""
 
-    def __init__(self, node: Transport, vmid: int | None, host_label: str) -> None:
+    def __init__(self, node: Transport, vmid: int | None, host_label: str, lock_dir: str = LOCK_DIR) -> None:
         self.node = node
+        self.lock_dir = lock_dir
         self.name = lock_name(vmid)
         self.vmid = vmid
         self.host_label = host_label
@@ -73,12 +76,12 @@ class NodeLock:
         self.held = False
 
     async def acquire(self) -> None:
-        script = lock_script(self.name, holder_description(self.host_label))
+        script = lock_script(self.name, holder_description(self.host_label), self.lock_dir)
         try:
             first = await asyncio.wait_for(self._start(script), _ACQUIRE_TIMEOUT_S)
         except TimeoutError:
             await self.release()
-            raise StepFailed(f"could not take the node lock {LOCK_DIR}/{self.name}.lock within "
+            raise StepFailed(f"could not take the node lock {self.lock_dir}/{self.name}.lock within "
                              f"{_ACQUIRE_TIMEOUT_S:g} s", exit_code=4) from None
         if first == "LOCKED":
             self.held = True
@@ -88,13 +91,13 @@ class NodeLock:
         if first.startswith("BUSY"):
             holder = first[4:].strip() or "an unknown controller"
             raise StepFailed(f"another controller is provisioning {what} on this node: {holder}",
-                             fix=f"wait for that run to finish; the lock ({LOCK_DIR}/{self.name}.lock on the node) "
+                             fix=f"wait for that run to finish; the lock ({self.lock_dir}/{self.name}.lock on the node) "
                                  "is released as soon as its controller ends or loses the connection",
                              exit_code=1)
         if first == "NOFLOCK":
             raise StepFailed("the node has no flock(1) to take the node lock (util-linux)",
                              fix="install util-linux on the node", exit_code=1)
-        raise StepFailed(f"could not take the node lock {LOCK_DIR}/{self.name}.lock: {first or 'no answer'}",
+        raise StepFailed(f"could not take the node lock {self.lock_dir}/{self.name}.lock: {first or 'no answer'}",
                          exit_code=1)
 
     async def _start(self, script: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from provisioner import interrupts
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.facts.base import FactUnavailable
-from provisioner.node_lock import NodeLock
+from provisioner.node_lock import LOCK_DIR, NodeLock
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
@@ -104,7 +104,8 @@ async def run_host(
     failed = False
     # plan changes nothing: it takes no lock, so a plan during a replay works.
     local_lock = container_lock(host, playbook.target.container) if mode == "apply" else contextlib.nullcontext()
-    lock = NodeLock(node, playbook.target.container, host) if mode == "apply" else None
+    lock = NodeLock(node, playbook.target.container, host, str(ctx.shared.get("lab_node_lock_dir") or LOCK_DIR)) \
+        if mode == "apply" else None
     index = -1
     try:
         with local_lock:

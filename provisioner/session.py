@@ -80,7 +80,9 @@ def lab_shared(root: Path | None = None) -> dict[str, Any]:
         mirror = mirror.rstrip("/") + "/XFree86"  # the layout of download.nvidia.com
     return {"lab_index_url": conn.get("index_url"), "lab_driver_mirror": mirror,
             "lab_torch_python": _torch_python(),
-            "lab_pypi_url": conn.get("pypi_url")}
+            "lab_pypi_url": conn.get("pypi_url"),
+            # LAB: node-side locks in the lab's own root (see provisioner/node_lock.py)
+            "lab_node_lock_dir": f"{conn['root']}/run/lock/gpu-provisioner" if conn.get("root") else None}
 
 
 def _torch_python() -> str | None:
