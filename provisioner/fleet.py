@@ -23,12 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.events import Bus, Message
 from provisioner.paths import state_dir
-from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings
+from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings, read_yaml
 from provisioner.runlog import Recorder
 from provisioner.runner import HostResult, run_host
 from provisioner.session import lab_shared, node_transport, point_at_lab, pve_factory
@@ -56,11 +55,9 @@ class Inventory(BaseModel):
 
 def load_inventory(path: str | Path) -> Inventory:
     p = Path(path)
+    _, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
     try:
-        data = yaml.safe_load(p.read_text())
         inv = Inventory.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
-        raise PlaybookError([f"{p}: cannot read inventory: {exc}"]) from None
     except ValidationError as exc:
         raise PlaybookError([f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
     labels = [h.label for h in inv.hosts]

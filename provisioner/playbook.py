@@ -286,10 +286,9 @@ def _bad_scalar_line(root: yaml.Node) -> int:
     return int(root.start_mark.line) + 1
 
 
-def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
-    """Parse and validate a playbook; raise PlaybookError naming file:line and field (never anything else)."""
-    from provisioner.steps.base import STEP_KINDS, load_step_kinds
-
+def parse_yaml(text: str | bytes, filename: str) -> tuple[yaml.Node, Any]:
+    """Bounded, strict YAML: (the node tree for line numbers, the data). Raises PlaybookError naming
+    file:line for anything malformed or too large (used for playbooks and fleet inventories)."""
     if isinstance(text, bytes):
         text = _decode(text, filename)
     elif len(text) > MAX_BYTES:  # characters, not bytes: a cheap first bound before encoding
@@ -306,10 +305,10 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     except RecursionError:
         raise _problem(filename, 1, "nesting too deep; refusing to load it") from None
     if root is None:
-        raise _problem(filename, 1, "a playbook is a mapping with schema_version, target and steps (file is empty)")
-    problems = _duplicate_keys(root, filename)
-    if problems:
-        raise PlaybookError(problems)
+        raise _problem(filename, 1, "file is empty (a playbook is a mapping with schema_version, target and steps)")
+    duplicates = _duplicate_keys(root, filename)
+    if duplicates:
+        raise PlaybookError(duplicates)
     try:
         data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
@@ -317,6 +316,37 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     except Exception as exc:  # e.g. datetime's ValueError for an implicit timestamp 2024-13-45
         raise _problem(filename, _bad_scalar_line(root),
                        f"cannot read a value: {_printable(str(exc))}") from None
+    return root, data
+
+
+def read_yaml(path: str | Path) -> tuple[yaml.Node, Any]:
+    """`parse_yaml` of a file: a regular file of at most MAX_BYTES (a FIFO or /dev/zero is refused)."""
+    p = Path(path)
+    return parse_yaml(_read_bounded(p), str(p))
+
+
+def _read_bounded(p: Path) -> bytes:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PlaybookError([f"{p}:1: not a regular file; refusing to read it"])
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+
+
+def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
+    """Parse and validate a playbook; raise PlaybookError naming file:line and field (never anything else)."""
+    from provisioner.steps.base import STEP_KINDS, load_step_kinds
+
+    root, data = parse_yaml(text, filename)
+    problems: list[str] = []
     if not isinstance(data, dict):
         raise _problem(filename, int(root.start_mark.line) + 1,
                        "a playbook is a mapping with schema_version, target and steps")
@@ -371,20 +401,7 @@ def _validation_problems(exc: ValidationError, root: yaml.Node, filename: str,
 def load(path: str | Path) -> Playbook:
     """Read a playbook file: a regular file of at most MAX_BYTES (a FIFO or /dev/zero is refused)."""
     p = Path(path)
-    try:
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PlaybookError([f"{p}:1: not a regular file; refusing to read it"])
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            raw = fh.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
-    finally:
-        os.close(fd)
-    return loads(_decode(raw, str(p)), str(p))
+    return loads(_read_bounded(p), str(p))
 
 
 def dumps(playbook: Playbook) -> str:

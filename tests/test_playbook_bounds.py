@@ -204,3 +204,18 @@ def test_fuzz_structured_playbooks(target: object, steps: list[object]) -> None:
     doc["target"] = {"host": "10.0.0.1", "container": 200}
     doc["steps"] = [{"kind": "lxc.create", "params": s} if isinstance(s, dict) else s for s in steps]
     _check(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("hosts:\n" + _laughs(9).replace("l0:", "  - l0:").replace("\nl", "\n    l"), "expands to more than"),
+    ("hosts:\n  - host: a\n    host: b\n", "duplicate key 'host'"),
+    ("hosts: " + "[" * 100 + "]" * 100 + "\n", "nesting"),
+])
+def test_fleet_inventory_is_loaded_with_the_same_bounds(tmp_path: Path, text: str, needle: str) -> None:
+    from provisioner.fleet import load_inventory
+
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text(text)
+    with pytest.raises(PlaybookError) as info:
+        load_inventory(inv)
+    assert needle in str(info.value) and f"{inv}:" in str(info.value)
