@@ -165,7 +165,7 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
     assert create["status"] == "failed", create
     assert "did not finish within 12 s" in create["message"], create["message"]
     assert "someone else" not in create["message"] and "not ours" not in create["message"]
-    assert any(e["kind"] == "plan.ready" and any("wait for our create task" in c for c in e["changes"])
+    assert any(e["kind"] == "step.plan" and any("wait for our create task" in c for c in e["changes"])
                for e in events), "the half-created CT was not recognised as ours"
     progress = [e for e in events if e["kind"] == "progress" and "create CT 200" in e["task"]]
     assert progress and progress[-1]["total"] == 12 and progress[-1]["unit"] == "s", progress
