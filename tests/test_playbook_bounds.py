@@ -66,6 +66,21 @@ RED_TEAM: list[tuple[str, str | bytes, int, str]] = [
     ("cores: true", BASE + "  - kind: lxc.create\n    params:\n      cores: true\n", 9, "steps[1].params.cores"),
     ("memory 1e30", BASE + "  - kind: lxc.create\n    params:\n      memory: 1e30\n", 9, "steps[1].params.memory"),
     ("vmid as a string", BASE.replace("container: 200", "container: '200'"), 4, "target.container"),
+    ("venv /./opt with recreate", BASE + "  - kind: venv.build\n    params:\n      path: /./opt\n      recreate: true\n",
+     9, "refusing a system directory"),
+    ("venv //etc", BASE + "  - kind: venv.build\n    params:\n      path: //etc\n", 9, "refusing a system directory"),
+    ("venv under /root/.ssh", BASE + "  - kind: venv.build\n    params:\n      path: /root/.ssh/v\n", 9,
+     "refusing a system directory"),
+    ("venv path with a trailing newline", BASE + "  - kind: venv.build\n    params:\n      path: \"/opt/torch-venv2\\n\"\n",
+     9, "steps[1].params.path"),
+    ("vmid below range", BASE + "  - kind: lxc.create\n    params:\n      vmid: 99\n", 9, "vmid must be between"),
+    ("vmid above range", BASE.replace("container: 200", "container: 1000000000"), 4, "vmid must be between"),
+    ("unicode digits in a bridge", BASE + "  - kind: lxc.create\n    params:\n      net: {bridge: \"vmbr\u0661\"}\n", 9,
+     "steps[1].params.net.bridge"),
+    ("negative GPU index", BASE + "  - kind: lxc.gpu_passthrough\n    params:\n      gpus: [-1]\n", 9,
+     "steps[1].params.gpus"),
+    ("secret ref with a trailing newline", BASE.replace("  container: 200\n",
+     "  container: 200\n  api:\n    password: \"env:PVE\\n\"\n"), 6, "literal secret refused"),
 ]
 
 
