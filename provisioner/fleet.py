@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from provisioner import interrupts
 from provisioner.events import Bus, Message
 from provisioner.paths import state_dir
 from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings, read_yaml
@@ -110,6 +111,21 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
         return r
 
     async def one(entry: InventoryHost) -> HostResult:
+        try:
+            return await one_host(entry)
+        except asyncio.CancelledError:  # SIGINT/SIGTERM before this host started: it is skipped
+            if interrupts.received() is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            r = HostResult(host=entry.label)
+            r.counts["skipped"] = len(playbook.steps)
+            r.error = f"not started: interrupted by {interrupts.name()}"
+            r.exit_code = interrupts.exit_code() or 1
+            return r
+
+    async def one_host(entry: InventoryHost) -> HostResult:
         async with sem:
             try:
                 pb, shared = playbook_for(playbook, entry)
@@ -124,7 +140,9 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
             except Exception as exc:  # one host's crash must not take the fleet down
                 return failed(entry, f"{type(exc).__name__}: {exc}")
 
-    return list(await asyncio.gather(*(one(e) for e in entries)))
+    tasks = [asyncio.create_task(one(e)) for e in entries]
+    with interrupts.cancel_on_signals(tasks=tasks):  # each host records its interruption; the recap still comes
+        return list(await asyncio.gather(*tasks))
 
 
 def write_report(path: Path, results: list[HostResult], started: float) -> dict[str, Any]:

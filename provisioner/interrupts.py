@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 _received: list[int] = []
 
@@ -32,10 +33,11 @@ def name() -> str:
 
 
 @contextlib.contextmanager
-def cancel_on_signals(task: asyncio.Task[object] | None = None,
+def cancel_on_signals(task: asyncio.Task[Any] | None = None, *, tasks: Sequence[asyncio.Task[Any]] = (),
                       signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
-    """While the block runs, SIGINT/SIGTERM cancel `task` (default: the current task) once; a second
-    signal falls back to the default action (a user pressing Ctrl-C twice means it)."""
+    """While the block runs, SIGINT/SIGTERM cancel `task` (default: the current task) once — or, when
+    `tasks` are given, those (a fleet: each host's run records its own interruption and the gathering
+    task collects the results). A second signal falls back to the default action."""
     loop = asyncio.get_running_loop()
     target = task or asyncio.current_task()
     installed: list[int] = []
@@ -44,8 +46,12 @@ def cancel_on_signals(task: asyncio.Task[object] | None = None,
         _received.append(sig)
         with contextlib.suppress(Exception):
             loop.remove_signal_handler(sig)
-        if target is not None:
-            target.cancel(f"interrupted by {signal.Signals(sig).name}")
+        why = f"interrupted by {signal.Signals(sig).name}"
+        if tasks:
+            for other in tasks:
+                other.cancel(why)
+        elif target is not None:
+            target.cancel(why)
 
     for sig in signals:
         try:

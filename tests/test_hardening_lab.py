@@ -53,13 +53,14 @@ def _playbook(dest: Path, **create: Any) -> Path:
 class Proc:
     """`provisioner replay|plan PLAYBOOK --lab --json` in the background, its run log read as it grows."""
 
-    def __init__(self, run: LabRun, verb: str, playbook: Path, state_dir: Path | None = None) -> None:
+    def __init__(self, run: LabRun, verb: str, playbook: Path, state_dir: Path | None = None,
+                 extra: tuple[str, ...] = ("--lab",)) -> None:
         env = run.env()
         if state_dir is not None:
             env["PROVISIONER_STATE_DIR"] = str(state_dir)
         self.runs = Path(env["PROVISIONER_STATE_DIR"]) / "runs"
         self.before = set(self.runs.glob("*.jsonl")) if self.runs.is_dir() else set()
-        self.proc = subprocess.Popen([sys.executable, "-m", "provisioner", verb, str(playbook), "--lab", "--json"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "provisioner", verb, str(playbook), *extra, "--json"],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         self.stdout = self.stderr = ""
 
@@ -273,3 +274,35 @@ def test_tls_refusal_exits_4_with_a_clear_message(run: LabRun, tmp_path: Path) -
     assert "refusing the Proxmox API: TLS certificate of https://" in res.stderr, res.stderr[-3000:]
     assert "internal error" not in res.stderr and "Traceback" not in res.stderr
     assert "fix: set target.api.ca_file" in res.stderr
+
+
+def test_sigint_during_a_fleet_run_still_gives_the_fleet_recap(run: LabRun, tmp_path: Path) -> None:
+    """Two hosts, one at a time: the first waits on a stuck create task, the second has not started."""
+    pb = _playbook(tmp_path / "pb.yaml", task_timeout_s=600)
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"hosts": [
+        {"name": "first", "lab_root": str(run.root), "container": 210},
+        {"name": "second", "lab_root": str(run.root), "container": 211}]}))
+    run.set_scenarios("api-timeout")
+    state = run.state()
+    try:
+        fleet = Proc(run, "replay", pb, extra=("--inventory", str(inventory), "--parallel", "1"))
+        fleet.wait_for("the create request", waiting_on_create)
+        fleet.proc.send_signal(signal.SIGINT)
+        assert fleet.finish() == 130, fleet.stderr[-3000:]
+        events = read_run_log(fleet.log())  # type: ignore[arg-type]
+        assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "failed"
+        assert events[-1]["recap"]["first"]["failed"] == 1
+        assert events[-1]["recap"]["second"]["skipped"] == len(yaml.safe_load(pb.read_text())["steps"])
+        assert any(e["kind"] == "step.finished" and e["host"] == "first" and e["status"] == "interrupted"
+                   for e in events)
+        assert fleet.recap()["status"] == "failed"
+        assert not state.has_ct(211)
+    finally:
+        run.set_scenarios()
+        for task in state.list_tasks():
+            if task.status == "running":
+                state.finish_task(task.upid, "interrupted by signal")
+        for vmid in (210, 211):
+            if state.has_ct(vmid):
+                state.delete_ct(vmid)

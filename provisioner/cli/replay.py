@@ -8,6 +8,7 @@ import time
 import click
 from rich.console import Console
 
+from provisioner import interrupts
 from provisioner.cli.common import common_run, echo_json, load_or_exit
 from provisioner.events import Bus
 from provisioner.exitcodes import ExitCode
@@ -88,6 +89,8 @@ def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trus
     console.print(f"run log: {log.path}" + (f"\nfleet report: {rpath}" if mode == "apply" else ""), markup=False)
     if json_out:
         echo_json({"hosts": doc["hosts"], "status": doc["status"]})
+    if interrupts.received() is not None:
+        raise SystemExit(interrupts.exit_code())
     if doc["status"] != "ok":
         raise SystemExit(ExitCode.FAILED)
     if check and any(r.pending_changes for r in results):
