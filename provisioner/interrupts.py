@@ -41,6 +41,7 @@ def cancel_on_signals(task: asyncio.Task[Any] | None = None, *, tasks: Sequence[
     loop = asyncio.get_running_loop()
     target = task or asyncio.current_task()
     installed: list[int] = []
+    _received.clear()  # a signal of an earlier run in this process is not this run's
 
     def handle(sig: int) -> None:
         _received.append(sig)
