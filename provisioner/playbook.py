@@ -404,6 +404,33 @@ def load(path: str | Path) -> Playbook:
     return loads(_read_bounded(p), str(p))
 
 
+LOCAL_FILE_LIMITS = {"ssh.key_file": 1 << 20, "ssh.known_hosts": 64 << 20, "api.ca_file": 16 << 20}
+
+
+def local_file_problems(target: Target) -> list[str]:
+    """The files of this machine a target names (SSH key, known_hosts, CA) must be regular files of
+    sane size: `/dev/zero` or a FIFO would hang the run before its first step. A missing file is
+    left to the step that uses it (known_hosts is created on first trust)."""
+    problems = []
+    for field, path in (("ssh.key_file", target.ssh.key_file), ("ssh.known_hosts", target.ssh.known_hosts),
+                        ("api.ca_file", target.api.ca_file if target.api else None)):
+        if not path:
+            continue
+        p = Path(path).expanduser()
+        try:
+            info = os.stat(p)
+        except FileNotFoundError:  # reported where it is used (SSH, TLS), as before
+            continue
+        except OSError as exc:
+            problems.append(f"target.{field}: cannot read {p}: {exc.strerror}")
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            problems.append(f"target.{field}: {p} is not a regular file")
+        elif info.st_size > LOCAL_FILE_LIMITS[field]:
+            problems.append(f"target.{field}: {p} is larger than {LOCAL_FILE_LIMITS[field] >> 20} MiB")
+    return problems
+
+
 def dumps(playbook: Playbook) -> str:
     """YAML text of a playbook in the canonical layout (what the recorder writes)."""
     data = playbook.model_dump(mode="json", exclude_none=True)

@@ -234,3 +234,23 @@ def test_fleet_inventory_is_loaded_with_the_same_bounds(tmp_path: Path, text: st
     with pytest.raises(PlaybookError) as info:
         load_inventory(inv)
     assert needle in str(info.value) and f"{inv}:" in str(info.value)
+
+
+@pytest.mark.parametrize(("field", "value", "needle"), [
+    ("key_file", "/dev/zero", "target.ssh.key_file: /dev/zero is not a regular file"),
+    ("known_hosts", "/dev/zero", "target.ssh.known_hosts: /dev/zero is not a regular file"),
+    ("key_file", "/dev/null", "target.ssh.key_file: /dev/null is not a regular file"),
+    ("ca_file", "/dev/zero", "target.api.ca_file: /dev/zero is not a regular file"),
+])
+def test_cli_refuses_target_files_that_would_hang_the_run(tmp_path: Path, field: str, value: str,
+                                                          needle: str) -> None:
+    where = "    " + field + ": " + value + "\n"
+    text = BASE.replace("  container: 200\n", "  container: 200\n" + (
+        "  api:\n    password: env:X\n" + where if field == "ca_file" else "  ssh:\n" + where))
+    pb = tmp_path / "pb.yaml"
+    pb.write_text(text)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PROVISIONER_STATE_DIR": str(tmp_path / "st")}
+    proc = subprocess.run([sys.executable, "-m", "provisioner", "plan", str(pb)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr

@@ -14,7 +14,7 @@ from rich.console import Console
 from provisioner import interrupts
 from provisioner.events import Bus
 from provisioner.exitcodes import ExitCode
-from provisioner.playbook import Playbook, PlaybookError, dump, load
+from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runlog import JsonlRunLog, Recorder
 from provisioner.runner import HostResult, Mode, finish_event, new_run_id, recap_json, run_host, start_event
@@ -73,6 +73,9 @@ def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, tru
             playbook = point_at_lab(playbook)
         except LabNotRunning as exc:
             raise click.ClickException(str(exc)) from None
+    if problems := local_file_problems(playbook.target):
+        click.echo("error: " + "\n  ".join([f"{playbook_path}: invalid target files:", *problems]), err=True)
+        raise SystemExit(ExitCode.USAGE)
     results, recap, log_path = asyncio.run(run_playbook(
         playbook, playbook_path, mode=mode, json_out=json_out, trust_new_host=trust_new_host, lab=lab,
         record_to=Path(record_to) if record_to else None))
