@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from provisioner import interrupts
 from provisioner.events import Bus, Message
 from provisioner.exitcodes import ExitCode
 from provisioner.paths import state_dir
-from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings
+from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings, read_yaml
 from provisioner.runner import HostResult, run_host
 from provisioner.session import node_transport, point_at_lab, pve_factory
 
@@ -56,11 +56,9 @@ class Inventory(BaseModel):
 
 def load_inventory(path: str | Path) -> Inventory:
     p = Path(path)
+    _, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
     try:
-        data = yaml.safe_load(p.read_text())
         inv = Inventory.model_validate(data)
-    except (OSError, yaml.YAMLError) as exc:
-        raise PlaybookError([f"{p}: cannot read inventory: {exc}"]) from None
     except ValidationError as exc:
         raise PlaybookError([f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
     labels = [h.label for h in inv.hosts]
@@ -111,6 +109,20 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
         return HostResult(host=entry.label).fail(error, code)
 
     async def one(entry: InventoryHost) -> HostResult:
+        try:
+            return await one_host(entry)
+        except asyncio.CancelledError:  # SIGINT/SIGTERM before this host started: it is skipped
+            if interrupts.received() is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            r = HostResult(host=entry.label, by_index=dict.fromkeys(range(len(playbook.steps)), "skipped"))
+            r.error = f"not started: interrupted by {interrupts.name()}"
+            r.exit_code = interrupts.exit_code() or 1
+            return r
+
+    async def one_host(entry: InventoryHost) -> HostResult:
         async with sem:
             try:
                 pb = playbook_for(playbook, entry)
@@ -126,7 +138,9 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
             except Exception as exc:  # one host's crash must not take the fleet down
                 return failed(entry, f"{type(exc).__name__}: {exc}", ExitCode.FAILED)
 
-    return list(await asyncio.gather(*(one(e) for e in entries)))
+    tasks = [asyncio.create_task(one(e)) for e in entries]
+    with interrupts.cancel_on_signals(tasks=tasks):  # each host records its interruption; the recap still comes
+        return list(await asyncio.gather(*tasks))
 
 
 def write_report(path: Path, results: list[HostResult], started: float) -> dict[str, Any]:

@@ -6,6 +6,11 @@ The recorder writes exactly this format, and load → dump → load round-trips.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import tempfile
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,49 +110,263 @@ def _fmt_loc(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def _literal_secrets(data: Any, loc: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+def _literal_secrets(data: Any) -> list[tuple[tuple[Any, ...], str]]:
+    """Literal values under secret-named keys. Iterative and memoized on object identity: a value shared
+    through YAML aliases is walked once (a billion-laughs file is linear, not exponential)."""
     found: list[tuple[tuple[Any, ...], str]] = []
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if str(key).lower() in secrets.SECRET_FIELD_NAMES and isinstance(value, str | int) \
-                    and not (isinstance(value, str) and secrets.is_ref(value)):
-                found.append(((*loc, key), "literal secret refused: reference it as env:NAME or file:PATH"))
-            else:
-                found += _literal_secrets(value, (*loc, key))
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            found += _literal_secrets(value, (*loc, i))
+    seen: set[int] = set()
+    todo: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while todo:
+        node, loc = todo.pop()
+        if isinstance(node, dict | list):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+        children: list[tuple[Any, tuple[Any, ...]]] = []
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if str(key).lower() in secrets.SECRET_FIELD_NAMES and isinstance(value, str | int) \
+                        and not (isinstance(value, str) and secrets.is_ref(value)):
+                    found.append(((*loc, key), "literal secret refused: reference it as env:NAME or file:PATH"))
+                else:
+                    children.append((value, (*loc, key)))
+        elif isinstance(node, list):
+            children = [(value, (*loc, i)) for i, value in enumerate(node)]
+        todo += reversed(children)  # depth first in document order: a shared value is named where it is first
     return found
 
 
-def loads(text: str, filename: str = "<playbook>") -> Playbook:
-    """Parse and validate a playbook; raise PlaybookError naming file:line and field."""
-    from provisioner.steps.base import STEP_KINDS, load_step_kinds
+# --- bounded loading ------------------------------------------------------------------------------
+# A playbook is a few kilobytes. These bounds keep a hostile or broken file (a billion laughs, 50 MB of
+# steps, 100 000 nested brackets) from exhausting memory, CPU or the recursion limit: each one is
+# checked on the event stream, before anything is composed, constructed or validated.
+
+MAX_BYTES = 1 << 20          # 1 MiB of YAML
+MAX_EVENTS = 200_000         # YAML events (scalars, collection starts/ends, aliases)
+MAX_EXPANDED = 100_000       # values after expanding every alias (what validation and dumping walk)
+MAX_ALIASES = 1_000          # `*name` references
+MAX_DEPTH = 64               # nested collections
+MAX_STEPS = 1_000            # steps in one playbook
+MAX_SECONDS = 10.0           # wall-clock backstop for the whole pre-scan
+
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _problem(filename: str, line: int, text: str) -> PlaybookError:
+    return PlaybookError([f"{filename}:{line}: {text}"])
+
+
+def _decode(raw: bytes, filename: str) -> str:
+    """Strict UTF-8 (a BOM is allowed); invalid bytes name their line."""
+    if len(raw) > MAX_BYTES:
+        raise _problem(filename, 1, f"playbook is larger than {MAX_BYTES // 1024} KiB; refusing to load it")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise _problem(filename, line, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") \
+            from None
+
+
+def _prescan(text: str, filename: str) -> None:
+    """Walk the YAML event stream once: bound events, depth, aliases and the alias-expanded size."""
+    deadline = time.monotonic() + MAX_SECONDS
+    anchors: dict[str, int] = {}   # anchor -> expanded size of its value (known once it is closed)
+    open_anchors: set[str] = set()
+    stack: list[list[Any]] = []  # [expanded size so far, anchor or None]
+    total = 0
+    aliases = 0
+
+    def add(size: int, line: int) -> None:
+        nonlocal total
+        if stack:
+            stack[-1][0] += size
+        else:
+            total += size
+        if total + sum(s[0] for s in stack) > MAX_EXPANDED:
+            raise _problem(filename, line, f"playbook expands to more than {MAX_EXPANDED} values "
+                                           "(YAML aliases or sheer size); refusing to load it")
 
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        for count, event in enumerate(yaml.parse(text, Loader=_LOADER)):
+            line = event.start_mark.line + 1 if event.start_mark is not None else 1
+            if count >= MAX_EVENTS:
+                raise _problem(filename, line, f"playbook has more than {MAX_EVENTS} YAML nodes; refusing to load it")
+            if count % 4096 == 0 and time.monotonic() > deadline:
+                raise _problem(filename, line, f"playbook took longer than {MAX_SECONDS:g} s to read; refusing it")
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(stack) >= MAX_DEPTH:
+                    raise _problem(filename, line, f"nesting deeper than {MAX_DEPTH} levels; refusing to load it")
+                if event.anchor:
+                    open_anchors.add(event.anchor)
+                stack.append([1, event.anchor])
+            elif isinstance(event, yaml.CollectionEndEvent):
+                size, anchor = stack.pop()
+                if anchor:
+                    open_anchors.discard(anchor)
+                    anchors[anchor] = size
+                add(size, line)
+            elif isinstance(event, yaml.ScalarEvent):
+                if event.anchor:
+                    anchors[event.anchor] = 1
+                add(1, line)
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases > MAX_ALIASES:
+                    raise _problem(filename, line, f"more than {MAX_ALIASES} YAML aliases; refusing to load it")
+                if event.anchor in open_anchors:
+                    raise _problem(filename, line, f"alias *{event.anchor} refers to a collection that contains "
+                                                   "it (a recursive structure)")
+                if event.anchor not in anchors:
+                    raise _problem(filename, line, f"found undefined alias *{event.anchor}")
+                add(anchors[event.anchor], line)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PlaybookError([f"{filename}:{line}: YAML syntax error: {problem}"]) from None
-    if not isinstance(data, dict):
-        raise PlaybookError([f"{filename}:1: a playbook is a mapping with schema_version, target and steps"])
+        raise _yaml_error(exc, filename) from None
 
+
+def _yaml_error(exc: yaml.YAMLError, filename: str) -> PlaybookError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = mark.line + 1 if mark is not None else 1
+    problem = getattr(exc, "problem", None) or str(exc)
+    return _problem(filename, line, f"YAML syntax error: {_printable(str(problem))}")
+
+
+def _printable(text: str) -> str:
+    """No control characters from the file in our messages (they go to a terminal)."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
+def _duplicate_keys(root: yaml.Node, filename: str) -> list[str]:
+    """Every mapping key given twice (YAML says keys are unique; PyYAML silently keeps the last)."""
+    problems: list[tuple[int, str]] = []
+    seen_nodes: set[int] = set()
+    todo: list[yaml.Node] = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[tuple[str, str], int] = {}
+            for key, value in node.value:
+                todo += [key, value]
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                ident = (key.tag, key.value)
+                line = key.start_mark.line + 1
+                if ident in keys:
+                    problems.append((line, f"{filename}:{line}: duplicate key {_printable(key.value)!r} "
+                                           f"(first given on line {keys[ident]})"))
+                else:
+                    keys[ident] = line
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+    return [text for _, text in sorted(problems)]
+
+
+def _bad_scalar_line(root: yaml.Node) -> int:
+    """Line of the first scalar PyYAML cannot construct (e.g. a timestamp 2024-13-45), else 1."""
+    todo: list[yaml.Node] = [root]
+    seen: set[int] = set()
+    while todo:
+        node = todo.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                yaml.constructor.SafeConstructor().construct_document(node)
+            except Exception:
+                return int(node.start_mark.line) + 1
+        elif isinstance(node, yaml.MappingNode):
+            todo += [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+    return int(root.start_mark.line) + 1
+
+
+def parse_yaml(text: str | bytes, filename: str) -> tuple[yaml.Node, Any]:
+    """Bounded, strict YAML: (the node tree for line numbers, the data). Raises PlaybookError naming
+    file:line for anything malformed or too large (used for playbooks and fleet inventories)."""
+    if isinstance(text, bytes):
+        text = _decode(text, filename)
+    elif len(text) > MAX_BYTES:  # characters, not bytes: a cheap first bound before encoding
+        raise _problem(filename, 1, f"playbook is larger than {MAX_BYTES // 1024} KiB; refusing to load it")
+    else:
+        _decode(text.encode("utf-8", "surrogatepass"), filename)
+    if "\x00" in text:
+        raise _problem(filename, text[:text.index("\x00")].count("\n") + 1, "NUL character in the playbook")
+    _prescan(text, filename)
+    try:
+        root = yaml.compose(text, Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, filename) from None
+    except RecursionError:
+        raise _problem(filename, 1, "nesting too deep; refusing to load it") from None
+    if root is None:
+        raise _problem(filename, 1, "file is empty (a playbook is a mapping with schema_version, target and steps)")
+    duplicates = _duplicate_keys(root, filename)
+    if duplicates:
+        raise PlaybookError(duplicates)
+    try:
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, filename) from None
+    except Exception as exc:  # e.g. datetime's ValueError for an implicit timestamp 2024-13-45
+        raise _problem(filename, _bad_scalar_line(root),
+                       f"cannot read a value: {_printable(str(exc))}") from None
+    return root, data
+
+
+def read_yaml(path: str | Path) -> tuple[yaml.Node, Any]:
+    """`parse_yaml` of a file: a regular file of at most MAX_BYTES (a FIFO or /dev/zero is refused)."""
+    p = Path(path)
+    return parse_yaml(_read_bounded(p), str(p))
+
+
+def _read_bounded(p: Path) -> bytes:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PlaybookError([f"{p}:1: not a regular file; refusing to read it"])
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+
+
+def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
+    """Parse and validate a playbook; raise PlaybookError naming file:line and field (never anything else)."""
+    from provisioner.steps.base import STEP_KINDS, load_step_kinds
+
+    root, data = parse_yaml(text, filename)
     problems: list[str] = []
+    if not isinstance(data, dict):
+        raise _problem(filename, int(root.start_mark.line) + 1,
+                       "a playbook is a mapping with schema_version, target and steps")
+    if isinstance(data.get("steps"), list) and len(data["steps"]) > MAX_STEPS:
+        raise _problem(filename, _line_of(root, ("steps",)),
+                       f"steps: more than {MAX_STEPS} steps; refusing to load it")
+
     for loc, msg in _literal_secrets(data):
         problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {msg}")
     if problems:
         raise PlaybookError(problems)
 
     try:
-        playbook = Playbook.model_validate(data)
+        # strict: YAML gives native types, so `cores: true`, `memory: 1e30` or `vmid: "101"` are errors,
+        # not silently converted.
+        playbook = Playbook.model_validate(data, strict=True)
     except ValidationError as exc:
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {err['msg']}")
-        raise PlaybookError(problems) from None
+        raise PlaybookError(_validation_problems(exc, root, filename, ())) from None
+    except Exception as exc:  # a validator that raised something else: still a refusal with a place
+        raise _problem(filename, 1, f"invalid playbook: {type(exc).__name__}: {_printable(str(exc))}") from None
 
     kinds = load_step_kinds() or STEP_KINDS
     for i, spec in enumerate(playbook.steps):
@@ -155,26 +374,61 @@ def loads(text: str, filename: str = "<playbook>") -> Playbook:
         if cls is None:
             loc = ("steps", i, "kind")
             problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: unknown step kind "
-                            f"{spec.kind!r} (known: {', '.join(sorted(kinds))})")
+                            f"{_printable(spec.kind)!r} (known: {', '.join(sorted(kinds))})")
             continue
         try:
-            cls.Params.model_validate(spec.params)
+            cls.Params.model_validate(spec.params, strict=True)
         except ValidationError as exc:
-            for err in exc.errors():
-                loc = ("steps", i, "params", *err["loc"])
-                problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {err['msg']}")
+            problems += _validation_problems(exc, root, filename, ("steps", i, "params"))
+        except Exception as exc:
+            loc = ("steps", i, "params")
+            problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {type(exc).__name__}: "
+                            f"{_printable(str(exc))}")
     if problems:
         raise PlaybookError(problems)
     return playbook
 
 
+def _validation_problems(exc: ValidationError, root: yaml.Node, filename: str,
+                         prefix: tuple[Any, ...]) -> list[str]:
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = (*prefix, *err["loc"])
+        out.append(f"{filename}:{_line_of(root, loc)}: {_printable(_fmt_loc(loc))}: {_printable(err['msg'])}")
+    return out
+
+
 def load(path: str | Path) -> Playbook:
+    """Read a playbook file: a regular file of at most MAX_BYTES (a FIFO or /dev/zero is refused)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise PlaybookError([f"{p}: cannot read: {exc.strerror}"]) from None
-    return loads(text, str(p))
+    return loads(_read_bounded(p), str(p))
+
+
+LOCAL_FILE_LIMITS = {"ssh.key_file": 1 << 20, "ssh.known_hosts": 64 << 20, "api.ca_file": 16 << 20}
+
+
+def local_file_problems(target: Target) -> list[str]:
+    """The files of this machine a target names (SSH key, known_hosts, CA) must be regular files of
+    sane size: `/dev/zero` or a FIFO would hang the run before its first step. A missing file is
+    left to the step that uses it (known_hosts is created on first trust)."""
+    problems = []
+    for field, path in (("ssh.key_file", target.ssh.key_file), ("ssh.known_hosts", target.ssh.known_hosts),
+                        ("api.ca_file", target.api.ca_file if target.api else None)):
+        if not path:
+            continue
+        p = Path(path).expanduser()
+        try:
+            info = os.stat(p)
+        except FileNotFoundError:  # reported where it is used (SSH, TLS), as before
+            continue
+        except OSError as exc:
+            problems.append(f"target.{field}: cannot read {p}: {exc.strerror}")
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            problems.append(f"target.{field}: {p} is not a regular file")
+        elif info.st_size > LOCAL_FILE_LIMITS[field]:
+            problems.append(f"target.{field}: {p} is larger than {LOCAL_FILE_LIMITS[field] >> 20} MiB")
+    return problems
 
 
 def dumps(playbook: Playbook) -> str:
@@ -185,4 +439,21 @@ def dumps(playbook: Playbook) -> str:
 
 
 def dump(playbook: Playbook, path: str | Path) -> None:
-    Path(path).write_text(dumps(playbook))
+    """Write atomically: a temporary file in the same directory, fsync, then rename over `path`.
+    A crash or a full disk leaves the old file (or none), never half a playbook."""
+    target = Path(path)
+    text = dumps(playbook)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import time
@@ -10,13 +11,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from provisioner import interrupts
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
+from provisioner.node_lock import LOCK_DIR, NodeLock
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec
+from provisioner.proxmox.errors import ProxmoxError
+from provisioner.secrets import SecretError
 from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
+from provisioner.steps.pve_ops import as_step_failed
 from provisioner.steps.state import RunState
 from provisioner.transport.base import CommandFailed, Transport, TransportError
 
@@ -147,23 +153,57 @@ async def run_host(
     ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
     run = HostRun(ctx)
     failed = False
+    # plan changes nothing: it takes no lock, so a plan during a replay works.
+    local_lock = container_lock(host, playbook.target.container) if mode == "apply" else contextlib.nullcontext()
+    lock = NodeLock(node, playbook.target.container, host, LOCK_DIR) \
+        if mode == "apply" else None
+    index = -1
     try:
-        with container_lock(host, playbook.target.container):
+        with local_lock:
             for index, spec in enumerate(playbook.steps):
                 if failed:
                     run.skip(index, spec, "skipped after an earlier failure")
                     continue
+                if lock is not None and not lock.held and spec.kind != "node.connect":
+                    await lock.acquire()  # on the node itself: other controllers and state dirs see it
                 status = await run.step(index, spec, mode)
                 if mode == "plan":
                     run.result.by_index[index] = status
                 if status in ("failed", "interrupted"):
                     failed = True
-    except StepFailed as exc:  # the lock
+    except StepFailed as exc:  # a lock
         run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+    except TransportError as exc:  # taking the node lock
+        run.result.fail(str(exc), 4)
+        bus.emit(Message(host=host, level="error", text=str(exc)))
+    except asyncio.CancelledError:
+        if interrupts.received() is None:
+            raise
+        _record_interrupt(playbook, bus, host, run.result, index)
     finally:
+        if lock is not None:
+            await lock.release()
         await node.close()
     return run.result
+
+
+def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:
+    """SIGINT/SIGTERM: the step in progress is interrupted, the rest skipped; the recap still comes."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    why = f"interrupted by {interrupts.name()}"
+    for i, spec in enumerate(playbook.steps):
+        if i in result.by_index:
+            continue
+        status: StepStatus = "interrupted" if i == max(index, 0) else "skipped"
+        result.by_index[i] = status
+        bus.emit(StepFinished(host=host, index=i, step=spec.kind, status=status, mode="apply",
+                              message=why + ("; replay the playbook to resume" if status == "interrupted"
+                                             else "")))
+    result.error = why
+    result.exit_code = max(result.exit_code, interrupts.exit_code() or 1)
 
 
 def make_step(spec: StepSpec) -> StepKind[Any]:
@@ -233,6 +273,13 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
     except FactUnavailable as exc:
         lines = exc.result.lines if exc.result else []
         return finish("failed", str(exc), diagnose_lines(lines))
+    except ProxmoxError as exc:  # e.g. TLS refused while logging in (ctx.pve()): exit 4, not "internal error"
+        failure = as_step_failed(step.kind, exc)
+        result.exit_code = max(result.exit_code, failure.exit_code)
+        return finish("failed", failure.message + (f"\nfix: {failure.fix}" if failure.fix else ""))
+    except SecretError as exc:
+        result.exit_code = max(result.exit_code, 2)
+        return finish("failed", f"{step.kind}: {exc}")
     except TransportError as exc:
         result.exit_code = max(result.exit_code, 4)
         status: StepStatus = "interrupted" if phase == "apply" else "failed"

@@ -1,4 +1,10 @@
-"""Validators for parameters that end up on a command line or in an API call."""
+"""Validators for parameters that end up on a command line or in an API call.
+
+Every pattern is matched whole (`fullmatch`, `\\Z`): `$` would accept a trailing newline
+(`'/opt/torch-venv2\\n'`). Character classes are ASCII: `str.isalnum()`/`isdigit()` accept Unicode
+digits ('١', '²') that a shell, the kernel or Proxmox read differently. Paths are normalised
+(`//etc`, `/./opt`, `a/../b`) before any guard compares them.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,43 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-HOSTNAME_RE = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-IPV4_RE = re.compile(r"^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$")
-STORAGE_RE = re.compile(r"^[a-z][a-z0-9\-_.]*[a-z0-9]$", re.IGNORECASE)
-ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9._+\-/]*$")
-PKG_SPEC_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9,._\-]+\])?\s*((==|>=|<=|~=|!=|>|<|===)\s*[A-Za-z0-9.*+!_\-]+\s*,?\s*)*$")
-VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
+HOSTNAME_RE = re.compile(r"(?=.{1,253}\Z)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)"
+                         r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+IPV4_RE = re.compile(r"(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}\Z")
+STORAGE_RE = re.compile(r"[a-z][a-z0-9\-_.]*[a-z0-9]\Z", re.IGNORECASE)
+ABS_PATH_RE = re.compile(r"/[A-Za-z0-9._+\-/]*\Z")
+_CLAUSE = r"[ ]*(===|==|>=|<=|~=|!=|>|<)[ ]*[A-Za-z0-9.*+!_\-]+"
+PKG_SPEC_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9,._\-]+\])?"
+                         rf"({_CLAUSE}([ ]*,{_CLAUSE})*)?\Z")
+VERSION_RE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
+USER_RE = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
+# Linux interface names: at most 15 bytes (IFNAMSIZ - 1); PVE's pve-bridge-id is [-_.\w\d]+.
+BRIDGE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,14}\Z")
+
+TEMPLATE_FILE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]*\Z")  # the file part of storage:vztmpl/<file>
+MAX_MEMORY_MIB = 64 * 1024 * 1024  # 64 TiB: far above any node, far below 1e30
+
+VMID_MIN, VMID_MAX = 100, 999_999_999  # PVE's pve-vmid format (PVE::JSONSchema)
+
+# A venv (or anything we may `rm -rf` with recreate: true) is never one of these directories...
+SYSTEM_DIRS = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt", "/opt",
+    "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/include", "/usr/lib",
+    "/usr/lib64", "/usr/libexec", "/usr/local", "/usr/local/bin", "/usr/local/lib", "/usr/sbin", "/usr/share",
+    "/usr/src", "/var", "/var/cache", "/var/lib", "/var/log", "/var/tmp", "/var/spool", "/var/mail", "/var/opt",
+})
+# ...nor anywhere beneath these trees (kernel filesystems, boot files, credentials, system config).
+SYSTEM_TREES = ("/dev", "/proc", "/sys", "/boot", "/etc", "/run", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+                "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/include", "/var/lib/dpkg", "/var/lib/apt",
+                "/root/.ssh", "/root/.gnupg", "/home/*/.ssh")
+
+
+def _full(pattern: re.Pattern[str], value: str) -> bool:
+    return pattern.fullmatch(value) is not None
 
 
 def hostname(value: str) -> str:
-    if not HOSTNAME_RE.match(value):
+    if not _full(HOSTNAME_RE, value):
         raise ValueError(f"not a valid DNS host name: {value!r}")
     return value
 
@@ -32,44 +65,93 @@ def host_address(value: str) -> str:
         return value
     except ValueError:
         pass
-    if HOSTNAME_RE.match(value) and not value.rstrip(".").rsplit(".", 1)[-1].isdigit():
+    if _full(HOSTNAME_RE, value) and not value.rstrip(".").rsplit(".", 1)[-1].isdigit():
         return value
     raise ValueError(f"{value!r} is not an IPv4 address (like 192.0.2.10), an IPv6 address (like fd00::10) "
                      "or a host name (like pve1.example.org)")
 
 
+def ipv4(value: str) -> str:
+    if not _full(IPV4_RE, value):
+        raise ValueError(f"not an IPv4 address: {value!r}")
+    return value
+
+
+def ipv4_cidr(value: str) -> str:
+    """`a.b.c.d/n` with ASCII digits and 0 < n <= 32."""
+    addr, sep, prefix = value.partition("/")
+    if not sep or not _full(IPV4_RE, addr) or not re.fullmatch(r"[0-9]{1,2}", prefix) or not 0 < int(prefix) <= 32:
+        raise ValueError(f"not an IPv4 CIDR like 10.0.0.50/24: {value!r}")
+    return value
+
+
+def bridge(value: str) -> str:
+    if not _full(BRIDGE_RE, value):
+        raise ValueError(f"not a bridge name (ASCII letter first, then letters, digits, '_.-', at most 15): {value!r}")
+    return value
+
+
 def vmid(value: int) -> int:
-    if not 100 <= value <= 999_999_999:
-        raise ValueError(f"vmid must be between 100 and 999999999, got {value}")
+    if isinstance(value, bool) or not VMID_MIN <= value <= VMID_MAX:
+        raise ValueError(f"vmid must be between {VMID_MIN} and {VMID_MAX}, got {value!r}")
     return value
 
 
 def storage(value: str) -> str:
-    if not STORAGE_RE.match(value):
+    if not _full(STORAGE_RE, value):
         raise ValueError(f"not a valid Proxmox storage id: {value!r}")
     return value
 
 
+def normalize_path(value: str) -> str:
+    """`//etc/` → `/etc`, `/./opt` → `/opt`. Refuses `..` outright (it would depend on symlinks)."""
+    if not value.startswith("/") or "\x00" in value:
+        raise ValueError(f"must be an absolute path: {value!r}")
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"must be an absolute path without '..': {value!r}")
+    return "/" + "/".join(parts)
+
+
 def abs_path(value: str) -> str:
-    if not ABS_PATH_RE.match(value) or "/../" in value + "/" or value.endswith("/.."):
+    """An absolute path of plain ASCII characters without `..`, returned normalised."""
+    if not _full(ABS_PATH_RE, value):
         raise ValueError(f"must be an absolute path of plain characters without '..': {value!r}")
-    return value
+    try:
+        return normalize_path(value)
+    except ValueError:
+        raise ValueError(f"must be an absolute path of plain characters without '..': {value!r}") from None
+
+
+def _under(path: str, tree: str) -> bool:
+    """`path` is `tree` or inside it; a `*` component of `tree` matches any one component."""
+    parts, want = path.split("/"), tree.split("/")
+    return len(parts) >= len(want) and all(w in ("*", p) for w, p in zip(want, parts, strict=False))
+
+
+def deletable_path(value: str) -> str:
+    """A directory we may create and, when told to, remove: absolute, normalised, not a system directory
+    and not inside a kernel filesystem, /boot, /etc or someone's ~/.ssh."""
+    path = abs_path(value)
+    if path in SYSTEM_DIRS or any(_under(path, tree) for tree in SYSTEM_TREES):
+        raise ValueError(f"refusing a system directory as venv path: {value!r} (is {path})")
+    return path
 
 
 def package_spec(value: str) -> str:
-    if not PKG_SPEC_RE.match(value):
+    if not _full(PKG_SPEC_RE, value):
         raise ValueError(f"not a plain package requirement (name[extras] and version clauses): {value!r}")
     return value
 
 
 def driver_version(value: str) -> str:
-    if not VERSION_RE.match(value):
+    if not _full(VERSION_RE, value):
         raise ValueError(f"not a driver version like 595.71.05: {value!r}")
     return value
 
 
 def user_name(value: str) -> str:
-    if not value or not all(c.isalnum() or c in "._-" for c in value):
+    if not _full(USER_RE, value):
         raise ValueError(f"not a valid user name: {value!r}")
     return value
 
@@ -79,3 +161,7 @@ HostName = Annotated[str, AfterValidator(hostname)]
 HostAddress = Annotated[str, AfterValidator(host_address)]
 StorageId = Annotated[str, AfterValidator(storage)]
 UserName = Annotated[str, AfterValidator(user_name)]
+Vmid = Annotated[int, AfterValidator(vmid)]
+BridgeName = Annotated[str, AfterValidator(bridge)]
+AbsPath = Annotated[str, AfterValidator(abs_path)]
+DeletablePath = Annotated[str, AfterValidator(deletable_path)]

@@ -17,7 +17,6 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -27,7 +26,7 @@ from rich.text import Text
 from provisioner import secrets
 from provisioner.diagnose import diagnose
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
-from provisioner.playbook import PlaybookError, load
+from provisioner.playbook import MAX_BYTES, PlaybookError, load
 from provisioner.session import LabNotRunning
 from provisioner.support.bundle import write_bundle
 from provisioner.support.collect import collect
@@ -118,8 +117,22 @@ def _playbook_secrets(path: str) -> tuple[list[str], str, dict[str, Any]]:
             except secrets.SecretError as exc:
                 Console(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {exc}", markup=False)
     target = playbook.target
-    return known, Path(path).read_text(encoding="utf-8"), {"host": target.host, "vmid": target.container,
-                                                            "user": target.ssh.user, "port": target.ssh.port}
+    return known, playbook_text(path), {"host": target.host, "vmid": target.container, "user": target.ssh.user,
+                                         "port": target.ssh.port, "key_file": target.ssh.key_file,
+                                         "known_hosts": target.ssh.known_hosts, "local": target.local}
+
+
+def playbook_text(path: str) -> str:
+    """The playbook file as it is (already validated and size-bounded by `load`)."""
+    with open(path, "rb") as fh:
+        return fh.read(MAX_BYTES).decode("utf-8", "replace")
+
+
+def _given(name: str) -> bool:
+    """True when option `name` was given on the command line (not its default)."""
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source(name) if ctx is not None else None
+    return source is not None and source is not click.core.ParameterSource.DEFAULT
 
 
 @click.command(
@@ -146,9 +159,16 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
         known, text, pb_target = _playbook_secrets(playbook)
         extra["playbook.yaml"] = text
         if not (host or local or lab):
-            default_host = str(pb_target["host"])
-            user = user or str(pb_target["user"])
-            port = int(pb_target["port"]) if port == 22 else port
+            # The playbook's target, as the playbook says to reach it: its user, port, key and known_hosts
+            # (each unless given on the command line) — not ~/.ssh/known_hosts and the agent's keys.
+            if pb_target["local"]:
+                local = True
+            else:
+                default_host = str(pb_target["host"])
+                user = user or str(pb_target["user"])
+                port = port if _given("port") else int(pb_target["port"])
+                key_file = key_file if _given("key_file") else pb_target["key_file"]
+                known_hosts = known_hosts if _given("known_hosts") else str(pb_target["known_hosts"])
         vmid = vmid if vmid is not None else pb_target["vmid"]
     choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv,
                                  default_host)

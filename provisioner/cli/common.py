@@ -11,9 +11,10 @@ from typing import Any
 import click
 from rich.console import Console
 
+from provisioner import interrupts
 from provisioner.assembly import open_run
 from provisioner.exitcodes import ExitCode
-from provisioner.playbook import Playbook, PlaybookError, dump, load
+from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
 from provisioner.session import LabNotRunning, host_label, node_transport, point_at_lab, pve_factory
@@ -46,7 +47,9 @@ async def run_playbook(
     run = open_run(playbook_path, mode, [host], sinks=[ConsoleRenderer(stderr_console(), verbose=verbose)])
     recorder = run.record(host, playbook)
     node = node_transport(playbook.target, run.bus, trust_new_host=trust_new_host)
-    result = await run_host(playbook, run.bus, node, mode=mode, host=host, pve_factory=pve_factory(playbook.target))
+    with interrupts.cancel_on_signals():  # SIGINT/SIGTERM: the step is interrupted, the recap still comes
+        result = await run_host(playbook, run.bus, node, mode=mode, host=host,
+                                pve_factory=pve_factory(playbook.target))
     results = [result]
     run.finish(results)
     if record_to is not None and mode == "apply" and not result.failed:
@@ -71,6 +74,9 @@ def with_lab(playbook: Playbook, lab: bool) -> Playbook:
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
                check: bool = False, record_to: str | None = None) -> None:
     playbook = with_lab(load_or_exit(playbook_path), lab)
+    if problems := local_file_problems(playbook.target):
+        click.echo("error: " + "\n  ".join([f"{playbook_path}: invalid target files:", *problems]), err=True)
+        raise SystemExit(ExitCode.USAGE)
     results, recap, log_path = asyncio.run(run_playbook(
         playbook, playbook_path, mode=mode, trust_new_host=trust_new_host,
         record_to=Path(record_to) if record_to else None))

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from provisioner import interrupts
 from provisioner.assembly import open_run
 from provisioner.cli.common import common_run, echo_json, load_or_exit, stderr_console
 from provisioner.exitcodes import ExitCode
@@ -85,6 +86,8 @@ def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trus
                   markup=False)
     if json_out:
         echo_json({"hosts": doc["hosts"], "status": doc["status"]})
+    if interrupts.received() is not None:
+        raise SystemExit(interrupts.exit_code())
     code = exit_code(results, check=check)
     if code:
         raise SystemExit(code)

@@ -428,6 +428,12 @@ class PveClient:
         return str(self.request("POST", f"nodes/{node or self.node}/aplinfo",
                                 {"storage": storage, "template": template}))
 
+    def list_tasks(self, node: str, *, vmid: int | None = None, typefilter: str | None = None,
+                   source: str = "all", limit: int = 50) -> list[dict[str, Any]]:
+        """``GET /nodes/{node}/tasks`` (newest first), e.g. the vzcreate tasks of one container."""
+        return list(self.request("GET", f"nodes/{node}/tasks", {"vmid": vmid, "typefilter": typefilter,
+                                                                "source": source, "limit": limit}))
+
     def task_status(self, node: str, upid: str) -> dict[str, Any]:
         return dict(self.request("GET", f"nodes/{node}/tasks/{upid}/status"))
 

@@ -8,6 +8,7 @@ A task is successful when its ``exitstatus`` is ``OK`` or ``WARNINGS: <n>`` (``s
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 UPID_RE = re.compile(
@@ -94,3 +95,20 @@ class TaskResult:
     @property
     def ok(self) -> bool:
         return exitstatus_is_ok(self.exitstatus)
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How long and how often to poll a task: most end within a second, so poll soon, then back off
+    to `max_poll_s`; report progress every `progress_every_s`; give up after `timeout_s`."""
+
+    timeout_s: float
+    first_poll_s: float = 0.1
+    max_poll_s: float = 2.0
+    progress_every_s: float = 5.0
+
+    def intervals(self) -> Iterator[float]:
+        interval = self.first_poll_s
+        while True:
+            yield interval
+            interval = min(interval * 2, self.max_poll_s)

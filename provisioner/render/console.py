@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -27,6 +28,7 @@ from provisioner.events import (
 from provisioner.events import (
     Progress as ProgressEvent,
 )
+from provisioner.render.safe_text import plain
 
 STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "interrupted": "bold red"}
 
@@ -40,27 +42,27 @@ class ConsoleRenderer:
         self._tasks: dict[tuple[str, str], TaskID] = {}
 
     def _prefix(self, event: Event) -> Text:
-        return Text(f"[{event.host}] ", style="cyan") if self.multi_host and event.host else Text()
+        return Text(f"[{plain(event.host)}] ", style="cyan") if self.multi_host and event.host else Text()
 
     def __call__(self, event: Event) -> None:
         c = self.console
         p = self._prefix(event)
         if isinstance(event, RunStarted):
-            c.rule(Text(f"{event.mode.upper()} {event.playbook}  (run {event.run_id})"))
+            c.rule(Text(plain(f"{event.mode.upper()} {event.playbook}  (run {event.run_id})")))
         elif isinstance(event, StepStarted):
             self._stop_progress()
-            c.print(p + Text(f"▶ {event.index + 1}. {event.title}", style="bold"))
+            c.print(p + Text(f"▶ {event.index + 1}. {plain(event.title)}", style="bold"))
         elif isinstance(event, PlanReady):
             for change in event.changes:
-                c.print(p + Text("   will change: ", style="yellow") + Text(change))
+                c.print(p + Text("   will change: ", style="yellow") + Text(plain(change, multiline=True)))
             for note in event.notes:
-                c.print(p + Text("   note: ", style="dim") + Text(note))
+                c.print(p + Text("   note: ", style="dim") + Text(plain(note, multiline=True)))
         elif isinstance(event, CommandStarted):
             if self.verbose:
-                c.print(p + Text("   $ ", style="dim") + Text(event.command, style="dim"))
+                c.print(p + Text("   $ ", style="dim") + Text(plain(event.command), style="dim"))
         elif isinstance(event, OutputLine):
             if self.verbose:
-                c.print(p + Text("     ") + Text(event.line), crop=False, overflow="ignore")
+                c.print(p + Text("     ") + Text(plain(event.line)), crop=False, overflow="ignore")
         elif isinstance(event, CommandEnded):
             if self.verbose and (event.exit_status != 0 or event.timed_out):
                 what = "timed out" if event.timed_out else f"exit {event.exit_status}"
@@ -69,22 +71,22 @@ class ConsoleRenderer:
             self._on_progress(event)
         elif isinstance(event, Message):
             style = {"info": "", "warning": "yellow", "error": "bold red"}[event.level]
-            c.print(p + Text(f"   {event.level}: ", style=style) + Text(event.text))
+            c.print(p + Text(f"   {event.level}: ", style=style) + Text(plain(event.text, multiline=True)))
         elif isinstance(event, StepFinished):
             self._stop_progress()
             style = STATUS_STYLE[event.status]
             c.print(p + Text(f"   {event.status}", style=style) +
                     Text(f" ({event.duration_s:.1f}s) " if event.duration_s else " ") +
-                    Text(event.message.splitlines()[0] if event.message else "", style="dim" if event.status
+                    Text(plain(event.message.splitlines()[0]) if event.message else "", style="dim" if event.status
                          in ("ok", "changed", "skipped") else ""))
             if event.status in ("failed", "interrupted"):
                 for line in event.message.splitlines()[1:]:
-                    c.print(p + Text("     " + line))
+                    c.print(p + Text("     " + plain(line)))
                 for finding in event.diagnosis:
                     c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
-                            Text(str(finding.get("root_cause", ""))))
+                            Text(plain(str(finding.get("root_cause", "")), multiline=True)))
                     if finding.get("fix"):
-                        c.print(p + Text("   fix: ", style="magenta") + Text(str(finding["fix"])))
+                        c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
         elif isinstance(event, RunFinished):
             self._stop_progress()
             c.print(recap_table(event.recap))
@@ -101,7 +103,7 @@ class ConsoleRenderer:
             self._progress.start()
         key = (event.host, event.task)
         if key not in self._tasks:
-            self._tasks[key] = self._progress.add_task(event.task, total=event.total)
+            self._tasks[key] = self._progress.add_task(escape(plain(event.task)), total=event.total)
         self._progress.update(self._tasks[key], completed=event.completed, total=event.total)
 
     def _stop_progress(self) -> None:
@@ -117,5 +119,5 @@ def recap_table(recap: dict[str, dict[str, int]]) -> Table:
     for col, style in (("ok", "green"), ("changed", "yellow"), ("failed", "red"), ("skipped", "dim")):
         table.add_column(col, justify="right", style=style)
     for host, counts in recap.items():
-        table.add_row(Text(host), *(str(counts.get(k, 0)) for k in ("ok", "changed", "failed", "skipped")))
+        table.add_row(Text(plain(host)), *(str(counts.get(k, 0)) for k in ("ok", "changed", "failed", "skipped")))
     return table

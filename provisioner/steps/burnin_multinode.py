@@ -33,7 +33,7 @@ from provisioner.steps.lxc_common import ensure_inventory
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 LAST_RESULT = f"{REMOTE_DIR}/last-multinode-result.json"
 _ENDPOINT_RE = re.compile(r"^(?P<host>[A-Za-z0-9.:\[\]-]+):(?P<port>\d{1,5})$")
-_SIZE = r"\d+(B|K|KiB|M|MiB|G|GiB)?"
+_SIZE = r"[0-9]+(B|K|KiB|M|MiB|G|GiB)?"
 
 
 class MultinodeParams(Params):

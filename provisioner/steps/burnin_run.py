@@ -26,7 +26,7 @@ REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 class BurninParams(Params):
     venv: str = "/opt/torch-venv"
     backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl when the container's torch sees CUDA GPUs and has NCCL, else gloo")
-    sizes: str = Field("8B:256MiB", pattern=r"^\d+(B|K|KiB|M|MiB|G|GiB)?:\d+(B|K|KiB|M|MiB|G|GiB)?$")
+    sizes: str = Field("8B:256MiB", pattern=r"^[0-9]+(B|K|KiB|M|MiB|G|GiB)?:[0-9]+(B|K|KiB|M|MiB|G|GiB)?$")
     duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
     phases: str = Field("preflight,gemm,collectives,soak,nvshmem", pattern=r"^[a-z,]+$")
     timeout_s: int = Field(120, ge=5, le=3600, description="Per-collective timeout that turns a hang into a verdict")

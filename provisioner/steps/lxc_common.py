@@ -6,9 +6,10 @@ from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.steps.base import DependsOnEarlier, StepFailed
 from provisioner.steps.context import StepContext
 from provisioner.steps.node_inventory import gather_inventory
+from provisioner.steps.ownership import OWNER_TAG
 from provisioner.steps.state import HostInventory
 
-OWNER_TAG = "gpu-provisioner"
+__all__ = ["BACKUP_DIR", "OWNER_TAG", "conf_path", "ensure_inventory", "read_conf", "target_vmid"]
 
 
 BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit

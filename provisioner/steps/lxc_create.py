@@ -1,4 +1,9 @@
-"""`lxc.create`: create the container through the Proxmox API (never touching a foreign one)."""
+"""`lxc.create`: create the container through the Proxmox API (never touching a foreign one).
+
+A container is adopted only when it carries our tag and the playbook's spec (`steps/ownership.py`);
+a container we half-created (the create task timed out: `lock: create`) is recognised by the marker
+written on the node before the API call, and is waited for or removed and created again.
+"""
 
 from __future__ import annotations
 
@@ -7,43 +12,32 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from provisioner import validate
+from provisioner import secrets, validate
 from provisioner.events import Event
-from provisioner.proxmox.lxc_conf import parse_property_string
+from provisioner.steps import ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import OWNER_TAG, target_vmid
 from provisioner.steps.pve_ops import call, node_name
+from provisioner.steps.task_wait import wait_task
 
 
 class Net(Params):
-    bridge: str = "vmbr0"
+    bridge: validate.BridgeName = "vmbr0"
     ip: str = Field("dhcp", description="dhcp or CIDR, e.g. 10.0.0.50/24")
     gw: str | None = None
-
-    @field_validator("bridge")
-    @classmethod
-    def _bridge(cls, v: str) -> str:
-        if not v.isalnum():
-            raise ValueError(f"not a bridge name: {v!r}")
-        return v
 
     @field_validator("ip")
     @classmethod
     def _ip(cls, v: str) -> str:
         if v in ("dhcp", "manual"):
             return v
-        addr, _, prefix = v.partition("/")
-        if not validate.IPV4_RE.match(addr) or not prefix.isdigit() or not 0 < int(prefix) <= 32:
-            raise ValueError(f"not dhcp or an IPv4 CIDR: {v!r}")
-        return v
+        return validate.ipv4_cidr(v)
 
     @field_validator("gw")
     @classmethod
     def _gw(cls, v: str | None) -> str | None:
-        if v is not None and not validate.IPV4_RE.match(v):
-            raise ValueError(f"not an IPv4 gateway: {v!r}")
-        return v
+        return None if v is None else validate.ipv4(v)
 
     def property_string(self) -> str:
         parts = ["name=eth0", f"bridge={self.bridge}", f"ip={self.ip}"]
@@ -53,14 +47,14 @@ class Net(Params):
 
 
 class CreateParams(Params):
-    vmid: int | None = Field(None, description="Container id; default: the playbook target's container.")
+    vmid: validate.Vmid | None = Field(None, description="Container id; default: the playbook target's container.")
     template: str = Field("local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
                           description="Template volume id (storage:vztmpl/file).")
     download_template: bool = Field(False, description="Download the template via aplinfo when missing.")
     hostname: validate.HostName = "gpu-ct"
     cores: int = Field(8, ge=1, le=8192)
-    memory: int = Field(65536, ge=16, description="MiB")
-    swap: int = Field(0, ge=0, description="MiB")
+    memory: int = Field(65536, ge=16, le=validate.MAX_MEMORY_MIB, description="MiB")
+    swap: int = Field(0, ge=0, le=validate.MAX_MEMORY_MIB, description="MiB")
     rootfs_storage: validate.StorageId = "local-lvm"
     rootfs_size_gb: int = Field(64, ge=1, le=65536)
     net: Net = Net()
@@ -68,12 +62,15 @@ class CreateParams(Params):
     nesting: bool = True
     ssh_public_key_file: str | None = Field(None, description="Public key installed for root in the container.")
     onboot: bool = False
+    task_timeout_s: int = Field(900, ge=5, le=86400,
+                                description="How long to wait for PVE's create task (progress is shown meanwhile)")
+    download_timeout_s: int = Field(1800, ge=5, le=86400, description="How long to wait for a template download")
 
     @field_validator("template")
     @classmethod
     def _template(cls, v: str) -> str:
         storage, sep, rest = v.partition(":")
-        if not sep or not rest.startswith("vztmpl/") or "/" in rest[7:] or not rest[7:]:
+        if not sep or not rest.startswith("vztmpl/") or not validate.TEMPLATE_FILE_RE.fullmatch(rest[7:]):
             raise ValueError(f"template must look like local:vztmpl/<file>, got {v!r}")
         validate.storage(storage)
         return v
@@ -98,28 +95,20 @@ class CreateParams(Params):
 
     def comparable(self) -> dict[str, str]:
         """The settings an existing container must have for this step to call it 'the same'."""
-        return {
-            "hostname": self.hostname,
-            "cores": str(self.cores),
-            "memory": str(self.memory),
-            "swap": str(self.swap),
-            "unprivileged": "1" if self.unprivileged else "0",
-            "net0.bridge": self.net.bridge,
-            "net0.ip": self.net.ip,
-        }
+        return ownership.spec_of_params(self)
 
 
 def _existing_comparable(config: dict[str, Any]) -> dict[str, str]:
-    net = parse_property_string(str(config.get("net0", "")))
-    return {
-        "hostname": str(config.get("hostname", "")),
-        "cores": str(config.get("cores", "")),
-        "memory": str(config.get("memory", "512")),
-        "swap": str(config.get("swap", "512")),
-        "unprivileged": str(config.get("unprivileged", "0")),
-        "net0.bridge": net.get("bridge", ""),
-        "net0.ip": net.get("ip", ""),
-    }
+    return ownership.spec_of_config(config)
+
+
+def public_key(path: str) -> str:
+    """The key lines of `ssh_public_key_file`: a public key only (a private key or /dev/zero is refused)."""
+    try:
+        return secrets.read_public_key(path)
+    except secrets.SecretError as exc:
+        raise StepFailed(f"ssh_public_key_file: {exc}", fix="point ssh_public_key_file at a .pub file",
+                         exit_code=2) from None
 
 
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
@@ -151,22 +140,48 @@ class LxcCreate(StepKind[CreateParams]):
     Params = CreateParams
 
     async def check(self, ctx: StepContext) -> Plan:
+        if self.params.ssh_public_key_file:
+            public_key(self.params.ssh_public_key_file)  # refuse a private key before planning anything
         vmid = await choose_vmid(ctx, self.params.vmid)
         existing = await container_exists(ctx, vmid)
-        if existing is not None:
-            want = self.params.comparable()
-            have = _existing_comparable(existing)
-            diff = [f"{k}: existing {have[k]!r}, playbook {want[k]!r}" for k in want if have[k] != want[k]]
-            if diff:
-                foreign = have["hostname"] != want["hostname"]
+        ctx.state.create_resume = None
+        changes: list[str] = []
+        if existing is not None and ownership.is_half_created(existing):
+            half = await ownership.half_created(ctx, vmid, self.params.hostname)
+            if half is None:
                 raise StepFailed(
-                    f"CT {vmid} already exists on {node_name(ctx)} with a different "
-                    f"{'hostname (not ours)' if foreign else 'spec'}; it is left untouched:\n  " + "\n  ".join(diff),
+                    f"CT {vmid} on {node_name(ctx)} is being created by someone else (lock: create, no marker of "
+                    f"gpu-provisioner in {ownership.MARKER_DIR}); it is left untouched",
+                    fix=f"choose another container id, or finish/remove CT {vmid} on the node", exit_code=1)
+            if half.task == "ok":
+                existing = await container_exists(ctx, vmid)  # the worker finished since: compare it below
+            elif half.task == "running":
+                ctx.state.create_resume = half
+                return Plan(changes=[f"wait for {half.describe()} (CT {vmid} half-created by an earlier run), "
+                                     f"up to {self.params.task_timeout_s} s"])
+            else:
+                ctx.state.create_resume = half
+                changes.append(f"remove our half-created CT {vmid} ({half.describe()}) and create it again")
+                existing = None
+        if existing is not None and ownership.is_half_created(existing):
+            raise StepFailed(f"CT {vmid} is still locked (lock: create) although its create task finished",
+                             fix=f"check CT {vmid} on the node (`pct config {vmid}`); `pct unlock {vmid}` if it "
+                                 "is complete, then replay", exit_code=1)
+        if existing is not None:
+            diff = ownership.differences(self.params, existing)
+            ours = ownership.is_ours(existing)
+            if not ours or diff:
+                why = ("is not tagged " + repr(ownership.OWNER_TAG) + " (not created by gpu-provisioner)"
+                       if not ours else "has a different spec")
+                lines = ([f"tags: existing {existing.get('tags', '')!r}, ours {ownership.OWNER_TAG!r}"]
+                         if not ours else []) + diff
+                raise StepFailed(
+                    f"CT {vmid} already exists on {node_name(ctx)} and {why}; it is left untouched:\n  "
+                    + "\n  ".join(lines),
                     fix=f"choose another container id in the playbook, or align the playbook with CT {vmid}",
                     exit_code=1)
             ctx.state.ct_created = False
-            return Plan.no_change(f"CT {vmid} ({have['hostname']}) exists with the same spec")
-        changes = []
+            return Plan.no_change(f"CT {vmid} ({existing.get('hostname')}) is ours and has the same spec")
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", ctx.pve().storage_content, storage, "vztmpl", node_name(ctx))
         if not any(item.get("volid") == self.params.template for item in content):
@@ -185,22 +200,36 @@ class LxcCreate(StepKind[CreateParams]):
         vmid = target_vmid(ctx, self.params.vmid)
         client = ctx.pve()
         node = node_name(ctx)
+        half = ctx.state.create_resume = None
+        if isinstance(half, ownership.HalfCreated):
+            if half.task == "running" and half.upid:
+                yield ctx.info(f"CT {vmid}: {half.describe()}; waiting for it")
+                await wait_task(ctx, f"create CT {vmid}", half.upid, self.params.task_timeout_s)
+                await ownership.clear_marker(ctx, vmid)
+                ctx.state.ct_created = True
+                return
+            yield ctx.info(f"CT {vmid}: {half.describe()}; removing the empty container to create it again")
+            await ctx.node.run(["pct", "unlock", str(vmid)], timeout=60, check=True)
+            upid = await call(ctx, f"remove half-created CT {vmid}", client.delete_ct, vmid, node, True)
+            await wait_task(ctx, f"remove half-created CT {vmid}", upid, self.params.task_timeout_s)
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", client.storage_content, storage, "vztmpl", node)
         if not any(item.get("volid") == self.params.template for item in content):
             yield ctx.info(f"downloading template {volume} via aplinfo")
             upid = await call(ctx, "download template", client.download_template, storage,
                               volume.removeprefix("vztmpl/"), node)
-            await call(ctx, "download template", client.wait_task, node, upid, 1800)
+            await wait_task(ctx, "download template", upid, self.params.download_timeout_s)
         params = self.params.api_params(vmid)
         if self.params.ssh_public_key_file:
-            from pathlib import Path
-
-            params["ssh-public-keys"] = Path(self.params.ssh_public_key_file).expanduser().read_text().strip()
+            params["ssh-public-keys"] = public_key(self.params.ssh_public_key_file)
+        # The marker goes first: should PVE's answer never come, a replay still knows the CT is ours.
+        await ownership.write_marker(ctx, vmid, self.params.hostname)
         yield ctx.info(f"creating CT {vmid}")
         upid = await call(ctx, f"create CT {vmid}", client.create_ct, node, params)
+        await ownership.write_marker(ctx, vmid, self.params.hostname, upid)
         yield ctx.info(f"task {upid}")
-        await call(ctx, f"create CT {vmid}", client.wait_task, node, upid, 900)
+        await wait_task(ctx, f"create CT {vmid}", upid, self.params.task_timeout_s)
+        await ownership.clear_marker(ctx, vmid)
         ctx.state.ct_created = True
 
     async def verify(self, ctx: StepContext) -> None:
@@ -208,11 +237,13 @@ class LxcCreate(StepKind[CreateParams]):
         existing = await container_exists(ctx, vmid)
         if existing is None:
             raise StepFailed(f"CT {vmid} does not exist after creation")
-        have = _existing_comparable(existing)
-        want = self.params.comparable()
-        bad = [k for k in want if have[k] != want[k]]
+        bad = ownership.differences(self.params, existing)
+        if not ownership.is_ours(existing):
+            bad.insert(0, f"tags {existing.get('tags', '')!r} lack {ownership.OWNER_TAG!r}")
+        if ownership.is_half_created(existing):
+            bad.insert(0, "still locked (lock: create)")
         if bad:
-            raise StepFailed(f"CT {vmid} was created but differs in {', '.join(bad)}")
+            raise StepFailed(f"CT {vmid} was created but differs: " + "; ".join(bad))
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
         return {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -20,7 +20,8 @@ from provisioner.steps.state import HostInventory
 
 class PassthroughParams(Params):
     mode: Literal["auto", "dev", "raw"] = Field("auto", description="dev: PVE ≥ 8.1 devN entries; raw: lxc.* lines")
-    gpus: Literal["all"] | list[int] = Field("all", description="'all' or a list of GPU indices")
+    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]] = Field(
+        "all", description="'all' or a list of GPU indices")
     modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
     caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")

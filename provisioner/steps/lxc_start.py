@@ -11,6 +11,7 @@ from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, S
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_passthrough import verify_devices_in_container
 from provisioner.steps.pve_ops import call, node_name
+from provisioner.steps.task_wait import wait_task
 
 
 class StartParams(Params):
@@ -43,7 +44,7 @@ class LxcStart(StepKind[StartParams]):
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         client = ctx.pve()
         upid = await call(ctx, f"start CT {ctx.vmid}", client.start_ct, ctx.vmid, node_name(ctx))
-        await call(ctx, f"start CT {ctx.vmid}", client.wait_task, node_name(ctx), upid, self.params.timeout_s)
+        await wait_task(ctx, f"start CT {ctx.vmid}", upid, self.params.timeout_s)
         yield ctx.info(f"CT {ctx.vmid} started")
 
     async def verify(self, ctx: StepContext) -> None:

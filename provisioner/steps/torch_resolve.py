@@ -22,9 +22,9 @@ PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 
 class ResolveParams(Params):
     torch: str | None = Field("==2.11.0", description="PEP 440 specifier for torch (None: newest that works)")
-    python: str = Field("3.12", pattern=r"^3\.\d{1,2}$")
+    python: str = Field("3.12", pattern=r"^3\.[0-9]{1,2}$")
     prefer: str = Field("lowest-cuda", pattern=r"^(lowest-cuda|newest-cuda)$")
-    variant: str | None = Field(None, pattern=r"^(cu\d{3}|cpu)$", description="Override the resolver's choice")
+    variant: str | None = Field(None, pattern=r"^(cu[0-9]{3}|cpu)$", description="Override the resolver's choice")
 
 
 def _gpus_for_resolve(ctx: StepContext) -> list[Gpu]:

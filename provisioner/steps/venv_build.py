@@ -62,7 +62,7 @@ _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
 
 class VenvParams(Params):
     path: str = Field("/opt/torch-venv", description="Absolute path of the venv in the container")
-    python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="default: torch.resolve's Python, else 3.12")
+    python: str | None = Field(None, pattern=r"^3\.[0-9]{1,2}$", description="default: torch.resolve's Python, else 3.12")
     torch: str | None = Field(None, description="Exact torch version; default: the resolver's")
     torchvision: str | None = Field(None, description="Exact torchvision version; default: the resolver's")
     index_url: str | None = Field(None, description="Override the wheel index URL")
@@ -80,15 +80,12 @@ class VenvParams(Params):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        validate.abs_path(v)
-        if v.rstrip("/") in ("", "/usr", "/opt", "/root", "/etc", "/var", "/home", "/tmp", "/bin", "/lib", "/srv"):
-            raise ValueError(f"refusing a system directory as venv path: {v!r}")
-        return v.rstrip("/")
+        return validate.deletable_path(v)  # normalised first: `/./opt`, `//etc` are the system dirs they name
 
     @field_validator("uv_dir")
     @classmethod
     def _uv_dir(cls, v: str) -> str:
-        return validate.abs_path(v).rstrip("/")
+        return validate.abs_path(v)
 
     @field_validator("extra_packages")
     @classmethod

@@ -72,14 +72,37 @@ async def probe_host_key(target: SshTarget) -> tuple[str, str]:
     return fingerprint(conn_key), status
 
 
-def _known_status(target: SshTarget, key: asyncssh.SSHKey) -> str:
+KnownKeys = tuple[list["asyncssh.SSHKey"], list["asyncssh.SSHKey"], list["asyncssh.SSHKey"]]
+
+
+def known_keys(target: SshTarget) -> KnownKeys:
+    """(trusted host keys, trusted CA keys, revoked keys) for the target, matched as OpenSSH does:
+    on port 22 the entry is the bare `host` (or address); on any other port only `[host]:port` —
+    a bare `host` entry is NOT trusted for another port (asyncssh's own `match` falls back to it)."""
     import asyncssh
+
     path = Path(target.known_hosts).expanduser()
     if not path.exists():
-        return "unknown"
+        return [], [], []
     known = asyncssh.read_known_hosts(str(path))
-    trusted, _, revoked, *_ = known.match(target.host, "127.0.0.1" if target.host == "localhost" else target.host,
-                                          target.port)
+    addr = "127.0.0.1" if target.host == "localhost" else target.host
+    names = [target.host] + ([addr] if addr != target.host else [])
+    if target.port != 22:
+        names = [f"[{name}]:{target.port}" for name in names]
+    trusted: list[asyncssh.SSHKey] = []
+    ca_keys: list[asyncssh.SSHKey] = []
+    revoked: list[asyncssh.SSHKey] = []
+    for name in names:
+        # port=None: no fallback to a bare entry; addr="": `name` may be "[host]:port", not an address
+        keys, cas, revs, *_ = known.match(name, "", None)
+        trusted += keys
+        ca_keys += cas
+        revoked += revs
+    return trusted, ca_keys, revoked
+
+
+def _known_status(target: SshTarget, key: asyncssh.SSHKey) -> str:
+    trusted, _, revoked = known_keys(target)
     if any(k.public_data == key.public_data for k in revoked):
         return "changed"
     if any(k.public_data == key.public_data for k in trusted):
@@ -133,7 +156,8 @@ class SshTransport(Transport):
                 fh.write(f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}\n")
         options: dict[str, object] = {
             "username": t.user,
-            "known_hosts": str(known_path),
+            # exactly the keys our port-aware match trusts (not asyncssh's fallback to a bare host entry)
+            "known_hosts": known_keys(t),
             "connect_timeout": t.connect_timeout,
             "keepalive_interval": 5,
             "keepalive_count_max": 3,

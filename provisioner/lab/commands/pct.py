@@ -174,6 +174,16 @@ def cmd_set(lab: LabState, args: list[str]) -> int:
     return 0
 
 
+def cmd_unlock(lab: LabState, args: list[str]) -> int:
+    """`pct unlock <vmid>`: remove the config's `lock:` (PVE::LXC::Config->remove_lock; no API call)."""
+    vmid = _vmid(lab, args[0] if args else None)
+    with lab.lock():
+        conf = lab.read_conf(vmid)
+        conf.delete("lock")
+        lab.write_conf(vmid, conf)
+    return 0
+
+
 def cmd_power(lab: LabState, action: str, args: list[str]) -> int:
     vmid = _vmid(lab, args[0] if args else None)
     node = lab.settings().node
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = state()
     cmd, rest = args[0], args[1:]
     handlers = {"exec": cmd_exec, "push": cmd_push, "pull": cmd_pull, "status": cmd_status, "config": cmd_config,
-                "list": cmd_list, "set": cmd_set}
+                "list": cmd_list, "set": cmd_set, "unlock": cmd_unlock}
     if cmd in handlers:
         return handlers[cmd](lab, rest)
     if cmd in ("start", "stop", "shutdown", "reboot"):
