@@ -200,7 +200,7 @@ class LxcCreate(StepKind[CreateParams]):
         vmid = target_vmid(ctx, self.params.vmid)
         client = ctx.pve()
         node = node_name(ctx)
-        half = ctx.state.create_resume = None
+        half, ctx.state.create_resume = ctx.state.create_resume, None  # check's finding, used once
         if isinstance(half, ownership.HalfCreated):
             if half.task == "running" and half.upid:
                 yield ctx.info(f"CT {vmid}: {half.describe()}; waiting for it")

@@ -75,8 +75,8 @@ class RunState:
     venv_runtime: dict[str, Any] | None = None
     burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
     burnin_collective: str = ""
-    burnin_multinode: dict[str, Any] | None = None
-    create_resume: Any = None  # lxc.create: our half-created CT found by check (ownership.HalfCreated)  # this node's view of the multi-node burn-in report
+    burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report
+    create_resume: Any = None  # lxc.create: our half-created CT found by check (ownership.HalfCreated)
 
     @property
     def gpus(self) -> list[Gpu]:
