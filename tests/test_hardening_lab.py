@@ -192,8 +192,10 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
     conf = conf_text(run)
     assert "lock:" not in conf and "tags: gpu-provisioner" in conf and "hostname: blackwell-torch" in conf
     assert run.state().get_status(VMID).status == "running"
-    # the node's /etc is the lab's overlay: its upper layer holds what we wrote there
-    assert (run.root / "run" / "lock" / "gpu-provisioner" / "ct-200.lock.owner").is_file()
+    # the node's /run is its own (`sandbox.node_fs`), its /etc the lab's overlay whose upper layer holds
+    # what we wrote there
+    from provisioner.lab.sandbox import node_fs
+    assert (node_fs(run.root) / "run" / "lock" / "gpu-provisioner" / "ct-200.lock.owner").is_file()
     assert not (run.root / "etc" / "gpu-provisioner" / "creating" / "200.json").exists(), "marker left behind"
     again = cli(run, "replay", str(pb), "--lab", "--json")
     assert again.returncode == 0, again.stderr[-3000:]

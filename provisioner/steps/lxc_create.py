@@ -201,7 +201,7 @@ class LxcCreate(StepKind[CreateParams]):
         client = ctx.pve()
         node = node_name(ctx)
         half, ctx.state.create_resume = ctx.state.create_resume, None  # check's finding, used once
-        if isinstance(half, ownership.HalfCreated):
+        if half is not None:
             if half.task == "running" and half.upid:
                 yield ctx.info(f"CT {vmid}: {half.describe()}; waiting for it")
                 await wait_task(ctx, f"create CT {vmid}", half.upid, self.params.task_timeout_s)

@@ -9,12 +9,15 @@ and for pages that still render dicts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
 from provisioner.resolver.models import Resolution
+
+if TYPE_CHECKING:  # ownership imports the step context, which imports this module
+    from provisioner.steps.ownership import HalfCreated
 
 
 class _Model(BaseModel):
@@ -76,7 +79,7 @@ class RunState:
     burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
     burnin_collective: str = ""
     burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report
-    create_resume: Any = None  # lxc.create: our half-created CT found by check (ownership.HalfCreated)
+    create_resume: HalfCreated | None = None  # lxc.create: our half-created CT, found by check for apply
 
     @property
     def gpus(self) -> list[Gpu]:
