@@ -19,6 +19,8 @@ from provisioner.steps.context import StepContext
 from provisioner.steps.lxc import ensure_inventory
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
+#: the burn-in's `--json` stdout (its result document as one line)
+RESULT_LINE = f"{REMOTE_DIR}/result.jsonl"
 
 
 class BurninParams(Params):
@@ -118,16 +120,21 @@ class BurninRun(StepKind[BurninParams]):
                 "--out", f"{REMOTE_DIR}/out", "--json"]
         for key, value in sorted(self.params.thresholds.items()):
             argv += ["--threshold", f"{key}={value}"]
-        script = f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} exec {quoting.join(argv)}"
+        # the result document (one JSON line, ~30 KB) goes to a file, not to the screen: the step
+        # prints a summary of it below
+        script = (f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} {quoting.join(argv)} > {RESULT_LINE}")
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
                               on_line=lambda line: _metric_from_line(ctx, line))
-        doc = _last_json(result.lines)
+        full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
+        doc = _last_json(full.lines)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.shared["burnin"] = doc
         await ct.run(["sh", "-c", f"cat > {REMOTE_DIR}/last-result.json"], stdin=json.dumps(doc).encode(), timeout=60,
                      quiet=True)
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
+        for line in summary_lines(doc):
+            yield ctx.info(line)
 
     async def verify(self, ctx: StepContext) -> None:
         doc = ctx.shared.get("burnin") or {}
@@ -149,6 +156,40 @@ def _overall(doc: dict[str, Any]) -> str:
     if isinstance(verdict, dict):
         return str(verdict.get("overall", "unknown"))
     return str(doc.get("status") or verdict or "unknown")
+
+
+def summary_lines(doc: dict[str, Any]) -> list[str]:
+    """What a person reads of a result document: verdict, world, backend, sizes, soak, and the busbw
+    at the largest size of each collective (the document itself is in the container)."""
+    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    sizes = cfg.get("sizes") or []
+    soak = cfg.get("duration", cfg.get("duration_s"))
+    lines = [f"burn-in: {_overall(doc)}; world size {doc.get('world_size', '?')}, backend {doc.get('backend', '?')}"
+             + (f", sizes {sizes[0]}..{sizes[-1]} ({len(sizes)})" if sizes else "")
+             + (f", soak {soak}s" if soak is not None else "")]
+    phases = doc.get("phases") if isinstance(doc.get("phases"), dict) else {}
+    coll = phases.get("collectives") if isinstance(phases.get("collectives"), dict) else {}
+    largest: dict[str, dict[str, Any]] = {}
+    for row in coll.get("rows") or []:
+        if not isinstance(row, dict) or not isinstance(row.get("size"), int):
+            continue
+        name = str(row.get("collective", "?"))
+        if name not in largest or row["size"] >= largest[name]["size"]:
+            largest[name] = row
+    if largest:
+        lines.append("busbw at the largest size: " + ", ".join(
+            f"{name} {_size(row['size'])} {float(row.get('busbw') or 0):.3g} GB/s" for name, row in largest.items()))
+    summary = doc.get("summary")
+    if summary:
+        lines.append(f"summary: {str(summary)[:300]}")
+    return lines
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
 
 
 def _last_json(lines: list[str]) -> dict[str, Any] | None:
