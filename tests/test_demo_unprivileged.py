@@ -20,10 +20,6 @@ pytestmark = pytest.mark.timeout(900)
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "as a non-root user each passed node is a bind of /dev/null; the lab's torch stand-in "
-    "(provisioner/lab/wheels.py _TORCH_INIT, owned by the engine refactor) still counts GPUs by "
-    "os.stat major 195 instead of the view's device table /.lab/devices, so venv.build sees 0 GPUs"))
 def test_demo_as_an_unprivileged_user(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "dropping to an unprivileged uid needs root (run as another user, "
                                "`uv run provisioner demo` is this test by hand)")
@@ -44,10 +40,9 @@ def test_demo_as_an_unprivileged_user(tmp_path: Path) -> None:
     home = tmp_path / "home"
     tmp = tmp_path / "tmp"
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     for d in (home, tmp, bin_dir):
         d.mkdir()
+    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     os.chown(tmp_path, 65534, 65534)
     for d in (home, tmp):
         os.chown(d, 65534, 65534)

@@ -29,13 +29,25 @@ from typing import Any, cast
 import asyncssh
 from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.sandbox import ensure_disk_full_opt, make_node_fs, node_argv, node_env, node_fs
+from provisioner.lab.commands import SOCKET_ENV
+from provisioner.lab.sandbox import (
+    ensure_disk_full_opt,
+    held_node_argv,
+    make_node_fs,
+    node_argv,
+    node_env,
+    node_fs,
+    node_holder_argv,
+    node_script,
+)
 from provisioner.lab.state import LabState
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
 SERVER_VERSION = "LAB_gpu-provisioner"
 DROP_PATTERN = re.compile(r"--no-kernel-modules?\b|\buv pip install\b")
 DROP_AFTER_S = 0.5
+#: how long the node view's holder may take to build the view and import the stand-ins
+HOLDER_START_S = 60.0
 #: the SFTP protocol version the lab offers (asyncssh's default, as OpenSSH's sftp-server)
 SFTP_VERSION = 3
 _SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "HUP": signal.SIGHUP,
@@ -185,9 +197,10 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             for vmid in state.list_cts():
                 ensure_disk_full_opt(state, vmid)
         try:
+            argv, env = await self._server.node_command(self._argv)
             proc = await asyncio.create_subprocess_exec(
-                *node_argv(state, self._argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=node_env(state), start_new_session=True)
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             self._chan.write_stderr(f"LAB: cannot start the command: {exc}\n".encode())
             self._chan.exit(255)
@@ -257,6 +270,65 @@ class LabSshServer:
         self.host_key_path, self.client_key_path, client_pub = ensure_keys(state.root)
         self.client_public = asyncssh.read_public_key(str(client_pub))
         self._acceptor: asyncssh.SSHAcceptor | None = None
+        self._holder: asyncio.subprocess.Process | None = None
+        self._holder_script: str | None = None
+        self._holder_sock: Path | None = None
+        self._holder_gen = 0
+        self._holder_lock: asyncio.Lock | None = None
+        self._failed_script: str | None = None
+
+    # -- the held node view ------------------------------------------------------------------
+    async def node_command(self, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) that run `argv` on the node: in the held node view (`provisioner.lab.resident`,
+        rebuilt when the view's script changes), or in a view of its own where none can be held."""
+        state = self.state
+        if self._holder_lock is None:
+            self._holder_lock = asyncio.Lock()
+        async with self._holder_lock:
+            script = node_script(state)
+            holder = self._holder
+            if (holder is None or holder.returncode is not None or script != self._holder_script) \
+                    and script != self._failed_script:
+                holder = await self._start_holder(script)
+            if holder is not None and holder.returncode is None and self._holder_sock is not None:
+                return (held_node_argv(state, holder.pid, argv),
+                        node_env(state, {SOCKET_ENV: str(self._holder_sock)}))
+        return node_argv(state, argv), node_env(state)
+
+    async def _start_holder(self, script: str) -> asyncio.subprocess.Process | None:
+        old = self._holder
+        self._holder_gen += 1
+        run = self.state.root / "run" / "resident"
+        run.mkdir(parents=True, exist_ok=True)
+        sock = run / f"node-{os.getpid()}-{self._holder_gen}.sock"
+        with open(run / "holder.log", "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                *node_holder_argv(script, sock), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=log, env=node_env(self.state), start_new_session=True)
+        assert proc.stdout is not None
+        try:
+            ready = await asyncio.wait_for(proc.stdout.readline(), HOLDER_START_S)
+        except asyncio.TimeoutError:
+            ready = b""
+        if ready != b"ready\n":
+            _kill_group(proc.pid)
+            await proc.wait()
+            self._failed_script = script  # commands build their own view (as before) until it changes
+            return None
+        self._holder, self._holder_script, self._holder_sock = proc, script, sock
+        if old is not None:
+            await self._stop_holder(old)
+        return proc
+
+    @staticmethod
+    async def _stop_holder(proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            _kill_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                _kill_group(proc.pid)
+                await proc.wait()
 
     @property
     def port(self) -> int:
@@ -282,6 +354,9 @@ class LabSshServer:
             self._acceptor.close()
             await self._acceptor.wait_closed()
             self._acceptor = None
+        if self._holder is not None:
+            await self._stop_holder(self._holder)
+            self._holder = None
 
     # -- scenario ssh-drop -------------------------------------------------------------------
     def _drop_marker(self) -> Path:

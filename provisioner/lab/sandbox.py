@@ -581,6 +581,35 @@ def node_argv(state: LabState, argv: Sequence[str]) -> list[str]:
     return [*unshare_prefix(), "bash", "-c", node_script(state), "lab-node", *argv]
 
 
+#: what an SSH command does on entering the held node view (`held_node_argv`): a mount namespace of
+#: its own with a fresh /etc overlay (LabState writes ``<root>/etc`` by rename, which a long-lived
+#: overlay would not show), then ``"$@"`` in /root as in a fresh view
+HELD_ENTER = """set -e
+mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2,index=off" /etc 2>/dev/null || \\
+  mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2" /etc
+shift 2
+cd /root 2>/dev/null || cd /
+exec "$@"
+"""
+
+
+def node_holder_argv(script: str, sock: Path) -> list[str]:
+    """argv of the node view's holder: `provisioner.lab.resident` serving `sock`, in the view that
+    `script` (`node_script`) builds. A changed script means a stale holder (the SSH endpoint starts
+    another and the commands already in the old view finish there)."""
+    return [*unshare_prefix(), "bash", "-c", script, "lab-node", lab_python(), "-m", "provisioner.lab.resident",
+            "--socket", str(sock)]
+
+
+def held_node_argv(state: LabState, holder_pid: int, argv: Sequence[str]) -> list[str]:
+    """argv that runs `argv` in the node view held by `holder_pid` (no view to build: ``nsenter``, a
+    private mount namespace and a fresh /etc overlay)."""
+    root = state.root
+    return ["nsenter", "--user", "--mount", "--cgroup", "--preserve-credentials", "-t", str(holder_pid), "-r", "-w",
+            "--", "unshare", "-m", "--propagation", "private", "--", "bash", "-c", HELD_ENTER, "lab-node",
+            str(root / "etc"), str(root / "run" / "overlay-work" / "etc"), *argv]
+
+
 def bin_dir(root: Path) -> Path:
     return root / "bin"
 
