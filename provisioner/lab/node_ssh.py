@@ -39,6 +39,8 @@ from provisioner.lab.sandbox import (
     node_fs,
     node_holder_argv,
     node_script,
+    project_dir,
+    stop_ct_holders,
 )
 from provisioner.lab.state import LabState
 
@@ -304,11 +306,11 @@ class LabSshServer:
         with open(run / "holder.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *node_holder_argv(script, sock), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=log, env=node_env(self.state), start_new_session=True)
+                stderr=log, env=node_env(self.state, {"PYTHONPATH": str(project_dir())}), start_new_session=True)
         assert proc.stdout is not None
         try:
             ready = await asyncio.wait_for(proc.stdout.readline(), HOLDER_START_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ready = b""
         if ready != b"ready\n":
             _kill_group(proc.pid)
@@ -326,7 +328,7 @@ class LabSshServer:
             _kill_group(proc.pid, signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), 5)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 _kill_group(proc.pid)
                 await proc.wait()
 
@@ -357,6 +359,7 @@ class LabSshServer:
         if self._holder is not None:
             await self._stop_holder(self._holder)
             self._holder = None
+        stop_ct_holders(self.state.root)
 
     # -- scenario ssh-drop -------------------------------------------------------------------
     def _drop_marker(self) -> Path:

@@ -86,9 +86,9 @@ def _run_child(request: dict[str, object], fds: list[int], mnt_ns: int) -> None:
             os.environ.update({str(k): str(v) for k, v in env.items()})
         with contextlib.suppress(OSError):
             os.chdir(str(request.get("cwd") or "/"))
-        sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
         module = str(request["module"])
         argv = request.get("argv")
         sys.argv = [module, *(str(a) for a in argv)] if isinstance(argv, list) else [module]
@@ -105,7 +105,7 @@ def _run_child(request: dict[str, object], fds: list[int], mnt_ns: int) -> None:
                 code = 1
         except KeyboardInterrupt:
             code = 130
-        except BaseException:  # noqa: BLE001 - a stand-in crash is reported as python -m would
+        except BaseException:
             import traceback
 
             traceback.print_exc()
@@ -138,7 +138,7 @@ def _supervise(conn: socket.socket) -> None:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
         while True:
-            ready, _, _ = select.select([conn, pidfd], [], [])
+            ready, _, _ = select.select([conn.fileno(), pidfd], [], [])
             if pidfd in ready:
                 break
             data = conn.recv(16)

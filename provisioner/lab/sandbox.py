@@ -36,10 +36,15 @@ Where the kernel forbids unprivileged user namespaces, `unshare_prefix` raises
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -114,7 +119,8 @@ def unshare_prefix() -> tuple[str, ...]:
     """argv prefix that runs a command in a private user + mount + cgroup namespace (as root too)."""
     if shutil.which("unshare") is None:
         raise SandboxUnavailable("LAB: `unshare` (util-linux) is not installed; install util-linux to run the lab")
-    if shutil.which("pivot_root") is None:
+    # a user's PATH on Debian has no sbin directories; the views' own PATH has (NODE_DEFAULT_PATH)
+    if shutil.which("pivot_root", path=f"{os.environ.get('PATH', '')}:{NODE_DEFAULT_PATH}") is None:
         raise SandboxUnavailable("LAB: `pivot_root` (util-linux) is not installed; install util-linux to run the lab")
     probe = subprocess.run([*UNSHARE, "true"], capture_output=True, check=False)
     if probe.returncode == 0:
@@ -778,6 +784,96 @@ def ct_argv(state: LabState, vmid: int, argv: Sequence[str], *, cwd: str = "/roo
     script = ct_script(state, vmid, conf, cwd=cwd)
     env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
     return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
+
+
+# --- held container views ---------------------------------------------------------------------
+#
+# A running container's view is built once and held by a process (``sleep infinity`` in the view,
+# a session of its own); ``pct exec`` enters it with nsenter. The holder's key is the view's script
+# (its devices, scenarios, node facts), the container's config and its start time: any change (a
+# ``pct set``, a new device, a stop and start or a reboot) and the next command builds a new view
+# (the old holder is killed). ``pct stop``/``reboot`` and the lab's stop end the holder.
+
+
+def ct_holder_file(root: Path, vmid: int) -> Path:
+    return root / "run" / "resident" / f"ct{vmid}.json"
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time (``/proc/PID/stat`` field 22): a pid and this name one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def stop_ct_holder(root: Path, vmid: int) -> None:
+    """End container `vmid`'s held view, if there is one."""
+    path = ct_holder_file(root, vmid)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    pid = int(rec.get("pid", 0))
+    if pid > 0 and _proc_start(pid) == rec.get("start"):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    path.unlink(missing_ok=True)
+
+
+def stop_ct_holders(root: Path) -> None:
+    for path in sorted((root / "run" / "resident").glob("ct*.json")):
+        if path.stem[2:].isdigit():
+            stop_ct_holder(root, int(path.stem[2:]))
+
+
+def _start_ct_holder(state: LabState, vmid: int, script: str) -> int | None:
+    proc = subprocess.Popen([*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "sh", "-c",
+                             "echo ready; exec sleep infinity"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=ct_env(vmid), start_new_session=True)
+    assert proc.stdout is not None
+    ready = proc.stdout.readline()
+    proc.stdout.close()
+    if ready != b"ready\n":
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+    proc.returncode = 0  # the holder outlives this process on purpose (no "still running" warning)
+    return proc.pid
+
+
+def held_ct_argv(state: LabState, vmid: int, argv: Sequence[str]) -> list[str]:
+    """argv that runs `argv` in container `vmid`'s held view (built now if it has none or its key
+    changed); `ct_argv` (a view of its own) where no view can be held."""
+    conf = state.read_conf(vmid)
+    script = ct_script(state, vmid, conf)
+    status = state.get_status(vmid)
+    key = hashlib.sha256("\0".join([script, conf.render(), str(status.started), str(status.pid)]).encode()).hexdigest()
+    path = ct_holder_file(state.root, vmid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            rec = {}
+        pid = int(rec.get("pid", 0))
+        if rec.get("key") != key or pid <= 0 or _proc_start(pid) != rec.get("start"):
+            stop_ct_holder(state.root, vmid)
+            new = _start_ct_holder(state, vmid, script)
+            start = _proc_start(new) if new is not None else None
+            if new is None or start is None:
+                return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
+            pid = new
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"pid": pid, "start": start, "key": key}))
+            tmp.replace(path)
+    return ["nsenter", "--user", "--mount", "--cgroup", "--preserve-credentials", "-t", str(pid), "-r", "-w", "--",
+            "env", "-i", *env_args, *argv]
 
 
 def release_mounts(root: Path) -> None:

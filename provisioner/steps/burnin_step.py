@@ -161,14 +161,13 @@ def _overall(doc: dict[str, Any]) -> str:
 def summary_lines(doc: dict[str, Any]) -> list[str]:
     """What a person reads of a result document: verdict, world, backend, sizes, soak, and the busbw
     at the largest size of each collective (the document itself is in the container)."""
-    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    cfg = _dict(doc.get("config"))
     sizes = cfg.get("sizes") or []
     soak = cfg.get("duration", cfg.get("duration_s"))
     lines = [f"burn-in: {_overall(doc)}; world size {doc.get('world_size', '?')}, backend {doc.get('backend', '?')}"
              + (f", sizes {sizes[0]}..{sizes[-1]} ({len(sizes)})" if sizes else "")
              + (f", soak {soak}s" if soak is not None else "")]
-    phases = doc.get("phases") if isinstance(doc.get("phases"), dict) else {}
-    coll = phases.get("collectives") if isinstance(phases.get("collectives"), dict) else {}
+    coll = _dict(_dict(doc.get("phases")).get("collectives"))
     largest: dict[str, dict[str, Any]] = {}
     for row in coll.get("rows") or []:
         if not isinstance(row, dict) or not isinstance(row.get("size"), int):
@@ -183,6 +182,10 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     if summary:
         lines.append(f"summary: {str(summary)[:300]}")
     return lines
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _size(n: int) -> str:

@@ -14,7 +14,7 @@ import sys
 
 
 def _fallback(python: str, module: str, args: list[str]) -> None:
-    os.execv(python, [python, "-m", module, *args])
+    os.execv(python, [python, "-m", module, *args])  # noqa: S606 - argv list, no shell
 
 
 def main() -> None:
@@ -56,10 +56,10 @@ def main() -> None:
         conn.close()
         _fallback(python, module, args)
     if kind == "signal" and number.isdigit():
-        sig = int(number)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
+        signum = int(number)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
     os._exit(int(number) if kind == "exit" and number.isdigit() else 255)
 
 
