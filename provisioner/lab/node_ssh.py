@@ -33,13 +33,13 @@ from provisioner.lab.commands import SOCKET_ENV
 from provisioner.lab.sandbox import (
     ensure_disk_full_opt,
     held_node_argv,
+    lab_pythonpath,
     make_node_fs,
     node_argv,
     node_env,
     node_fs,
     node_holder_argv,
     node_script,
-    project_dir,
     stop_ct_holders,
 )
 from provisioner.lab.state import LabState
@@ -306,7 +306,7 @@ class LabSshServer:
         with open(run / "holder.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *node_holder_argv(script, sock), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=log, env=node_env(self.state, {"PYTHONPATH": str(project_dir())}), start_new_session=True)
+                stderr=log, env=node_env(self.state, {"PYTHONPATH": os.pathsep.join(str(p) for p in lab_pythonpath())}), start_new_session=True)
         assert proc.stdout is not None
         try:
             ready = await asyncio.wait_for(proc.stdout.readline(), HOLDER_START_S)

@@ -141,6 +141,17 @@ def project_dir() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def lab_pythonpath() -> list[Path]:
+    """Where the stand-ins (the lab's Python) import from besides its own prefix: the project, then
+    this process's PYTHONPATH (a lab started with a plain Python and PYTHONPATH; bound read-only)."""
+    out = [project_dir()]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        p = Path(entry).resolve() if entry else None
+        if p is not None and p.is_dir() and p not in out:
+            out.append(p)
+    return out
+
+
 @cache
 def discover_pythons() -> dict[str, Path]:
     """Real CPython interpreters on this machine: ``"3.12" -> /path/to/python3.12`` (newest patch)."""
@@ -207,6 +218,7 @@ def keep_paths(root: Path) -> list[tuple[Path, bool]]:
           _prefix_of(Path(sys.executable))}
     for exe in discover_pythons().values():
         ro.add(_prefix_of(exe))
+    ro.update(p for p in lab_pythonpath()[1:] if p != project_dir())
     uv = find_uv()
     if uv is not None:
         ro.add(uv.parent)

@@ -12,7 +12,7 @@ import os
 import shlex
 from pathlib import Path
 
-from provisioner.lab.sandbox import bin_dir, lab_python, project_dir
+from provisioner.lab.sandbox import bin_dir, lab_python, lab_pythonpath
 
 #: wrapper name -> python module run by it
 NODE_COMMANDS: dict[str, str] = {
@@ -38,12 +38,13 @@ def wrapper_text(module: str, root: Path, *extra: str) -> str:
     args = " ".join(shlex.quote(a) for a in extra)
     args = f"{args} " if args else ""
     py = shlex.quote(lab_python())
+    pythonpath = os.pathsep.join(str(p) for p in lab_pythonpath())
     return (
         "#!/bin/sh\n"
         "# LAB stand-in (gpu-provisioner lab); not the real command\n"
         f"PROVISIONER_LAB_ROOT={shlex.quote(str(root))}; export PROVISIONER_LAB_ROOT\n"
         # the lab's Python finds the stand-ins' package wherever it came from (an install, PYTHONPATH)
-        f"PYTHONPATH={shlex.quote(str(project_dir()))}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH\n"
+        f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH\n"
         f'if [ -S "${{{SOCKET_ENV}:-/nonexistent}}" ]; then\n'
         f'  exec {py} -S {shlex.quote(str(CLIENT))} "${SOCKET_ENV}" {py} {module} {args}"$@"\n'
         "fi\n"
