@@ -29,7 +29,7 @@ from typing import Any, cast
 import asyncssh
 from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.commands import SOCKET_ENV
+from provisioner.lab.commands import resident_socket
 from provisioner.lab.sandbox import (
     ensure_disk_full_opt,
     held_node_argv,
@@ -196,8 +196,9 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         if self._argv == ["bash"]:
             self._chan.write(BANNER.encode())
         if state.has_scenario("disk-full"):
-            for vmid in state.list_cts():
-                ensure_disk_full_opt(state, vmid)
+            mounted = [ensure_disk_full_opt(state, vmid) for vmid in state.list_cts()]
+            if any(mounted):
+                self._server.forget_held_views()  # they were made before the new mount
         try:
             argv, env = await self._server.node_command(self._argv)
             proc = await asyncio.create_subprocess_exec(
@@ -293,16 +294,20 @@ class LabSshServer:
                     and script != self._failed_script:
                 holder = await self._start_holder(script)
             if holder is not None and holder.returncode is None and self._holder_sock is not None:
-                return (held_node_argv(state, holder.pid, argv),
-                        node_env(state, {SOCKET_ENV: str(self._holder_sock)}))
+                return held_node_argv(state, holder.pid, argv), node_env(state)
         return node_argv(state, argv), node_env(state)
+
+    def forget_held_views(self) -> None:
+        """The machine's mounts under the lab root changed: the next command builds fresh views."""
+        self._holder_script = None
+        stop_ct_holders(self.state.root)
 
     async def _start_holder(self, script: str) -> asyncio.subprocess.Process | None:
         old = self._holder
         self._holder_gen += 1
         run = self.state.root / "run" / "resident"
         run.mkdir(parents=True, exist_ok=True)
-        sock = run / f"node-{os.getpid()}-{self._holder_gen}.sock"
+        sock = resident_socket(self.state.root)
         with open(run / "holder.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *node_holder_argv(script, sock), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -345,6 +350,7 @@ class LabSshServer:
 
     async def start(self) -> LabSshServer:
         make_node_fs(self.state.root)
+        await self.node_command(["true"])  # the held node view, before the first command
         self._acceptor = await asyncssh.create_server(
             lambda: _NodeServer(self), self.host, self._port, server_host_keys=[str(self.host_key_path)],
             encoding=None, server_version=SERVER_VERSION, allow_scp=False, keepalive_interval=0)

@@ -167,12 +167,14 @@ def serve(sock_path: Path) -> int:
     for module in PRELOAD:
         importlib.import_module(module)
     sock_path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        sock_path.unlink()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock_path) + ".new")
-    os.chmod(str(sock_path) + ".new", 0o600)
-    os.replace(str(sock_path) + ".new", sock_path)
+    fresh = sock_path.with_name(f"{sock_path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        fresh.unlink()
+    server.bind(str(fresh))
+    os.chmod(fresh, 0o600)
+    mine = fresh.stat().st_ino
+    os.replace(fresh, sock_path)  # a newer holder takes the path over from an older one
     server.listen(64)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
@@ -192,7 +194,8 @@ def serve(sock_path: Path) -> int:
             conn.close()
     finally:
         with contextlib.suppress(OSError):
-            sock_path.unlink()
+            if sock_path.stat().st_ino == mine:  # not a newer holder's
+                sock_path.unlink()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -686,21 +686,22 @@ def ct_devices(state: LabState, conf: LxcConfig) -> list[DeviceNode]:
     return sorted(nodes.values(), key=lambda n: n.path)
 
 
-def ensure_disk_full_opt(state: LabState, vmid: int) -> None:
+def ensure_disk_full_opt(state: LabState, vmid: int) -> bool:
     """Scenario disk-full: the container's /opt is a small tmpfs, mounted once in the machine's own
-    namespace (as root; the views made afterwards see it, and an operator can grow it)."""
+    namespace (as root; the views made afterwards see it, and an operator can grow it). True when it
+    was mounted now (a held view made before it does not have it)."""
     if os.geteuid() != 0:
-        return
+        return False
     opt = state.ct_root(vmid) / "opt"
     try:
         with open("/proc/self/mountinfo") as fh:
             if any(line.split()[4] == str(opt) for line in fh):
-                return
+                return False
     except OSError:
-        return
+        return False
     opt.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755", f"lab-ct{vmid}-opt",
-                    str(opt)], check=False, capture_output=True)
+    return subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755",
+                           f"lab-ct{vmid}-opt", str(opt)], check=False, capture_output=True).returncode == 0
 
 
 def record_host_ns(root: Path) -> None:

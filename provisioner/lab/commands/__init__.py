@@ -26,27 +26,31 @@ NODE_COMMANDS: dict[str, str] = {
 }
 
 
-#: environment variable naming the resident stand-in server's socket (set for commands that run in
-#: the held node view, `provisioner.lab.node_ssh`)
-SOCKET_ENV = "PROVISIONER_LAB_SOCK"
 CLIENT = Path(__file__).with_name("_client.py")
+
+
+def resident_socket(root: Path) -> Path:
+    """The resident stand-in server's socket (`provisioner.lab.resident`, held by the node view's holder)."""
+    return root / "run" / "resident" / "node.sock"
 
 
 def wrapper_text(module: str, root: Path, *extra: str) -> str:
     """A /bin/sh wrapper that runs `module` with the lab's Python and root: through the resident
-    stand-in server where its socket is given (`provisioner.lab.resident`), else itself."""
+    stand-in server while it runs (the stand-in runs in the caller's own view, see
+    `provisioner.lab.resident`), else itself."""
     args = " ".join(shlex.quote(a) for a in extra)
     args = f"{args} " if args else ""
     py = shlex.quote(lab_python())
     pythonpath = os.pathsep.join(str(p) for p in lab_pythonpath())
+    sock = shlex.quote(str(resident_socket(root)))
     return (
         "#!/bin/sh\n"
         "# LAB stand-in (gpu-provisioner lab); not the real command\n"
         f"PROVISIONER_LAB_ROOT={shlex.quote(str(root))}; export PROVISIONER_LAB_ROOT\n"
         # the lab's Python finds the stand-ins' package wherever it came from (an install, PYTHONPATH)
         f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH\n"
-        f'if [ -S "${{{SOCKET_ENV}:-/nonexistent}}" ]; then\n'
-        f'  exec {py} -S {shlex.quote(str(CLIENT))} "${SOCKET_ENV}" {py} {module} {args}"$@"\n'
+        f"if [ -S {sock} ]; then\n"
+        f'  exec {py} -S {shlex.quote(str(CLIENT))} {sock} {py} {module} {args}"$@"\n'
         "fi\n"
         f"exec {py} -m {module} {args}\"$@\"\n"
     )
