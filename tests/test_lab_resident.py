@@ -91,14 +91,30 @@ async def test_held_container_view_follows_config_and_start(lab: tuple[LabServic
         r = await node.run(["pct", "exec", "200", "--", "sh", "-c", "ls /dev | grep -c '^nvidia[0-9]'"])
         assert r.lines == ["7"], "the view follows the config"
         second = json.loads(holder.read_text())["pid"]
-        assert second != first and not Path(f"/proc/{first}").exists()
+        assert second != first
+        await _gone(first)
         r = await node.run(["pct", "stop", "200"])
         assert r.ok, r.lines
-        assert not holder.exists() and not Path(f"/proc/{second}").exists()
+        assert not holder.exists()
+        await _gone(second)
         r = await node.run(["pct", "exec", "200", "--", "true"])
         assert r.exit_status == 255 and "not running" in r.lines[-1]
     finally:
         await node.close()
+
+
+async def _gone(pid: int) -> None:
+    """Wait (with a deadline) until `pid` has exited (a zombie has: only its parent has to reap it)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"process {pid} still runs"
+        await asyncio.sleep(0.05)
 
 
 def _is_sleep(pid: int) -> bool:
