@@ -51,8 +51,16 @@ def _package_tarball() -> bytes:
         tar.addfile(info, io.BytesIO(b""))
         for path in sorted(src.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}")
+                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}", filter=_root_owned)
     return buf.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Files land in the container as root's, not as the controller user's uid (which the container's
+    user namespace may not map: tar as root there fails to chown to it)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 @register
