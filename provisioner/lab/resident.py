@@ -5,12 +5,14 @@ view (`provisioner.lab.sandbox.node_argv`) for the lab's whole life. It does two
 
 - it holds the node view's namespaces, so a command of the SSH endpoint enters them with
   ``nsenter`` (`provisioner.lab.sandbox.held_node_argv`) instead of building the view again;
-- it has imported the node stand-ins (``pct``, ``nvidia-smi``, ``pveversion`` ... with pydantic and
-  the render code) once, and runs each call in a forked child: the stand-in wrapper's client
-  (`provisioner.lab.commands._client`, stdlib only) sends its argv, environment and working
-  directory and passes its stdin/stdout/stderr over a unix socket (SCM_RIGHTS); the child takes
-  them as its own, runs the stand-in's ``main`` as ``python -m`` would and its exit status (or
-  signal) goes back to the client, which exits the same way.
+- it has imported the stand-ins (``pct``, ``nvidia-smi``, ``pveversion`` ... with pydantic and the
+  render code) once, and runs each call in a forked child: the stand-in wrapper's client
+  (`provisioner.lab.commands._client`, stdlib only; node and container wrappers alike, the socket
+  is ``<root>/run/resident/node.sock``) sends its argv, environment and working directory and
+  passes its stdin/stdout/stderr over a unix socket (SCM_RIGHTS); the child enters the client's
+  own mount namespace (``setns``: the caller's view, node or container, exactly as it is), takes
+  the descriptors as its own, runs the stand-in's ``main`` as ``python -m`` would, and its exit
+  status (or signal) goes back to the client, which exits the same way.
 
 The child is a session of its own; a signal the client gets (INT/TERM/HUP/QUIT) is forwarded to
 that session, and a client that goes away (killed, connection dropped) takes the session with it
