@@ -181,7 +181,9 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         if not isinstance(row, dict) or not isinstance(row.get("size"), int):
             continue
         name = str(row.get("collective", "?"))
-        if name not in largest or row["size"] >= largest[name]["size"]:
+        best = largest.get(name)
+        # the largest size; of its two rows the out-of-place one (nccl-tests' first columns)
+        if best is None or (row["size"], not row.get("inplace")) > (best["size"], not best.get("inplace")):
             largest[name] = row
     if largest:
         lines.append("busbw at the largest size: " + ", ".join(
