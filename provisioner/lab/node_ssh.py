@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -40,6 +41,7 @@ from provisioner.lab.sandbox import (
     node_fs,
     node_holder_argv,
     node_script,
+    serving_lock,
     stop_ct_holders,
 )
 from provisioner.lab.state import LabState
@@ -279,6 +281,7 @@ class LabSshServer:
         self._holder_gen = 0
         self._holder_lock: asyncio.Lock | None = None
         self._failed_script: str | None = None
+        self._serving: int | None = None
 
     # -- the held node view ------------------------------------------------------------------
     async def node_command(self, argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -310,7 +313,7 @@ class LabSshServer:
         sock = resident_socket(self.state.root)
         with open(run / "holder.log", "ab") as log:
             proc = await asyncio.create_subprocess_exec(
-                *node_holder_argv(script, sock), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                *node_holder_argv(script, sock), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, env=node_env(self.state, {"PYTHONPATH": os.pathsep.join(str(p) for p in lab_pythonpath())}), start_new_session=True)
         assert proc.stdout is not None
         try:
@@ -350,6 +353,10 @@ class LabSshServer:
 
     async def start(self) -> LabSshServer:
         make_node_fs(self.state.root)
+        lock = serving_lock(self.state.root)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        self._serving = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._serving, fcntl.LOCK_EX)  # held views live while this is locked
         await self.node_command(["true"])  # the held node view, before the first command
         self._acceptor = await asyncssh.create_server(
             lambda: _NodeServer(self), self.host, self._port, server_host_keys=[str(self.host_key_path)],
@@ -366,6 +373,9 @@ class LabSshServer:
             await self._stop_holder(self._holder)
             self._holder = None
         stop_ct_holders(self.state.root)
+        if self._serving is not None:
+            os.close(self._serving)
+            self._serving = None
 
     # -- scenario ssh-drop -------------------------------------------------------------------
     def _drop_marker(self) -> Path:

@@ -184,6 +184,12 @@ def serve(sock_path: Path) -> int:
     sys.stdout.flush()
     try:
         while True:
+            # stdin is a pipe from the SSH endpoint: at its end (the lab stopped or died) so does this
+            ready, _, _ = select.select([server, sys.stdin.fileno()], [], [])
+            if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
+                return 0
+            if server not in ready:
+                continue
             conn, _ = server.accept()
             sys.stdout.flush()
             sys.stderr.flush()

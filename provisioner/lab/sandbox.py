@@ -841,9 +841,33 @@ def stop_ct_holders(root: Path) -> None:
             stop_ct_holder(root, int(path.stem[2:]))
 
 
+def serving_lock(root: Path) -> Path:
+    """Locked (exclusively) by the lab's SSH endpoint while it serves; the held container views
+    live as long as that lock (a lab that stops or is killed leaves no holder behind)."""
+    return root / "run" / "resident" / "serving.lock"
+
+
+def lab_serving(root: Path) -> bool:
+    try:
+        fd = os.open(serving_lock(root), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (also drops the shared lock just taken)
+    return False
+
+
 def _start_ct_holder(state: LabState, vmid: int, script: str) -> int | None:
+    # the holder waits for the serving lock: it ends when the lab stops, however it stops
+    lock = shlex.quote(str(serving_lock(state.root)))
     proc = subprocess.Popen([*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "sh", "-c",
-                             "echo ready; exec sleep infinity"],
+                             f"echo ready; exec flock -s {lock} true"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=ct_env(vmid), start_new_session=True)
     assert proc.stdout is not None
@@ -863,11 +887,13 @@ def held_ct_argv(state: LabState, vmid: int, argv: Sequence[str]) -> list[str]:
     changed); `ct_argv` (a view of its own) where no view can be held."""
     conf = state.read_conf(vmid)
     script = ct_script(state, vmid, conf)
+    env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
+    if shutil.which("flock") is None or not lab_serving(state.root):  # no lab to tie a holder to
+        return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
     status = state.get_status(vmid)
     key = hashlib.sha256("\0".join([script, conf.render(), str(status.started), str(status.pid)]).encode()).hexdigest()
     path = ct_holder_file(state.root, vmid)
     path.parent.mkdir(parents=True, exist_ok=True)
-    env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
     with open(path.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
