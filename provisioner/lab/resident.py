@@ -14,6 +14,7 @@ view (`provisioner.lab.sandbox.node_argv`) for the lab's whole life. It does two
   the descriptors as its own, runs the stand-in's ``main`` as ``python -m`` would, and its exit
   status (or signal) goes back to the client, which exits the same way.
 
+Its stdin is a pipe from the SSH endpoint: when that ends (the lab stopped, or was killed) it exits.
 The child is a session of its own; a signal the client gets (INT/TERM/HUP/QUIT) is forwarded to
 that session, and a client that goes away (killed, connection dropped) takes the session with it
 (SIGKILL), as a process group killed by the SSH endpoint would. Where the socket is not there (or
