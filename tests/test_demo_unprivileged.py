@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,11 +22,19 @@ pytestmark = pytest.mark.timeout(900)
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "as a non-root user each passed node is a bind of /dev/null; the lab's torch stand-in "
-    "(provisioner/lab/wheels.py _TORCH_INIT, owned by the engine refactor) still counts GPUs by "
-    "os.stat major 195 instead of the view's device table /.lab/devices, so venv.build sees 0 GPUs"))
-def test_demo_as_an_unprivileged_user(tmp_path: Path) -> None:
+@pytest.fixture
+def user_dir() -> Iterator[Path]:
+    """A directory uid 65534 can reach (pytest's tmp_path sits under root's 0700 /tmp/pytest-of-root)."""
+    path = Path(tempfile.mkdtemp(prefix="demo-unprivileged-"))
+    os.chown(path, 65534, 65534)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_demo_as_an_unprivileged_user(user_dir: Path) -> None:
+    tmp_path = user_dir
     require(os.geteuid() == 0, "dropping to an unprivileged uid needs root (run as another user, "
                                "`uv run provisioner demo` is this test by hand)")
     require(shutil.which("setpriv") is not None, "setpriv (util-linux) is not installed")
@@ -44,11 +54,9 @@ def test_demo_as_an_unprivileged_user(tmp_path: Path) -> None:
     home = tmp_path / "home"
     tmp = tmp_path / "tmp"
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     for d in (home, tmp, bin_dir):
         d.mkdir()
-    os.chown(tmp_path, 65534, 65534)
+    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     for d in (home, tmp):
         os.chown(d, 65534, 65534)
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",

@@ -8,6 +8,7 @@ the lab really runs), so its step description says what ran.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -38,6 +39,18 @@ def _run(*args: str) -> int:
         exc.show()
         return exc.exit_code
     return 0
+
+
+def remove_tree(path: Path) -> None:
+    """``rm -rf`` that also works for a non-root user: overlayfs leaves its ``work`` directories mode 000
+    (root walks through them; a user must make them its own first)."""
+    for dirpath, dirnames, _ in os.walk(path):
+        for d in dirnames:
+            sub = os.path.join(dirpath, d)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def demo_playbook(source: Path, dest: Path) -> Path:
@@ -121,7 +134,7 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
             if not keep_lab:
                 _run("lab", "down", "--root", str(lab_root))
                 if given is None:
-                    shutil.rmtree(lab_root, ignore_errors=True)  # nothing of the demo's lab stays in /tmp
+                    remove_tree(lab_root)  # nothing of the demo's lab stays in /tmp
             else:
                 click.echo(f"LAB: still running; PROVISIONER_LAB_ROOT={lab_root}", err=True)
     finally:

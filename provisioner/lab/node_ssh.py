@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -29,13 +30,28 @@ from typing import Any, cast
 import asyncssh
 from asyncssh.stream import SSHServerStreamSession
 
-from provisioner.lab.sandbox import ensure_disk_full_opt, make_node_fs, node_argv, node_env, node_fs
+from provisioner.lab.commands import resident_socket
+from provisioner.lab.sandbox import (
+    ensure_disk_full_opt,
+    held_node_argv,
+    lab_pythonpath,
+    make_node_fs,
+    node_argv,
+    node_env,
+    node_fs,
+    node_holder_argv,
+    node_script,
+    serving_lock,
+    stop_ct_holders,
+)
 from provisioner.lab.state import LabState
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
 SERVER_VERSION = "LAB_gpu-provisioner"
 DROP_PATTERN = re.compile(r"--no-kernel-modules?\b|\buv pip install\b")
 DROP_AFTER_S = 0.5
+#: how long the node view's holder may take to build the view and import the stand-ins
+HOLDER_START_S = 60.0
 #: the SFTP protocol version the lab offers (asyncssh's default, as OpenSSH's sftp-server)
 SFTP_VERSION = 3
 _SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "HUP": signal.SIGHUP,
@@ -182,12 +198,14 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         if self._argv == ["bash"]:
             self._chan.write(BANNER.encode())
         if state.has_scenario("disk-full"):
-            for vmid in state.list_cts():
-                ensure_disk_full_opt(state, vmid)
+            mounted = [ensure_disk_full_opt(state, vmid) for vmid in state.list_cts()]
+            if any(mounted):
+                self._server.forget_held_views()  # they were made before the new mount
         try:
+            argv, env = await self._server.node_command(self._argv)
             proc = await asyncio.create_subprocess_exec(
-                *node_argv(state, self._argv), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=node_env(state), start_new_session=True)
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             self._chan.write_stderr(f"LAB: cannot start the command: {exc}\n".encode())
             self._chan.exit(255)
@@ -257,6 +275,70 @@ class LabSshServer:
         self.host_key_path, self.client_key_path, client_pub = ensure_keys(state.root)
         self.client_public = asyncssh.read_public_key(str(client_pub))
         self._acceptor: asyncssh.SSHAcceptor | None = None
+        self._holder: asyncio.subprocess.Process | None = None
+        self._holder_script: str | None = None
+        self._holder_sock: Path | None = None
+        self._holder_gen = 0
+        self._holder_lock: asyncio.Lock | None = None
+        self._failed_script: str | None = None
+        self._serving: int | None = None
+
+    # -- the held node view ------------------------------------------------------------------
+    async def node_command(self, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) that run `argv` on the node: in the held node view (`provisioner.lab.resident`,
+        rebuilt when the view's script changes), or in a view of its own where none can be held."""
+        state = self.state
+        if self._holder_lock is None:
+            self._holder_lock = asyncio.Lock()
+        async with self._holder_lock:
+            script = node_script(state)
+            holder = self._holder
+            if (holder is None or holder.returncode is not None or script != self._holder_script) \
+                    and script != self._failed_script:
+                holder = await self._start_holder(script)
+            if holder is not None and holder.returncode is None and self._holder_sock is not None:
+                return held_node_argv(state, holder.pid, argv), node_env(state)
+        return node_argv(state, argv), node_env(state)
+
+    def forget_held_views(self) -> None:
+        """The machine's mounts under the lab root changed: the next command builds fresh views."""
+        self._holder_script = None
+        stop_ct_holders(self.state.root)
+
+    async def _start_holder(self, script: str) -> asyncio.subprocess.Process | None:
+        old = self._holder
+        self._holder_gen += 1
+        run = self.state.root / "run" / "resident"
+        run.mkdir(parents=True, exist_ok=True)
+        sock = resident_socket(self.state.root)
+        with open(run / "holder.log", "ab") as log:
+            proc = await asyncio.create_subprocess_exec(
+                *node_holder_argv(script, sock), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=log, env=node_env(self.state, {"PYTHONPATH": os.pathsep.join(str(p) for p in lab_pythonpath())}), start_new_session=True)
+        assert proc.stdout is not None
+        try:
+            ready = await asyncio.wait_for(proc.stdout.readline(), HOLDER_START_S)
+        except TimeoutError:
+            ready = b""
+        if ready != b"ready\n":
+            _kill_group(proc.pid)
+            await proc.wait()
+            self._failed_script = script  # commands build their own view (as before) until it changes
+            return None
+        self._holder, self._holder_script, self._holder_sock = proc, script, sock
+        if old is not None:
+            await self._stop_holder(old)
+        return proc
+
+    @staticmethod
+    async def _stop_holder(proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            _kill_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                _kill_group(proc.pid)
+                await proc.wait()
 
     @property
     def port(self) -> int:
@@ -271,6 +353,11 @@ class LabSshServer:
 
     async def start(self) -> LabSshServer:
         make_node_fs(self.state.root)
+        lock = serving_lock(self.state.root)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        self._serving = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._serving, fcntl.LOCK_EX)  # held views live while this is locked
+        await self.node_command(["true"])  # the held node view, before the first command
         self._acceptor = await asyncssh.create_server(
             lambda: _NodeServer(self), self.host, self._port, server_host_keys=[str(self.host_key_path)],
             encoding=None, server_version=SERVER_VERSION, allow_scp=False, keepalive_interval=0)
@@ -282,6 +369,13 @@ class LabSshServer:
             self._acceptor.close()
             await self._acceptor.wait_closed()
             self._acceptor = None
+        if self._holder is not None:
+            await self._stop_holder(self._holder)
+            self._holder = None
+        stop_ct_holders(self.state.root)
+        if self._serving is not None:
+            os.close(self._serving)
+            self._serving = None
 
     # -- scenario ssh-drop -------------------------------------------------------------------
     def _drop_marker(self) -> Path:

@@ -36,10 +36,15 @@ Where the kernel forbids unprivileged user namespaces, `unshare_prefix` raises
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -114,7 +119,8 @@ def unshare_prefix() -> tuple[str, ...]:
     """argv prefix that runs a command in a private user + mount + cgroup namespace (as root too)."""
     if shutil.which("unshare") is None:
         raise SandboxUnavailable("LAB: `unshare` (util-linux) is not installed; install util-linux to run the lab")
-    if shutil.which("pivot_root") is None:
+    # a user's PATH on Debian has no sbin directories; the views' own PATH has (NODE_DEFAULT_PATH)
+    if shutil.which("pivot_root", path=f"{os.environ.get('PATH', '')}:{NODE_DEFAULT_PATH}") is None:
         raise SandboxUnavailable("LAB: `pivot_root` (util-linux) is not installed; install util-linux to run the lab")
     probe = subprocess.run([*UNSHARE, "true"], capture_output=True, check=False)
     if probe.returncode == 0:
@@ -133,6 +139,17 @@ def lab_python() -> str:
 def project_dir() -> Path:
     """Directory that holds the `provisioner` package (for the stand-ins' imports)."""
     return Path(__file__).resolve().parents[2]
+
+
+def lab_pythonpath() -> list[Path]:
+    """Where the stand-ins (the lab's Python) import from besides its own prefix: the project, then
+    this process's PYTHONPATH (a lab started with a plain Python and PYTHONPATH; bound read-only)."""
+    out = [project_dir()]
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        p = Path(entry).resolve() if entry else None
+        if p is not None and p.is_dir() and p not in out:
+            out.append(p)
+    return out
 
 
 @cache
@@ -201,6 +218,7 @@ def keep_paths(root: Path) -> list[tuple[Path, bool]]:
           _prefix_of(Path(sys.executable))}
     for exe in discover_pythons().values():
         ro.add(_prefix_of(exe))
+    ro.update(p for p in lab_pythonpath()[1:] if p != project_dir())
     uv = find_uv()
     if uv is not None:
         ro.add(uv.parent)
@@ -581,6 +599,35 @@ def node_argv(state: LabState, argv: Sequence[str]) -> list[str]:
     return [*unshare_prefix(), "bash", "-c", node_script(state), "lab-node", *argv]
 
 
+#: what an SSH command does on entering the held node view (`held_node_argv`): a mount namespace of
+#: its own with a fresh /etc overlay (LabState writes ``<root>/etc`` by rename, which a long-lived
+#: overlay would not show), then ``"$@"`` in /root as in a fresh view
+HELD_ENTER = """set -e
+mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2,index=off" /etc 2>/dev/null || \\
+  mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2" /etc
+shift 2
+cd /root 2>/dev/null || cd /
+exec "$@"
+"""
+
+
+def node_holder_argv(script: str, sock: Path) -> list[str]:
+    """argv of the node view's holder: `provisioner.lab.resident` serving `sock`, in the view that
+    `script` (`node_script`) builds. A changed script means a stale holder (the SSH endpoint starts
+    another and the commands already in the old view finish there)."""
+    return [*unshare_prefix(), "bash", "-c", script, "lab-node", lab_python(), "-m", "provisioner.lab.resident",
+            "--socket", str(sock)]
+
+
+def held_node_argv(state: LabState, holder_pid: int, argv: Sequence[str]) -> list[str]:
+    """argv that runs `argv` in the node view held by `holder_pid` (no view to build: ``nsenter``, a
+    private mount namespace and a fresh /etc overlay)."""
+    root = state.root
+    return ["nsenter", "--user", "--mount", "--cgroup", "--preserve-credentials", "-t", str(holder_pid), "-r", "-w",
+            "--", "unshare", "-m", "--propagation", "private", "--", "bash", "-c", HELD_ENTER, "lab-node",
+            str(root / "etc"), str(root / "run" / "overlay-work" / "etc"), *argv]
+
+
 def bin_dir(root: Path) -> Path:
     return root / "bin"
 
@@ -639,21 +686,22 @@ def ct_devices(state: LabState, conf: LxcConfig) -> list[DeviceNode]:
     return sorted(nodes.values(), key=lambda n: n.path)
 
 
-def ensure_disk_full_opt(state: LabState, vmid: int) -> None:
+def ensure_disk_full_opt(state: LabState, vmid: int) -> bool:
     """Scenario disk-full: the container's /opt is a small tmpfs, mounted once in the machine's own
-    namespace (as root; the views made afterwards see it, and an operator can grow it)."""
+    namespace (as root; the views made afterwards see it, and an operator can grow it). True when it
+    was mounted now (a held view made before it does not have it)."""
     if os.geteuid() != 0:
-        return
+        return False
     opt = state.ct_root(vmid) / "opt"
     try:
         with open("/proc/self/mountinfo") as fh:
             if any(line.split()[4] == str(opt) for line in fh):
-                return
+                return False
     except OSError:
-        return
+        return False
     opt.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755", f"lab-ct{vmid}-opt",
-                    str(opt)], check=False, capture_output=True)
+    return subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755",
+                           f"lab-ct{vmid}-opt", str(opt)], check=False, capture_output=True).returncode == 0
 
 
 def record_host_ns(root: Path) -> None:
@@ -749,6 +797,122 @@ def ct_argv(state: LabState, vmid: int, argv: Sequence[str], *, cwd: str = "/roo
     script = ct_script(state, vmid, conf, cwd=cwd)
     env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
     return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
+
+
+# --- held container views ---------------------------------------------------------------------
+#
+# A running container's view is built once and held by a process (``sleep infinity`` in the view,
+# a session of its own); ``pct exec`` enters it with nsenter. The holder's key is the view's script
+# (its devices, scenarios, node facts), the container's config and its start time: any change (a
+# ``pct set``, a new device, a stop and start or a reboot) and the next command builds a new view
+# (the old holder is killed). ``pct stop``/``reboot`` and the lab's stop end the holder.
+
+
+def ct_holder_file(root: Path, vmid: int) -> Path:
+    return root / "run" / "resident" / f"ct{vmid}.json"
+
+
+def _proc_start(pid: int) -> str | None:
+    """The process's start time (``/proc/PID/stat`` field 22): a pid and this name one process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def stop_ct_holder(root: Path, vmid: int) -> None:
+    """End container `vmid`'s held view, if there is one."""
+    path = ct_holder_file(root, vmid)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    pid = int(rec.get("pid", 0))
+    if pid > 0 and _proc_start(pid) == rec.get("start"):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    path.unlink(missing_ok=True)
+
+
+def stop_ct_holders(root: Path) -> None:
+    for path in sorted((root / "run" / "resident").glob("ct*.json")):
+        if path.stem[2:].isdigit():
+            stop_ct_holder(root, int(path.stem[2:]))
+
+
+def serving_lock(root: Path) -> Path:
+    """Locked (exclusively) by the lab's SSH endpoint while it serves; the held container views
+    live as long as that lock (a lab that stops or is killed leaves no holder behind)."""
+    return root / "run" / "resident" / "serving.lock"
+
+
+def lab_serving(root: Path) -> bool:
+    try:
+        fd = os.open(serving_lock(root), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (also drops the shared lock just taken)
+    return False
+
+
+def _start_ct_holder(state: LabState, vmid: int, script: str) -> int | None:
+    # the holder waits for the serving lock: it ends when the lab stops, however it stops
+    lock = shlex.quote(str(serving_lock(state.root)))
+    proc = subprocess.Popen([*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "sh", "-c",
+                             f"echo ready; exec flock -s {lock} true"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=ct_env(vmid), start_new_session=True)
+    assert proc.stdout is not None
+    ready = proc.stdout.readline()
+    proc.stdout.close()
+    if ready != b"ready\n":
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+    proc.returncode = 0  # the holder outlives this process on purpose (no "still running" warning)
+    return proc.pid
+
+
+def held_ct_argv(state: LabState, vmid: int, argv: Sequence[str]) -> list[str]:
+    """argv that runs `argv` in container `vmid`'s held view (built now if it has none or its key
+    changed); `ct_argv` (a view of its own) where no view can be held."""
+    conf = state.read_conf(vmid)
+    script = ct_script(state, vmid, conf)
+    env_args = [f"{k}={v}" for k, v in ct_env(vmid).items()]
+    if shutil.which("flock") is None or not lab_serving(state.root):  # no lab to tie a holder to
+        return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
+    status = state.get_status(vmid)
+    key = hashlib.sha256("\0".join([script, conf.render(), str(status.started), str(status.pid)]).encode()).hexdigest()
+    path = ct_holder_file(state.root, vmid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
+            rec = {}
+        pid = int(rec.get("pid", 0))
+        if rec.get("key") != key or pid <= 0 or _proc_start(pid) != rec.get("start"):
+            stop_ct_holder(state.root, vmid)
+            new = _start_ct_holder(state, vmid, script)
+            start = _proc_start(new) if new is not None else None
+            if new is None or start is None:
+                return [*unshare_prefix(), "bash", "-c", script, f"lab-ct{vmid}", "env", "-i", *env_args, *argv]
+            pid = new
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"pid": pid, "start": start, "key": key}))
+            tmp.replace(path)
+    return ["nsenter", "--user", "--mount", "--cgroup", "--preserve-credentials", "-t", str(pid), "-r", "-w", "--",
+            "env", "-i", *env_args, *argv]
 
 
 def release_mounts(root: Path) -> None:

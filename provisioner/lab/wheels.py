@@ -121,12 +121,33 @@ _CC_BY_NAME = (("RTX PRO 6000 Blackwell", (12, 0)), ("RTX 5090", (12, 0)), ("B20
                ("A10", (8, 6)), ("V100", (7, 0)), ("T4", (7, 5)))
 
 
-def _lab_mode(path):
+def _lab_device_table():
+    """The view's device table (``path major minor mode uid gid allowed|denied``; see
+    provisioner.lab.sandbox): where the lab could not mknod, each node is a bind of /dev/null and
+    its major:minor and mode are the table's."""
+    table = {}
+    try:
+        with open("/.lab/devices") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 7:
+                    table[parts[0]] = (int(parts[1]), int(parts[2]), int(parts[3], 8), parts[6] == "allowed")
+    except (OSError, ValueError):
+        pass
+    return table
+
+
+def _lab_mode(path, table=None):
+    """(mode bits, major, minor) of device node `path` as the lab's ls/stat report it, or None."""
     try:
         st = _os.stat(path)
     except OSError:
         return None
-    return st
+    row = (_lab_device_table() if table is None else table).get(path)
+    if row is not None:
+        major, minor, mode, allowed = row
+        return (mode if allowed else 0), major, minor
+    return st.st_mode & 0o777, _os.major(st.st_rdev), _os.minor(st.st_rdev)
 
 
 def _lab_gpus():
@@ -149,9 +170,10 @@ def _lab_gpus():
         fabric = "N/A"
     if fabric in ("Not Started", "In Progress"):
         return [], "fabric"
+    table = _lab_device_table()
     for node in ("/dev/nvidiactl", "/dev/nvidia-uvm"):
-        st = _lab_mode(node)
-        if st is None or st.st_mode & 0o777 == 0:
+        st = _lab_mode(node, table)
+        if st is None or st[0] == 0:
             return [], "no-device"
     names = {}
     base = "/proc/driver/nvidia/gpus"
@@ -168,9 +190,9 @@ def _lab_gpus():
     gpus = []
     for entry in sorted(_os.listdir("/dev")):
         if entry.startswith("nvidia") and entry[6:].isdigit():
-            st = _lab_mode("/dev/" + entry)
-            if st is not None and st.st_mode & 0o777 and _os.major(st.st_rdev) == 195:
-                minor = _os.minor(st.st_rdev)
+            st = _lab_mode("/dev/" + entry, table)
+            if st is not None and st[0] and st[1] == 195:
+                minor = st[2]
                 gpus.append((minor, names.get(minor, "NVIDIA GPU")))
     return gpus, (None if gpus else "no-device")
 

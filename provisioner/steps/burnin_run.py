@@ -21,6 +21,8 @@ from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
+#: the burn-in's `--json` stdout (its result document as one line)
+RESULT_LINE = f"{REMOTE_DIR}/result.jsonl"
 
 
 class BurninParams(Params):
@@ -60,8 +62,16 @@ def _package_tarball() -> bytes:
         tar.addfile(info, io.BytesIO(b""))
         for path in sorted(src.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}")
+                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}", filter=_root_owned)
     return buf.getvalue()
+
+
+def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Files land in the container as root's, not as the controller user's uid (which the container's
+    user namespace may not map: tar as root there fails to chown to it)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 @register
@@ -126,15 +136,20 @@ class BurninRun(StepKind[BurninParams]):
                 "--out", f"{REMOTE_DIR}/out", "--json"]
         for key, value in sorted(self.params.thresholds.items()):
             argv += ["--threshold", f"{key}={value}"]
-        script = f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} exec {quoting.join(argv)}"
+        # the result document (one JSON line, ~30 KB) goes to a file, not to the screen: the step
+        # prints a summary of it below
+        script = (f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} {quoting.join(argv)} > {RESULT_LINE}")
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
                               on_line=lambda line: _metric_from_line(ctx, line))
-        doc = _last_json(result.lines)
+        full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
+        doc = _last_json(full.lines)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
         await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
+        for line in summary_lines(doc):
+            yield ctx.info(line)
 
     async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:
         """The venv's Python and what its torch reports; the fallback interpreter when it has no
@@ -178,6 +193,45 @@ def _overall(doc: dict[str, Any]) -> str:
     if isinstance(verdict, dict):
         return str(verdict.get("overall", "unknown"))
     return str(doc.get("status") or verdict or "unknown")
+
+
+def summary_lines(doc: dict[str, Any]) -> list[str]:
+    """What a person reads of a result document: verdict, world, backend, sizes, soak, and the busbw
+    at the largest size of each collective (the document itself is in the container)."""
+    cfg = _dict(doc.get("config"))
+    sizes = cfg.get("sizes") or []
+    soak = cfg.get("duration", cfg.get("duration_s"))
+    lines = [f"burn-in: {_overall(doc)}; world size {doc.get('world_size', '?')}, backend {doc.get('backend', '?')}"
+             + (f", sizes {sizes[0]}..{sizes[-1]} ({len(sizes)})" if sizes else "")
+             + (f", soak {soak}s" if soak is not None else "")]
+    coll = _dict(_dict(doc.get("phases")).get("collectives"))
+    largest: dict[str, dict[str, Any]] = {}
+    for row in coll.get("rows") or []:
+        if not isinstance(row, dict) or not isinstance(row.get("size"), int):
+            continue
+        name = str(row.get("collective", "?"))
+        best = largest.get(name)
+        # the largest size; of its two rows the out-of-place one (nccl-tests' first columns)
+        if best is None or (row["size"], not row.get("inplace")) > (best["size"], not best.get("inplace")):
+            largest[name] = row
+    if largest:
+        lines.append("busbw at the largest size: " + ", ".join(
+            f"{name} {_size(row['size'])} {float(row.get('busbw') or 0):.3g} GB/s" for name, row in largest.items()))
+    summary = doc.get("summary")
+    if summary:
+        lines.append(f"summary: {str(summary)[:300]}")
+    return lines
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
 
 
 def _last_json(lines: list[str]) -> dict[str, Any] | None:

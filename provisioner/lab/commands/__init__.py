@@ -12,7 +12,7 @@ import os
 import shlex
 from pathlib import Path
 
-from provisioner.lab.sandbox import bin_dir, lab_python
+from provisioner.lab.sandbox import bin_dir, lab_python, lab_pythonpath
 
 #: wrapper name -> python module run by it
 NODE_COMMANDS: dict[str, str] = {
@@ -26,14 +26,33 @@ NODE_COMMANDS: dict[str, str] = {
 }
 
 
+CLIENT = Path(__file__).with_name("_client.py")
+
+
+def resident_socket(root: Path) -> Path:
+    """The resident stand-in server's socket (`provisioner.lab.resident`, held by the node view's holder)."""
+    return root / "run" / "resident" / "node.sock"
+
+
 def wrapper_text(module: str, root: Path, *extra: str) -> str:
-    """A /bin/sh wrapper that runs `module` with the lab's Python and root."""
+    """A /bin/sh wrapper that runs `module` with the lab's Python and root: through the resident
+    stand-in server while it runs (the stand-in runs in the caller's own view, see
+    `provisioner.lab.resident`), else itself."""
     args = " ".join(shlex.quote(a) for a in extra)
+    args = f"{args} " if args else ""
+    py = shlex.quote(lab_python())
+    pythonpath = os.pathsep.join(str(p) for p in lab_pythonpath())
+    sock = shlex.quote(str(resident_socket(root)))
     return (
         "#!/bin/sh\n"
         "# LAB stand-in (gpu-provisioner lab); not the real command\n"
         f"PROVISIONER_LAB_ROOT={shlex.quote(str(root))}; export PROVISIONER_LAB_ROOT\n"
-        f"exec {shlex.quote(lab_python())} -m {module} {args}{' ' if args else ''}\"$@\"\n"
+        # the lab's Python finds the stand-ins' package wherever it came from (an install, PYTHONPATH)
+        f"PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH\n"
+        f"if [ -S {sock} ]; then\n"
+        f'  exec {py} -S {shlex.quote(str(CLIENT))} {sock} {py} {module} {args}"$@"\n'
+        "fi\n"
+        f"exec {py} -m {module} {args}\"$@\"\n"
     )
 
 

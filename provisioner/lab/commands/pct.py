@@ -1,7 +1,7 @@
 """``pct`` stand-in for the lab node: exec, push, pull, status, config, set, start, stop, list.
 
 ``pct exec`` / ``pct push`` / ``pct pull`` run in the container's sandbox
-(`provisioner.lab.sandbox.ct_argv`); output and stdin are the command's and so is the exit
+(`provisioner.lab.sandbox.held_ct_argv`: the running container's held view); output and stdin are the command's and so is the exit
 status (128+N when it dies from signal N), as with ``lxc-attach``. Errors print what pct prints
 (a Perl ``die``: message on stderr, exit 255). ``set``/``start``/``stop`` go through the lab's
 API handlers as ``root@pam`` (the CLI identity), like the real pct.
@@ -15,7 +15,7 @@ import sys
 from typing import NoReturn
 
 from provisioner.lab.commands._common import die, out, state
-from provisioner.lab.sandbox import ct_argv
+from provisioner.lab.sandbox import held_ct_argv, stop_ct_holder
 from provisioner.lab.state import CtNotFound, LabState
 
 USAGE = "USAGE: pct <COMMAND> [ARGS] [OPTIONS]"
@@ -41,7 +41,7 @@ def _running(lab: LabState, vmid: int) -> bool:
 
 def _exec_in_ct(lab: LabState, vmid: int, argv: list[str]) -> NoReturn:
     """Run in the container and exit with its status; a signal death becomes 128+N, as lxc-attach reports it."""
-    full = ct_argv(lab, vmid, argv)
+    full = held_ct_argv(lab, vmid, argv)
     sys.stdout.flush()
     sys.stderr.flush()
     rc = subprocess.run(full, check=False).returncode
@@ -188,6 +188,8 @@ def cmd_power(lab: LabState, action: str, args: list[str]) -> int:
     vmid = _vmid(lab, args[0] if args else None)
     node = lab.settings().node
     _api(lab, "POST", f"/nodes/{node}/lxc/{vmid}/status/{action}", {})
+    if action in ("stop", "shutdown", "reboot"):
+        stop_ct_holder(lab.root, vmid)  # its held view ends with it (a reboot's next command builds a new one)
     return 0
 
 

@@ -1,0 +1,219 @@
+"""The lab node's resident stand-in server: the node view's holder process, answering stand-in calls.
+
+One process per lab (started by the SSH endpoint, `provisioner.lab.node_ssh`) runs in the node
+view (`provisioner.lab.sandbox.node_argv`) for the lab's whole life. It does two jobs:
+
+- it holds the node view's namespaces, so a command of the SSH endpoint enters them with
+  ``nsenter`` (`provisioner.lab.sandbox.held_node_argv`) instead of building the view again;
+- it has imported the stand-ins (``pct``, ``nvidia-smi``, ``pveversion`` ... with pydantic and the
+  render code) once, and runs each call in a forked child: the stand-in wrapper's client
+  (`provisioner.lab.commands._client`, stdlib only; node and container wrappers alike, the socket
+  is ``<root>/run/resident/node.sock``) sends its argv, environment and working directory and
+  passes its stdin/stdout/stderr over a unix socket (SCM_RIGHTS); the child enters the client's
+  own mount namespace (``setns``: the caller's view, node or container, exactly as it is), takes
+  the descriptors as its own, runs the stand-in's ``main`` as ``python -m`` would, and its exit
+  status (or signal) goes back to the client, which exits the same way.
+
+Its stdin is a pipe from the SSH endpoint: when that ends (the lab stopped, or was killed) it exits.
+The child is a session of its own; a signal the client gets (INT/TERM/HUP/QUIT) is forwarded to
+that session, and a client that goes away (killed, connection dropped) takes the session with it
+(SIGKILL), as a process group killed by the SSH endpoint would. Where the socket is not there (or
+refuses), the wrapper runs the stand-in itself as before: same output, only slower.
+
+Protocol (one connection per call): client -> server one message ``{"module", "argv", "env",
+"cwd"}`` (JSON) with 3 fds; then zero or more 1-byte signal numbers. Server -> client
+``"exit N\\n"`` or ``"signal N\\n"``.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from pathlib import Path
+
+#: modules imported before the first call (what the node stand-ins need)
+PRELOAD = ("provisioner.lab.commands.pct", "provisioner.lab.commands.nvidia_smi",
+           "provisioner.lab.commands.pveversion", "provisioner.lab.commands.nvidia_modprobe",
+           "provisioner.lab.commands.lspci", "provisioner.lab.pvesh", "provisioner.lab.commands.systemctl",
+           "provisioner.lab.pve_api")
+MAX_MSG = 1 << 20
+CLONE_NEWNS = 0x00020000
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _enter_mount_ns(fd: int) -> None:
+    """setns(2) into the caller's mount namespace (os.setns is Python 3.12+)."""
+    if _LIBC.setns(fd, CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
+    fds = array.array("i")
+    msg, anc, _flags, _addr = conn.recvmsg(MAX_MSG, socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    request = json.loads(msg.decode())
+    if not isinstance(request, dict):
+        raise ValueError("bad request")
+    return request, list(fds)
+
+
+def _run_child(request: dict[str, object], fds: list[int], mnt_ns: int) -> None:
+    """In the forked child: become the stand-in the client asked for, in the client's own mount
+    namespace (the exec's view: its fresh /etc, the device nodes it made), never returns."""
+    code = 255
+    try:
+        os.setsid()
+        _enter_mount_ns(mnt_ns)
+        os.close(mnt_ns)
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        env = request.get("env")
+        if isinstance(env, dict):
+            os.environ.clear()
+            os.environ.update({str(k): str(v) for k, v in env.items()})
+        with contextlib.suppress(OSError):
+            os.chdir(str(request.get("cwd") or "/"))
+        sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        module = str(request["module"])
+        argv = request.get("argv")
+        sys.argv = [module, *(str(a) for a in argv)] if isinstance(argv, list) else [module]
+        try:
+            # as `python -m MODULE` would: each stand-in's __main__ block is `raise SystemExit(main())`
+            raise SystemExit(importlib.import_module(module).main())
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code & 0xFF
+            else:
+                sys.stderr.write(f"{exc.code}\n")
+                code = 1
+        except KeyboardInterrupt:
+            code = 130
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _supervise(conn: socket.socket) -> None:
+    """In a forked supervisor: run one call and report its status (never returns)."""
+    try:
+        request, fds = _recv_request(conn)
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        peer = int.from_bytes(creds[:4], sys.byteorder, signed=True)
+        try:
+            mnt_ns = os.open(f"/proc/{peer}/ns/mnt", os.O_RDONLY)
+        except OSError:
+            conn.sendall(b"fallback\n")  # the client runs the stand-in itself
+            return
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _run_child(request, fds, mnt_ns)
+        os.close(mnt_ns)
+        for fd in fds:
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        while True:
+            ready, _, _ = select.select([conn.fileno(), pidfd], [], [])
+            if pidfd in ready:
+                break
+            data = conn.recv(16)
+            if not data:  # the client went away: so does the stand-in
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+                break
+            for sig in data:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, sig)
+        _, status = os.waitpid(pid, 0)
+        reply = f"signal {os.WTERMSIG(status)}\n" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}\n"
+        with contextlib.suppress(OSError):
+            conn.sendall(reply.encode())
+    finally:
+        os._exit(0)
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def serve(sock_path: Path) -> int:
+    for module in PRELOAD:
+        importlib.import_module(module)
+    sock_path.parent.mkdir(parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fresh = sock_path.with_name(f"{sock_path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        fresh.unlink()
+    server.bind(str(fresh))
+    os.chmod(fresh, 0o600)
+    mine = fresh.stat().st_ino
+    os.replace(fresh, sock_path)  # a newer holder takes the path over from an older one
+    server.listen(64)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    try:
+        while True:
+            # stdin is a pipe from the SSH endpoint: at its end (the lab stopped or died) so does this
+            ready, _, _ = select.select([server, sys.stdin.fileno()], [], [])
+            if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
+                return 0
+            if server not in ready:
+                continue
+            conn, _ = server.accept()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                server.close()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _supervise(conn)
+            conn.close()
+    finally:
+        with contextlib.suppress(OSError):
+            if sock_path.stat().st_ino == mine:  # not a newer holder's
+                sock_path.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 2 or args[0] != "--socket":
+        sys.stderr.write("usage: python -m provisioner.lab.resident --socket PATH\n")
+        return 2
+    return serve(Path(args[1]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
