@@ -107,3 +107,19 @@ def test_manifest_round_trip() -> None:
     m = manifest()
     assert drift.parse_manifest(m.render()) == m
     assert drift.parse_manifest("") is None and drift.parse_manifest("not json") is None
+
+
+def test_summary_page_renders_the_engine_findings() -> None:
+    from screens.pages.summary import drift_text
+
+    conf = provisioned_conf(dev3="/dev/nvidia3,mode=0600")
+    report = drift.DriftReport(host="pve1", vmid=200,
+                               findings=[*drift.driver_drift("595.82.01", ["595.71.05"], 200),
+                                         *drift.config_drift(conf, manifest()),
+                                         *drift.gpus_drift(manifest().gpus, [(i, f"GPU-{i:08d}") for i in range(7)])])
+    text = drift_text(report).plain
+    assert "CT 200 userspace 595.71.05 ≠ host kernel module 595.82.01" in text
+    assert "replay repairs it (driver.userspace)" in text and "replay repairs it (lxc.gpu_passthrough)" in text
+    assert "provisioned 8, the node lists 7" in text and "not repairable by replay" in text
+    assert "none on pve1 for CT 200" in drift_text(drift.DriftReport(host="pve1", vmid=200)).plain
+    assert "not checked (OSError: unreachable)" in drift_text(None, "OSError: unreachable").plain

@@ -25,7 +25,7 @@ from pydantic import Field
 from provisioner import drift
 from provisioner.events import Event
 from provisioner.facts import catalog
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory
 from provisioner.steps.state import HostInventory
@@ -66,7 +66,7 @@ def passed_devices(ctx: StepContext, inv: HostInventory) -> list[str]:
         return list(ctx.state.passthrough_devices)
     from provisioner.steps.lxc_passthrough import PassthroughParams, wanted_devices
 
-    return wanted_devices(inv, PassthroughParams())
+    return wanted_devices(inv, PassthroughParams.model_validate(_passthrough_params(ctx)))
 
 
 def _passthrough_params(ctx: StepContext) -> dict[str, object]:
@@ -132,25 +132,30 @@ class LxcBootPersistence(StepKind[BootParams]):
             if obs.unit_text is not None or obs.enabled:
                 changes.append(f"disable and remove boot unit {drift.UNIT_NAME} (backup to {BACKUP_DIR})")
         else:
+            # "drift:" once the host was provisioned (its record exists); a first run just installs
+            tag = "drift: " if obs.record is not None else ""
             for finding in drift.boot_unit_drift(obs.unit_text, render_unit(devices, p.persistence_mode),
                                                  obs.enabled):
-                changes.append(f"drift: {finding.text} → install it" if obs.unit_text is None else
-                               f"drift: {finding.text} → rewrite/enable it (backup first)")
+                changes.append(f"{tag}{finding.text} → install it" if obs.unit_text is None else
+                               f"{tag}{finding.text} → rewrite/enable it (backup first)")
             present = {n.path for n in (await ctx.fact(node, catalog.DEV_NODES)).nodes}
             obs.missing = drift.missing_nodes(devices, present)
             if obs.missing:
-                changes.append(f"drift: device nodes missing on the host: {', '.join(obs.missing)} → create them "
+                changes.append(f"{tag}device nodes missing on the host: {', '.join(obs.missing)} → create them "
                                f"now (systemctl restart {drift.UNIT_NAME})")
+        if p.onboot and not obs.conf_exists:
+            changes.append(f"set onboot 1 on CT {ctx.vmid} once it exists: pct set {ctx.vmid} --onboot 1")
         if p.onboot is not None and obs.conf_exists and obs.onboot != p.onboot:
-            changes.append(f"set onboot {int(p.onboot)} on CT {ctx.vmid} (now {int(obs.onboot)}): "
+            changes.append(f"{'drift: ' if obs.record is not None else ''}"
+                           f"set onboot {int(p.onboot)} on CT {ctx.vmid} (now {int(obs.onboot)}): "
                            f"pct set {ctx.vmid} --onboot {int(p.onboot)}")
         if obs.record is not None:
             obs.vanished = drift.gpus_drift(obs.record.gpus, [(g.index, g.uuid) for g in inv.gpus])
             changes += [f"drift: {f.text}" for f in obs.vanished]
         if obs.record != obs.want_record:
             changes.append(f"write the provisioning record {drift.manifest_path(ctx.vmid)}")
-        if not obs.conf_exists and ctx.mode == "plan" and changes:
-            raise DependsOnEarlier(f"CT {ctx.vmid} config does not exist yet")
+        if not obs.conf_exists and ctx.mode != "plan":
+            raise StepFailed(f"CT {ctx.vmid} config {conf_path(ctx.vmid)} does not exist", fix="run lxc.create first")
         return obs, changes
 
     async def check(self, ctx: StepContext) -> Plan:
