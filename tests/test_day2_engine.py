@@ -89,6 +89,9 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     assert "Starting CT 200 failed: Device /dev/nvidia0 does not exist" in boot.stdout + boot.stderr, \
         boot.stdout + boot.stderr
     assert "status: stopped" in on_node(root, "pct status 200").stdout
+    seen = drift_rules(lab)  # diagnose --host: the same drift module, before any plan touched the node
+    assert "drift.boot_unit" in seen and "drift.container" in seen, seen
+    assert "/dev/nvidia-uvm" in seen["drift.nodes"], seen
     drift = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check")
     assert drift.returncode == 10, drift.stderr[-5000:]
     assert f"boot unit {UNIT_NAME} is not installed" in drift.stderr
@@ -109,6 +112,8 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     drift = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check")
     assert drift.returncode == 10, drift.stderr[-5000:]
     assert f"replace userspace {OLD_DRIVER} with {NEW_DRIVER}" in drift.stderr, drift.stderr
+    seen = drift_rules(lab)
+    assert f"userspace {OLD_DRIVER} ≠ host kernel module {NEW_DRIVER}" in seen["drift.driver"], seen
     fixed = cli(lab, "replay", str(PLAYBOOK), "--lab", "--json")
     assert fixed.returncode == 0, fixed.stderr[-5000:]
     assert f"the last pass ran under userspace {OLD_DRIVER}, the container now has {NEW_DRIVER}" in fixed.stderr
@@ -121,6 +126,13 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     assert counts == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0}, counts
 
     # the same findings through diagnose --host (the one drift module): nothing drifted now
-    diag = cli(lab, "diagnose", "--lab", "--container", "200", "--json")
+    assert drift_rules(lab) == {}
+
+
+def drift_rules(env: dict[str, str]) -> dict[str, str]:
+    """`diagnose --lab --container 200`'s drift findings: rule -> root cause."""
+    diag = cli(env, "diagnose", "--lab", "--container", "200", "--json")
     assert diag.returncode == 0, diag.stderr[-3000:]
-    assert not [f for f in last_json(diag.stdout)["findings"] if str(f["rule"]).startswith("drift.")]  # type: ignore
+    findings = last_json(diag.stdout)["findings"]
+    assert isinstance(findings, list)
+    return {str(f["rule"]): str(f["root_cause"]) for f in findings if str(f["rule"]).startswith("drift.")}
