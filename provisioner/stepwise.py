@@ -21,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from provisioner.assembly import Run, open_run
+from provisioner.drift import DriftReport
+from provisioner.drift import gather as gather_drift
 from provisioner.events import (
     CommandEnded,
     CommandStarted,
@@ -242,6 +244,14 @@ class StepSession:
             return "failed"
         finally:
             self._current = None
+
+    async def drift(self) -> DriftReport:
+        """The day-two drift of the playbook's container on this host (`provisioner.drift.gather`, fresh
+        facts): what the Summary page shows, the same findings `plan --check` and `diagnose --host` name."""
+        from provisioner.facts.base import FactCache
+
+        ctx = self.context()
+        return await gather_drift(ctx.node, ctx.vmid, host=self.host, facts=FactCache())
 
     def skip(self, index: int) -> None:
         run = self.runs[index]

@@ -28,7 +28,7 @@ PAGES: tuple[PageDef, ...] = (
     PageDef("connect", "Connect", ("node.connect",)),
     PageDef("inventory", "Inventory", ("node.inventory",)),
     PageDef("container", "Container", ("lxc.create",)),
-    PageDef("passthrough", "Passthrough", ("lxc.gpu_passthrough", "lxc.start")),
+    PageDef("passthrough", "Passthrough", ("lxc.gpu_passthrough", "lxc.boot_persistence", "lxc.start")),
     PageDef("driver", "Driver", ("driver.userspace", "gpu.detect")),
     PageDef("pytorch", "PyTorch", ("torch.resolve",)),
     PageDef("venv", "Venv", ("venv.build",)),

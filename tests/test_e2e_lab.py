@@ -69,7 +69,7 @@ def test_plan_replay_idempotent_and_recorded(lab: dict[str, str], tmp_path: Path
     second = cli(lab, "replay", str(PLAYBOOK), "--lab", "--json")
     assert second.returncode == 0, second.stderr[-3000:]
     (counts2,) = last_json(second.stdout)["hosts"].values()  # type: ignore[union-attr]
-    assert counts2 == {"ok": 10, "changed": 0, "failed": 0, "skipped": 0}
+    assert counts2 == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0}
 
     # The recorded playbook holds what ran plus the resolved facts, secrets as references, and replays clean.
     text = recorded.read_text()

@@ -118,6 +118,7 @@ STEP_MODULES = (  # one step kind per module
     "provisioner.steps.node_inventory",
     "provisioner.steps.lxc_create",
     "provisioner.steps.lxc_passthrough",
+    "provisioner.steps.lxc_boot_persistence",
     "provisioner.steps.lxc_start",
     "provisioner.steps.driver_userspace",
     "provisioner.steps.gpu_detect",

@@ -23,6 +23,25 @@ from provisioner.steps.lxc_common import ensure_inventory
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 #: the burn-in's `--json` stdout (its result document as one line)
 RESULT_LINE = f"{REMOTE_DIR}/result.jsonl"
+DRIVER_STAMP = f"{REMOTE_DIR}/last-result.driver"  # the userspace driver the last result ran under
+
+
+async def _userspace(ctx: StepContext) -> list[str]:
+    from provisioner.drift import LIB_GLOB, parse_lib_versions
+
+    result = await ctx.container().run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60, quiet=True)
+    return parse_lib_versions(result.output)
+
+
+async def _userspace_changed(ctx: StepContext) -> str:
+    """Why the last passing result no longer proves this container (day two: the userspace driver was
+    replaced since, e.g. after a host driver upgrade); '' when it still does or nothing was recorded."""
+    stamp = await ctx.container().run(["sh", "-c", f"cat {DRIVER_STAMP} 2>/dev/null; true"], timeout=60, quiet=True)
+    then = stamp.output.split()
+    now = await _userspace(ctx)
+    if then and now and then != now:
+        return f"the last pass ran under userspace {', '.join(then)}, the container now has {', '.join(now)}"
+    return ""
 
 
 class BurninParams(Params):
@@ -96,6 +115,9 @@ class BurninRun(StepKind[BurninParams]):
             try:
                 doc = json.loads(last)
                 if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
+                    stale = await _userspace_changed(ctx)
+                    if stale:
+                        return Plan(changes=[f"run the burn-in again: {stale}"])
                     ctx.state.burnin = doc
                     return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
             except json.JSONDecodeError:
@@ -147,6 +169,7 @@ class BurninRun(StepKind[BurninParams]):
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
         await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
+        await ct.write_file(DRIVER_STAMP, (" ".join(await _userspace(ctx)) + "\n").encode())
         yield ctx.info(f"burn-in verdict: {_overall(doc)}")
         for line in summary_lines(doc):
             yield ctx.info(line)

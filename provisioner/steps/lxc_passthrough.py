@@ -59,6 +59,22 @@ def raw_lines_for(devices: list[str], inventory: HostInventory) -> list[tuple[st
     return lines
 
 
+def mode_drifted(conf: LxcConfig, devices: list[str], dev_mode: str) -> list[tuple[int, str]]:
+    """(index, path) of the passed devN entries whose mode is no longer `dev_mode`."""
+    from provisioner.drift import dev_entries
+
+    return [(index, dev) for dev, (index, props) in dev_entries(conf).items()
+            if dev in devices and props.get("mode", "") != dev_mode]
+
+
+def mode_drift(conf: LxcConfig, devices: list[str], dev_mode: str) -> list[str]:
+    from provisioner.drift import dev_entries
+
+    have = dev_entries(conf)
+    return [f"dev{index} ({dev}) has mode {have[dev][1].get('mode') or 'unset'}, the playbook wants {dev_mode}"
+            for index, dev in mode_drifted(conf, devices, dev_mode)]
+
+
 @register
 class LxcGpuPassthrough(StepKind[PassthroughParams]):
     """Pass every GPU plus nvidiactl/uvm/uvm-tools/modeset into the container (devN or raw lines)."""
@@ -96,6 +112,8 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
             missing = [d for d in devices if d not in have]
             if missing:
                 changes.append(f"add devN entries for {', '.join(missing)} (mode {self.params.dev_mode})")
+            # day-two drift: its own devN lines edited by hand (provisioner.drift names it the same way)
+            changes += [f"drift: {line} → rewrite it" for line in mode_drift(conf, devices, self.params.dev_mode)]
         elif inv.uvm_major is None:
             # nvidia-uvm is not loaded: its dynamic major is only known after nvidia-modprobe loads it.
             changes.append(f"add raw cgroup allow and bind-mount lines for {len(devices)} device nodes to "
@@ -126,6 +144,9 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         vmid = ctx.vmid
         if mode == "dev":
             have = {parse_property_string(v, "path").get("path") for v in conf.indexed("dev").values()}
+            for index, dev in mode_drifted(conf, devices, self.params.dev_mode):
+                await ctx.node.run(["pct", "set", str(vmid), f"--dev{index}", f"{dev},mode={self.params.dev_mode}"],
+                                   timeout=60, check=True)
             used = set(conf.indexed("dev"))
             index = 0
             for dev in devices:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from provisioner.diagnose import Finding, diagnose
+from provisioner import drift
+from provisioner.diagnose import Category, Finding, diagnose
 from provisioner.support.bundle import BundleError, read_bundle
 from provisioner.support.collect import collect
 from provisioner.support.evidence import Evidence
@@ -42,13 +43,35 @@ async def live_findings(
     known_secrets: Iterable[str] = (),
 ) -> list[Finding]:
     """Probe the node (and container `vmid`, torch in `venv`) now and diagnose what is found."""
+    drifted: list[Finding] = []
     try:
         evidence = await collect(node, vmid, venv)
+        if evidence.unreachable is None and vmid is not None:
+            drifted = drift_findings(await drift.gather(node, vmid))
     finally:
         await node.close()
     if evidence.unreachable is not None:
         raise HostUnreachable(evidence.unreachable)
-    return evidence_findings(evidence, log_text, known_secrets)
+    return drifted + evidence_findings(evidence, log_text, known_secrets)
+
+
+#: drift kind -> the diagnosis category it belongs to (provisioner.drift names the finding itself)
+DRIFT_CATEGORIES: dict[str, Category] = {
+    "driver": "driver_lib_mismatch", "nodes": "container_device_missing", "boot_unit": "container_device_missing",
+    "config": "proxmox_lxc", "gpus": "oom_or_hw", "container": "proxmox_lxc",
+}
+
+
+def drift_findings(report: drift.DriftReport) -> list[Finding]:
+    """The drift report as diagnosis findings (rule ``drift.<kind>``): the same findings `plan --check`
+    names and the wizard's Summary shows."""
+    out = []
+    for f in report.findings:
+        fix = (f"replay the playbook: step {f.repair} repairs it (`provisioner plan PLAYBOOK --check` shows the plan)"
+               if f.repair else "not repairable from the playbook: check the node's hardware (`nvidia-smi -L`, dmesg)")
+        out.append(Finding(category=DRIFT_CATEGORIES[f.kind], confidence=0.95, root_cause=f"drift: {f.text}", fix=fix,
+                           evidence=(f.text,), rule=f"drift.{f.kind}"))
+    return out
 
 
 def bundle_findings(path: str | Path, log_text: str = "") -> list[Finding]:

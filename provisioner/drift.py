@@ -1,0 +1,268 @@
+"""Day-two drift: what changed on a provisioned host since the playbook ran (issue #15).
+
+One module, used by `plan --check` (the steps that repair a finding name it in their plan), by
+`diagnose --host` and by the wizard's Summary page, so all three report the same findings from the
+same facts:
+
+* ``driver``  — container userspace (``libnvidia-ml.so.<v>``) differs from the host kernel module,
+  at patch level too (NVML: "Driver/library version mismatch"); repaired by ``driver.userspace``;
+* ``nodes``   — passed device nodes missing on the host (after a reboot ``nvidia-uvm`` is loaded
+  lazily and no ``/dev/nvidia*`` exists until nvidia-modprobe/nvidia-smi run); repaired by
+  ``lxc.boot_persistence`` (it starts its unit, which creates them);
+* ``boot_unit`` — the boot unit that recreates them is missing, changed or disabled
+  (``lxc.boot_persistence``);
+* ``config``  — the container config changed by hand away from what the playbook wrote: a passed
+  devN entry removed or its mode changed, ``onboot`` changed (``lxc.gpu_passthrough`` /
+  ``lxc.boot_persistence`` rewrite their own lines);
+* ``gpus``    — GPUs that vanished since provisioning (count or UUIDs), against the record the
+  provisioning left on the node (`MANIFEST_DIR`); nothing can repair that remotely;
+* ``container`` — the container is not running (e.g. its start at boot failed).
+
+Facts are gathered by `gather` (a command plus a pure parser each); every check below is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
+
+DriftKind = Literal["driver", "nodes", "boot_unit", "config", "gpus", "container"]
+
+UNIT_NAME = "gpu-provisioner-nvidia-nodes.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+MANIFEST_DIR = "/etc/gpu-provisioner"
+LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
+            "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.*")
+
+
+def manifest_path(vmid: int) -> str:
+    return f"{MANIFEST_DIR}/ct{vmid}.json"
+
+
+@dataclass(frozen=True)
+class DriftFinding:
+    """One drift: what it is about, the sentence naming it, and the step kind that repairs it ('' = none)."""
+
+    kind: DriftKind
+    text: str
+    repair: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "text": self.text, "repair": self.repair}
+
+
+class Manifest(BaseModel):
+    """What provisioning left on the node for CT `vmid` (written by `lxc.boot_persistence`): the passed
+    device nodes and their devN mode, the GPUs passed (index, UUID), whether the CT starts at boot."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    vmid: int
+    devices: list[str]
+    dev_mode: str = "0666"
+    passthrough: Literal["dev", "raw"] = "dev"
+    gpus: list[dict[str, Any]] = []
+    onboot: bool | None = None
+    unit: str = UNIT_NAME  # "" = the playbook removed the boot unit (state: absent)
+    persistence_mode: bool = True
+
+    def render(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def parse_manifest(text: str) -> Manifest | None:
+    """The manifest file's content (None when absent or not ours)."""
+    if not text.strip():
+        return None
+    try:
+        return Manifest.model_validate(json.loads(text))
+    except (ValueError, TypeError):
+        return None
+
+
+def parse_lib_versions(text: str) -> list[str]:
+    """Versions from ``ls`` of ``libnvidia-ml.so.<version>`` files."""
+    return sorted(set(re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)))
+
+
+# --- pure checks ---------------------------------------------------------------------------------
+
+
+def driver_drift(host_module: str, userspace: list[str], vmid: int) -> list[DriftFinding]:
+    """Userspace must equal the host module exactly (NVML compares the full version string)."""
+    if not userspace or userspace == [host_module]:
+        return []
+    return [DriftFinding("driver", f"CT {vmid} userspace {', '.join(userspace)} ≠ host kernel module {host_module} "
+                                   "(NVML: Driver/library version mismatch)", "driver.userspace")]
+
+
+def missing_nodes(wanted: list[str], present: set[str]) -> list[str]:
+    return [d for d in wanted if not d.startswith("/dev/nvidia-caps/") and d not in present]
+
+
+def nodes_drift(wanted: list[str], present: set[str]) -> list[DriftFinding]:
+    missing = missing_nodes(wanted, present)
+    if not missing:
+        return []
+    return [DriftFinding("nodes", f"device nodes missing on the host: {', '.join(missing)}", "lxc.boot_persistence")]
+
+
+def boot_unit_drift(text: str | None, expected: str, enabled: bool) -> list[DriftFinding]:
+    if text is None:
+        return [DriftFinding("boot_unit", f"boot unit {UNIT_NAME} is not installed: after a reboot the passed "
+                                          "device nodes are missing before pve-guests starts containers",
+                             "lxc.boot_persistence")]
+    out = []
+    if text != expected:
+        out.append(DriftFinding("boot_unit", f"boot unit {UNIT_PATH} was changed by hand", "lxc.boot_persistence"))
+    if not enabled:
+        out.append(DriftFinding("boot_unit", f"boot unit {UNIT_NAME} is not enabled", "lxc.boot_persistence"))
+    return out
+
+
+def dev_entries(conf: LxcConfig) -> dict[str, tuple[int, dict[str, str]]]:
+    """devN entries of the config by device path: path -> (index, properties)."""
+    out: dict[str, tuple[int, dict[str, str]]] = {}
+    for index, value in sorted(conf.indexed("dev").items()):
+        props = parse_property_string(value, "path")
+        if "path" in props:
+            out.setdefault(props["path"], (index, props))
+    return out
+
+
+def config_drift(conf: LxcConfig, manifest: Manifest) -> list[DriftFinding]:
+    """The CT config against what provisioning wrote (the manifest): passed devN entries removed or with
+    another mode, and `onboot` changed."""
+    out: list[DriftFinding] = []
+    vmid = manifest.vmid
+    if manifest.passthrough == "dev":
+        have = dev_entries(conf)
+        gone = [d for d in manifest.devices if d not in have and not d.startswith("/dev/nvidia-caps/")]
+        if gone:
+            out.append(DriftFinding("config", f"CT {vmid} config: devN entries for {', '.join(gone)} were removed",
+                                    "lxc.gpu_passthrough"))
+        for dev in manifest.devices:
+            if dev in have:
+                index, props = have[dev]
+                mode = props.get("mode", "")
+                if mode != manifest.dev_mode:
+                    out.append(DriftFinding("config", f"CT {vmid} config: dev{index} ({dev}) has mode "
+                                                      f"{mode or 'unset'}, the playbook wrote {manifest.dev_mode}",
+                                            "lxc.gpu_passthrough"))
+    else:
+        mounted = {v.split()[0] for k, v in conf.raw_lines("lxc.mount.entry") if v.split()}
+        gone = [d for d in manifest.devices if d not in mounted and not d.startswith("/dev/nvidia-caps/")]
+        if gone:
+            out.append(DriftFinding("config", f"CT {vmid} config: bind-mount lines for {', '.join(gone)} were "
+                                              "removed", "lxc.gpu_passthrough"))
+    if manifest.onboot is not None:
+        onboot = str(conf.get("onboot") or "0") in ("1", "yes", "on", "true")
+        if onboot != manifest.onboot:
+            out.append(DriftFinding("config", f"CT {vmid} config: onboot is {int(onboot)}, the playbook wrote "
+                                              f"{int(manifest.onboot)}", "lxc.boot_persistence"))
+    return out
+
+
+def gpus_drift(recorded: list[dict[str, Any]], current: list[tuple[int, str]]) -> list[DriftFinding]:
+    """GPUs passed at provisioning (UUIDs) that the node no longer lists, or a changed count."""
+    if not recorded:
+        return []
+    now = {uuid for _, uuid in current}
+    gone = [g for g in recorded if str(g.get("uuid", "")) not in now]
+    out = []
+    if len(current) < len(recorded) or gone:
+        what = ", ".join(f"GPU {g.get('index')} {g.get('uuid')}" for g in gone)
+        out.append(DriftFinding("gpus", f"GPUs vanished: provisioned {len(recorded)}, the node lists {len(current)}"
+                                        + (f"; gone: {what}" if what else ""), ""))
+    return out
+
+
+def container_drift(vmid: int, status: str) -> list[DriftFinding]:
+    if status == "running":
+        return []
+    return [DriftFinding("container", f"CT {vmid} is {status}", "lxc.start")]
+
+
+# --- gathering the facts -------------------------------------------------------------------------
+
+
+@dataclass
+class DriftReport:
+    """All findings for one container on one host, plus what could not be checked (and why)."""
+
+    host: str
+    vmid: int
+    findings: list[DriftFinding] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "vmid": self.vmid, "findings": [f.to_dict() for f in self.findings],
+                "unchecked": list(self.unchecked)}
+
+
+async def read_text(node: Any, path: str) -> str | None:
+    """A node file's text, None when it does not exist (`cat` exits non-zero)."""
+    result = await node.for_facts().run(["cat", path], timeout=30, quiet=True)
+    return result.output if result.ok else None
+
+
+async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> DriftReport:
+    """Every drift check for CT `vmid` on `node`, from the node's and the container's facts.
+
+    Needs only the node transport (the SSH login `diagnose --host` and the wizard already have) and the
+    manifest provisioning left on the node; without a manifest the checks that need it say so."""
+    from provisioner.facts import catalog
+    from provisioner.facts.base import FactCache, FactUnavailable
+    from provisioner.steps.lxc_boot_persistence import render_unit
+    from provisioner.transport.container import ContainerTransport
+
+    cache = facts if facts is not None else FactCache()
+    report = DriftReport(host=host or getattr(node, "name", ""), vmid=vmid)
+    manifest = parse_manifest(await read_text(node, manifest_path(vmid)) or "")
+    # Device nodes first: the node's nvidia-smi (the GPU fact) creates missing GPU nodes as it runs.
+    nodes = await cache.get(node, catalog.DEV_NODES)
+    present = {n.path for n in nodes.nodes}
+    try:
+        module = await cache.get(node, catalog.MODULE_VERSION)
+    except FactUnavailable:
+        module = None
+    if manifest is None:
+        report.unchecked.append(f"no provisioning record {manifest_path(vmid)} on the node: device nodes, config "
+                                "and GPU set are not compared")
+    else:
+        report.findings += nodes_drift(manifest.devices, present)
+        if manifest.unit:
+            unit_text = await read_text(node, UNIT_PATH)
+            enabled = await node.for_facts().run(["systemctl", "is-enabled", UNIT_NAME], timeout=30, quiet=True)
+            report.findings += boot_unit_drift(unit_text, render_unit(manifest.devices, manifest.persistence_mode),
+                                               enabled.ok)
+        conf_text = await read_text(node, f"/etc/pve/lxc/{vmid}.conf")
+        if conf_text is None:
+            report.findings.append(DriftFinding("container", f"CT {vmid} no longer exists on the node", ""))
+            return report
+        report.findings += config_drift(LxcConfig.parse(conf_text), manifest)
+        try:
+            gpus = await cache.get(node, catalog.GPUS)
+            report.findings += gpus_drift(manifest.gpus, [(g.index, g.uuid) for g in gpus])
+        except FactUnavailable as exc:
+            report.findings.append(DriftFinding("gpus", f"nvidia-smi on the node fails: {exc.reason}", ""))
+    status = await node.for_facts().run(["pct", "status", str(vmid)], timeout=60, quiet=True)
+    state = status.output.split(":", 1)[1].strip() if status.ok and ":" in status.output else "unknown"
+    report.findings += container_drift(vmid, state)
+    if state == "running" and module:
+        ct = ContainerTransport(node, vmid).for_facts()
+        libs = await ct.run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60, quiet=True)
+        report.findings += driver_drift(module, parse_lib_versions(libs.output), vmid)
+    elif module is None:
+        report.unchecked.append("no NVIDIA kernel module version on the host (/sys/module/nvidia/version)")
+    return report
