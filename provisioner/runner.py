@@ -125,10 +125,12 @@ class HostRun:
         self.ctx = ctx
         self.result = HostResult(host=ctx.host)
 
-    async def step(self, index: int, spec: StepSpec, mode: Mode) -> StepStatus:
-        """check (→ apply → verify in apply mode) step `index`; apply mode counts its status."""
+    async def step(self, index: int, spec: StepSpec, mode: Mode, *, confirmed: list[str] | None = None) -> StepStatus:
+        """check (→ apply → verify in apply mode) step `index`; apply mode counts its status.
+        `confirmed`: the changes the user confirmed; apply stops if the host now needs other ones."""
         step = make_step(spec)
-        status = await run_step(self.ctx, index, spec.name or spec.kind, step, mode, self.result)
+        status = await run_step(self.ctx, index, spec.name or spec.kind, step, mode, self.result,
+                                confirmed=confirmed)
         if mode == "apply":
             self.result.by_index[index] = status
         return status
@@ -222,8 +224,12 @@ def build_context(playbook: Playbook, bus: Bus, node: Transport, *, mode: Mode, 
 
 
 async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any], mode: Mode,
-                   result: HostResult) -> StepStatus:
-    """check → (plan mode: stop) → apply → verify for one step, emitting events; returns the status."""
+                   result: HostResult, *, confirmed: list[str] | None = None) -> StepStatus:
+    """check → (plan mode: stop) → apply → verify for one step, emitting events; returns the status.
+
+    `confirmed` (the wizard): the changes the user saw and confirmed. Apply checks the host again
+    first; when it now needs other changes (someone changed the host in between), nothing is applied
+    and the step fails with the new plan on screen, to be confirmed again."""
     bus, host = ctx.bus, ctx.host
     bus.emit(StepStarted(host=host, index=index, step=step.kind, title=f"{step.title} ({label})"
                          if label != step.kind else step.title))
@@ -256,6 +262,9 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
             return finish("changed" if plan.has_changes else "ok", "; ".join(plan.changes) or "no change")
         if not plan.has_changes:
             return finish("ok", "no change")
+        if confirmed is not None and list(plan.changes) != list(confirmed):
+            return finish("failed", "not applied: the host changed since the plan was confirmed; review the new "
+                                    "plan and confirm it again\nnow: " + "; ".join(plan.changes))
         phase = "apply"
         async for event in step.apply(ctx):
             bus.emit(event)

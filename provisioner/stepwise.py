@@ -33,15 +33,16 @@ from provisioner.events import (
     StepStarted,
     StepStatus,
 )
+from provisioner.node_lock import LOCK_DIR, NodeLock
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec, Target, dump
 from provisioner.runlog import Recorder
 from provisioner.runner import HostResult, HostRun, Mode, build_context, diagnose_lines
 from provisioner.session import host_label, node_transport, pve_factory
-from provisioner.steps.base import Params, load_step_kinds
+from provisioner.steps.base import Params, StepFailed, load_step_kinds
 from provisioner.steps.context import StepContext
 from provisioner.steps.state import RunState
-from provisioner.transport.base import Transport
+from provisioner.transport.base import Transport, TransportError
 
 RunStatus = Literal["pending", "planning", "planned", "running", "ok", "changed", "failed", "skipped", "interrupted",
                     "edited", "outdated"]
@@ -96,7 +97,7 @@ class StepSession:
     """One step-by-step run against one target."""
 
     def __init__(self, playbook: Playbook, *, playbook_path: str = "", runs_dir: Path | None = None,
-                 record_to: str | None = None) -> None:
+                 record_to: str | None = None, node_lock_dir: str = LOCK_DIR) -> None:
         self.base = playbook
         self.playbook_path = playbook_path
         self.target: Target = playbook.target
@@ -107,6 +108,9 @@ class StepSession:
         self.state = RunState()
         self.aborted = False
         self._current: int | None = None
+        self._node_lock: NodeLock | None = None
+        self._stale_locks: list[NodeLock] = []
+        self.node_lock_dir = node_lock_dir
         self._host_run: HostRun | None = None
         self._result = HostResult(host=self.host)
         self.run: Run = open_run(playbook_path or "<tui>", "apply", [self.host], sinks=[self._track],
@@ -158,6 +162,9 @@ class StepSession:
             self.target.model_dump(exclude={"container", "node"})
         self.target = target
         if reconnect:  # new address or credentials: a new connection and fresh facts
+            if self._node_lock is not None:  # it lived on the old connection: released before the next one
+                self._stale_locks.append(self._node_lock)
+                self._node_lock = None
             self.node = None
             self.ctx = None
             self.state = RunState()
@@ -220,21 +227,44 @@ class StepSession:
     async def apply(self, index: int) -> RunStatus:
         """Apply step `index` (check → apply → verify); the recorder keeps it when it succeeds."""
         run = self.runs[index]
+        confirmed = list(run.changes)  # what the page showed and the user confirmed
         run.status = "running"
         run.failing_command = ""
         run.tail.clear()
-        status = await self._guarded(index, "apply")
+        if run.spec.kind != "node.connect" and not await self._lock_node(index):
+            run.status = "failed"
+            return "failed"
+        status = await self._guarded(index, "apply", confirmed=confirmed)
         run.status = status
         for later in self.runs[index + 1:]:
             later.plan_stale = True
         return status
 
-    async def _guarded(self, index: int, mode: Mode) -> StepStatus:
+    async def _lock_node(self, index: int) -> bool:
+        """Take the node-side lock (`provisioner.node_lock`) before the first change, held until the
+        wizard closes: a replay or another wizard cannot provision the same container meanwhile."""
+        if self._node_lock is not None and self._node_lock.held:
+            return True
+        while self._stale_locks:
+            await self._stale_locks.pop().release()
+        host_run = self.host_run()
+        self._node_lock = NodeLock(host_run.ctx.node, self.target.container, self.host, self.node_lock_dir)
+        try:
+            await self._node_lock.acquire()
+        except (StepFailed, TransportError) as exc:
+            text = exc.message if isinstance(exc, StepFailed) else str(exc)
+            self._node_lock = None
+            self.bus.emit(StepFinished(host=self.host, index=index, step=self.runs[index].spec.kind, status="failed",
+                                       message=text, mode="apply"))
+            return False
+        return True
+
+    async def _guarded(self, index: int, mode: Mode, *, confirmed: list[str] | None = None) -> StepStatus:
         """`HostRun.step`, with an unexpected exception turned into a failed step (the wizard stays usable)."""
         run = self.runs[index]
         self._current = index
         try:
-            return await self.host_run().step(index, run.spec, mode)
+            return await self.host_run().step(index, run.spec, mode, confirmed=confirmed)
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             if mode == "apply":
@@ -285,6 +315,9 @@ class StepSession:
 
     async def close(self) -> None:
         self.run.finish([self.result()])
+        for lock in [*self._stale_locks, *([self._node_lock] if self._node_lock is not None else [])]:
+            await lock.release()
+        self._stale_locks, self._node_lock = [], None
         if self.node is not None:
             await self.node.close()
 
