@@ -68,6 +68,8 @@ class RunState:
     ct_created: bool | None = None
     passthrough_devices: list[str] | None = None
     host_driver: str | None = None
+    driver_source: dict[str, Any] | None = None  # where driver.userspace found the host's .run (layout, url)
+    driver_unverified_sha: dict[str, str] | None = None  # url -> sha256 of a download with no published checksum
     detection: GpuDetection | None = None
     torch: TorchChoice | None = None
     venv_lock: dict[str, Any] | None = None
