@@ -227,7 +227,7 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
     except StepFailed as exc:
         result.exit_code = max(result.exit_code, exc.exit_code)
         text = exc.message + (f"\nfix: {exc.fix}" if exc.fix else "")
-        return finish("failed", text, diagnose_lines([exc.message, *exc.evidence]))
+        return finish("failed", text, [*exc.findings, *diagnose_lines([exc.message, *exc.evidence])][:3])
     except CommandFailed as exc:
         return finish("failed", str(exc), diagnose_lines(exc.result.lines))
     except FactUnavailable as exc:

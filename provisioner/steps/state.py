@@ -36,6 +36,15 @@ class HostInventory(_Model):
     kernel: str
     cgroup_version: int
     warnings: list[str] = []
+    #: nvidia-smi PCI bus id -> device minor (the N of /dev/nvidiaN; /proc/driver/nvidia/gpus/<bus>/information)
+    gpu_minors: dict[str, int] = {}
+    #: NVSwitch evidence (PCI bridges, /dev/nvidia-nvswitchN); empty on a host without NVSwitch
+    nvswitch: list[str] = []
+    fabricmanager: str | None = None  # `systemctl is-active nvidia-fabricmanager` on NVSwitch systems
+
+    def minor_of(self, gpu: Gpu) -> int:
+        """The device minor of `gpu`: from /proc/driver/nvidia/gpus, else (no such file) its index."""
+        return self.gpu_minors.get(gpu.pci_bus_id.upper(), gpu.index)
 
 
 class GpuDetection(_Model):
