@@ -977,3 +977,22 @@ def parse_fabric_states(text: str) -> dict[str, str]:
             if state is not None:
                 out[block.key.split(" ", 1)[1].strip()] = state
     return out
+
+
+# --- nvidia-smi -L --------------------------------------------------------------------------------
+
+_SMI_L_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)\s*$")
+
+
+def parse_smi_list(text: str) -> list[tuple[int, str, str]]:
+    """Parse ``nvidia-smi -L``: (index, name, UUID) per ``GPU N: <name> (UUID: GPU-...)`` line (MIG lines skipped)."""
+    _require_text(text, "nvidia-smi -L")
+    _raise_if_failed(text)
+    out = []
+    for raw in _lines(text):
+        m = _SMI_L_RE.match(raw.strip())
+        if m:
+            out.append((int(m.group("index")), m.group("name"), m.group("uuid")))
+    if not out:
+        raise ParseError("nvidia-smi -L: no 'GPU N: ... (UUID: GPU-...)' line")
+    return out

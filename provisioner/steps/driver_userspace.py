@@ -26,6 +26,7 @@ from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.lxc_passthrough import visible_gpu_problem
 from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
@@ -486,11 +487,20 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
     gpus = nvidia.parse_gpu_query_csv(result.output)
-    expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-        len((await ensure_inventory(ctx)).gpus)
     versions = {g.driver_version for g in gpus}
-    if len(gpus) != expected:
-        raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
+    selected = ctx.state.selected_gpus
+    if selected is not None:
+        # exactly the GPUs lxc.gpu_passthrough selected (by device minor), compared by UUID
+        problem = visible_gpu_problem(selected, [g.uuid for g in gpus], ctx.vmid)
+        if problem:
+            raise StepFailed(problem, result=result,
+                             fix="the container's devN/lxc.* entries must name /dev/nvidia<Device Minor> of the "
+                                 "selected GPUs: remove the wrong entries, replay lxc.gpu_passthrough, `pct reboot`")
+    else:
+        expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
+            len((await ensure_inventory(ctx)).gpus)
+        if len(gpus) != expected:
+            raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
     if versions != {host}:
         raise StepFailed(f"container driver {', '.join(sorted(versions))} differs from the host module {host}",
                          result=result)

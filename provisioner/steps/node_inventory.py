@@ -10,7 +10,7 @@ from pydantic import Field
 from provisioner.events import Event
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
-from provisioner.facts.models import PciDevice
+from provisioner.facts.models import PciDevice, UnitState
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
@@ -107,7 +107,9 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     nvswitch = await ctx.fact(node, catalog.NVSWITCH)
     fabric = await ctx.fact(node, catalog.FABRIC_STATES)
     in_fabric = any(s.lower() != "n/a" for s in fabric.values())
-    unit = await ctx.fact(node, catalog.FABRICMANAGER) if nvswitch.present or in_fabric else None
+    unit: UnitState | None = None
+    if nvswitch.present or in_fabric:
+        unit = await ctx.fact(node, catalog.FABRICMANAGER)
     devices = await ctx.fact(node, catalog.PROC_DEVICES)
     nodes = await ctx.fact(node, catalog.DEV_NODES)
     present = {n.path for n in nodes.nodes}
@@ -146,7 +148,9 @@ async def preflight(ctx: StepContext, inv: HostInventory) -> None:
     """Host checks before any container change (the open-module check ran while gathering the inventory)."""
     nvswitch = await ctx.fact(ctx.node, catalog.NVSWITCH)
     fabric = await ctx.fact(ctx.node, catalog.FABRIC_STATES)
-    unit = await ctx.fact(ctx.node, catalog.FABRICMANAGER) if inv.nvswitch else None
+    unit: UnitState | None = None
+    if inv.nvswitch:
+        unit = await ctx.fact(ctx.node, catalog.FABRICMANAGER)
     failure = fabric_manager_failure(ctx.host, nvswitch, fabric, unit)
     if failure is not None:
         raise failure

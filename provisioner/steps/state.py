@@ -76,6 +76,7 @@ class RunState:
     inventory: HostInventory | None = None
     ct_created: bool | None = None
     passthrough_devices: list[str] | None = None
+    selected_gpus: list[str] | None = None  # UUIDs of the GPUs lxc.gpu_passthrough passes (by device minor)
     host_driver: str | None = None
     driver_source: dict[str, Any] | None = None  # where driver.userspace found the host's .run (layout, url)
     driver_unverified_sha: dict[str, str] | None = None  # url -> sha256 of a download with no published checksum
