@@ -68,7 +68,7 @@ def open_module_failure(host: str, proc: DriverVersionInfo | None, gpus: list[Gp
                       root_cause="Blackwell GPUs need NVIDIA's open kernel module; the host loaded the proprietary one",
                       fix=OPEN_MODULE_FIX, evidence=(banner, *hits[:8]), rule="preflight.open_kernel_module")
     return StepFailed(message, fix=OPEN_MODULE_FIX, evidence=[banner, *hits], findings=[finding.to_dict()],
-                      exit_code=3)
+                      exit_code=1)
 
 
 def fabric_manager_failure(host: str, nvswitch: NvSwitchFacts, fabric: dict[str, str],
