@@ -15,7 +15,6 @@ from provisioner.facts import catalog, nvidia, proxmox, system
 from provisioner.facts.base import Fact
 from provisioner.lab.profiles import get_profile
 from provisioner.resolver import ResolveError, ResolveRequest, resolve
-from provisioner.steps.base import StepFailed
 from provisioner.steps.driver_userspace import driver_sources, is_datacenter, tesla_base
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
 from provisioner.steps.lxc_passthrough import PassthroughParams, device_selection, visible_gpu_problem
