@@ -162,8 +162,11 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         mode, devices, _, changes, _ = await self._plan(ctx)
         ctx.state.passthrough_devices = devices
         inv = await ensure_inventory(ctx)
-        gpus = ", ".join(f"GPU {g.index} = /dev/nvidia{inv.minor_of(g)} ({g.uuid})" for g in self._selection.gpus)
-        notes = [f"mode {mode}: {len(devices)} device nodes", f"selected {gpus}"]
+        notes = [f"mode {mode}: {len(devices)} device nodes"]
+        sel = self._selection.gpus
+        if len(sel) != len(inv.gpus) or any(inv.minor_of(g) != g.index for g in sel):
+            notes.append("selected by device minor: " + ", ".join(
+                f"GPU {g.index} = /dev/nvidia{inv.minor_of(g)} ({g.uuid})" for g in sel))
         notes += [f"skipped {n}" for n in self._selection.skipped_notes()]
         return Plan(changes=changes, notes=notes) if changes else Plan.no_change(*notes)
 
