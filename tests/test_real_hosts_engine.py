@@ -15,6 +15,7 @@ from provisioner.facts import catalog, nvidia, proxmox, system
 from provisioner.facts.base import Fact
 from provisioner.lab.profiles import get_profile
 from provisioner.resolver import ResolveError, ResolveRequest, resolve
+from provisioner.steps.base import StepFailed
 from provisioner.steps.driver_userspace import driver_sources, is_datacenter, tesla_base
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
 from provisioner.steps.lxc_passthrough import PassthroughParams, device_selection, visible_gpu_problem
@@ -228,3 +229,105 @@ def test_resolver_and_driver_step_apply_the_same_eol_rule(cc: str, driver: str, 
 def test_eol_rules_cover_maxwell_pascal_volta_with_r580() -> None:
     (mpv,) = [r for r in RULES if r.last_branch == 580]
     assert mpv.applies((5, 0)) and mpv.applies((6, 1)) and mpv.applies((7, 2)) and not mpv.applies((7, 5))
+
+
+# --- an unpublished checksum: shown, pinned, confirmed or recorded ---------------------------------------
+
+
+class _TeslaServer:
+    """A real HTTP server with download.nvidia.com's tesla/ layout: the .run and no .sha256sum."""
+
+    def __init__(self, body: bytes, version: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        path = f"/tesla/{version}/NVIDIA-Linux-x86_64-{version}.run"
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def do_HEAD(self) -> None:
+                self._serve(head=True)
+
+            def do_GET(self) -> None:
+                self._serve(head=False)
+
+            def _serve(self, head: bool) -> None:
+                found = self.path == path
+                data = body if found else b"404"
+                self.send_response(200 if found else 404)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/XFree86"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_unpublished_checksum_is_shown_then_needs_a_pin_a_confirmation_or_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import hashlib
+
+    from provisioner import download as dl
+    from provisioner import playbook
+    from provisioner.events import Bus
+    from provisioner.steps.context import ChecksumConfirmation, StepContext
+    from provisioner.steps.driver_userspace import DriverParams, DriverUserspaceStep
+    from provisioner.transport.local import LocalTransport
+
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
+    version = "580.95.05"
+    body = b"#!/bin/sh\n# a .run stand-in\n" + bytes(range(256)) * 64
+    sha = hashlib.sha256(body).hexdigest()
+    server = _TeslaServer(body, version)
+    try:
+        (source, xfree) = driver_sources(version, "x86_64", server.base, datacenter=True)
+        assert dl.url_exists(source.url) and not dl.url_exists(xfree.url)  # HEAD: 200 / 404
+        pb = playbook.load(Path(__file__).resolve().parents[1] / "playbooks" / "h200-hgx-8x.yaml")
+
+        def ctx() -> StepContext:
+            return StepContext(playbook=pb, host="pve", bus=Bus(), node=LocalTransport())
+
+        def step(**params: object) -> DriverUserspaceStep:
+            return DriverUserspaceStep(DriverParams.model_validate({"driver_mirror": server.base, **params}))
+
+        # headless, no pin: stop, naming the sha256 of what was downloaded and how to pin it
+        with pytest.raises(StepFailed) as stop:
+            asyncio.run(step()._expected(ctx(), source))
+        assert stop.value.exit_code == 2 and sha in stop.value.message and f"sha256: {sha}" in stop.value.fix
+        # the front end's hook: asked with the sha256 and size; refusing stops, confirming proceeds
+        asked: list[ChecksumConfirmation] = []
+
+        def hook(answer: bool) -> object:
+            async def confirm(request: ChecksumConfirmation) -> bool:
+                asked.append(request)
+                return answer
+            return confirm
+
+        refused = ctx()
+        refused.confirm_checksum = hook(False)  # type: ignore[assignment]
+        with pytest.raises(StepFailed):
+            asyncio.run(step()._expected(refused, source))
+        confirmed = ctx()
+        confirmed.confirm_checksum = hook(True)  # type: ignore[assignment]
+        s = step()
+        assert asyncio.run(s._expected(confirmed, source)) == sha and s._checksum == "confirmed"
+        assert [(a.sha256, a.size, a.url) for a in asked] == [(sha, len(body), source.url)] * 2
+        # pinned in the playbook, or recorded in resolved by an earlier run: no question asked
+        pinned = step(sha256=sha)
+        assert asyncio.run(pinned._expected(ctx(), source)) == sha and pinned._checksum == "pinned"
+        recorded = ctx()
+        recorded.resolved["driver"] = {"filename": source.filename, "sha256": sha}
+        r = step()
+        assert asyncio.run(r._expected(recorded, source)) == sha and r._checksum == "recorded"
+        assert len(asked) == 2
+    finally:
+        server.close()
