@@ -107,6 +107,11 @@ def test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(lab_of
 def test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab_of: Any, tmp_path: Path) -> None:
     env, state = lab_of("h200-hgx-8x")
     book = cut_playbook("h200-hgx-8x", tmp_path / "h.yaml", upto="driver.userspace")
+    # the plan of the fresh host already shows the downloaded file's sha256 and how to pin it
+    plan = cli(env, "plan", str(book), "--lab")
+    shown = re.search(r"NVIDIA publishes no checksum for tesla/580\.95\.05/NVIDIA-Linux-x86_64-580\.95\.05\.run: the "
+                      r"downloaded file \(\d+ bytes\) has sha256 ([0-9a-f]{64})", plan.stdout)
+    assert shown is not None, plan.stdout[-4000:]
     first = cli(env, "replay", str(book), "--lab", "--quiet")
     out = first.stdout + first.stderr
     assert first.returncode == 2, out[-4000:]
@@ -114,7 +119,7 @@ def test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab
                   r"the downloaded file has sha256 ([0-9a-f]{64})", out)
     assert m is not None, out[-4000:]
     sha = m.group(1)
-    assert f"sha256: {sha}" in out  # how to pin it
+    assert sha == shown.group(1) and f"sha256: {sha}" in out  # what the plan showed; how to pin it
     # the plan said why nvidia-modeset is not passed; the config has no nvidia-modeset entry
     assert "skipped /dev/nvidia-modeset: not present on this host (nvidia-modeset not loaded; headless node)" in out
     conf = state.read_conf(200).render()

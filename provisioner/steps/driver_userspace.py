@@ -250,30 +250,37 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
                          exit_code=1)
 
+    async def _source_notes(self, ctx: StepContext, host: str) -> tuple[str, list[str]]:
+        """Where the installer comes from and how its SHA-256 is known (the downloaded file's where NVIDIA
+        publishes none, for the operator to confirm or pin)."""
+        if self.params.driver_run:
+            return "", []
+        source = await self._source(ctx, host)
+        notes = [f"installer {source.url}"]
+        pin, why = self._pin(ctx, source.filename)
+        if source.checksum_url is None and pin is None:
+            sha, size = await self._unpublished_sha(ctx, source)
+            notes.append(f"NVIDIA publishes no checksum for {source.where}{source.filename}: the downloaded file "
+                         f"({size} bytes) has sha256 {sha}; confirm it, or pin it in the playbook "
+                         f"(driver.userspace params: sha256: {sha})")
+        elif pin is not None:
+            notes.append(f"sha256 {pin} ({why})")
+        return f" from {source.where}", notes
+
     async def check(self, ctx: StepContext) -> Plan:
         try:
             host, installed, _ = await self._versions(ctx)
-        except StepFailed as exc:
-            if ctx.mode == "plan" and "not running" in exc.message:
-                raise DependsOnEarlier("the container is not running yet") from None
+        except (StepFailed, DependsOnEarlier) as exc:
+            if ctx.mode == "plan" and ("not running" in str(exc)):
+                # the container comes later; the installer and its checksum can be shown already
+                inv = await ensure_inventory(ctx)
+                _, notes = await self._source_notes(ctx, inv.driver_version)
+                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes])) from None
             raise
         ctx.state.host_driver = host
         if installed == [host]:
             return Plan.no_change(f"userspace {host} installed, equal to the host module")
-        notes: list[str] = []
-        where = ""
-        if not self.params.driver_run:
-            source = await self._source(ctx, host)
-            where = f" from {source.where}"
-            notes.append(f"installer {source.url}")
-            pin, why = self._pin(ctx, source.filename)
-            if source.checksum_url is None and pin is None:
-                sha, size = await self._unpublished_sha(ctx, source)
-                notes.append(f"NVIDIA publishes no checksum for {source.where}{source.filename}: the downloaded file "
-                             f"({size} bytes) has sha256 {sha}; confirm it, or pin it in the playbook "
-                             f"(driver.userspace params: sha256: {sha})")
-            elif pin is not None:
-                notes.append(f"sha256 {pin} ({why})")
+        where, notes = await self._source_notes(ctx, host)
         if not installed:
             return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes)
         return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module){where}"],
