@@ -193,3 +193,26 @@ def test_demo_profile_passes_and_replays_with_no_change(tmp_path: Path, profile:
     assert r.returncode == 0, out[-5000:]
     assert "LAB: second replay (must report no changes)" in out
     assert get_profile(profile).name in out or profile == "rtxpro6000-8x"
+
+
+def test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node(lab_of: Any, tmp_path: Path) -> None:
+    """A container configured before this fix (devN /dev/nvidia-modeset on a headless HGX node): pve-container's
+    vm_start -> update_lxc_config dies "Device /dev/nvidia-modeset does not exist" (src/PVE/LXC.pm, Tools.pm
+    get_device_mode_and_rdev); the engine's lxc.start reports that message, not a bare task failure."""
+    from provisioner.proxmox.lxc_conf import LxcConfig
+
+    env, state = lab_of("h200-hgx-8x")
+    opts: dict[str, str | int] = {"arch": "amd64", "hostname": "h200-torch", "ostype": "ubuntu", "memory": 8192,
+                                  "rootfs": "local-lvm:vm-200-disk-0,size=8G", "dev0": "/dev/nvidia0,mode=0666",
+                                  "dev1": "/dev/nvidia-modeset,mode=0666"}
+    state.write_conf(200, LxcConfig.from_options(opts))
+    state.set_status(200, "stopped")
+    doc = yaml.safe_load((REPO / "playbooks" / "h200-hgx-8x.yaml").read_text())
+    doc["steps"] = [s for s in doc["steps"] if s["kind"] in ("node.connect", "lxc.start")]
+    book = tmp_path / "start.yaml"
+    book.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = cli(env, "replay", str(book), "--lab", "--quiet", "--json")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-3000:]
+    assert "Device /dev/nvidia-modeset does not exist" in out, out[-3000:]
+    assert state.get_status(200).status == "stopped"
