@@ -110,8 +110,8 @@ def test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab
     # the plan of the fresh host already shows the downloaded file's sha256 and how to pin it
     plan = cli(env, "plan", str(book), "--lab")
     shown = re.search(r"NVIDIA publishes no checksum for tesla/580\.95\.05/NVIDIA-Linux-x86_64-580\.95\.05\.run: the "
-                      r"downloaded file \(\d+ bytes\) has sha256 ([0-9a-f]{64})", plan.stdout)
-    assert shown is not None, plan.stdout[-4000:]
+                      r"downloaded file \(\d+ bytes\) has sha256 ([0-9a-f]{64})", plan.stdout + plan.stderr)
+    assert plan.returncode == 0 and shown is not None, (plan.stdout + plan.stderr)[-4000:]
     first = cli(env, "replay", str(book), "--lab", "--quiet")
     out = first.stdout + first.stderr
     assert first.returncode == 2, out[-4000:]
