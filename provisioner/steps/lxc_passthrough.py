@@ -228,7 +228,7 @@ def visible_gpu_problem(selected: list[str], seen: list[str], vmid: int) -> str 
 
 async def verify_gpus_by_uuid(ctx: StepContext) -> list[str] | None:
     """`nvidia-smi -L` in the container lists exactly the selected GPUs (by UUID). None when the container
-    has no nvidia-smi yet (driver.userspace installs it and verifies again)."""
+    has no working nvidia-smi yet (driver.userspace installs it and verifies again)."""
     selected = ctx.state.selected_gpus
     if selected is None:
         return None
@@ -238,9 +238,10 @@ async def verify_gpus_by_uuid(ctx: StepContext) -> list[str] | None:
         return None
     try:
         seen = [uuid for _, _, uuid in nvidia.parse_smi_list(result.output)]
-    except ValueError as exc:
-        raise StepFailed(f"nvidia-smi -L in CT {ctx.vmid} failed: {exc}", result=result,
-                         fix="container userspace and host module must be the same version; replay") from None
+    except ValueError:
+        # the userspace cannot report yet (e.g. another version than the host module): driver.userspace
+        # replaces it and checks the UUIDs again
+        return None
     problem = visible_gpu_problem(selected, seen, ctx.vmid)
     if problem:
         raise StepFailed(problem, result=result,
