@@ -6,16 +6,19 @@ fabric-manager preflight, the driver layouts, and the one branch end-of-life rul
 from __future__ import annotations
 
 import shlex
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from provisioner.driver_eol import RULES, branch_eol_problems
+from provisioner.events import Event
 from provisioner.facts import catalog, nvidia, proxmox, system
 from provisioner.facts.base import Fact
 from provisioner.lab.profiles import get_profile
 from provisioner.resolver import ResolveError, ResolveRequest, resolve
-from provisioner.steps.base import StepFailed
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind
+from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.driver_userspace import driver_sources, is_datacenter, tesla_base
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
 from provisioner.steps.lxc_passthrough import PassthroughParams, device_selection, visible_gpu_problem
@@ -279,7 +282,7 @@ def test_unpublished_checksum_is_shown_then_needs_a_pin_a_confirmation_or_the_re
     from provisioner import download as dl
     from provisioner import playbook
     from provisioner.events import Bus
-    from provisioner.steps.context import ChecksumConfirmation, StepContext
+    from provisioner.steps.context import StepContext
     from provisioner.steps.driver_userspace import DriverParams, DriverUserspaceStep
     from provisioner.transport.local import LocalTransport
 
@@ -331,3 +334,63 @@ def test_unpublished_checksum_is_shown_then_needs_a_pin_a_confirmation_or_the_re
         assert len(asked) == 2
     finally:
         server.close()
+
+
+# --- the wizard's confirmation: applying a confirmed plan that showed the sha256 confirms it -------------
+
+
+class _PinParams(Params):
+    sha256: str
+    asked: str
+
+
+class _UnpublishedChecksumStep(StepKind[_PinParams]):
+    """`test.unpublished`: shows a sha256 in its plan and asks the context to confirm it on apply (as
+    driver.userspace does for tesla/), writing the answer to `asked`."""
+
+    kind = "test.unpublished"
+    title = "confirm an unpublished checksum"
+    Params = _PinParams
+
+    async def check(self, ctx: StepContext) -> Plan:
+        return Plan(changes=["install"], notes=[f"the downloaded file has sha256 {self.params.sha256}"])
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        request = ChecksumConfirmation(host=ctx.host, step=self.kind, url="http://x/y.run", filename="y.run",
+                                       sha256=self.params.sha256, size=1)
+        ok = ctx.confirm_checksum is not None and await ctx.confirm_checksum(request)
+        Path(self.params.asked).write_text("confirmed" if ok else "refused")
+        if not ok:
+            raise StepFailed("not confirmed", exit_code=2)
+        yield ctx.info("confirmed")
+
+
+async def test_stepwise_apply_of_a_confirmed_plan_confirms_the_sha256_it_showed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.playbook import loads
+    from provisioner.stepwise import StepSession
+    from tests.support.step_kinds import use_kinds
+
+    use_kinds(monkeypatch, _UnpublishedChecksumStep)
+    sha = "ab" * 32
+    asked = tmp_path / "asked"
+    pb = loads(f"""schema_version: 1
+target: {{host: localhost, local: true}}
+steps:
+  - {{kind: test.unpublished, params: {{sha256: "{sha}", asked: "{asked}"}}}}
+""")
+    session = StepSession(pb, runs_dir=tmp_path)
+    # applied without a plan on screen: nothing showed the sha256, so it is not confirmed
+    assert await session.apply(0) == "failed" and asked.read_text() == "refused"
+    # planned (the page shows the sha256), then applied on the operator's confirmation
+    assert await session.plan(0) == "planned"
+    assert await session.apply(0) == "changed" and asked.read_text() == "confirmed"
+    # a front end's own dialog decides instead of the plan
+    session.context().confirm_checksum = _refuse
+    assert await session.plan(0) == "planned"
+    assert await session.apply(0) == "failed" and asked.read_text() == "refused"
+    await session.close()
+
+
+async def _refuse(request: ChecksumConfirmation) -> bool:
+    return False
