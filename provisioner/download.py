@@ -53,6 +53,22 @@ def fetch_text(url: str, timeout: float = 30) -> str:
         raise DownloadError(f"cannot fetch {url}: {exc}") from None
 
 
+def url_exists(url: str, timeout: float = 30) -> bool:
+    """Whether `url` answers a HEAD request with 2xx (404/410: False; other failures raise DownloadError)."""
+    if not url.startswith(("https://", "http://")):
+        raise DownloadError(f"refusing non-HTTP URL {url!r}")
+    req = urllib.request.Request(url, method="HEAD")  # noqa: S310 - http(s) only, checked above
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+            return 200 <= int(resp.status) < 300
+    except urllib.error.HTTPError as exc:
+        if exc.code in (403, 404, 410):
+            return False
+        raise DownloadError(f"cannot probe {url}: HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise DownloadError(f"cannot probe {url}: {exc}") from None
+
+
 def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeout: float = 60,
              retries: int = 3) -> Path:
     """Download `url` to `dest`, resuming a partial `dest.part` with an HTTP Range request."""

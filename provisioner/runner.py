@@ -276,7 +276,9 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
     except StepFailed as exc:
         result.exit_code = max(result.exit_code, exc.exit_code)
         text = exc.message + (f"\nfix: {exc.fix}" if exc.fix else "")
-        return finish("failed", text, diagnose_lines([exc.message, *exc.evidence]))
+        own = {f.get("category") for f in exc.findings}  # the step's own finding outranks the log's guess
+        guessed = [f for f in diagnose_lines([exc.message, *exc.evidence]) if f.get("category") not in own]
+        return finish("failed", text, [*exc.findings, *guessed][:3])
     except CommandFailed as exc:
         return finish("failed", str(exc), diagnose_lines(exc.result.lines))
     except FactUnavailable as exc:

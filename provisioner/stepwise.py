@@ -40,7 +40,7 @@ from provisioner.runlog import Recorder
 from provisioner.runner import HostResult, HostRun, Mode, build_context, diagnose_lines
 from provisioner.session import host_label, node_transport, pve_factory
 from provisioner.steps.base import Params, StepFailed, load_step_kinds
-from provisioner.steps.context import StepContext
+from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.state import RunState
 from provisioner.transport.base import Transport, TransportError
 
@@ -227,14 +227,29 @@ class StepSession:
     async def apply(self, index: int) -> RunStatus:
         """Apply step `index` (check → apply → verify); the recorder keeps it when it succeeds."""
         run = self.runs[index]
-        confirmed = list(run.changes)  # what the page showed and the user confirmed
+        planned = run.planned and not run.plan_stale
+        confirmed = list(run.changes) if planned else None  # what the page showed and the user confirmed
+        shown = " ".join([*run.changes, *run.notes]) if planned else ""
         run.status = "running"
         run.failing_command = ""
         run.tail.clear()
         if run.spec.kind != "node.connect" and not await self._lock_node(index):
             run.status = "failed"
             return "failed"
-        status = await self._guarded(index, "apply", confirmed=confirmed)
+        ctx = self.context()
+        own_dialog = ctx.confirm_checksum is not None  # a front end's own dialog decides; else the plan did
+
+        async def shown_in_confirmed_plan(request: ChecksumConfirmation) -> bool:
+            """The operator confirmed the plan that showed this sha256 (driver.userspace's unpublished checksum)."""
+            return request.sha256 in shown
+
+        if not own_dialog:
+            ctx.confirm_checksum = shown_in_confirmed_plan
+        try:
+            status = await self._guarded(index, "apply", confirmed=confirmed)
+        finally:
+            if not own_dialog:
+                ctx.confirm_checksum = None
         run.status = status
         for later in self.runs[index + 1:]:
             later.plan_stale = True

@@ -187,10 +187,12 @@ def test_pascal_on_r595_is_an_error_naming_r580() -> None:
     assert ok(cc=["6.1"], driver="580.95.05", python="3.12").variant == "cu126"
 
 
-def test_volta_on_r595_is_only_a_warning() -> None:
-    r = ok(cc=["7.0"], driver="595.71.05", python="3.12")
-    assert r.variant == "cu126"
-    assert any("Volta" in w for w in r.warnings)
+def test_volta_on_r595_is_an_error_naming_r580() -> None:
+    """One branch end-of-life rule (provisioner.driver_eol, also driver.userspace's): R580 is Volta's last."""
+    e = err(cc=["7.0"], driver="595.71.05", python="3.12")
+    assert e.code == "driver_too_new"
+    assert "R580" in e.fix and "Volta" in e.message
+    assert ok(cc=["7.0"], driver="580.95.05", python="3.12").variant == "cu126"
 
 
 # --- rule 5/6: platform, Python, glibc ---------------------------------------------------------------

@@ -82,6 +82,35 @@ def demo_playbook(source: Path, dest: Path) -> Path:
     return dest
 
 
+def pin_unpublished_driver(book: Path, profile: str, lab_root: Path) -> None:
+    """Where the profile's driver is published with no checksum (tesla/), pin the lab file's sha256 in the
+    demo's copy of the playbook, as an operator does once after comparing it (docs/lab-hosts.md); the
+    engine refuses an unpinned, unconfirmed checksum (`replay` stops naming the sha256 to pin)."""
+    import hashlib
+    import urllib.request
+
+    import yaml
+
+    from provisioner.lab.profiles import get_profile
+    from provisioner.session import lab_connection
+
+    p = get_profile(profile)
+    if p.driver_layout != "tesla":
+        return
+    conn = lab_connection(lab_root)
+    name = f"NVIDIA-Linux-{p.arch}-{p.driver_version}.run"
+    url = f"{str(conn['driver_mirror']).rstrip('/')}/tesla/{p.driver_version}/{name}"
+    with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 - the lab's loopback mirror
+        sha = hashlib.sha256(resp.read()).hexdigest()
+    data: dict[str, Any] = yaml.safe_load(book.read_text())
+    for step in data.get("steps", []):
+        if isinstance(step, dict) and step.get("kind") == "driver.userspace":
+            step.setdefault("params", {})["sha256"] = sha
+    book.write_text(yaml.safe_dump(data, sort_keys=False))
+    click.echo(f"LAB: tesla/{p.driver_version}/{name} has no published checksum; the demo pins the lab file's "
+               f"sha256 {sha} (an operator pins it once: driver.userspace params sha256)", err=True)
+
+
 @click.command("demo")
 @click.option("--playbook", type=click.Path(dir_okay=False, exists=True), default=str(PLAYBOOK), show_default=True)
 @click.option("--keep-lab", is_flag=True, help="Leave the lab running afterwards (stop it with `provisioner lab down`).")
@@ -121,6 +150,8 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
         if code != 0:
             raise SystemExit(code)
         book = demo_playbook(Path(playbook), work / Path(playbook).name)
+        if profile:
+            pin_unpublished_driver(book, profile, lab_root)
         click.echo(f"LAB: burn-in sized for the lab's CPU stand-in: sizes {LAB_BURNIN['sizes']}, "
                    f"soak {LAB_BURNIN['duration_s']}s", err=True)
         quiet = [] if verbose else ["--quiet"]

@@ -10,11 +10,15 @@ from provisioner.facts.models import (
     DfEntry,
     DriverVersionInfo,
     Gpu,
+    GpuProcInfo,
     Libc,
+    NvSwitchFacts,
     OsRelease,
+    PciDevice,
     ProcDevices,
     PveVersion,
     SmiStatus,
+    UnitState,
 )
 
 
@@ -46,6 +50,19 @@ OS_RELEASE: Fact[OsRelease] = Fact("os_release", ["cat", "/etc/os-release"], sys
 LIBC: Fact[Libc] = Fact("libc", ["ldd", "--version"], system.parse_ldd_version)
 SHM: Fact[DfEntry] = Fact("shm", ["df", "-B1", "/dev/shm"], system.parse_df)
 ARCH: Fact[str] = Fact("arch", ["uname", "-m"], lambda t: t.strip())
+GPU_INFORMATION: Fact[list[GpuProcInfo]] = Fact(
+    "gpu_information", list(nvidia.GPU_INFORMATION_COMMAND), nvidia.parse_gpu_information)
+NVSWITCH: Fact[NvSwitchFacts] = Fact("nvswitch", list(nvidia.NVSWITCH_COMMAND), nvidia.parse_nvswitch)
+#: `nvidia-smi -q` Fabric State per GPU; empty where nvidia-smi cannot report (the preflight reads the rest)
+FABRIC_STATES: Fact[dict[str, str]] = Fact(
+    "fabric_states", ["sh", "-c", "nvidia-smi -q 2>/dev/null || true"],
+    lambda t: nvidia.parse_fabric_states(t) if "NVSMI LOG" in t else {})
+PCI_NVIDIA: Fact[list[PciDevice]] = Fact(
+    "pci_nvidia", ["sh", "-c", "lspci -nn -d 10de: 2>/dev/null; true"], nvidia.parse_lspci_nn)
+FABRICMANAGER: Fact[UnitState] = Fact(
+    "fabricmanager", ["systemctl", "is-active", "nvidia-fabricmanager"],
+    lambda t: UnitState(unit="nvidia-fabricmanager", state=(t.strip().splitlines() or ["unknown"])[-1].strip()),
+    ok_statuses=tuple(range(256)))
 
 # Container facts (same probes, other target) — the container's nvidia-smi may legitimately fail.
 SMI_STATUS: Fact[SmiStatus] = Fact(

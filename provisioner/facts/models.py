@@ -261,6 +261,53 @@ class DevNodes(_Model):
         return {n.path: n for n in self.nodes}
 
 
+class GpuProcInfo(_Model):
+    """``/proc/driver/nvidia/gpus/<bus>/information`` of one GPU: ``Device Minor`` is the N of /dev/nvidiaN."""
+
+    bus_id: str  # normalised as nvidia-smi prints it: 00000000:17:00.0
+    minor: int
+    uuid: str | None = None
+    model: str | None = None
+
+
+class PciDevice(_Model):
+    """One line of ``lspci -nn``: slot, class id, vendor:device ids."""
+
+    slot: str
+    class_id: str
+    vendor_id: str
+    device_id: str
+    description: str
+
+
+class NvSwitchFacts(_Model):
+    """Signs of NVSwitch on the node: its PCI bridges, /dev/nvidia-nvswitchN, /proc/driver/nvidia-nvswitch."""
+
+    pci: tuple[str, ...] = ()
+    dev_nodes: tuple[str, ...] = ()
+    proc_devices: tuple[str, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        return bool(self.pci or self.dev_nodes or self.proc_devices)
+
+    @property
+    def evidence(self) -> list[str]:
+        return [*(f"NVSwitch PCI device {p}" for p in self.pci), *self.dev_nodes,
+                *(f"/proc/driver/nvidia-nvswitch/devices/{d}" for d in self.proc_devices)]
+
+
+class UnitState(_Model):
+    """``systemctl is-active UNIT``: the state word it printed (active, inactive, failed, unknown, ...)."""
+
+    unit: str
+    state: str
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+
 # --- Proxmox / system -------------------------------------------------------------------------
 
 

@@ -17,10 +17,13 @@ from provisioner.facts.models import (
     DevNodes,
     DriverVersionInfo,
     Gpu,
+    GpuProcInfo,
     InstallerLog,
     NvidiaSmiFailed,
+    NvSwitchFacts,
     P2PMatrix,
     ParseError,
+    PciDevice,
     ProcDevices,
     SmiFailure,
     SmiFailureKind,
@@ -865,3 +868,131 @@ def parse_installer_log(text: str) -> InstallerLog:
         kernel_module_load_error=load_error,
         decisive_lines=tuple(decisive),
     )
+
+
+# --- /proc/driver/nvidia/gpus/<bus>/information -----------------------------------------------
+
+
+def normalise_bus_id(bus: str) -> str:
+    """``0000:17:00.0`` (proc, lspci -D) or ``00000000:17:00.0`` (nvidia-smi) -> ``00000000:17:00.0``."""
+    parts = bus.strip().split(":")
+    if len(parts) == 2:
+        parts = ["0", *parts]
+    if len(parts) != 3:
+        raise ParseError(f"not a PCI bus id: {bus!r}")
+    domain, b, rest = parts
+    return f"{int(domain, 16):08X}:{b.upper()}:{rest.upper()}"
+
+
+GPU_INFORMATION_COMMAND: tuple[str, ...] = (
+    "sh", "-c", 'for f in /proc/driver/nvidia/gpus/*/information; do [ -r "$f" ] || continue; '
+                'echo "==> $f"; cat "$f"; done; true')
+
+
+def parse_gpu_information(text: str) -> list[GpuProcInfo]:
+    """Parse the ``==> <path>`` headed concatenation of ``/proc/driver/nvidia/gpus/*/information`` files
+    (NVIDIA README "procinterface": ``Device Minor:`` is the minor of ``/dev/nvidiaN``)."""
+    out: list[GpuProcInfo] = []
+    bus: str | None = None
+    fields: dict[str, str] = {}
+
+    def flush() -> None:
+        if bus is None:
+            return
+        minor = fields.get("device minor")
+        if minor is None or not minor.isdigit():
+            raise ParseError(f"{bus}/information: no 'Device Minor' line")
+        location = fields.get("bus location") or bus
+        out.append(GpuProcInfo(bus_id=normalise_bus_id(location), minor=int(minor),
+                               uuid=_na(fields.get("gpu uuid", "")), model=_na(fields.get("model", ""))))
+
+    for raw in _lines(text):
+        line = raw.strip()
+        m = re.match(r"^==> /proc/driver/nvidia/gpus/([^/]+)/information$", line)
+        if m:
+            flush()
+            bus, fields = m.group(1), {}
+            continue
+        if bus is None or ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        fields[key.strip().lower()] = value.strip()
+    flush()
+    return out
+
+
+# --- lspci -nn, NVSwitch ------------------------------------------------------------------------
+
+_LSPCI_NN_RE = re.compile(
+    r"^(?P<slot>[0-9A-Fa-f:.]+)\s+(?P<desc>.*?)\s*\[(?P<cls>[0-9a-fA-F]{4})\]:\s*(?P<rest>.*?)"
+    r"\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]")
+
+
+def parse_lspci_nn(text: str) -> list[PciDevice]:
+    """Parse ``lspci -nn`` lines (``07:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3]``)."""
+    out = []
+    for raw in _lines(text):
+        m = _LSPCI_NN_RE.match(raw.strip())
+        if m:
+            out.append(PciDevice(slot=m.group("slot"), class_id=m.group("cls").lower(),
+                                 vendor_id=m.group("vendor").lower(), device_id=m.group("device").lower(),
+                                 description=f"{m.group('desc')}: {m.group('rest')}"))
+    return out
+
+
+NVSWITCH_COMMAND: tuple[str, ...] = (
+    "sh", "-c", "lspci -nn -d 10de: 2>/dev/null | sed 's/^/pci: /'; "
+                "for d in /dev/nvidia-nvswitch[0-9]*; do [ -e \"$d\" ] && echo \"dev: $d\"; done; "
+                "ls -1 /proc/driver/nvidia-nvswitch/devices 2>/dev/null | sed 's/^/proc: /'; true")
+
+#: PCI class of an NVSwitch: "Bridge [0680]" (e.g. 10de:1af1 NVSwitch, 10de:22a3 H100 NVSwitch in pci.ids)
+NVSWITCH_PCI_CLASS = "0680"
+
+
+def parse_nvswitch(text: str) -> NvSwitchFacts:
+    """Parse the output of :data:`NVSWITCH_COMMAND` (prefixed lines pci:/dev:/proc:)."""
+    pci: list[str] = []
+    devs: list[str] = []
+    procs: list[str] = []
+    for raw in _lines(text):
+        line = raw.strip()
+        if line.startswith("pci: "):
+            for d in parse_lspci_nn(line[5:]):
+                if d.vendor_id == "10de" and d.class_id == NVSWITCH_PCI_CLASS:
+                    pci.append(f"{d.slot} [{d.vendor_id}:{d.device_id}]")
+        elif line.startswith("dev: "):
+            devs.append(line[5:].strip())
+        elif line.startswith("proc: ") and line[6:].strip():
+            procs.append(line[6:].strip())
+    return NvSwitchFacts(pci=tuple(pci), dev_nodes=tuple(devs), proc_devices=tuple(procs))
+
+
+def parse_fabric_states(text: str) -> dict[str, str]:
+    """``nvidia-smi -q``: bus id -> ``Fabric`` / ``State`` of GPUs attached to an NVLink fabric (N/A omitted)."""
+    tree = parse_smi_q_tree(text)
+    out: dict[str, str] = {}
+    for block in tree.children:
+        if block.value is None and re.match(r"^GPU [0-9A-Fa-f]{4,8}:", block.key):
+            state = block.get("Fabric", "State")
+            if state is not None:
+                out[block.key.split(" ", 1)[1].strip()] = state
+    return out
+
+
+# --- nvidia-smi -L --------------------------------------------------------------------------------
+
+_SMI_L_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)\s*$")
+
+
+def parse_smi_list(text: str) -> list[tuple[int, str, str]]:
+    """Parse ``nvidia-smi -L``: (index, name, UUID) per ``GPU N: <name> (UUID: GPU-...)`` line (MIG lines skipped)."""
+    _require_text(text, "nvidia-smi -L")
+    _raise_if_failed(text)
+    out = []
+    for raw in _lines(text):
+        m = _SMI_L_RE.match(raw.strip())
+        if m:
+            out.append((int(m.group("index")), m.group("name"), m.group("uuid")))
+    if not out:
+        raise ParseError("nvidia-smi -L: no 'GPU N: ... (UUID: GPU-...)' line")
+    return out

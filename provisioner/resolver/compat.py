@@ -129,3 +129,19 @@ def arch_list_covers(arch_list: Iterable[str], device: CC, table: dict[str, Sass
         if entry.kind == "ptx" and (entry.cc == device if entry.arch_specific else entry.cc <= device):
             return True
     return False
+
+
+def gpu_driver_constraints(constraints: list[GpuDriverConstraint]) -> list[GpuDriverConstraint]:
+    """The data's driver floors plus the branch end-of-life ceilings of `provisioner.driver_eol`
+    (the one rule `driver.userspace` applies too); the data's own ceilings are replaced by it."""
+    from provisioner import driver_eol
+
+    floors = [c for c in constraints if c.max_driver_excl is None]
+    ceilings = [
+        GpuDriverConstraint(
+            id=rule.id, family=rule.family, cc_min=f"{rule.cc_min[0]}.{rule.cc_min[1]}",
+            cc_max_excl=f"{rule.cc_max_excl[0]}.{rule.cc_max_excl[1]}", max_driver_excl=str(rule.last_branch + 1),
+            severity="error", message=rule.message, fix=rule.fix, sources=list(rule.sources))
+        for rule in driver_eol.RULES
+    ]
+    return floors + ceilings

@@ -21,6 +21,7 @@ from provisioner.resolver.compat import (
     GpuDriverFinding,
     constraint_applies,
     gpu_coverage,
+    gpu_driver_constraints,
     gpu_driver_findings,
     variant_min_driver,
 )
@@ -96,7 +97,7 @@ class Host:
             distinct=sorted(set(ccs)),
             driver=driver,
             pin=SpecifierSet(request.torch) if request.torch else None,
-            findings=gpu_driver_findings(ccs, driver, data.gpu_driver_constraints),
+            findings=gpu_driver_findings(ccs, driver, gpu_driver_constraints(data.gpu_driver_constraints)),
         )
 
     def gpu_summary(self) -> str:
@@ -321,7 +322,7 @@ def _resolution(
             reasons.append(f"CC {cc} ×{n}: runs the build's {cov.via} SASS")
     floor, why = variant_min_driver(variant)
     reasons.append(f"driver {req.driver} ≥ {floor} ({', '.join(why)})")
-    for c in data.gpu_driver_constraints:
+    for c in gpu_driver_constraints(data.gpu_driver_constraints):
         hit = [cc for cc in host.distinct if constraint_applies(c, cc)]
         if hit and c.severity == "error" and c.min_driver:
             reasons.append(f"driver {req.driver} ≥ {c.min_driver} required by {c.family} GPUs (CC {_ccs(hit)})")

@@ -49,8 +49,10 @@ class StepFailed(Exception):
     """A step cannot proceed or did not verify. `fix` is the advice shown with it."""
 
     def __init__(self, message: str, *, fix: str = "", result: CommandResult | None = None,
-                 evidence: list[str] | None = None, exit_code: int = 1) -> None:
+                 evidence: list[str] | None = None, exit_code: int = 1,
+                 findings: list[dict[str, Any]] | None = None) -> None:
         self.message = message
+        self.findings = findings or []  # diagnosis findings (`Finding.to_dict()`) the step itself established
         self.fix = fix
         self.result = result
         self.evidence = evidence or (result.tail(20) if result else [])

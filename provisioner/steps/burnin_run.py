@@ -151,7 +151,11 @@ class BurninRun(StepKind[BurninParams]):
         extra: list[str] = ["--expected-gpus", str(gpus)] if self.params.nvml_gpu_count_check else []
         if self.params.gemm_seconds is not None:
             extra += ["--gemm-seconds", str(self.params.gemm_seconds)]
-        argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
+        ranks = gpus
+        if backend == "gloo" and gpus < 2:
+            ranks = 2  # gloo cannot send to itself: two CPU ranks prove the plumbing of a one-GPU host
+            yield ctx.info(f"{gpus} GPU: the gloo collectives run with 2 CPU ranks (gloo needs a world size >= 2)")
+        argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                 "-m", "provisioner.burnin", "--backend", backend, "--sizes", sizes,
                 "--duration", str(duration), "--phases", self.params.phases,
                 "--timeout", str(self.params.timeout_s), *extra,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -13,6 +14,23 @@ from provisioner.transport.base import Transport
 from provisioner.transport.container import ContainerTransport
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ChecksumConfirmation:
+    """A download whose publisher gives no checksum: the operator confirms `sha256` (computed here) once;
+    the step then records it in `resolved`, and every later replay verifies the file against it."""
+
+    host: str
+    step: str
+    url: str
+    filename: str
+    sha256: str
+    size: int
+
+
+#: the front end's hook: show the request, return True when the operator confirms the sha256
+ConfirmChecksum = Callable[[ChecksumConfirmation], Awaitable[bool]]
 
 
 @dataclass
@@ -27,6 +45,9 @@ class StepContext:
     state: RunState = field(default_factory=RunState)
     resolved: dict[str, Any] = field(default_factory=dict)
     pve_factory: Any = None  # callable returning a PveClient, set by the runner
+    # Set by an interactive front end (the TUI): asked before an unpublished checksum is trusted.
+    # Headless (None) the playbook must pin it (`sha256:`) or have it in `resolved`.
+    confirm_checksum: ConfirmChecksum | None = None
     _pve: Any = None
     _containers: dict[int, ContainerTransport] = field(default_factory=dict)
 

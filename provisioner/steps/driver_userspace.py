@@ -10,24 +10,29 @@ import re
 import uuid
 import weakref
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from provisioner import download as dl
 from provisioner import validate
+from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
-from provisioner.facts import nvidia
+from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
-from provisioner.steps.context import StepContext
+from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.lxc_passthrough import visible_gpu_problem
 from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
 NVIDIA_BASE = "https://download.nvidia.com/XFree86"
+#: data-center ("Tesla") releases: https://us.download.nvidia.com/tesla/<v>/NVIDIA-Linux-<arch>-<v>.run, no .sha256sum
+TESLA_BASE = "https://us.download.nvidia.com/tesla"
 
 
 INSTALLER_LOG = "/var/log/nvidia-installer.log"
@@ -42,15 +47,20 @@ LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-
             "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.* /usr/local/lib/libnvidia-ml.so.*")
 
 
-# GPU compute capabilities that newer driver branches no longer drive (torch-matrix.md §2d).
-LEGACY_CC_MAX_BRANCH = {"6": 580, "5": 580, "7.0": 580, "7.2": 580, "3": 470}
+#: GPUs NVIDIA ships data-center ("Tesla") drivers for: their releases are published under tesla/<v>/ first
+DATACENTER_GPU_RE = re.compile(
+    r"\b(Tesla|[ABH]100|A800|H800|H20|H200|GH200|B200|B300|GB200|GB300|A30|A40|A10G?|A16|A2|L40S?|L20|L4|T4|"
+    r"V100|P100|P40|P4)\b")
 
 
 class DriverParams(Params):
     version: str = Field("host", description="'host' (the host kernel module's version) or an explicit version")
     driver_run: str | None = Field(None, description="Local .run file (air-gapped sites); needs sha256 or .sha256sum")
     driver_mirror: str | None = Field(None, description="Base URL replacing https://download.nvidia.com/XFree86")
-    sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$",
+                               description="Pin of the installer's SHA-256 (needed where NVIDIA publishes none: tesla/)")
+    layout: Literal["auto", "XFree86", "tesla"] = Field(
+        "auto", description="Where the .run is published: auto probes (data-center GPUs: tesla/ first)")
     extra_flags: list[str] = Field(default_factory=list)
     install_prereqs: bool = True
     apt_lock_backoff_max_s: float = Field(20.0, ge=0.1, le=300,
@@ -114,21 +124,61 @@ def installer_url(version: str, arch: str, mirror: str | None) -> str:
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
 
 
+def tesla_base(mirror: str | None) -> str:
+    """The tesla/ tree next to the mirror's XFree86/ tree (NVIDIA's own: us.download.nvidia.com/tesla)."""
+    if mirror is None:
+        return TESLA_BASE
+    base = mirror.rstrip("/")
+    return (base[: -len("/XFree86")] if base.endswith("/XFree86") else base) + "/tesla"
+
+
+@dataclass(frozen=True)
+class DriverSource:
+    """One place NVIDIA publishes the .run of `version` for `arch`; `checksum_url` None: no checksum published."""
+
+    layout: Literal["XFree86", "tesla"]
+    version: str
+    arch: str
+    url: str
+    checksum_url: str | None
+
+    @property
+    def filename(self) -> str:
+        return installer_name(self.version, self.arch)
+
+    @property
+    def where(self) -> str:
+        return f"XFree86/Linux-{self.arch}/" if self.layout == "XFree86" else f"tesla/{self.version}/"
+
+
+def is_datacenter(gpus: list[Gpu]) -> bool:
+    return any(DATACENTER_GPU_RE.search(g.name) for g in gpus)
+
+
+def driver_sources(version: str, arch: str, mirror: str | None, *, datacenter: bool,
+                   layout: str = "auto") -> list[DriverSource]:
+    """The candidate sources in probing order: data-center GPUs try tesla/ first, the others XFree86/."""
+    xfree = DriverSource("XFree86", version, arch, installer_url(version, arch, mirror),
+                         installer_url(version, arch, mirror) + ".sha256sum")
+    tesla_url = f"{tesla_base(mirror)}/{version}/{installer_name(version, arch)}"
+    tesla = DriverSource("tesla", version, arch, tesla_url, None)
+    if layout == "XFree86":
+        return [xfree]
+    if layout == "tesla":
+        return [tesla]
+    return [tesla, xfree] if datacenter else [xfree, tesla]
+
+
+def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
+    """The branch end-of-life rule (`provisioner.driver_eol`, shared with the resolver) for this host."""
+    problems = branch_eol_problems([g.compute_cap for g in inventory.gpus], version)
+    return "; ".join(p.message for p in problems) or None
+
+
 def parse_installed_versions(text: str) -> list[str]:
     """Versions from `ls` of libnvidia-ml.so.<version> files."""
     found = re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)
     return sorted(set(found))
-
-
-def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
-    branch = int(version.split(".")[0])
-    for gpu in inventory.gpus:
-        cc = str(gpu.compute_cap or "")
-        for prefix, max_branch in LEGACY_CC_MAX_BRANCH.items():
-            if (cc == prefix or cc.startswith(prefix + ".")) and branch > max_branch:
-                return (f"GPU {gpu.index} ({gpu.name}, compute capability {cc}) is not supported by driver "
-                        f"branch R{branch}; its last branch is R{max_branch}")
-    return None
 
 
 @register
@@ -139,6 +189,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     title = "Install the NVIDIA userspace driver in the container"
     Params = DriverParams
     invalidates = ("smi_status",)
+    _checksum: str = "published"
 
     async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
         inv = await ensure_inventory(ctx)
@@ -147,33 +198,97 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
                              fix=f"set version: host (or {host}), or change the host driver first", exit_code=2)
-        problem = legacy_gpu_problem(inv, host)
-        if problem:
-            raise StepFailed(problem, fix="use the NVIDIA 580 legacy branch on the host for this GPU, or remove it",
-                             exit_code=3)
+        problems = branch_eol_problems([g.compute_cap for g in inv.gpus], host)
+        if problems:
+            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=3)
         result = await ctx.container().run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60,
                                            quiet=True)
         if result.exit_status != 0 and ctx.mode == "plan":
             raise DependsOnEarlier("the container is not running yet")
         return host, parse_installed_versions(result.output), inv
 
+    async def _arch(self, ctx: StepContext) -> str:
+        """The host module's architecture (its /proc/driver/nvidia/version banner), else `uname -m`."""
+        proc = await ctx.fact(ctx.node, catalog.PROC_DRIVER_VERSION)
+        arch = proc.arch if proc is not None and proc.arch else await ctx.fact(ctx.node, catalog.ARCH)
+        if arch not in ("x86_64", "aarch64"):
+            raise StepFailed(f"NVIDIA publishes no Linux driver for architecture {arch!r}",
+                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=3)
+        return arch
+
+    def _pin(self, ctx: StepContext, filename: str) -> tuple[str | None, str]:
+        """The SHA-256 this run must see for `filename`: the playbook's pin, else what `resolved` recorded."""
+        if self.params.sha256:
+            return self.params.sha256.lower(), "pinned in the playbook"
+        rec = ctx.resolved.get("driver")
+        if isinstance(rec, dict) and rec.get("filename") == filename and isinstance(rec.get("sha256"), str):
+            return str(rec["sha256"]).lower(), "recorded in resolved"
+        return None, ""
+
+    async def _source(self, ctx: StepContext, version: str) -> DriverSource:
+        """Where this host's driver is published: probes each candidate (HEAD) in order."""
+        if ctx.state.driver_source is not None and ctx.state.driver_source.get("version") == version:
+            cached = ctx.state.driver_source
+            return DriverSource(cached["layout"], version, cached["arch"], cached["url"], cached["checksum_url"])
+        arch = await self._arch(ctx)
+        inv = await ensure_inventory(ctx)
+        tried = []
+        for source in driver_sources(version, arch, self.params.driver_mirror, datacenter=is_datacenter(inv.gpus),
+                                     layout=self.params.layout):
+            tried.append(source.url)
+            try:
+                found = await asyncio.to_thread(dl.url_exists, source.url)
+            except dl.DownloadError as exc:
+                raise StepFailed(f"cannot reach the driver server: {exc}",
+                                 fix="check network access to the driver server, or set driver_run/sha256 for an "
+                                     "air-gapped site") from None
+            if found:
+                ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
+                                           "url": source.url, "checksum_url": source.checksum_url}
+                return source
+        raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
+                         fix="check the version against the host module, or set driver_run (local .run) with sha256",
+                         exit_code=1)
+
+    async def _source_notes(self, ctx: StepContext, host: str) -> tuple[str, list[str]]:
+        """Where the installer comes from and how its SHA-256 is known (the downloaded file's where NVIDIA
+        publishes none, for the operator to confirm or pin)."""
+        if self.params.driver_run:
+            return "", []
+        source = await self._source(ctx, host)
+        notes = [f"installer {source.url}"]
+        pin, why = self._pin(ctx, source.filename)
+        if source.checksum_url is None and pin is None:
+            sha, size = await self._unpublished_sha(ctx, source)
+            notes.append(f"NVIDIA publishes no checksum for {source.where}{source.filename}: the downloaded file "
+                         f"({size} bytes) has sha256 {sha}; confirm it, or pin it in the playbook "
+                         f"(driver.userspace params: sha256: {sha})")
+        elif pin is not None:
+            notes.append(f"sha256 {pin} ({why})")
+        return f" from {source.where}", notes
+
     async def check(self, ctx: StepContext) -> Plan:
         try:
             host, installed, _ = await self._versions(ctx)
-        except StepFailed as exc:
-            if ctx.mode == "plan" and "not running" in exc.message:
-                raise DependsOnEarlier("the container is not running yet") from None
+        except (StepFailed, DependsOnEarlier) as exc:
+            if ctx.mode == "plan" and ("not running" in str(exc)):
+                # the container comes later; the installer and its checksum can be shown already
+                inv = await ensure_inventory(ctx)
+                _, notes = await self._source_notes(ctx, inv.driver_version)
+                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes])) from None
             raise
         ctx.state.host_driver = host
         if installed == [host]:
             return Plan.no_change(f"userspace {host} installed, equal to the host module")
+        where, notes = await self._source_notes(ctx, host)
         if not installed:
-            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules)"])
-        return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module)"])
+            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes)
+        return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module){where}"],
+                    notes=notes)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         host, installed, _ = await self._versions(ctx)
-        arch = "x86_64"
+        arch = await self._arch(ctx)
         ct = ctx.container()
         local: Path
         async for event in self._obtain(ctx, host, arch):
@@ -203,6 +318,54 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await self._installer_failed(ctx, result)
         await ct.run(["rm", "-f", remote], timeout=60, quiet=True)
 
+    async def _unpublished_sha(self, ctx: StepContext, source: DriverSource) -> tuple[str, int]:
+        """Download `source` (no published checksum) into the cache's unverified area; its sha256 and size."""
+        dest = cache_dir() / "drivers" / "unverified" / source.layout / source.filename
+        async with cache_lock(dest):
+            dest.unlink(missing_ok=True)  # never trust an earlier unverified copy: fetch what the server has now
+            try:
+                await asyncio.to_thread(dl.download, source.url, dest)
+            except dl.DownloadError as exc:
+                raise StepFailed(str(exc), fix="retry the replay: a partial download resumes") from None
+            sha = await asyncio.to_thread(dl.sha256_file, dest)
+            size = dest.stat().st_size
+        ctx.state.driver_unverified_sha = {source.url: sha}
+        return sha, size
+
+    async def _expected(self, ctx: StepContext, source: DriverSource) -> str:
+        """The SHA-256 the download must have: pinned/recorded, published, or confirmed by the operator now."""
+        pin, _ = self._pin(ctx, source.filename)
+        if pin is not None:
+            self._checksum = "pinned" if self.params.sha256 else "recorded"
+            return pin
+        if source.checksum_url is not None:
+            try:
+                published = dl.parse_sha256sum(await asyncio.to_thread(dl.fetch_text, source.checksum_url),
+                                               source.filename)
+            except dl.DownloadError as exc:
+                raise StepFailed(f"cannot get the published checksum: {exc}",
+                                 fix="check network access to the driver server, or set driver_run/sha256 for an "
+                                     "air-gapped site") from None
+            self._checksum = "published"
+            return published
+        sha = (ctx.state.driver_unverified_sha or {}).get(source.url)
+        size = 0
+        if sha is None:
+            sha, size = await self._unpublished_sha(ctx, source)
+        else:
+            with contextlib.suppress(OSError):
+                size = (cache_dir() / "drivers" / "unverified" / source.layout / source.filename).stat().st_size
+        request = ChecksumConfirmation(host=ctx.host, step=self.kind, url=source.url, filename=source.filename,
+                                       sha256=sha, size=size)
+        if ctx.confirm_checksum is not None and await ctx.confirm_checksum(request):
+            self._checksum = "confirmed"
+            return sha
+        raise StepFailed(
+            f"NVIDIA publishes no checksum for {source.where}{source.filename}; the downloaded file has sha256 {sha}. "
+            "It is not installed until that sha256 is confirmed",
+            fix=f"compare it with a trusted copy, then pin it in the playbook: driver.userspace params: sha256: {sha} "
+                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=2)
+
     async def _obtain(self, ctx: StepContext, version: str, arch: str) -> AsyncIterator[Any]:
         """Yields events, then the local verified installer Path last."""
         name = installer_name(version, arch)
@@ -218,39 +381,42 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                                      fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=2)
                 expected = dl.parse_sha256sum(side.read_text(), path.name)
             await self._verify(path, expected)
+            self._record = {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
+                            "checksum": "pinned" if self.params.sha256 else "published"}
             yield path
             return
-        url = installer_url(version, arch, self.params.driver_mirror)
+        source = await self._source(ctx, version)
+        url = source.url
         cache = cache_dir() / "drivers"
         dest = cache / name
-        try:
-            expected = self.params.sha256 or dl.parse_sha256sum(
-                await asyncio.to_thread(dl.fetch_text, url + ".sha256sum"), name)
-        except dl.DownloadError as exc:
-            raise StepFailed(f"cannot get the published checksum: {exc}",
-                             fix="check network access to the driver server, or set driver_run/sha256 for an "
-                                 "air-gapped site") from None
+        expected = await self._expected(ctx, source)
+        self._record = {"version": version, "filename": name, "url": url, "layout": source.layout,
+                        "sha256": expected.lower(), "checksum": self._checksum}
         async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
             if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:
                 yield ctx.info(f"using cached {dest}")
             else:
                 if dest.exists():
                     dest.unlink()
-                state: dict[str, Any] = {"done": 0, "total": None}
+                unverified = cache / "unverified" / source.layout / name
+                if source.checksum_url is None and unverified.exists():
+                    unverified.replace(dest)  # the copy whose sha256 was shown; verified below
+                else:
+                    state: dict[str, Any] = {"done": 0, "total": None}
 
-                def progress(done: int, total: int | None) -> None:
-                    state["done"], state["total"] = done, total
+                    def progress(done: int, total: int | None) -> None:
+                        state["done"], state["total"] = done, total
 
-                yield ctx.info(f"downloading {url}")
-                task = asyncio.create_task(asyncio.to_thread(dl.download, url, dest, progress=progress))
-                while not task.done():
-                    await asyncio.sleep(0.2)
-                    yield ctx.progress(f"download {name}", state["done"], state["total"], "bytes")
-                try:
-                    task.result()
-                except dl.DownloadError as exc:
-                    raise StepFailed(str(exc), fix="retry the replay: a partial download resumes") from None
-                yield ctx.progress(f"download {name}", state["done"], state["done"], "bytes")
+                    yield ctx.info(f"downloading {url}")
+                    task = asyncio.create_task(asyncio.to_thread(dl.download, url, dest, progress=progress))
+                    while not task.done():
+                        await asyncio.sleep(0.2)
+                        yield ctx.progress(f"download {name}", state["done"], state["total"], "bytes")
+                    try:
+                        task.result()
+                    except dl.DownloadError as exc:
+                        raise StepFailed(str(exc), fix="retry the replay: a partial download resumes") from None
+                    yield ctx.progress(f"download {name}", state["done"], state["done"], "bytes")
                 await self._verify(dest, expected)
             local = private_copy(dest)  # a host whose mirror publishes another sha may replace `dest` next
         yield local
@@ -310,6 +476,14 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         host = ctx.state.host_driver or (await ensure_inventory(ctx)).driver_version
         await verify_smi(ctx, host)
 
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        """The installer this run used and the SHA-256 it verified (a later replay verifies against it)."""
+        rec = getattr(self, "_record", None)
+        if rec is None:
+            earlier = ctx.resolved.get("driver")
+            return {"driver": earlier} if isinstance(earlier, dict) else {}
+        return {"driver": dict(rec)}
+
 
 async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
     """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
@@ -320,11 +494,20 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
     gpus = nvidia.parse_gpu_query_csv(result.output)
-    expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-        len((await ensure_inventory(ctx)).gpus)
     versions = {g.driver_version for g in gpus}
-    if len(gpus) != expected:
-        raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
+    selected = ctx.state.selected_gpus
+    if selected is not None:
+        # exactly the GPUs lxc.gpu_passthrough selected (by device minor), compared by UUID
+        problem = visible_gpu_problem(selected, [g.uuid for g in gpus], ctx.vmid)
+        if problem:
+            raise StepFailed(problem, result=result,
+                             fix="the container's devN/lxc.* entries must name /dev/nvidia<Device Minor> of the "
+                                 "selected GPUs: remove the wrong entries, replay lxc.gpu_passthrough, `pct reboot`")
+    else:
+        expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
+            len((await ensure_inventory(ctx)).gpus)
+        if len(gpus) != expected:
+            raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
     if versions != {host}:
         raise StepFailed(f"container driver {', '.join(sorted(versions))} differs from the host module {host}",
                          result=result)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from provisioner.events import Event
 from provisioner.facts import catalog, nvidia
+from provisioner.facts.models import Gpu
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -27,19 +29,63 @@ class PassthroughParams(Params):
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
 
 
-def wanted_devices(inventory: HostInventory, params: PassthroughParams) -> list[str]:
+@dataclass(frozen=True)
+class DeviceSelection:
+    """What the step passes: the device nodes, the selected GPUs, and each node left out with why."""
+
+    devices: list[str]
+    gpus: list[Gpu]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def skipped_notes(self) -> list[str]:
+        return [f"{path}: {why}" for path, why in self.skipped]
+
+
+#: nodes the step creates itself when missing (nvidia-modprobe -u -c=0)
+CREATED_BY_STEP = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+
+def device_selection(inventory: HostInventory, params: PassthroughParams) -> DeviceSelection:
+    """The device nodes for the selected GPUs: `/dev/nvidia<minor>` (the `Device Minor` of
+    /proc/driver/nvidia/gpus/<bus>/information, not nvidia-smi's PCI-order index), nvidiactl, the UVM
+    nodes, and nvidia-modeset / nvidia-caps only where they exist on the host (pve-container checks every
+    devN path at `pct set`: "Device /dev/nvidia-modeset does not exist")."""
     gpus = inventory.gpus
     indices = [g.index for g in gpus] if params.gpus == "all" else list(params.gpus)
     unknown = [i for i in indices if i not in {g.index for g in gpus}]
     if unknown:
         raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=2)
-    devices = [f"/dev/nvidia{i}" for i in sorted(indices)] + ["/dev/nvidiactl", "/dev/nvidia-uvm",
-                                                              "/dev/nvidia-uvm-tools"]
+    selected = [g for g in gpus if g.index in set(indices)]
+    present = set(inventory.device_nodes)
+    gpu_nodes = [f"/dev/nvidia{inventory.minor_of(g)}" for g in sorted(selected, key=inventory.minor_of)]
+    absent_gpus = [n for n in gpu_nodes if n not in present]
+    if absent_gpus:
+        raise StepFailed(f"GPU device nodes missing on the host: {', '.join(absent_gpus)}",
+                         fix="run `nvidia-smi` on the node once (NVML creates /dev/nvidiactl and the GPU nodes) or "
+                             "`nvidia-modprobe -c=<minor>`, then replay")
+    devices = [*gpu_nodes, "/dev/nvidiactl", *CREATED_BY_STEP]
+    skipped: list[tuple[str, str]] = []
+    if "/dev/nvidiactl" not in present:
+        raise StepFailed("/dev/nvidiactl does not exist on the host",
+                         fix="run `nvidia-smi` on the node once (it creates /dev/nvidiactl), then replay")
     if params.modeset:
-        devices.append("/dev/nvidia-modeset")
-    if params.caps and inventory.caps_major is not None:
-        devices += ["/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"]
-    return devices
+        if "/dev/nvidia-modeset" in present:
+            devices.append("/dev/nvidia-modeset")
+        else:
+            skipped.append(("/dev/nvidia-modeset", "not present on this host (nvidia-modeset not loaded; headless "
+                                                   "node) — CUDA does not need it"))
+    if params.caps:
+        for cap in ("/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"):
+            if cap in present and inventory.caps_major is not None:
+                devices.append(cap)
+            else:
+                skipped.append((cap, "not present on this host (no MIG capability nodes; "
+                                     "`nvidia-modprobe -f` creates them)"))
+    return DeviceSelection(devices=devices, gpus=selected, skipped=skipped)
+
+
+def wanted_devices(inventory: HostInventory, params: PassthroughParams) -> list[str]:
+    return device_selection(inventory, params).devices
 
 
 def raw_lines_for(devices: list[str], inventory: HostInventory) -> list[tuple[str, str]]:
@@ -82,6 +128,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
     kind = "lxc.gpu_passthrough"
     title = "Pass the GPUs through to the container"
     Params = PassthroughParams
+    _selection: DeviceSelection
 
     def _mode(self, ctx: StepContext, inv: HostInventory) -> str:
         release = tuple(inv.pve_release or (0, 0))
@@ -101,7 +148,10 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
     async def _plan(self, ctx: StepContext) -> tuple[str, list[str], LxcConfig, list[str], bool]:
         inv = await ensure_inventory(ctx)
         mode = self._mode(ctx, inv)
-        devices = wanted_devices(inv, self.params)
+        selection = device_selection(inv, self.params)
+        self._selection = selection
+        ctx.state.selected_gpus = [g.uuid for g in selection.gpus]
+        devices = selection.devices
         uvm_missing = "/dev/nvidia-uvm" not in inv.device_nodes or "/dev/nvidia-uvm-tools" not in inv.device_nodes
         conf = await read_conf(ctx, ctx.vmid)
         changes: list[str] = []
@@ -130,8 +180,14 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
     async def check(self, ctx: StepContext) -> Plan:
         mode, devices, _, changes, _ = await self._plan(ctx)
         ctx.state.passthrough_devices = devices
-        note = f"mode {mode}: {len(devices)} device nodes"
-        return Plan(changes=changes, notes=[note]) if changes else Plan.no_change(note)
+        inv = await ensure_inventory(ctx)
+        notes = [f"mode {mode}: {len(devices)} device nodes"]
+        sel = self._selection.gpus
+        if len(sel) != len(inv.gpus) or any(inv.minor_of(g) != g.index for g in sel):
+            notes.append("selected by device minor: " + ", ".join(
+                f"GPU {g.index} = /dev/nvidia{inv.minor_of(g)} ({g.uuid})" for g in sel))
+        notes += [f"skipped {n}" for n in self._selection.skipped_notes()]
+        return Plan(changes=changes, notes=notes) if changes else Plan.no_change(*notes)
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         _, _, _, _, uvm_missing = await self._plan(ctx)
@@ -175,6 +231,45 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         _, _, _, changes, _ = await self._plan(ctx)
         if changes:
             raise StepFailed("passthrough configuration incomplete after apply: " + "; ".join(changes))
+
+
+def visible_gpu_problem(selected: list[str], seen: list[str], vmid: int) -> str | None:
+    """Why the container's GPUs (by UUID) are not exactly the selected ones, or None."""
+    extra = [u for u in seen if u not in selected]
+    missing = [u for u in selected if u not in seen]
+    if not extra and not missing:
+        return None
+    parts = []
+    if extra:
+        parts.append(f"GPUs not selected are visible: {', '.join(extra)}")
+    if missing:
+        parts.append(f"selected GPUs are missing: {', '.join(missing)}")
+    return f"CT {vmid} does not see exactly the selected GPUs ({len(seen)} seen, {len(selected)} selected): " + \
+        "; ".join(parts)
+
+
+async def verify_gpus_by_uuid(ctx: StepContext) -> list[str] | None:
+    """`nvidia-smi -L` in the container lists exactly the selected GPUs (by UUID). None when the container
+    has no working nvidia-smi yet (driver.userspace installs it and verifies again)."""
+    selected = ctx.state.selected_gpus
+    if selected is None:
+        return None
+    result = await ctx.container().for_facts().run(
+        ["sh", "-c", "command -v nvidia-smi >/dev/null || exit 127; nvidia-smi -L"], timeout=120, quiet=True)
+    if result.exit_status == 127:
+        return None
+    try:
+        seen = [uuid for _, _, uuid in nvidia.parse_smi_list(result.output)]
+    except ValueError:
+        # the userspace cannot report yet (e.g. another version than the host module): driver.userspace
+        # replaces it and checks the UUIDs again
+        return None
+    problem = visible_gpu_problem(selected, seen, ctx.vmid)
+    if problem:
+        raise StepFailed(problem, result=result,
+                         fix="the container's devN/lxc.* entries must name /dev/nvidia<Device Minor> of the selected "
+                             "GPUs: remove the wrong entries and replay lxc.gpu_passthrough, then `pct reboot`")
+    return seen
 
 
 async def verify_devices_in_container(ctx: StepContext) -> None:

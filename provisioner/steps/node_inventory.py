@@ -10,8 +10,10 @@ from pydantic import Field
 from provisioner.events import Event
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
+from provisioner.facts.models import PciDevice, UnitState
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
+from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
 from provisioner.steps.state import HostInventory
 
 
@@ -34,11 +36,18 @@ class NodeInventory(StepKind[InventoryParams]):
         if self.params.expected_gpus is not None and len(gpus) != self.params.expected_gpus:
             raise StepFailed(f"found {len(gpus)} GPUs on {ctx.host}, the playbook expects {self.params.expected_gpus}",
                              fix="check `nvidia-smi -L` on the node (a GPU fallen off the bus shows in dmesg as Xid 79)")
+        await preflight(ctx, inv)
         names = sorted({g.name for g in gpus})
         notes = [f"{len(gpus)} GPU(s): {', '.join(names)}; compute capability "
                  f"{', '.join(sorted({str(g.compute_cap) for g in gpus}))}",
                  f"host driver {inv.driver_version} ({inv.module_flavour} kernel module)",
                  f"cgroup v{inv.cgroup_version}, PVE {inv.pve_version}"]
+        if inv.nvswitch:
+            notes.append(f"NVSwitch system ({len(inv.nvswitch)} signs); nvidia-fabricmanager {inv.fabricmanager}")
+        shuffled = {g.index: inv.minor_of(g) for g in gpus if inv.minor_of(g) != g.index}
+        if shuffled:
+            notes.append("device minors differ from nvidia-smi indices: " + ", ".join(
+                f"GPU {i} = /dev/nvidia{m}" for i, m in sorted(shuffled.items())))
         notes += [f"warning: {w}" for w in inv.warnings]
         return Plan.no_change(*notes)
 
@@ -70,6 +79,11 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     except FactUnavailable as exc:
         if module_version is None and proc_version is None:
             raise no_module from None
+        # nvidia-smi cannot report: a proprietary module with Blackwell GPUs (by PCI id) explains it
+        flavour_failure = open_module_failure(ctx.host, proc_version, None, await _pci(ctx))
+        if flavour_failure is not None:
+            flavour_failure.evidence += exc.result.tail(3) if exc.result else []
+            raise flavour_failure from None
         raise StepFailed(f"nvidia-smi on the node failed: {exc.reason}",
                          fix="fix the host driver first: nvidia-smi must list the GPUs on the node",
                          result=exc.result) from None
@@ -79,6 +93,23 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     if not driver:
         raise no_module
     flavour = proc_version.flavour if proc_version else "unknown"
+    flavour_failure = open_module_failure(ctx.host, proc_version, list(gpus), [])
+    if flavour_failure is not None:
+        raise flavour_failure
+    # Device minors: /dev/nvidiaN is numbered by minor, not by nvidia-smi's (PCI order) index.
+    try:
+        info = await ctx.fact(node, catalog.GPU_INFORMATION)
+    except FactUnavailable:
+        info = []
+    minors = {i.bus_id: i.minor for i in info}
+    if gpus and not minors:
+        warnings.append("no /proc/driver/nvidia/gpus/*/information: device minors assumed equal to the GPU index")
+    nvswitch = await ctx.fact(node, catalog.NVSWITCH)
+    fabric = await ctx.fact(node, catalog.FABRIC_STATES)
+    in_fabric = any(s.lower() != "n/a" for s in fabric.values())
+    unit: UnitState | None = None
+    if nvswitch.present or in_fabric:
+        unit = await ctx.fact(node, catalog.FABRICMANAGER)
     devices = await ctx.fact(node, catalog.PROC_DEVICES)
     nodes = await ctx.fact(node, catalog.DEV_NODES)
     present = {n.path for n in nodes.nodes}
@@ -86,7 +117,8 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
         warnings.append("nvidia-uvm is not loaded on the host (no 'nvidia-uvm' in /proc/devices); CUDA needs it")
     if "/dev/nvidia-uvm" not in present:
         warnings.append("/dev/nvidia-uvm does not exist on the host yet (nvidia-modprobe -u -c=0 creates it)")
-    missing = [f"/dev/nvidia{g.index}" for g in gpus if f"/dev/nvidia{g.index}" not in present]
+    missing = [f"/dev/nvidia{minors.get(g.pci_bus_id.upper(), g.index)}" for g in gpus
+               if f"/dev/nvidia{minors.get(g.pci_bus_id.upper(), g.index)}" not in present]
     if missing:
         warnings.append(f"device nodes missing on the host: {', '.join(missing)}")
     for g in gpus:
@@ -99,4 +131,26 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
                          uvm_major=devices.uvm_major, caps_major=devices.caps_major,
                          nvidia_major=devices.nvidia_major or 195, device_nodes=sorted(present),
                          pve_version=pve.manager_version, pve_release=tuple(pve.release),
-                         kernel=pve.running_kernel, cgroup_version=cgroup.version, warnings=warnings)
+                         kernel=pve.running_kernel, cgroup_version=cgroup.version, warnings=warnings,
+                         gpu_minors=minors, nvswitch=nvswitch.evidence + [f"GPU {b}: Fabric State {s}" for b, s in
+                                                                          fabric.items() if s.lower() != "n/a"],
+                         fabricmanager=unit.state if unit is not None else None)
+
+
+async def _pci(ctx: StepContext) -> list[PciDevice]:
+    try:
+        return await ctx.fact(ctx.node, catalog.PCI_NVIDIA)
+    except FactUnavailable:
+        return []
+
+
+async def preflight(ctx: StepContext, inv: HostInventory) -> None:
+    """Host checks before any container change (the open-module check ran while gathering the inventory)."""
+    nvswitch = await ctx.fact(ctx.node, catalog.NVSWITCH)
+    fabric = await ctx.fact(ctx.node, catalog.FABRIC_STATES)
+    unit: UnitState | None = None
+    if inv.nvswitch:
+        unit = await ctx.fact(ctx.node, catalog.FABRICMANAGER)
+    failure = fabric_manager_failure(ctx.host, nvswitch, fabric, unit)
+    if failure is not None:
+        raise failure

@@ -39,6 +39,15 @@ class HostInventory(_Model):
     kernel: str
     cgroup_version: int
     warnings: list[str] = []
+    #: nvidia-smi PCI bus id -> device minor (the N of /dev/nvidiaN; /proc/driver/nvidia/gpus/<bus>/information)
+    gpu_minors: dict[str, int] = {}
+    #: NVSwitch evidence (PCI bridges, /dev/nvidia-nvswitchN); empty on a host without NVSwitch
+    nvswitch: list[str] = []
+    fabricmanager: str | None = None  # `systemctl is-active nvidia-fabricmanager` on NVSwitch systems
+
+    def minor_of(self, gpu: Gpu) -> int:
+        """The device minor of `gpu`: from /proc/driver/nvidia/gpus, else (no such file) its index."""
+        return self.gpu_minors.get(gpu.pci_bus_id.upper(), gpu.index)
 
 
 class GpuDetection(_Model):
@@ -70,7 +79,10 @@ class RunState:
     inventory: HostInventory | None = None
     ct_created: bool | None = None
     passthrough_devices: list[str] | None = None
+    selected_gpus: list[str] | None = None  # UUIDs of the GPUs lxc.gpu_passthrough passes (by device minor)
     host_driver: str | None = None
+    driver_source: dict[str, Any] | None = None  # where driver.userspace found the host's .run (layout, url)
+    driver_unverified_sha: dict[str, str] | None = None  # url -> sha256 of a download with no published checksum
     detection: GpuDetection | None = None
     torch: TorchChoice | None = None
     venv_lock: dict[str, Any] | None = None
