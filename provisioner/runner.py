@@ -11,14 +11,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from provisioner import interrupts
+from provisioner import interrupts, node_lock
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
-from provisioner.node_lock import LOCK_DIR, NodeLock
+from provisioner.node_lock import NodeLock
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
+from provisioner.redaction import REDACTOR
 from provisioner.secrets import SecretError
 from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
@@ -157,7 +158,7 @@ async def run_host(
     failed = False
     # plan changes nothing: it takes no lock, so a plan during a replay works.
     local_lock = container_lock(host, playbook.target.container) if mode == "apply" else contextlib.nullcontext()
-    lock = NodeLock(node, playbook.target.container, host, LOCK_DIR) \
+    lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
     try:
@@ -262,7 +263,7 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
             return finish("changed" if plan.has_changes else "ok", "; ".join(plan.changes) or "no change")
         if not plan.has_changes:
             return finish("ok", "no change")
-        if confirmed is not None and list(plan.changes) != list(confirmed):
+        if confirmed is not None and [REDACTOR.text(c) for c in plan.changes] != [REDACTOR.text(c) for c in confirmed]:
             return finish("failed", "not applied: the host changed since the plan was confirmed; review the new "
                                     "plan and confirm it again\nnow: " + "; ".join(plan.changes))
         phase = "apply"

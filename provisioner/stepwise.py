@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from provisioner import node_lock
 from provisioner.assembly import Run, open_run
 from provisioner.drift import DriftReport
 from provisioner.drift import gather as gather_drift
@@ -33,7 +34,7 @@ from provisioner.events import (
     StepStarted,
     StepStatus,
 )
-from provisioner.node_lock import LOCK_DIR, NodeLock
+from provisioner.node_lock import NodeLock
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec, Target, dump
 from provisioner.runlog import Recorder
@@ -97,7 +98,7 @@ class StepSession:
     """One step-by-step run against one target."""
 
     def __init__(self, playbook: Playbook, *, playbook_path: str = "", runs_dir: Path | None = None,
-                 record_to: str | None = None, node_lock_dir: str = LOCK_DIR) -> None:
+                 record_to: str | None = None, node_lock_dir: str | None = None) -> None:
         self.base = playbook
         self.playbook_path = playbook_path
         self.target: Target = playbook.target
@@ -263,7 +264,8 @@ class StepSession:
         while self._stale_locks:
             await self._stale_locks.pop().release()
         host_run = self.host_run()
-        self._node_lock = NodeLock(host_run.ctx.node, self.target.container, self.host, self.node_lock_dir)
+        self._node_lock = NodeLock(host_run.ctx.node, self.target.container, self.host,
+                                   self.node_lock_dir or node_lock.LOCK_DIR)
         try:
             await self._node_lock.acquire()
         except (StepFailed, TransportError) as exc:

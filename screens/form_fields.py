@@ -26,8 +26,9 @@ UNIT_MIB: dict[str, int] = {"K": 0, "M": 1, "G": 1024, "T": 1024 * 1024, "P": 10
 SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?$", re.IGNORECASE)
 # Patterns of step parameters, said as examples (a regex is not plain words).
 PATTERN_EXAMPLES: dict[str, str] = {
-    r"^(cu\d{3}|cpu)$": "a variant like cu128, cu130 or cpu",
-    r"^3\.\d{1,2}$": "a Python version like 3.12",
+    r"^(cu[0-9]{3}|cpu)$": "a variant like cu128, cu130 or cpu",
+    r"^3\.[0-9]{1,2}$": "a Python version like 3.12",
+    r"^[0-9]+(B|K|KiB|M|MiB|G|GiB)?:[0-9]+(B|K|KiB|M|MiB|G|GiB)?$": "a size range like 8B:256MiB",
     r"^[0-9a-fA-F]{64}$": "64 hexadecimal digits (a SHA-256)",
     r"^0[0-7]{3}$": "an octal mode like 0666",
     r"^(lowest-cuda|newest-cuda)$": "lowest-cuda or newest-cuda",
