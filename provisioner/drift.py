@@ -24,7 +24,6 @@ Facts are gathered by `gather` (a command plus a pure parser each); every check 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,8 +36,6 @@ DriftKind = Literal["driver", "nodes", "boot_unit", "config", "gpus", "container
 UNIT_NAME = "gpu-provisioner-nvidia-nodes.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 MANIFEST_DIR = "/etc/gpu-provisioner"
-LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
-            "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.*")
 
 
 def manifest_path(vmid: int) -> str:
@@ -84,11 +81,6 @@ def parse_manifest(text: str) -> Manifest | None:
         return Manifest.model_validate(json.loads(text))
     except (ValueError, TypeError):
         return None
-
-
-def parse_lib_versions(text: str) -> list[str]:
-    """Versions from ``ls`` of ``libnvidia-ml.so.<version>`` files."""
-    return sorted(set(re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)))
 
 
 # --- pure checks ---------------------------------------------------------------------------------
@@ -260,9 +252,12 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
     state = status.output.split(":", 1)[1].strip() if status.ok and ":" in status.output else "unknown"
     report.findings += container_drift(vmid, state)
     if state == "running" and module:
-        ct = ContainerTransport(node, vmid).for_facts()
-        libs = await ct.run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60, quiet=True)
-        report.findings += driver_drift(module, parse_lib_versions(libs.output), vmid)
+        try:
+            libs = await cache.get(ContainerTransport(node, vmid), catalog.USERSPACE_LIBS)
+        except FactUnavailable as exc:
+            report.unchecked.append(f"userspace libraries in CT {vmid}: {exc.reason}")
+        else:
+            report.findings += driver_drift(module, list(libs.versions), vmid)
     elif module is None:
         report.unchecked.append("no NVIDIA kernel module version on the host (/sys/module/nvidia/version)")
     return report

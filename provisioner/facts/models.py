@@ -323,6 +323,13 @@ class DfEntry(_Model):
     mountpoint: str
 
 
+class UserspaceLibs(_Model):
+    """The NVIDIA userspace driver libraries installed in a container (``ls -1`` of their files)."""
+
+    files: tuple[str, ...]
+    versions: tuple[str, ...]  # of libnvidia-ml.so.<version>: what must equal the host kernel module
+
+
 InstallerOutcome = Literal["succeeded", "failed", "incomplete"]
 
 

@@ -18,7 +18,8 @@ from pydantic import Field, field_validator
 from provisioner import download as dl
 from provisioner import validate
 from provisioner.events import Event
-from provisioner.facts import nvidia
+from provisioner.facts import catalog, nvidia
+from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -36,10 +37,6 @@ INSTALLER_LOG = "/var/log/nvidia-installer.log"
 ALLOWED_FLAGS = frozenset({"--no-nvidia-modprobe", "--no-opengl-files", "--no-install-compat32-libs", "--skip-depmod",
                            "--no-systemd", "--no-distro-scripts", "--no-kernel-module-source", "--install-libglvnd",
                            "--no-install-libglvnd", "--skip-module-unload"})
-
-
-LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
-            "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.* /usr/local/lib/libnvidia-ml.so.*")
 
 
 # GPU compute capabilities that newer driver branches no longer drive (torch-matrix.md §2d).
@@ -114,12 +111,6 @@ def installer_url(version: str, arch: str, mirror: str | None) -> str:
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
 
 
-def parse_installed_versions(text: str) -> list[str]:
-    """Versions from `ls` of libnvidia-ml.so.<version> files."""
-    found = re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)
-    return sorted(set(found))
-
-
 def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
     branch = int(version.split(".")[0])
     for gpu in inventory.gpus:
@@ -138,7 +129,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     kind = "driver.userspace"
     title = "Install the NVIDIA userspace driver in the container"
     Params = DriverParams
-    invalidates = ("smi_status",)
+    invalidates = ("smi_status", "userspace_libs")
 
     async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
         inv = await ensure_inventory(ctx)
@@ -151,11 +142,13 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if problem:
             raise StepFailed(problem, fix="use the NVIDIA 580 legacy branch on the host for this GPU, or remove it",
                              exit_code=3)
-        result = await ctx.container().run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60,
-                                           quiet=True)
-        if result.exit_status != 0 and ctx.mode == "plan":
-            raise DependsOnEarlier("the container is not running yet")
-        return host, parse_installed_versions(result.output), inv
+        try:
+            libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
+        except FactUnavailable:
+            if ctx.mode == "plan":
+                raise DependsOnEarlier("the container is not running yet") from None
+            return host, [], inv
+        return host, list(libs.versions), inv
 
     async def check(self, ctx: StepContext) -> Plan:
         try:
