@@ -1,0 +1,70 @@
+"""support/ and diagnose/ run no command of their own: every argv they send is a catalogued fact's.
+
+A real `LocalTransport` (the commands really run on this machine) records every argv that reaches
+it; `collect` (the bundle) and `live_findings` (`diagnose --host`) must send only argvs produced by
+a `Fact` of `facts.evidence.CATALOGUE` (the steps' `facts.catalog` plus the evidence facts), bound
+to the container id and venv asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from provisioner.facts.base import Fact
+from provisioner.facts.evidence import CATALOGUE, bind, raw_text
+from provisioner.support.collect import collect, run_probe
+from provisioner.support.diagnose_sources import live_findings
+from provisioner.support.probes import PROBES, Probe, selected
+from provisioner.transport.base import LineCallback
+from provisioner.transport.local import LocalTransport
+
+VENV = sys.prefix  # the venv running the tests
+
+
+class FactsOnly(LocalTransport):
+    """Runs commands for real; records each argv and whether a catalogued fact produced it."""
+
+    def __init__(self, vmid: int | None, venv: str | None) -> None:
+        super().__init__()
+        self.allowed = {tuple(bind(f, vmid, venv).argv) for f in CATALOGUE
+                        if vmid is not None or not any("{vmid}" in a for a in f.argv)}
+        self.sent: list[tuple[str, ...]] = []
+        self.foreign: list[tuple[str, ...]] = []
+
+    async def _run(self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
+                   stdin: bytes | None) -> int | None:
+        self.sent.append(tuple(argv))
+        if tuple(argv) not in self.allowed:
+            self.foreign.append(tuple(argv))
+        return await super()._run(argv, command, timeout=timeout, on_line=on_line, stdin=stdin)
+
+
+def test_every_probe_reads_a_catalogued_fact() -> None:
+    names = {f.name for f in CATALOGUE}
+    for probe in PROBES:
+        assert probe.fact.name in names, probe.name
+        assert any(probe.fact is f for f in CATALOGUE), probe.name
+
+
+async def test_the_bundle_collection_runs_only_facts() -> None:
+    node = FactsOnly(None, VENV)
+    ev = await collect(node, None, VENV)
+    assert node.foreign == []
+    # Every selected probe's command was sent (the check saw real traffic, not an empty run).
+    assert {tuple(bind(p.fact, None, VENV).argv) for p in selected(None)} <= set(node.sent)
+    assert len(ev.records) == len(selected(None))
+
+
+async def test_diagnose_host_runs_only_facts() -> None:
+    node = FactsOnly(None, VENV)
+    await live_findings(node, None, VENV)
+    assert node.sent and node.foreign == []
+
+
+async def test_a_command_that_is_no_catalogued_fact_is_caught() -> None:
+    """The recorder can fail: a probe whose fact is not in the catalogue is reported as foreign."""
+    node = FactsOnly(None, VENV)
+    stray = Probe("t.stray", "node", Fact("t.stray", ("sh", "-c", "echo stray"), raw_text), "t/stray.txt")
+    rec = await run_probe(node, stray)
+    assert rec.status == "ok" and node.foreign == [("sh", "-c", "echo stray")]
