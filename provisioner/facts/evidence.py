@@ -23,6 +23,9 @@ VENV = "{venv}"
 VMID = "{vmid}"
 DEFAULT_VENV = "/opt/torch-venv"  # venv.build's default path
 INSTALLER_LOG = "/var/log/nvidia-installer.log"
+BOOT_UNIT_NAME = "gpu-provisioner-nvidia-nodes.service"  # lxc.boot_persistence's unit (`drift.UNIT_NAME`)
+BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT_NAME}"
+MANIFEST_DIR = "/etc/gpu-provisioner"  # the provisioning record per container (`drift.manifest_path`)
 ABSENT = 3  # exit status our probe scripts use for "not there"
 
 
@@ -118,6 +121,11 @@ GPU_ENV = replace(_raw("gpu_env", ("sh", "-c", "env | grep -E "
                                    "'^(NCCL_|CUDA_|NVIDIA_|TORCH_|PYTORCH_|LD_LIBRARY_PATH=|OMP_NUM_THREADS=)' | sort; true")),
                   login=True)
 INSTALLER_LOG_TAIL = _raw("installer_log_tail", _absent_unless_file(INSTALLER_LOG, "tail -n 5000"), timeout=60.0)
+# What drift (`diagnose --host`, `plan --check`) compares with the provisioning record.
+PROVISIONING_MANIFEST = _raw("provisioning_manifest", ("cat", f"{MANIFEST_DIR}/ct{VMID}.json"))
+BOOT_UNIT_FILE = _raw("boot_unit_file", ("cat", BOOT_UNIT_PATH))
+BOOT_UNIT_ENABLED = _raw("boot_unit_enabled", ("systemctl", "is-enabled", BOOT_UNIT_NAME))
+PCT_STATE = _raw("pct_state", ("pct", "status", VMID))
 TORCH_SUMMARY = _raw("torch_summary", _venv_python(TORCH_SCRIPT), timeout=180.0)
 VENV_PACKAGES = _raw("venv_packages", _venv_python(PACKAGES_SCRIPT), timeout=60.0)
 
