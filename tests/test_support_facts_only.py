@@ -8,6 +8,7 @@ to the container id and venv asked for.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -17,18 +18,26 @@ from provisioner.support.collect import collect, run_probe
 from provisioner.support.diagnose_sources import live_findings
 from provisioner.support.probes import PROBES, Probe, selected
 from provisioner.transport.base import LineCallback
+from provisioner.transport.container import ContainerTransport
 from provisioner.transport.local import LocalTransport
 
 VENV = sys.prefix  # the venv running the tests
 
 
 class FactsOnly(LocalTransport):
-    """Runs commands for real; records each argv and whether a catalogued fact produced it."""
+    """Runs commands for real; records each argv and whether a catalogued fact produced it.
+
+    With `vmid`, a fact's argv may also arrive wrapped by `ContainerTransport` (`pct exec <vmid> -- …`,
+    with or without a login shell). A command this machine lacks (`pct`) answers 127, as a shell would."""
 
     def __init__(self, vmid: int | None, venv: str | None) -> None:
         super().__init__()
-        self.allowed = {tuple(bind(f, vmid, venv).argv) for f in CATALOGUE
-                        if vmid is not None or not any("{vmid}" in a for a in f.argv)}
+        bare = {tuple(bind(f, vmid, venv).argv) for f in CATALOGUE
+                if vmid is not None or not any("{vmid}" in a for a in f.argv)}
+        self.allowed = set(bare)
+        if vmid is not None:
+            ct = ContainerTransport(self, vmid)
+            self.allowed |= {tuple(t.wrap(a)) for a in bare for t in (ct, ct.for_facts())}
         self.sent: list[tuple[str, ...]] = []
         self.foreign: list[tuple[str, ...]] = []
 
@@ -37,6 +46,9 @@ class FactsOnly(LocalTransport):
         self.sent.append(tuple(argv))
         if tuple(argv) not in self.allowed:
             self.foreign.append(tuple(argv))
+        if shutil.which(argv[0]) is None:
+            on_line(f"sh: {argv[0]}: command not found")
+            return 127
         return await super()._run(argv, command, timeout=timeout, on_line=on_line, stdin=stdin)
 
 
@@ -60,6 +72,19 @@ async def test_diagnose_host_runs_only_facts() -> None:
     node = FactsOnly(None, VENV)
     await live_findings(node, None, VENV)
     assert node.sent and node.foreign == []
+
+
+async def test_diagnose_host_with_a_container_runs_only_facts() -> None:
+    """With a container: the container probes (through `pct exec`) and drift's checks are facts too."""
+    node = FactsOnly(200, VENV)
+    await live_findings(node, 200, VENV)
+    assert node.foreign == []
+    sent = set(node.sent)
+    assert tuple(bind(CATALOGUE_BY_NAME["pct_state"], 200, None).argv) in sent  # drift ran
+    assert any(a[:2] == ("pct", "exec") for a in sent)  # the container was tried
+
+
+CATALOGUE_BY_NAME = {f.name: f for f in CATALOGUE}
 
 
 async def test_a_command_that_is_no_catalogued_fact_is_caught() -> None:
