@@ -93,3 +93,22 @@ async def test_a_command_that_is_no_catalogued_fact_is_caught() -> None:
     stray = Probe("t.stray", "node", Fact("t.stray", ("sh", "-c", "echo stray"), raw_text), "t/stray.txt")
     rec = await run_probe(node, stray)
     assert rec.status == "ok" and node.foreign == [("sh", "-c", "echo stray")]
+
+
+async def test_the_cache_keeps_a_good_raw_result_and_probes_a_failed_one_again() -> None:
+    """One cache: a bundle and the steps reading the same fact run its command once."""
+    from provisioner.facts import catalog
+    from provisioner.facts.base import FactCache
+
+    node = FactsOnly(None, VENV)
+    cache = FactCache()
+    first = await cache.result(node, catalog.OS_RELEASE)
+    parsed = await cache.get(node, catalog.OS_RELEASE)
+    assert first.ok and parsed.id and node.sent.count(tuple(catalog.OS_RELEASE.argv)) == 1
+    failing = Fact("t.fails", ("sh", "-c", "exit 4"), raw_text)
+    assert (await cache.result(node, failing)).exit_status == 4
+    assert (await cache.result(node, failing)).exit_status == 4
+    assert node.sent.count(("sh", "-c", "exit 4")) == 2
+    cache.invalidate(None, catalog.OS_RELEASE.name)
+    await cache.get(node, catalog.OS_RELEASE)
+    assert node.sent.count(tuple(catalog.OS_RELEASE.argv)) == 2
