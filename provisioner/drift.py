@@ -24,21 +24,19 @@ Facts are gathered by `gather` (a command plus a pure parser each); every check 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from provisioner.facts import evidence
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
 
 DriftKind = Literal["driver", "nodes", "boot_unit", "config", "gpus", "container"]
 
-UNIT_NAME = "gpu-provisioner-nvidia-nodes.service"
-UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
-MANIFEST_DIR = "/etc/gpu-provisioner"
-LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
-            "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.*")
+UNIT_NAME = evidence.BOOT_UNIT_NAME
+UNIT_PATH = evidence.BOOT_UNIT_PATH
+MANIFEST_DIR = evidence.MANIFEST_DIR
 
 
 def manifest_path(vmid: int) -> str:
@@ -84,11 +82,6 @@ def parse_manifest(text: str) -> Manifest | None:
         return Manifest.model_validate(json.loads(text))
     except (ValueError, TypeError):
         return None
-
-
-def parse_lib_versions(text: str) -> list[str]:
-    """Versions from ``ls`` of ``libnvidia-ml.so.<version>`` files."""
-    return sorted(set(re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)))
 
 
 # --- pure checks ---------------------------------------------------------------------------------
@@ -216,6 +209,12 @@ async def read_text(node: Any, path: str) -> str | None:
     return result.output if result.ok else None
 
 
+async def _fact_text(cache: Any, node: Any, fact: Any, vmid: int) -> str | None:
+    """The text of an evidence fact read through the cache; None when its command fails (no such file)."""
+    result = await cache.result(node, evidence.bind(fact, vmid, None))
+    return str(result.output) if result.ok else None
+
+
 async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> DriftReport:
     """Every drift check for CT `vmid` on `node`, from the node's and the container's facts.
 
@@ -228,7 +227,7 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
 
     cache = facts if facts is not None else FactCache()
     report = DriftReport(host=host or getattr(node, "name", ""), vmid=vmid)
-    manifest = parse_manifest(await read_text(node, manifest_path(vmid)) or "")
+    manifest = parse_manifest(await _fact_text(cache, node, evidence.PROVISIONING_MANIFEST, vmid) or "")
     # Device nodes first: the node's nvidia-smi (the GPU fact) creates missing GPU nodes as it runs.
     nodes = await cache.get(node, catalog.DEV_NODES)
     present = {n.path for n in nodes.nodes}
@@ -242,11 +241,11 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
     else:
         report.findings += nodes_drift(manifest.devices, present)
         if manifest.unit:
-            unit_text = await read_text(node, UNIT_PATH)
-            enabled = await node.for_facts().run(["systemctl", "is-enabled", UNIT_NAME], timeout=30, quiet=True)
+            unit_text = await _fact_text(cache, node, evidence.BOOT_UNIT_FILE, vmid)
+            enabled = await _fact_text(cache, node, evidence.BOOT_UNIT_ENABLED, vmid)
             report.findings += boot_unit_drift(unit_text, render_unit(manifest.devices, manifest.persistence_mode),
-                                               enabled.ok)
-        conf_text = await read_text(node, f"/etc/pve/lxc/{vmid}.conf")
+                                               enabled is not None)
+        conf_text = await _fact_text(cache, node, evidence.LXC_CONFIG_FILE, vmid)
         if conf_text is None:
             report.findings.append(DriftFinding("container", f"CT {vmid} no longer exists on the node", ""))
             return report
@@ -256,13 +255,16 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
             report.findings += gpus_drift(manifest.gpus, [(g.index, g.uuid) for g in gpus])
         except FactUnavailable as exc:
             report.findings.append(DriftFinding("gpus", f"nvidia-smi on the node fails: {exc.reason}", ""))
-    status = await node.for_facts().run(["pct", "status", str(vmid)], timeout=60, quiet=True)
-    state = status.output.split(":", 1)[1].strip() if status.ok and ":" in status.output else "unknown"
+    status = await _fact_text(cache, node, evidence.PCT_STATE, vmid)
+    state = status.split(":", 1)[1].strip() if status is not None and ":" in status else "unknown"
     report.findings += container_drift(vmid, state)
     if state == "running" and module:
-        ct = ContainerTransport(node, vmid).for_facts()
-        libs = await ct.run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60, quiet=True)
-        report.findings += driver_drift(module, parse_lib_versions(libs.output), vmid)
+        try:
+            libs = await cache.get(ContainerTransport(node, vmid), catalog.USERSPACE_LIBS)
+        except FactUnavailable as exc:
+            report.unchecked.append(f"userspace libraries in CT {vmid}: {exc.reason}")
+        else:
+            report.findings += driver_drift(module, list(libs.versions), vmid)
     elif module is None:
         report.unchecked.append("no NVIDIA kernel module version on the host (/sys/module/nvidia/version)")
     return report

@@ -148,10 +148,6 @@ class StepSession:
     def indices(self, kinds: tuple[str, ...]) -> list[int]:
         return [r.index for r in self.runs if r.spec.kind in kinds]
 
-    def shared(self) -> dict[str, Any]:
-        """Plain data of the run state (`RunState.view()`), for pages that render dicts."""
-        return self.state.view()
-
     def playbook(self) -> Playbook:
         """The playbook as currently edited (target and every step)."""
         return self.base.model_copy(update={"target": self.target, "steps": [r.spec for r in self.runs]})

@@ -304,7 +304,7 @@ class StepPage(Screen[None]):
         self.set_class(False, "-error")
 
     def refresh_view(self) -> None:
-        """Subclasses refresh their specialised widgets from `session.shared()`."""
+        """Subclasses refresh their specialised widgets from the typed `session.state`."""
 
     # --- forms ------------------------------------------------------------------------------------
 

@@ -47,8 +47,14 @@ def test_driver_mismatch_at_patch_level_names_both_versions() -> None:
 
 
 def test_lib_versions_from_ls() -> None:
-    out = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.595.71.05\n")
-    assert drift.parse_lib_versions(out) == ["595.71.05"]
+    from provisioner.facts import catalog
+
+    out = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.595.71.05\n"
+           "/usr/lib/x86_64-linux-gnu/libcuda.so.595.71.05\n")
+    libs = catalog.USERSPACE_LIBS.parse(out)
+    assert libs.versions == ("595.71.05",)
+    assert len(libs.files) == 3
+    assert catalog.USERSPACE_LIBS.parse("").versions == ()
 
 
 def test_missing_nodes_after_reboot() -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.diagnose import diagnose
+from provisioner.facts.base import Fact
+from provisioner.facts.evidence import raw_text
 from provisioner.support import collect
 from provisioner.support.collect import run_probe
 from provisioner.support.derive import facts_from_records
@@ -185,18 +187,20 @@ def test_failed_probes_feed_no_value_facts() -> None:
 
 async def test_failing_and_hanging_probes_are_recorded_not_raised() -> None:
     local = LocalTransport()
-    boom = Probe("t.boom", "node", ("sh", "-c", "echo first; echo boom >&2; exit 5"), "t/boom.txt")
-    rec = await run_probe(local, boom, list(boom.argv))
+    boom = Probe("t.boom", "node", Fact("t.boom", ("sh", "-c", "echo first; echo boom >&2; exit 5"), raw_text),
+                 "t/boom.txt")
+    rec = await run_probe(local, boom)
     assert (rec.status, rec.exit_status) == ("failed", 5)
     assert rec.output == "first\nboom\n" and "boom" in (rec.error or "")
-    hang = Probe("t.hang", "node", ("sh", "-c", "echo started; sleep 30"), "t/hang.txt", timeout=0.5)
-    rec = await run_probe(local, hang, list(hang.argv))
+    hang = Probe("t.hang", "node", Fact("t.hang", ("sh", "-c", "echo started; sleep 30"), raw_text, timeout=0.5),
+                 "t/hang.txt")
+    rec = await run_probe(local, hang)
     assert rec.status == "timeout" and rec.output.startswith("started\n")
-    missing = Probe("t.missing", "node", ("no-such-command-xyz",), "t/missing.txt")
-    rec = await run_probe(local, missing, list(missing.argv))
+    missing = Probe("t.missing", "node", Fact("t.missing", ("no-such-command-xyz",), raw_text), "t/missing.txt")
+    rec = await run_probe(local, missing)
     assert rec.status == "absent" and "no-such-command-xyz" in (rec.error or "")
-    absent = Probe("t.absent", "node", ("sh", "-c", "echo not here; exit 3"), "t/absent.txt")
-    assert (await run_probe(local, absent, list(absent.argv))).status == "absent"
+    absent = Probe("t.absent", "node", Fact("t.absent", ("sh", "-c", "echo not here; exit 3"), raw_text), "t/absent.txt")
+    assert (await run_probe(local, absent)).status == "absent"
 
 
 # --- this machine -------------------------------------------------------------------------------------

@@ -223,11 +223,15 @@ def test_the_package_count_is_packages_only() -> None:
     installed = [line.removeprefix(" + ") for line in log if line.startswith(" + ")]
     freeze = ["Using Python 3.12.3 environment at: /opt/torch-venv", *installed]
     assert installed_packages(freeze) == installed
-    assert f"installed ({len(installed)}):" in packages_text({}, {}, freeze).plain
+    assert f"installed ({len(installed)}):" in packages_text({}, None, freeze).plain
 
 
 def test_variants_are_offered_in_order() -> None:
+    from provisioner.resolver.models import Rejected, Resolution
     from screens.pages.pytorch import candidate_variants
 
-    res = {"variant": "cu128", "rejected": [{"variant": v} for v in ("cu130", "cpu", "cu126", "cu128", "cu118")]}
+    res = Resolution(variant="cu128", cuda="12.8", index_url="https://download.pytorch.org/whl/cu128",
+                     torch="2.11.0", torchvision="0.26.0", reasons=[], verified=True,
+                     rejected=[Rejected(variant=v, torch="2.11.0", reason="test")
+                               for v in ("cu130", "cpu", "cu126", "cu128", "cu118")])
     assert candidate_variants(res) == ["cu118", "cu126", "cu128", "cu130", "cpu"]

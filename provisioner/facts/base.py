@@ -38,20 +38,40 @@ class Fact(Generic[T]):
     ok_statuses: tuple[int, ...] = (0,)
     timeout: float = 60.0
     idempotent: bool = True
+    login: bool = False  # run through a login shell (the environment a profile sets), not `for_facts()`
 
 
 class FactCache:
-    """Per-run cache keyed by (target name, fact name)."""
+    """Per-run cache keyed by (target name, fact name): the parsed values and the raw results."""
 
     def __init__(self) -> None:
         self._values: dict[tuple[str, str], Any] = {}
+        self._results: dict[tuple[str, str], CommandResult] = {}
+
+    async def result(self, transport: Transport, fact: Fact[Any], *, retries: int = 2,
+                     on_line: Callable[[str], None] | None = None) -> CommandResult:
+        """The fact's raw command result (what a bundle stores beside the parsed value).
+
+        A result whose exit status is one of the fact's `ok_statuses` is kept for the run; any other
+        is returned but not kept, so the next read probes again. May raise `TransportError`."""
+        key = (transport.name, fact.name)
+        if key in self._results:
+            kept = self._results[key]
+            if on_line is not None:
+                for line in kept.output.splitlines():
+                    on_line(line)
+            return kept
+        result = await _run_with_retry(transport, fact, retries, on_line)
+        if result.exit_status in fact.ok_statuses:
+            self._results[key] = result
+        return result
 
     async def get(self, transport: Transport, fact: Fact[T], *, retries: int = 2) -> T:
         key = (transport.name, fact.name)
         if key in self._values:
             value: T = self._values[key]
             return value
-        result = await _run_with_retry(transport, fact, retries)
+        result = await self.result(transport, fact, retries=retries)
         if result.exit_status not in fact.ok_statuses:
             tail = " | ".join(result.tail(3))
             raise FactUnavailable(fact.name, result, f"`{result.command}` exited {result.exit_status}: {tail}")
@@ -66,9 +86,13 @@ class FactCache:
         for key in list(self._values):
             if (transport_name is None or key[0] == transport_name) and (not names or key[1] in names):
                 del self._values[key]
+        for key in list(self._results):
+            if (transport_name is None or key[0] == transport_name) and (not names or key[1] in names):
+                del self._results[key]
 
 
-async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int) -> CommandResult:
+async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int,
+                          on_line: Callable[[str], None] | None = None) -> CommandResult:
     """Idempotent probes are retried with backoff when the connection drops."""
     import asyncio
 
@@ -77,7 +101,8 @@ async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int) -
     delay = 0.5
     for attempt in range(retries + 1):
         try:
-            return await transport.for_facts().run(fact.argv, timeout=fact.timeout, quiet=True)
+            target = transport if fact.login else transport.for_facts()
+            return await target.run(fact.argv, timeout=fact.timeout, on_line=on_line, quiet=True)
         except TransportError:
             if not fact.idempotent or attempt == retries:
                 raise

@@ -19,6 +19,7 @@ from provisioner.facts.models import (
     PveVersion,
     SmiStatus,
     UnitState,
+    UserspaceLibs,
 )
 
 
@@ -69,3 +70,8 @@ SMI_STATUS: Fact[SmiStatus] = Fact(
     "smi_status", ["sh", "-c", "command -v nvidia-smi >/dev/null || { echo 'nvidia-smi: command not found'; exit 127; };"
                    " nvidia-smi --query-gpu=driver_version --format=csv,noheader"],
     nvidia.parse_smi_status, ok_statuses=tuple(range(256)))
+USERSPACE_LIBS: Fact[UserspaceLibs] = Fact(
+    "userspace_libs",
+    ["sh", "-c", "ls -1 " + " ".join(f"{d}/libcuda.so.* {d}/libnvidia-ml.so.*" for d in nvidia.LIB_DIRS)
+     + " 2>/dev/null; true"],
+    nvidia.parse_userspace_libs)

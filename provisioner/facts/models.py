@@ -370,6 +370,19 @@ class DfEntry(_Model):
     mountpoint: str
 
 
+class RawText(_Model):
+    """Evidence read for its text (a kernel log, the installer log tail, `nvidia-smi -q`)."""
+
+    text: str
+
+
+class UserspaceLibs(_Model):
+    """The NVIDIA userspace driver libraries installed in a container (``ls -1`` of their files)."""
+
+    files: tuple[str, ...]
+    versions: tuple[str, ...]  # of libnvidia-ml.so.<version>: what must equal the host kernel module
+
+
 InstallerOutcome = Literal["succeeded", "failed", "incomplete"]
 
 

@@ -14,6 +14,8 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event, Metric
+from provisioner.facts import catalog
+from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import TorchRuntime
 from provisioner.facts.torch_runtime import torch_runtime
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -27,10 +29,11 @@ DRIVER_STAMP = f"{REMOTE_DIR}/last-result.driver"  # the userspace driver the la
 
 
 async def _userspace(ctx: StepContext) -> list[str]:
-    from provisioner.drift import LIB_GLOB, parse_lib_versions
-
-    result = await ctx.container().run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60, quiet=True)
-    return parse_lib_versions(result.output)
+    try:
+        libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
+    except FactUnavailable:
+        return []
+    return list(libs.versions)
 
 
 async def _userspace_changed(ctx: StepContext) -> str:

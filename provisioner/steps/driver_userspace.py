@@ -21,6 +21,7 @@ from provisioner import validate
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
 from provisioner.facts import catalog, nvidia
+from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -41,10 +42,6 @@ INSTALLER_LOG = "/var/log/nvidia-installer.log"
 ALLOWED_FLAGS = frozenset({"--no-nvidia-modprobe", "--no-opengl-files", "--no-install-compat32-libs", "--skip-depmod",
                            "--no-systemd", "--no-distro-scripts", "--no-kernel-module-source", "--install-libglvnd",
                            "--no-install-libglvnd", "--skip-module-unload"})
-
-
-LIB_GLOB = ("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.* /usr/lib/aarch64-linux-gnu/libnvidia-ml.so.* "
-            "/usr/lib64/libnvidia-ml.so.* /usr/lib/libnvidia-ml.so.* /usr/local/lib/libnvidia-ml.so.*")
 
 
 #: GPUs NVIDIA ships data-center ("Tesla") drivers for: their releases are published under tesla/<v>/ first
@@ -175,12 +172,6 @@ def legacy_gpu_problem(inventory: HostInventory, version: str) -> str | None:
     return "; ".join(p.message for p in problems) or None
 
 
-def parse_installed_versions(text: str) -> list[str]:
-    """Versions from `ls` of libnvidia-ml.so.<version> files."""
-    found = re.findall(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)\b", text)
-    return sorted(set(found))
-
-
 @register
 class DriverUserspaceStep(StepKind[DriverParams]):
     """Install the userspace driver with the official .run installer and --no-kernel-modules."""
@@ -188,7 +179,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     kind = "driver.userspace"
     title = "Install the NVIDIA userspace driver in the container"
     Params = DriverParams
-    invalidates = ("smi_status",)
+    invalidates = ("smi_status", "userspace_libs")
     _checksum: str = "published"
 
     async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
@@ -201,11 +192,13 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         problems = branch_eol_problems([g.compute_cap for g in inv.gpus], host)
         if problems:
             raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=3)
-        result = await ctx.container().run(["sh", "-c", f"ls -1 {LIB_GLOB} 2>/dev/null; true"], timeout=60,
-                                           quiet=True)
-        if result.exit_status != 0 and ctx.mode == "plan":
-            raise DependsOnEarlier("the container is not running yet")
-        return host, parse_installed_versions(result.output), inv
+        try:
+            libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
+        except FactUnavailable:
+            if ctx.mode == "plan":
+                raise DependsOnEarlier("the container is not running yet") from None
+            return host, [], inv
+        return host, list(libs.versions), inv
 
     async def _arch(self, ctx: StepContext) -> str:
         """The host module's architecture (its /proc/driver/nvidia/version banner), else `uname -m`."""

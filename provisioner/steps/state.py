@@ -2,8 +2,8 @@
 
 Steps write it (`node.inventory` the inventory, `lxc.create` the vmid, `gpu.detect` the
 container's GPUs, `torch.resolve` the choice, `venv.build` the lock and runtime, `burnin.run` the
-report); nothing else is passed between steps. `view()` is its plain-data form for the run log
-and for pages that still render dicts.
+report); nothing else is passed between steps. Pages under `screens/pages/` read these typed
+fields directly.
 """
 
 from __future__ import annotations
@@ -99,31 +99,3 @@ class RunState:
         if self.detection is not None:
             return list(self.detection.gpus)
         return list(self.inventory.gpus) if self.inventory is not None else []
-
-    def view(self) -> dict[str, Any]:
-        """Plain data (JSON types) of what is known, under the names pages and logs use."""
-        out: dict[str, Any] = {}
-        if self.vmid is not None:
-            out["vmid"] = self.vmid
-        if self.inventory is not None:
-            out["inventory"] = self.inventory.model_dump(mode="json")
-        if self.ct_created is not None:
-            out["ct_created"] = self.ct_created
-        if self.passthrough_devices is not None:
-            out["passthrough_devices"] = list(self.passthrough_devices)
-        if self.host_driver is not None:
-            out["host_driver"] = self.host_driver
-        if self.detection is not None:
-            out["gpu_detect"] = self.detection.model_dump(mode="json", exclude_none=True)
-        if self.torch is not None:
-            out["resolution"] = {**self.torch.resolution.contract(), "python": self.torch.python,
-                                 "request": self.torch.request}
-        if self.venv_lock is not None:
-            out["venv_lock"] = self.venv_lock
-        if self.venv_freeze:
-            out["venv_freeze"] = list(self.venv_freeze)
-        if self.venv_runtime is not None:
-            out["runtime"] = self.venv_runtime
-        if self.burnin is not None:
-            out["burnin"] = self.burnin
-        return out

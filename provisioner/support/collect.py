@@ -1,4 +1,4 @@
-"""Run every evidence probe over our transports; a failing probe is recorded, never fatal.
+"""Read every evidence probe's fact over our transports; a failing probe is recorded, never fatal.
 
     evidence = await collect(node, vmid=200, venv="/opt/torch-venv")
     evidence.records   # one ProbeRecord per probe: status, exit status, output, duration
@@ -8,6 +8,9 @@ The node is probed first with one command (`uname -a`): if the transport cannot 
 host key, connection error), every other probe is recorded as skipped and `evidence.unreachable`
 says why. Likewise one command in the container decides whether the container probes run.
 The remaining probes run concurrently (a few at a time) over the same connection.
+
+No command here is our own: each probe's command is its fact's (`support.probes`), run through
+the one `FactCache` (pass the run's cache to share what the steps already read).
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from provisioner import quoting
-from provisioner.facts.base import Fact
+from provisioner.facts.base import Fact, FactCache
 from provisioner.support.derive import facts_from_records
 from provisioner.support.evidence import Evidence, ProbeRecord
-from provisioner.support.probes import PROBES, Probe, argv_for, selected
+from provisioner.support.probes import PROBES, Probe, fact_for, selected
 from provisioner.transport.base import CommandTimeout, Transport, TransportError
 from provisioner.transport.container import ContainerTransport
 
@@ -40,8 +43,13 @@ def _one_line(text: str, limit: int = 400) -> str:
     return line[:limit]
 
 
-async def run_probe(transport: Transport, probe: Probe, argv: Sequence[str]) -> ProbeRecord:
-    """Run one probe and classify the outcome; never raises (except on cancellation)."""
+async def run_probe(transport: Transport, probe: Probe, fact: Fact[Any] | None = None,
+                    cache: FactCache | None = None) -> ProbeRecord:
+    """Read one probe's fact (`fact`: the probe's, bound to a container/venv) through `cache` and
+    classify the outcome; never raises (except on cancellation)."""
+    fact = fact if fact is not None else probe.fact
+    cache = cache if cache is not None else FactCache()
+    argv = list(fact.argv)
     lines: list[str] = []
     size = 0
     truncated = False
@@ -59,10 +67,11 @@ async def run_probe(transport: Transport, probe: Probe, argv: Sequence[str]) -> 
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:
-        result = await transport.run(argv, timeout=probe.timeout, on_line=keep, quiet=True)
+        # No retry: the first probe is the reachability check, and a bundle records what it saw.
+        result = await cache.result(transport, fact, retries=0, on_line=keep)
     except CommandTimeout:
         record.status = "timeout"
-        record.error = f"timed out after {probe.timeout:.0f}s and was killed"
+        record.error = f"timed out after {fact.timeout:.0f}s and was killed"
     except TransportError as exc:
         record.status = "unreachable"
         record.error = _one_line(str(exc))
@@ -83,8 +92,8 @@ async def run_probe(transport: Transport, probe: Probe, argv: Sequence[str]) -> 
     record.duration_s = loop.time() - start
     record.output = "\n".join(lines) + ("\n" if lines else "")
     record.truncated = truncated
-    if probe.fact is not None and record.status == "ok":
-        record.parsed, record.parse_error = parse_fact(probe.fact, record.output)
+    if probe.parsed and record.status == "ok":
+        record.parsed, record.parse_error = parse_fact(fact, record.output)
     return record
 
 
@@ -96,8 +105,8 @@ def parse_fact(fact: Fact[Any], output: str) -> tuple[Any, str | None]:
         return None, _one_line(str(exc))
 
 
-def _skipped(transport: Transport, probe: Probe, argv: Sequence[str], why: str) -> ProbeRecord:
-    return ProbeRecord(name=probe.name, target=probe.target, where=transport.name, command=quoting.join(argv),
+def _skipped(transport: Transport, probe: Probe, fact: Fact[Any], why: str) -> ProbeRecord:
+    return ProbeRecord(name=probe.name, target=probe.target, where=transport.name, command=quoting.join(fact.argv),
                        status="skipped", error=why, file=probe.file, feeds=probe.feeds)
 
 
@@ -108,40 +117,42 @@ async def collect(
     *,
     probes: Sequence[Probe] = PROBES,
     concurrency: int = CONCURRENCY,
+    cache: FactCache | None = None,
 ) -> Evidence:
-    """Run every probe on the node and, with `vmid`, in the container (`pct exec`)."""
+    """Read every probe's fact on the node and, with `vmid`, in the container (`pct exec`)."""
+    cache = cache if cache is not None else FactCache()
     started = now_iso()
     chosen = selected(vmid, probes)
     container: Transport = ContainerTransport(node, vmid) if vmid is not None else node
-    plans = [(p, node if p.target == "node" else container, argv_for(p, vmid, venv)) for p in chosen]
+    plans = [(p, node if p.target == "node" else container, fact_for(p, vmid, venv)) for p in chosen]
     results: dict[str, ProbeRecord] = {}
     evidence = Evidence(host=node.host_label or node.name, vmid=vmid, venv=venv, records=[], started=started)
 
     node_plans = [x for x in plans if x[0].target == "node"]
     if node_plans:
-        first, transport, argv = node_plans[0]
-        rec = results[first.name] = await run_probe(transport, first, argv)
+        first, transport, fact = node_plans[0]
+        rec = results[first.name] = await run_probe(transport, first, fact, cache)
         if rec.status in ("unreachable", "timeout"):
             evidence.unreachable = rec.error or rec.status
     ct_plans = [x for x in plans if x[0].target == "container"]
     if vmid is not None and ct_plans and evidence.unreachable is None:
-        first, transport, argv = ct_plans[0]
-        rec = results[first.name] = await run_probe(transport, first, argv)
+        first, transport, fact = ct_plans[0]
+        rec = results[first.name] = await run_probe(transport, first, fact, cache)
         if rec.status != "ok":
             evidence.container_unreachable = rec.error or rec.status
 
     gate = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(probe: Probe, transport: Transport, argv: list[str]) -> None:
+    async def one(probe: Probe, transport: Transport, fact: Fact[Any]) -> None:
         if evidence.unreachable is not None:
-            results[probe.name] = _skipped(transport, probe, argv, f"node unreachable: {evidence.unreachable}")
+            results[probe.name] = _skipped(transport, probe, fact, f"node unreachable: {evidence.unreachable}")
             return
         if probe.target == "container" and evidence.container_unreachable is not None:
-            results[probe.name] = _skipped(transport, probe, argv,
+            results[probe.name] = _skipped(transport, probe, fact,
                                            f"cannot run commands in CT {vmid}: {evidence.container_unreachable}")
             return
         async with gate:
-            results[probe.name] = await run_probe(transport, probe, argv)
+            results[probe.name] = await run_probe(transport, probe, fact, cache)
 
     await asyncio.gather(*(one(p, t, a) for p, t, a in plans if p.name not in results))
     evidence.records = [results[p.name] for p in chosen]

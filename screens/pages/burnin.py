@@ -66,4 +66,4 @@ class BurninPage(StepPage):
             table.add_row(gpu, *[f"{values[m]:.1f}" if m in values else "–" for m in GPU_METRICS])
 
     def refresh_view(self) -> None:
-        self.query_one("#verdict", Static).update(verdict_text(self.session.shared().get("burnin") or {}))
+        self.query_one("#verdict", Static).update(verdict_text(self.session.state.burnin or {}))

@@ -56,7 +56,7 @@ class ContainerPage(StepPage):
             run = self.session.runs[index]
             exists = [n for n in run.notes if "exists" in n] + \
                      [m for m in run.message.splitlines()[:1] if "already exists" in m]
-            created = self.session.shared().get("ct_created")
+            created = self.session.state.ct_created
             if exists:
                 text.append("existing container: ", style="bold")
                 text.append(exists[0])

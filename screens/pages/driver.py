@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import ProgressBar, Static
 
 from provisioner.events import Progress
+from provisioner.steps.state import GpuDetection
 from screens.step_page import StepPage
 
 
-def version_text(host: str | None, wanted: str, installed_note: str, detected: dict[str, Any]) -> Text:
+def version_text(host: str | None, wanted: str, installed_note: str, detected: GpuDetection | None) -> Text:
     text = Text()
     text.append("host kernel module ", style="bold")
     text.append(host or "? (run the inventory)")
@@ -24,10 +23,10 @@ def version_text(host: str | None, wanted: str, installed_note: str, detected: d
         text.append("   ✓ match", style="green")
     if installed_note:
         text.append(f"\n{installed_note}", style="dim")
-    gpus = detected.get("gpus") or []
+    gpus = detected.gpus if detected is not None else []
     if gpus:
         text.append(f"\n{len(gpus)} GPU(s) visible in the container: ", style="bold")
-        text.append(", ".join(sorted({str(g.get('name')) for g in gpus})))
+        text.append(", ".join(sorted({g.name for g in gpus})))
     return text
 
 
@@ -41,15 +40,15 @@ class DriverPage(StepPage):
         yield ProgressBar(total=None, show_eta=False, id="download", classes="idle")
 
     def refresh_view(self) -> None:
-        shared = self.session.shared()
-        host = shared.get("host_driver") or (shared.get("inventory") or {}).get("driver_version")
+        state = self.session.state
+        host = state.host_driver or (state.inventory.driver_version if state.inventory is not None else None)
         wanted, note = "host", ""
         for index in self.indices:
             run = self.session.runs[index]
             if run.spec.kind == "driver.userspace":
                 wanted = str(run.spec.params.get("version", "host"))
                 note = "; ".join([*run.changes, *run.notes])
-        self.query_one("#versions", Static).update(version_text(host, wanted, note, shared.get("gpu_detect") or {}))
+        self.query_one("#versions", Static).update(version_text(host, wanted, note, state.detection))
 
     def on_progress(self, event: Progress) -> None:
         bar = self.query_one("#download", ProgressBar)

@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
+from provisioner.steps.state import HostInventory
 from screens.step_page import StepPage
 
 GPU_COLUMNS = ("#", "name", "CC", "memory", "PCI id")
 
 
-def facts_text(inv: dict[str, Any]) -> Text:
+def facts_text(inv: HostInventory | None) -> Text:
     text = Text()
-    if not inv:
+    if inv is None:
         text.append("Run the inventory to read the node's GPUs and driver.", style="dim")
         return text
     text.append("host driver ", style="bold")
-    text.append(f"{inv.get('driver_version', '?')} ({inv.get('module_flavour', '?')} kernel module)   ")
+    text.append(f"{inv.driver_version} ({inv.module_flavour} kernel module)   ")
     text.append("PVE ", style="bold")
-    text.append(f"{inv.get('pve_version', '?')}   ")
+    text.append(f"{inv.pve_version}   ")
     text.append("kernel ", style="bold")
-    text.append(f"{inv.get('kernel', '?')}   ")
+    text.append(f"{inv.kernel}   ")
     text.append("cgroup ", style="bold")
-    text.append(f"v{inv.get('cgroup_version', '?')}")
-    for warning in inv.get("warnings") or []:
+    text.append(f"v{inv.cgroup_version}")
+    for warning in inv.warnings:
         text.append("\n⚠ ", style="bold yellow")
         text.append(str(warning))
     return text
@@ -40,13 +39,12 @@ def short_pci(bus_id: str) -> str:
     return bus_id
 
 
-def gpu_rows(inv: dict[str, Any]) -> list[tuple[str, ...]]:
+def gpu_rows(inv: HostInventory | None) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
-    for gpu in inv.get("gpus") or []:
-        memory = gpu.get("memory_mib")
-        name = str(gpu.get("name", "?")).removeprefix("NVIDIA ")
-        rows.append((str(gpu.get("index", "?")), name, str(gpu.get("compute_cap", "?")),
-                     f"{memory} MiB" if memory is not None else "?", short_pci(str(gpu.get("pci_bus_id", "?")))))
+    for gpu in inv.gpus if inv is not None else []:
+        memory = gpu.memory_mib
+        rows.append((str(gpu.index), gpu.name.removeprefix("NVIDIA "), str(gpu.compute_cap),
+                     f"{memory} MiB" if memory is not None else "?", short_pci(gpu.pci_bus_id)))
     return rows
 
 
@@ -60,7 +58,7 @@ class InventoryPage(StepPage):
         yield Static("", id="facts")
 
     def refresh_view(self) -> None:
-        inv = self.session.shared().get("inventory") or {}
+        inv = self.session.state.inventory
         table = self.query_one("#gpus", DataTable)
         rows = gpu_rows(inv)
         if table.row_count != len(rows):

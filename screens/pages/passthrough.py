@@ -27,7 +27,7 @@ class PassthroughPage(StepPage):
         yield Static("", id="devices")
 
     def refresh_view(self) -> None:
-        devices = list(self.session.shared().get("passthrough_devices") or [])
+        devices = list(self.session.state.passthrough_devices or [])
         mode_note = ""
         for index in self.indices:
             run = self.session.runs[index]

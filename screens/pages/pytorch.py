@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Select, Static
 
+from provisioner.resolver.models import Resolution
 from screens.step_page import StepPage
 from screens.widgets.params_form import ParamsForm
 
 
-def choice_text(res: dict[str, Any]) -> Text:
+def choice_text(res: Resolution | None) -> Text:
     text = Text()
-    if not res:
+    if res is None:
         text.append("Run the resolver to see which PyTorch build fits every GPU, the driver and Python.",
                     style="dim")
         return text
     text.append("chosen ", style="bold")
-    text.append(f"torch {res.get('torch')} · {res.get('variant')} · {res.get('index_url')}\n")
-    for reason in res.get("reasons") or []:
+    text.append(f"torch {res.torch} · {res.variant} · {res.index_url}\n")
+    for reason in res.reasons:
         text.append(f"  because: {reason}\n")
     return text
 
@@ -33,10 +32,10 @@ def variant_order(variant: str) -> tuple[int, int]:
     return (1, 0)
 
 
-def candidate_variants(res: dict[str, Any]) -> list[str]:
+def candidate_variants(res: Resolution | None) -> list[str]:
     seen: set[str] = set()
-    for variant in [res.get("variant"), *[r.get("variant") for r in res.get("rejected") or []]]:
-        if isinstance(variant, str) and variant:
+    for variant in [res.variant, *[r.variant for r in res.rejected]] if res is not None else []:
+        if variant:
             seen.add(variant)
     return sorted(seen, key=lambda v: (variant_order(v), v))
 
@@ -52,11 +51,11 @@ class PyTorchPage(StepPage):
         yield Select[str]([], prompt="override the variant…", id="override", compact=True)
 
     def refresh_view(self) -> None:
-        res = self.session.shared().get("resolution") or {}
+        choice = self.session.state.torch
+        res = choice.resolution if choice is not None else None
         self.query_one("#choice", Static).update(choice_text(res))
         table = self.query_one("#rejected", DataTable)
-        rows = [(str(r.get("variant", "?")), str(r.get("torch", "") or ""), str(r.get("reason", "")))
-                for r in res.get("rejected") or []]
+        rows = [(r.variant, r.torch, r.reason) for r in (res.rejected if res is not None else [])]
         if table.row_count != len(rows):
             table.clear()
             table.add_rows(rows)

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.widgets import ProgressBar, Static
 
 from provisioner.events import Progress
+from provisioner.resolver.models import Resolution
 from screens.step_page import StepPage
 
 
@@ -22,11 +23,11 @@ def installed_packages(freeze: list[str]) -> list[str]:
     return out
 
 
-def packages_text(params: dict[str, Any], res: dict[str, Any], freeze: list[str]) -> Text:
+def packages_text(params: dict[str, Any], res: Resolution | None, freeze: list[str]) -> Text:
     text = Text()
-    torch = params.get("torch") or res.get("torch") or "(from the resolver)"
-    vision = params.get("torchvision") or res.get("torchvision") or "(matching torch)"
-    index = params.get("index_url") or res.get("index_url") or "(from the resolver)"
+    torch = params.get("torch") or (res.torch if res is not None else None) or "(from the resolver)"
+    vision = params.get("torchvision") or (res.torchvision if res is not None else None) or "(matching torch)"
+    index = params.get("index_url") or (res.index_url if res is not None else None) or "(from the resolver)"
     text.append("packages ", style="bold")
     text.append(f"torch=={torch}  torchvision=={vision}")
     for extra in params.get("extra_packages", ["nvidia-ml-py"]):
@@ -50,12 +51,12 @@ class VenvPage(StepPage):
         yield ProgressBar(total=None, show_eta=False, id="venv-progress", classes="idle")
 
     def refresh_view(self) -> None:
-        shared = self.session.shared()
+        state = self.session.state
         params: dict[str, Any] = {}
         for index in self.indices:
             params = dict(self.session.runs[index].spec.params)
         self.query_one("#packages", Static).update(
-            packages_text(params, shared.get("resolution") or {}, list(shared.get("venv_freeze") or [])))
+            packages_text(params, state.torch.resolution if state.torch is not None else None, list(state.venv_freeze)))
 
     def on_progress(self, event: Progress) -> None:
         self.query_one("#venv-progress", ProgressBar).remove_class("idle")
