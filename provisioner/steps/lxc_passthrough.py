@@ -69,8 +69,8 @@ def device_selection(inventory: HostInventory, params: PassthroughParams) -> Dev
         raise StepFailed("/dev/nvidiactl does not exist on the host",
                          fix="run `nvidia-smi` on the node once (it creates /dev/nvidiactl), then replay")
     if params.modeset:
-        if "/dev/nvidia-modeset" in present:
-            devices.append("/dev/nvidia-modeset")
+        if "/dev/nvidia-modeset" in present or inventory.modeset_loaded:
+            devices.append("/dev/nvidia-modeset")  # created by the step (nvidia-modprobe -m) when missing
         else:
             skipped.append(("/dev/nvidia-modeset", "not present on this host (nvidia-modeset not loaded; headless "
                                                    "node) — CUDA does not need it"))
@@ -157,6 +157,8 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         changes: list[str] = []
         if uvm_missing:
             changes.append("create /dev/nvidia-uvm and /dev/nvidia-uvm-tools on the host (nvidia-modprobe -u -c=0)")
+        if "/dev/nvidia-modeset" in devices and "/dev/nvidia-modeset" not in inv.device_nodes:
+            changes.append("create /dev/nvidia-modeset on the host (nvidia-modprobe -m; nvidia-modeset is loaded)")
         if mode == "dev":
             have = {parse_property_string(v, "path").get("path") for v in conf.indexed("dev").values()}
             missing = [d for d in devices if d not in have]
@@ -194,6 +196,13 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         if uvm_missing or (await ensure_inventory(ctx)).uvm_major is None:
             yield ctx.info("loading nvidia-uvm and creating its device nodes on the host (nvidia-modprobe -u -c=0)")
             await ctx.node.run(["nvidia-modprobe", "-u", "-c=0"], timeout=60, check=True)
+            ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
+            ctx.state.inventory = await gather_inventory(ctx)
+        inv = await ensure_inventory(ctx)
+        if "/dev/nvidia-modeset" in device_selection(inv, self.params).devices and \
+                "/dev/nvidia-modeset" not in inv.device_nodes:
+            yield ctx.info("creating /dev/nvidia-modeset on the host (nvidia-modprobe -m)")
+            await ctx.node.run(["nvidia-modprobe", "-m"], timeout=60, check=True)
             ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
             ctx.state.inventory = await gather_inventory(ctx)
         mode, devices, conf, _, _ = await self._plan(ctx)

@@ -130,6 +130,7 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     return HostInventory(gpus=list(gpus), driver_version=driver, module_flavour=str(flavour),
                          uvm_major=devices.uvm_major, caps_major=devices.caps_major,
                          nvidia_major=devices.nvidia_major or 195, device_nodes=sorted(present),
+                         modeset_loaded=devices.char_major("nvidia-modeset") is not None,
                          pve_version=pve.manager_version, pve_release=tuple(pve.release),
                          kernel=pve.running_kernel, cgroup_version=cgroup.version, warnings=warnings,
                          gpu_minors=minors, nvswitch=nvswitch.evidence + [f"GPU {b}: Fabric State {s}" for b, s in

@@ -34,6 +34,9 @@ class HostInventory(_Model):
     caps_major: int | None
     nvidia_major: int = 195
     device_nodes: list[str]
+    #: nvidia-modeset.ko is loaded (`/proc/devices` lists it): /dev/nvidia-modeset can be created with
+    #: `nvidia-modprobe -m` even while it does not exist (after a reboot nothing has created it yet)
+    modeset_loaded: bool = False
     pve_version: str
     pve_release: tuple[int, ...]
     kernel: str
