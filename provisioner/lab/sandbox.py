@@ -539,6 +539,28 @@ def _enter(s: _Script, r: str, cwd: str) -> None:
     s.raw('exec "$@"')
 
 
+def own_etc_dirs(root: Path, lower: Path = Path("/etc")) -> None:
+    """The node's root owns its /etc, as on a real node: every directory of the lower /etc gets a
+    directory in the overlay's upper layer (``<root>/etc``), owned by the lab's user, so the node can
+    create files anywhere in /etc (a unit in /etc/systemd/system, /etc/gpu-provisioner/...) also in a
+    user namespace, where the machine's own directories belong to an unmapped owner. Done once."""
+    marker = root / "run" / "etc-dirs-owned"
+    if marker.exists():
+        return
+    upper = root / "etc"
+    for dirpath, dirnames, _ in os.walk(lower, followlinks=False):
+        rel = os.path.relpath(dirpath, lower)
+        for name in list(dirnames):
+            src = os.path.join(dirpath, name)
+            if os.path.islink(src) or not os.access(src, os.R_OK | os.X_OK):
+                dirnames.remove(name)  # a link stays the lower layer's link; unreadable trees are left alone
+                continue
+            with contextlib.suppress(OSError):
+                (upper / rel / name).mkdir(parents=True, exist_ok=True)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("LAB: the node's /etc directories are its own\n")
+
+
 def node_script(state: LabState) -> str:
     """Setup script of the node view; ends by running ``"$@"`` in the node's own root."""
     d = write_node_files(state)
@@ -546,6 +568,7 @@ def node_script(state: LabState) -> str:
     work = root / "run" / "overlay-work" / "etc"
     work.mkdir(parents=True, exist_ok=True)
     (root / "etc").mkdir(parents=True, exist_ok=True)
+    own_etc_dirs(root)
     fs = make_node_fs(root)
     nr = new_root_dir(root)
     nr.mkdir(parents=True, exist_ok=True)
