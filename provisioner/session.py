@@ -106,8 +106,9 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def with_settings(playbook: Playbook, settings: dict[str, dict[str, Any]]) -> Playbook:
-    """The playbook with `settings` (kind -> parameters) written into each step of that kind."""
-    steps = [spec.model_copy(update={"params": {**spec.params, **settings[spec.kind]}})
+    """The playbook with `settings` (kind -> parameters) as defaults of each step of that kind: what the
+    playbook sets itself wins, as a site's own mirror or sizes win over what the lab hands out."""
+    steps = [spec.model_copy(update={"params": {**settings[spec.kind], **spec.params}})
              if spec.kind in settings else spec for spec in playbook.steps]
     return playbook.model_copy(update={"steps": steps})
 

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -384,6 +386,17 @@ class FlakyMirror:
 
             def do_GET(self) -> None:
                 mirror._serve(self)
+
+            def do_HEAD(self) -> None:  # a CDN answers HEAD (the driver step probes where a .run is published)
+                req = urllib.request.Request(mirror.upstream + self.path, method="HEAD")
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        status, length = int(resp.status), resp.headers.get("Content-Length", "0")
+                except urllib.error.HTTPError as exc:
+                    status, length = exc.code, "0"
+                self.send_response(status)
+                self.send_header("Content-Length", length)
+                self.end_headers()
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
