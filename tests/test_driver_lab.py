@@ -76,6 +76,38 @@ def test_driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> 
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
 
 
+def test_installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> None:
+    """A dropped connection or the OOM killer can stop the installer after it wrote libnvidia-ml.so.<ver>:
+    the right libraries are there, the install is not. The step reads the installer's own record (its log's
+    completion line, the .run it copied still in /root) and plans a reinstall."""
+    from provisioner.lab.state import LabState
+
+    env = start_lab(tmp_path)
+    try:
+        pb = tmp_path / "light.yaml"
+        pb.write_text(LIGHT.format(ct=203, mode="dev"))
+        first = cli(env, "replay", str(pb), "--lab", "--json")
+        assert first.returncode == 0, first.stderr[-4000:]
+        ct = LabState(Path(env["PROVISIONER_LAB_ROOT"])).ct_root(203)
+        log = ct / "var" / "log" / "nvidia-installer.log"
+        complete = log.read_text()
+        assert "is now complete" in complete
+        # what a kill between the libraries and the completion line leaves
+        log.write_text(complete.split("-> Driver file installation is complete.")[0])
+        run = ct / "root" / "NVIDIA-Linux-x86_64-595.71.05.run"
+        run.write_text("#!/bin/sh\n")
+        plan = cli(env, "plan", str(pb), "--lab", "--check", "--json")
+        assert plan.returncode == 10, plan.stderr[-3000:]
+        assert "reinstall NVIDIA userspace 595.71.05" in plan.stderr
+        assert "the last install did not finish" in plan.stderr and "is still in /root" in plan.stderr
+        again = cli(env, "replay", str(pb), "--lab", "--json")
+        assert again.returncode == 0, again.stderr[-4000:]
+        assert "is now complete" in log.read_text() and not run.exists()
+        assert cli(env, "plan", str(pb), "--lab", "--check", "--json").returncode == 0
+    finally:
+        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+
+
 def test_corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     env = start_lab(tmp_path, "corrupt-download")
     try:

@@ -734,6 +734,25 @@ def test_installer_incomplete_log() -> None:
     assert log.outcome == "incomplete" and log.driver_version == "595.71.05"
 
 
+def test_installer_record_finished_and_unfinished() -> None:
+    from provisioner.facts.nvidia import INSTALLER_RECORD_SEPARATOR, parse_installer_record
+
+    full = fx("nvidia_installer_success_userspace.log")
+    done = parse_installer_record(f"{INSTALLER_RECORD_SEPARATOR}\n{full}")
+    assert done.leftover_installers == () and done.log is not None and done.unfinished is None
+    # killed after the libraries (the log stops before its completion line; the copied .run stays in /root)
+    cut = full.split("-> Searching for conflicting files:")[0]
+    killed = parse_installer_record(f"/root/NVIDIA-Linux-x86_64-595.71.05.run\n{INSTALLER_RECORD_SEPARATOR}\n{cut}")
+    assert killed.leftover_installers == ("NVIDIA-Linux-x86_64-595.71.05.run",)
+    assert killed.unfinished is not None and "incomplete" in killed.unfinished and "still in /root" in killed.unfinished
+    # no log and nothing left over (userspace installed some other way): nothing says unfinished
+    assert parse_installer_record(f"{INSTALLER_RECORD_SEPARATOR}\n").unfinished is None
+    # a log that is no installer's says nothing either; a missing separator is a parse error
+    assert parse_installer_record(f"{INSTALLER_RECORD_SEPARATOR}\nhello\n").log is None
+    with pytest.raises(ParseError):
+        parse_installer_record("ls: cannot access '/root': Permission denied\n")
+
+
 @pytest.mark.parametrize("text", ["", "hello\nworld\n", "Segmentation fault (core dumped)\n"])
 def test_installer_log_garbage(text: str) -> None:
     with pytest.raises(ParseError):

@@ -11,6 +11,7 @@ from provisioner.facts.models import (
     DriverVersionInfo,
     Gpu,
     GpuProcInfo,
+    InstallerRecord,
     Libc,
     NvSwitchFacts,
     OsRelease,
@@ -75,3 +76,9 @@ USERSPACE_LIBS: Fact[UserspaceLibs] = Fact(
     ["sh", "-c", "ls -1 " + " ".join(f"{d}/libcuda.so.* {d}/libnvidia-ml.so.*" for d in nvidia.LIB_DIRS)
      + " 2>/dev/null; true"],
     nvidia.parse_userspace_libs)
+#: what the last `.run` install left: installers still in /root and /var/log/nvidia-installer.log
+INSTALLER_RECORD: Fact[InstallerRecord] = Fact(
+    "installer_record",
+    ["sh", "-c", "ls -1 /root/NVIDIA-Linux-*.run 2>/dev/null; echo '" + nvidia.INSTALLER_RECORD_SEPARATOR + "'; "
+     "tail -n 400 /var/log/nvidia-installer.log 2>/dev/null; true"],
+    nvidia.parse_installer_record)

@@ -400,6 +400,24 @@ class InstallerLog(_Model):
     decisive_lines: tuple[str, ...]
 
 
+class InstallerRecord(_Model):
+    """What the last ``.run`` install left in a container: installers still in /root (the step copies
+    one there and removes it after a finished run) and its log (None where there is none)."""
+
+    leftover_installers: tuple[str, ...]
+    log: InstallerLog | None
+
+    @property
+    def unfinished(self) -> str | None:
+        """Why the last install did not finish, or None where nothing says so."""
+        why = []
+        if self.log is not None and self.log.outcome != "succeeded":
+            why.append(f"the installer log ends {self.log.outcome} (no 'is now complete' line)")
+        if self.leftover_installers:
+            why.append(f"{', '.join(self.leftover_installers)} is still in /root")
+        return "; ".join(why) or None
+
+
 class PipFreeze(_Model):
     """``pip freeze`` / ``uv pip freeze``: canonical name -> version (and direct URLs)."""
 

@@ -19,6 +19,7 @@ from provisioner.facts.models import (
     Gpu,
     GpuProcInfo,
     InstallerLog,
+    InstallerRecord,
     NvidiaSmiFailed,
     NvSwitchFacts,
     P2PMatrix,
@@ -887,6 +888,25 @@ def parse_installer_log(text: str) -> InstallerLog:
         kernel_module_load_error=load_error,
         decisive_lines=tuple(decisive),
     )
+
+
+INSTALLER_RECORD_SEPARATOR = "--- nvidia-installer.log ---"
+
+
+def parse_installer_record(text: str) -> InstallerRecord:
+    """Parse ``ls -1 /root/NVIDIA-Linux-*.run``, the separator line, then the installer log (may be empty)."""
+    head, sep, log = text.partition(INSTALLER_RECORD_SEPARATOR)
+    if not sep:
+        raise ParseError(f"installer record: no {INSTALLER_RECORD_SEPARATOR!r} line")
+    leftovers = tuple(line.strip().rsplit("/", 1)[-1] for line in head.splitlines()
+                      if re.fullmatch(r"\S*/NVIDIA-Linux-[\w.-]+\.run", line.strip()))
+    parsed: InstallerLog | None = None
+    if log.strip():
+        try:
+            parsed = parse_installer_log(log)
+        except ParseError:
+            parsed = None  # a log that is no installer's says nothing about the last install
+    return InstallerRecord(leftover_installers=leftovers, log=parsed)
 
 
 # --- /proc/driver/nvidia/gpus/<bus>/information -----------------------------------------------

@@ -179,7 +179,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
     kind = "driver.userspace"
     title = "Install the NVIDIA userspace driver in the container"
     Params = DriverParams
-    invalidates = ("smi_status", "userspace_libs")
+    invalidates = ("smi_status", "userspace_libs", "installer_record")
     _checksum: str = "published"
 
     async def _versions(self, ctx: StepContext) -> tuple[str, list[str], HostInventory]:
@@ -271,9 +271,18 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 raise DependsOnEarlier("; ".join(["the container is not running yet", *notes])) from None
             raise
         ctx.state.host_driver = host
+        unfinished = None
         if installed == [host]:
-            return Plan.no_change(f"userspace {host} installed, equal to the host module")
+            # libraries of the right version are not proof: an installer killed after writing them
+            # (a dropped connection, the OOM killer) leaves them without the rest of the install
+            record = await ctx.fact(ctx.container(), catalog.INSTALLER_RECORD)
+            unfinished = record.unfinished
+            if unfinished is None:
+                return Plan.no_change(f"userspace {host} installed, equal to the host module")
         where, notes = await self._source_notes(ctx, host)
+        if unfinished is not None:
+            return Plan(changes=[f"reinstall NVIDIA userspace {host} (.run --no-kernel-modules){where}: the last "
+                                 f"install did not finish ({unfinished})"], notes=notes)
         if not installed:
             return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes)
         return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module){where}"],
