@@ -1,32 +1,81 @@
-"""Day two across a fleet (issue #15): three lab daemons, one `--inventory`; each host reboots through its
-boot unit, only host `b` gets a host driver upgrade, and `plan --check --inventory` names that host alone.
+"""Day two across a fleet (issue #15): three lab daemons, one `--inventory`, the shipped playbook with every
+step (torch.resolve, venv.build and burnin.run included). Each host reboots through its boot unit; host `c`
+loses the unit and its CT fails to start; only host `b` gets a host driver upgrade. `plan --check --inventory`
+names that host alone (the missing nodes for c, both driver versions for b, read from the run log, whose
+events carry their host), and `replay` repairs it with a burn-in that really runs (torch.distributed, gloo
+on the CPU) on b and is a no-op on a and c, whose passing result still proves them.
 
-The playbook is the shipped one up to GPU detection plus the boot unit (lxc.boot_persistence): the
-torch/venv/burn-in steps are proven on one host in tests/test_day2_engine.py; three CPU burn-ins on
-this machine's two cores would only measure its load. Labs are started as tests/test_fleet.py does.
+Burn-in sizes: the lab already hands out CPU-sized burn-in settings (`session.lab_settings`); the playbook
+here lowers them further (sizes 1KiB:64KiB, 1 s soak, 0.5 s GEMM), since the first replay runs three
+8-rank gloo burn-ins at once on this machine's two cores and bigger buffers would only measure its load,
+not the plumbing the test is about. The phases, the rank count (one per GPU) and the verdict are unchanged.
+
+`burnin.run` on a replay: `check` is a no-op while a passing result exists and the userspace driver it ran
+under (its stamp) is the container's; after the driver changed it plans "run the burn-in again", so the
+recap's changed hosts are exactly the ones whose driver changed. Labs are started as tests/test_fleet.py does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from provisioner.drift import UNIT_NAME, UNIT_PATH
+from tests.support.labrun import read_run_log
 from tests.test_fleet import lab_ready, start_labs, stop_labs
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
 KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.boot_persistence", "lxc.start",
-         "driver.userspace", "gpu.detect")
+         "driver.userspace", "gpu.detect", "torch.resolve", "venv.build", "burnin.run")
+BURNIN_PARAMS = {"sizes": "1KiB:64KiB", "duration_s": 1, "gemm_seconds": 0.5}
+OLD_DRIVER = "595.71.05"
+NEW_DRIVER = "595.82.01"
 HOSTS = ("a", "b", "c")
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
+
+
+@dataclass
+class FleetRun:
+    rc: int
+    recap: dict[str, Any]
+    stderr: str
+    events: list[dict[str, Any]]
+
+    def describe(self) -> str:
+        return f"exit {self.rc}; recap {self.recap}; stderr:\n{self.stderr[-5000:]}"
+
+    def changed(self) -> set[str]:
+        return {h for h, counts in self.recap["hosts"].items() if counts["changed"]}
+
+    def texts(self, host: str) -> str:
+        """Everything the run said about one host: planned changes and notes, messages, step results."""
+        out: list[str] = []
+        for e in self.events:
+            if e.get("host") != host:
+                continue
+            if e["kind"] == "step.plan":
+                out += [*e["changes"], *e["notes"]]
+            elif e["kind"] == "message":
+                out.append(e["text"])
+            elif e["kind"] == "step.finished":
+                out.append(e["message"])
+        return "\n".join(out)
+
+    def status(self, host: str, kind: str) -> str:
+        (st,) = [e["status"] for e in self.events
+                 if e["kind"] == "step.finished" and e["host"] == host and e["step"] == kind]
+        return str(st)
 
 
 class Fleet:
@@ -37,8 +86,10 @@ class Fleet:
         self.inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)}
                                                             for n, r in self.roots.items()]}))
         doc = yaml.safe_load(SHIPPED.read_text())
-        doc["steps"] = [s for s in doc["steps"] if s["kind"] in KINDS]
-        assert [s["kind"] for s in doc["steps"]] == list(KINDS)
+        assert [s["kind"] for s in doc["steps"]] == list(KINDS)  # the shipped playbook, every step
+        for step in doc["steps"]:
+            if step["kind"] == "burnin.run":
+                step["params"] = {**step.get("params", {}), **BURNIN_PARAMS}
         self.playbook = base / "day2.yaml"
         self.playbook.write_text(yaml.safe_dump(doc, sort_keys=False))
 
@@ -51,14 +102,16 @@ class Fleet:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True,
-                              env=self.env(), cwd=REPO, timeout=900, check=False)
+                              env=self.env(), cwd=REPO, timeout=1500, check=False)
 
-    def run(self, command: str) -> tuple[int, dict[str, Any], str]:
+    def run(self, command: str) -> FleetRun:
         proc = self.cli(command, str(self.playbook), "--inventory", str(self.inventory), "--json", "--quiet",
                         *(["--check"] if command == "plan" else []))
         lines = proc.stdout.strip().splitlines()
         recap: dict[str, Any] = json.loads(lines[-1]) if lines else {}
-        return proc.returncode, recap, proc.stderr
+        log = re.search(r"run log: (\S+\.jsonl)", proc.stderr)
+        events = read_run_log(Path(log.group(1))) if log else []
+        return FleetRun(proc.returncode, recap, proc.stderr, events)
 
     def lab(self, host: str, *args: str) -> subprocess.CompletedProcess[str]:
         return self.cli("lab", *args, "--root", str(self.roots[host]))
@@ -83,14 +136,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         stop_labs(list(f.roots.values()))
 
 
-def changed_hosts(recap: dict[str, Any]) -> set[str]:
-    return {h for h, counts in recap["hosts"].items() if counts["changed"]}
-
-
 def test_fleet_reboot_and_one_upgraded_host(fleet: Fleet) -> None:
-    rc, recap, err = fleet.run("replay")
-    assert rc == 0, err[-5000:]
-    assert set(recap["hosts"]) == set(HOSTS)
+    first = fleet.run("replay")
+    assert first.rc == 0, first.describe()
+    assert set(first.recap["hosts"]) == set(HOSTS)
+    for host in HOSTS:  # every host ran the whole playbook, its burn-in with torch.distributed included
+        assert first.recap["hosts"][host] == {"ok": first.recap["hosts"][host]["ok"],
+                                              "changed": first.recap["hosts"][host]["changed"],
+                                              "failed": 0, "skipped": 0}, first.describe()
+        assert first.status(host, "burnin.run") == "changed", first.describe()
+        assert "burn-in verdict: pass" in first.texts(host), (host, first.texts(host)[-3000:])
 
     # every host reboots: the boot unit brings each CT back with 8 GPUs; the fleet plan is clean
     for host in HOSTS:
@@ -98,29 +153,48 @@ def test_fleet_reboot_and_one_upgraded_host(fleet: Fleet) -> None:
         assert boot.returncode == 0, boot.stdout + boot.stderr
         look = fleet.on_node(host, "pct status 200; pct exec 200 -- nvidia-smi -L")
         assert "status: running" in look and look.count("GPU ") == 8, (host, look)
-    rc, recap, err = fleet.run("plan")
-    assert rc == 0 and changed_hosts(recap) == set(), err[-5000:]
+    clean = fleet.run("plan")
+    assert clean.rc == 0 and clean.changed() == set(), clean.describe()
 
     # host c loses its boot unit and reboots: its CT fails to start; the plan names c alone, with the nodes
-    fleet.on_node("c", "systemctl disable gpu-provisioner-nvidia-nodes.service && "
-                       "rm /etc/systemd/system/gpu-provisioner-nvidia-nodes.service")
+    fleet.on_node("c", f"systemctl disable {UNIT_NAME} && rm {UNIT_PATH}")
     boot = fleet.lab("c", "reboot")
     assert "Starting CT 200 failed: Device /dev/nvidia0 does not exist" in boot.stdout + boot.stderr
-    rc, recap, err = fleet.run("plan")
-    assert rc == 10 and changed_hosts(recap) == {"c"}, (recap, err[-5000:])
-    rc, recap, err = fleet.run("replay")
-    assert rc == 0, err[-5000:]
+    drift = fleet.run("plan")
+    assert drift.rc == 10 and drift.changed() == {"c"}, drift.describe()
+    said = drift.texts("c")
+    assert f"boot unit {UNIT_NAME} is not installed" in said, said
+    assert "device nodes missing on the host: /dev/nvidia-uvm, /dev/nvidia-uvm-tools" in said, said
+    assert "start CT 200 (now stopped)" in said, said
+    for host in ("a", "b"):
+        assert "device nodes missing" not in drift.texts(host) and "not installed" not in drift.texts(host)
+    repair = fleet.run("replay")
+    assert repair.rc == 0 and repair.changed() == {"c"}, repair.describe()
     assert "status: running" in fleet.on_node("c", "pct status 200")
+    # the driver did not change on c: its passing burn-in still proves it, nothing re-runs
+    assert repair.status("c", "burnin.run") == "ok", repair.describe()
 
-    # only host b gets the new host driver: the recap names b alone; replay repairs it; then clean
-    up = fleet.lab("b", "upgrade-driver", "595.82.01")
+    # only host b gets the new host driver: the plan names b alone, with both versions
+    up = fleet.lab("b", "upgrade-driver", NEW_DRIVER)
     assert up.returncode == 0, up.stdout + up.stderr
-    rc, recap, err = fleet.run("plan")
-    assert rc == 10 and changed_hosts(recap) == {"b"}, (recap, err[-5000:])
-    rc, recap, err = fleet.run("replay")
-    assert rc == 0, err[-5000:]
-    assert {h for h, c in recap["hosts"].items() if c["changed"]} == {"b"}, recap
+    drift = fleet.run("plan")
+    assert drift.rc == 10 and drift.changed() == {"b"}, drift.describe()
+    said = drift.texts("b")
+    assert f"replace userspace {OLD_DRIVER} with {NEW_DRIVER}" in said, said
+    for host in ("a", "c"):
+        assert NEW_DRIVER not in drift.texts(host), (host, drift.texts(host))
+
+    # replay: b's userspace is replaced and verified, its burn-in runs again and passes; a and c are no-ops
+    fixed = fleet.run("replay")
+    assert fixed.rc == 0 and fixed.changed() == {"b"}, fixed.describe()
+    said = fixed.texts("b")
+    assert fixed.status("b", "driver.userspace") == "changed", fixed.describe()
+    assert fixed.status("b", "burnin.run") == "changed", fixed.describe()
+    assert f"the last pass ran under userspace {OLD_DRIVER}, the container now has {NEW_DRIVER}" in said, said
+    assert "burn-in verdict: pass" in said, said[-5000:]
+    for host in ("a", "c"):
+        assert fixed.status(host, "burnin.run") == "ok" and "burn-in verdict" not in fixed.texts(host)
     smi = fleet.on_node("b", "pct exec 200 -- nvidia-smi --query-gpu=driver_version --format=csv,noheader")
-    assert set(smi.split()) == {"595.82.01"}, smi
-    rc, recap, err = fleet.run("plan")
-    assert rc == 0 and changed_hosts(recap) == set(), err[-5000:]
+    assert set(smi.split()) == {NEW_DRIVER}, smi
+    again = fleet.run("plan")
+    assert again.rc == 0 and again.changed() == set(), again.describe()
