@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from provisioner import interrupts, node_lock
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
@@ -28,6 +28,13 @@ from provisioner.steps.state import RunState
 from provisioner.transport.base import CommandFailed, Transport, TransportError
 
 Mode = Literal["plan", "apply"]
+
+
+@runtime_checkable
+class Warmable(Protocol):
+    """A `pve_factory` that can load its code ahead of its first use (`session.PveFactory`)."""
+
+    def warm(self) -> None: ...
 
 
 @dataclass
@@ -161,6 +168,9 @@ async def run_host(
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
+    load_step_kinds()  # what the first step would import; then the API client loads while commands run
+    if isinstance(pve_factory, Warmable):
+        pve_factory.warm()
     try:
         with local_lock:
             for index, spec in enumerate(playbook.steps):

@@ -79,3 +79,10 @@ def test_host_label_is_one_rule() -> None:
     assert host_label("pve1") == "pve1"
     assert host_label("pve1", 2222) == "pve1:2222"
     assert host_label("10.0.0.5", 22, "root") == "root@10.0.0.5"
+
+
+async def test_a_command_that_exits_without_reading_its_stdin_reports_its_exit_status() -> None:
+    # 4 MiB cannot fit a pipe: the write meets a closed pipe once `sh` has exited (seen under load with
+    # write_file into a missing directory: ConnectionResetError instead of the command's failure)
+    result = await LocalTransport().run(["sh", "-c", "echo gone; exit 3"], stdin=b"x" * (4 << 20))
+    assert (result.exit_status, result.lines) == (3, ["gone"])

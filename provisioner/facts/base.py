@@ -3,12 +3,16 @@
 Facts run through `Transport.for_facts()` (in a container: no login shell, so no profile noise
 reaches the parser).
 
+Independent facts are read concurrently with `FactCache.gather` (one SSH channel each over the one
+connection); concurrent reads of the same fact wait for each other, so a probe never runs twice.
+
 A step that changes what a fact describes invalidates it (e.g. `driver.userspace` invalidates the
 container's `nvidia-smi` facts), so the next read probes again.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -41,12 +45,37 @@ class Fact(Generic[T]):
     login: bool = False  # run through a login shell (the environment a profile sets), not `for_facts()`
 
 
+class Gathered:
+    """What `FactCache.gather` read: each fact's value, or the exception its read raised."""
+
+    def __init__(self, outcomes: dict[str, Any]) -> None:
+        self._outcomes = outcomes
+
+    def value(self, fact: Fact[T]) -> T:
+        """The fact's value; raises what reading it raised (as `FactCache.get` would have)."""
+        outcome = self._outcomes[fact.name]
+        if isinstance(outcome, Exception):
+            raise outcome
+        value: T = outcome
+        return value
+
+
 class FactCache:
     """Per-run cache keyed by (target name, fact name): the parsed values and the raw results."""
 
     def __init__(self) -> None:
         self._values: dict[tuple[str, str], Any] = {}
         self._results: dict[tuple[str, str], CommandResult] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def gather(self, transport: Transport, *facts: Fact[Any]) -> Gathered:
+        """Read independent facts concurrently; `Gathered.value(fact)` gives each value or raises its
+        error, so a caller checks them in the order it always did. Cancellation is not swallowed."""
+        results = await asyncio.gather(*(self.get(transport, fact) for fact in facts), return_exceptions=True)
+        for outcome in results:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome  # CancelledError, KeyboardInterrupt
+        return Gathered({fact.name: outcome for fact, outcome in zip(facts, results, strict=True)})
 
     async def result(self, transport: Transport, fact: Fact[Any], *, retries: int = 2,
                      on_line: Callable[[str], None] | None = None) -> CommandResult:
@@ -71,6 +100,14 @@ class FactCache:
         if key in self._values:
             value: T = self._values[key]
             return value
+        # a concurrent read of the same fact (`gather`) waits for the first one and finds its value
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            if key in self._values:
+                value = self._values[key]
+                return value
+            return await self._probe(transport, fact, key, retries)
+
+    async def _probe(self, transport: Transport, fact: Fact[T], key: tuple[str, str], retries: int) -> T:
         result = await self.result(transport, fact, retries=retries)
         if result.exit_status not in fact.ok_statuses:
             tail = " | ".join(result.tail(3))

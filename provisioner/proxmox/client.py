@@ -12,6 +12,10 @@ the server's version (`provisioner.proxmox.schema`): an invalid request raises `
 to `provisioner.proxmox.errors`. Tasks are awaited with `wait_task`, which returns a `TaskResult`
 (``OK`` / ``WARNINGS: n``) or raises `TaskFailed` (with the log tail) / `TaskTimeout` — never None.
 
+paramiko (with proxmoxer's ssh_paramiko backend, ~0.3 s of imports) is imported only by `PveClient.ssh`:
+a replay over HTTPS never pays for it, and `_map_error` recognises paramiko's exceptions only once it
+is loaded (no paramiko exception can exist before).
+
 Notes on proxmoxer internals we rely on (2.2/2.3): `ProxmoxResource(base_url=, session=,
 serializer=)` is the call-chaining object; the https backend's password auth posts
 ``/access/ticket`` with a bare ``requests.post`` (we override it to go through our verified
@@ -23,13 +27,13 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import paramiko
 import requests
 from proxmoxer import AuthenticationError, ResourceException
 from proxmoxer.backends.command_base import JsonSimpleSerializer
@@ -39,7 +43,6 @@ from proxmoxer.backends.https import (
     ProxmoxHTTPAuth,
     ProxmoxHttpSession,
 )
-from proxmoxer.backends.ssh_paramiko import SshParamikoSession
 from proxmoxer.core import ProxmoxResource
 from requests.adapters import HTTPAdapter
 
@@ -57,6 +60,9 @@ from provisioner.proxmox.errors import (
 )
 from provisioner.proxmox.schema import PARAM_FAILED, ApiSchema, load_schema, schema_version_for
 from provisioner.proxmox.tasks import TaskResult, exitstatus_is_ok, exitstatus_warnings
+
+if TYPE_CHECKING:
+    import paramiko
 
 AuthKind = Literal["ticket", "token", "shell"]
 
@@ -153,32 +159,34 @@ class _TicketAuth(ProxmoxHTTPAuth):  # type: ignore[misc]
         self.csrf_prevention_token = data["CSRFPreventionToken"]
 
 
-class _KnownHostsSession(SshParamikoSession):  # type: ignore[misc]
-    """proxmoxer's paramiko session, checking host keys against known_hosts (no AutoAddPolicy)."""
+def _known_hosts_session(host: str, user: str, *, private_key_file: str | None, port: int,
+                         known_hosts: str | None, timeout: float) -> Any:
+    """proxmoxer's paramiko session, checking host keys against known_hosts (no AutoAddPolicy).
+    paramiko is imported here, on the SSH way in only."""
+    import paramiko
+    from proxmoxer.backends.ssh_paramiko import SshParamikoSession
 
-    def __init__(self, host: str, user: str, *, private_key_file: str | None, port: int,
-                 known_hosts: str | None, timeout: float) -> None:
-        self._known_hosts = known_hosts
-        super().__init__(host, user, private_key_file=private_key_file, port=port, timeout=timeout)
+    class _KnownHostsSession(SshParamikoSession):  # type: ignore[misc]
+        def _connect(self) -> paramiko.SSHClient:
+            client = paramiko.SSHClient()
+            if known_hosts:
+                client.load_host_keys(known_hosts)
+            else:
+                client.load_system_host_keys()
+            client.set_missing_host_key_policy(paramiko.RejectPolicy())
+            key = str(Path(self.private_key_file).expanduser()) if self.private_key_file else None
+            client.connect(
+                self.host,
+                port=self.port,
+                username=self.user,
+                key_filename=key,
+                allow_agent=key is None,
+                look_for_keys=key is None,
+                timeout=self.timeout,
+            )
+            return client
 
-    def _connect(self) -> paramiko.SSHClient:
-        client = paramiko.SSHClient()
-        if self._known_hosts:
-            client.load_host_keys(self._known_hosts)
-        else:
-            client.load_system_host_keys()
-        client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        key = str(Path(self.private_key_file).expanduser()) if self.private_key_file else None
-        client.connect(
-            self.host,
-            port=self.port,
-            username=self.user,
-            key_filename=key,
-            allow_agent=key is None,
-            look_for_keys=key is None,
-            timeout=self.timeout,
-        )
-        return client
+    return _KnownHostsSession(host, user, private_key_file=private_key_file, port=port, timeout=timeout)
 
 
 def _parse_cli_error(text: str) -> tuple[int, str, dict[str, str]]:
@@ -290,7 +298,7 @@ class PveClient:
         """Connect over SSH and run ``pvesh`` (proxmoxer ssh_paramiko backend, host key checked)."""
         target = f"ssh://{user}@{host}:{port}"
         try:
-            session = _KnownHostsSession(
+            session = _known_hosts_session(
                 host, user, private_key_file=str(key_filename) if key_filename else None, port=int(port),
                 known_hosts=str(known_hosts) if known_hosts else None, timeout=timeout,
             )
@@ -490,6 +498,11 @@ def _map_error(exc: BaseException, target: str) -> ProxmoxError:
         return TlsRejected(f"TLS certificate of {target} was not accepted: {detail}")
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
         return Unreachable(f"cannot reach {target}: {exc}")
+    paramiko = sys.modules.get("paramiko")  # loaded by `PveClient.ssh`; without it no paramiko error exists
+    if paramiko is None:
+        if isinstance(exc, (OSError, socket.timeout)):
+            return Unreachable(f"cannot reach {target}: {exc}")
+        return ProxmoxError(f"{target}: {exc}")
     if isinstance(exc, paramiko.BadHostKeyException):
         return HostKeyRejected(f"host key of {target} does not match known_hosts (possible man-in-the-middle)")
     if isinstance(exc, paramiko.AuthenticationException):

@@ -67,15 +67,17 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     """Node facts the later steps need (also what the TUI's inventory page shows)."""
     node = ctx.node
     warnings: list[str] = []
-    module_version = await ctx.fact(node, catalog.MODULE_VERSION)
-    proc_version = await ctx.fact(node, catalog.PROC_DRIVER_VERSION)
+    # independent probes run concurrently; their outcomes are checked in the order they always were
+    first = await ctx.facts.gather(node, catalog.MODULE_VERSION, catalog.PROC_DRIVER_VERSION, catalog.GPUS)
+    module_version = first.value(catalog.MODULE_VERSION)
+    proc_version = first.value(catalog.PROC_DRIVER_VERSION)
     no_module = StepFailed(
         f"no NVIDIA kernel module is loaded on {ctx.host} (/sys/module/nvidia/version and "
         "/proc/driver/nvidia/version are absent)",
         fix="install the NVIDIA driver on the Proxmox host (kernel module, open flavour for Blackwell) and "
             "load it (`modprobe nvidia`); check `dmesg | grep -i nvrm` for why it did not load")
     try:
-        gpus = await ctx.fact(node, catalog.GPUS)
+        gpus = first.value(catalog.GPUS)
     except FactUnavailable as exc:
         if module_version is None and proc_version is None:
             raise no_module from None
@@ -96,22 +98,24 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
     flavour_failure = open_module_failure(ctx.host, proc_version, list(gpus), [])
     if flavour_failure is not None:
         raise flavour_failure
+    rest = await ctx.facts.gather(node, catalog.GPU_INFORMATION, catalog.NVSWITCH, catalog.FABRIC_STATES,
+                                  catalog.PROC_DEVICES, catalog.DEV_NODES, catalog.PVEVERSION, catalog.CGROUP)
     # Device minors: /dev/nvidiaN is numbered by minor, not by nvidia-smi's (PCI order) index.
     try:
-        info = await ctx.fact(node, catalog.GPU_INFORMATION)
+        info = rest.value(catalog.GPU_INFORMATION)
     except FactUnavailable:
         info = []
     minors = {i.bus_id: i.minor for i in info}
     if gpus and not minors:
         warnings.append("no /proc/driver/nvidia/gpus/*/information: device minors assumed equal to the GPU index")
-    nvswitch = await ctx.fact(node, catalog.NVSWITCH)
-    fabric = await ctx.fact(node, catalog.FABRIC_STATES)
+    nvswitch = rest.value(catalog.NVSWITCH)
+    fabric = rest.value(catalog.FABRIC_STATES)
     in_fabric = any(s.lower() != "n/a" for s in fabric.values())
     unit: UnitState | None = None
     if nvswitch.present or in_fabric:
         unit = await ctx.fact(node, catalog.FABRICMANAGER)
-    devices = await ctx.fact(node, catalog.PROC_DEVICES)
-    nodes = await ctx.fact(node, catalog.DEV_NODES)
+    devices = rest.value(catalog.PROC_DEVICES)
+    nodes = rest.value(catalog.DEV_NODES)
     present = {n.path for n in nodes.nodes}
     if devices.uvm_major is None:
         warnings.append("nvidia-uvm is not loaded on the host (no 'nvidia-uvm' in /proc/devices); CUDA needs it")
@@ -125,8 +129,8 @@ async def gather_inventory(ctx: StepContext) -> HostInventory:
         if g.driver_version != driver:
             warnings.append(f"GPU {g.index} reports driver {g.driver_version} but the module is {driver}")
             break
-    pve = await ctx.fact(node, catalog.PVEVERSION)
-    cgroup = await ctx.fact(node, catalog.CGROUP)
+    pve = rest.value(catalog.PVEVERSION)
+    cgroup = rest.value(catalog.CGROUP)
     return HostInventory(gpus=list(gpus), driver_version=driver, module_flavour=str(flavour),
                          uvm_major=devices.uvm_major, caps_major=devices.caps_major,
                          nvidia_major=devices.nvidia_major or 195, device_nodes=sorted(present),

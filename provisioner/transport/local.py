@@ -40,9 +40,12 @@ class LocalTransport(Transport):
         async def pump() -> None:
             assert proc.stdout is not None
             if stdin is not None and proc.stdin is not None:
-                proc.stdin.write(stdin)
-                await proc.stdin.drain()
-                proc.stdin.close()
+                try:
+                    proc.stdin.write(stdin)
+                    await proc.stdin.drain()
+                    proc.stdin.close()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the command exited (or closed its stdin) unread: its output and exit status decide
             while chunk := await proc.stdout.read(65536):
                 splitter.feed(decoder.decode(chunk))
             splitter.feed(decoder.decode(b"", final=True))
