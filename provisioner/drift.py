@@ -203,16 +203,7 @@ class DriftReport:
                 "unchecked": list(self.unchecked)}
 
 
-async def read_text(node: Any, path: str) -> str | None:
-    """A node file's text, None when it does not exist (`cat` exits non-zero)."""
-    result = await node.for_facts().run(["cat", path], timeout=30, quiet=True)
-    return result.output if result.ok else None
-
-
-async def _fact_text(cache: Any, node: Any, fact: Any, vmid: int) -> str | None:
-    """The text of an evidence fact read through the cache; None when its command fails (no such file)."""
-    result = await cache.result(node, evidence.bind(fact, vmid, None))
-    return str(result.output) if result.ok else None
+_fact_text = evidence.text  # the text of an evidence fact read through the cache; None when its command fails
 
 
 async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> DriftReport:

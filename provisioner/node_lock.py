@@ -1,7 +1,15 @@
-"""A lock held on the node itself, so that two controllers cannot provision one container at once.
+"""The project's one provisioning lock, held on the node itself: two runs (replays, wizards, from one
+controller or several) cannot provision one container at once.
 
-A lock in the controller's state dir only separates runs that share that state dir and spell the
-host the same way (`127.0.0.1` and `localhost` ran at once). This one lives on the node:
+What it guards is the container and its node-side state (its config, passed devices, boot unit,
+provisioning record), per container id (`ct-<vmid>`; `nextid` while the playbook lets Proxmox choose
+one). There used to be a second lock, a flock in the controller's state dir per host label and vmid
+(`runner.container_lock`); it guarded nothing this one does not: the controller keeps no state per
+container that two runs could both write (run logs and recorded playbooks are per run; the fleet
+report, per playbook and inventory, is written after the hosts' runs, outside that lock too), and as a
+guard of the container it only separated runs that share that state dir and spell the host the same
+way (`127.0.0.1` and `localhost` ran at once), and the wizard never took it. So it was removed.
+This one lives on the node:
 `flock(1)` on `/run/lock/gpu-provisioner/ct-<vmid>.lock` (where PVE keeps its own
 `/run/lock/lxc/pve-config-<vmid>.lock`), held by a process whose stdin is our SSH channel. When
 the run ends we close the channel; when the controller dies (SIGKILL, lost network) sshd closes

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -16,7 +14,6 @@ from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted,
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.node_lock import NodeLock
-from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
 from provisioner.redaction import REDACTOR
@@ -45,7 +42,7 @@ class HostResult:
     by_index: dict[int, StepStatus] = field(default_factory=dict)
     error: str = ""
     exit_code: int = 0
-    failures_outside_steps: int = 0  # the container lock, a host that could not even be reached
+    failures_outside_steps: int = 0  # the node lock, a host that could not even be reached
 
     @property
     def statuses(self) -> list[StepStatus]:
@@ -103,28 +100,6 @@ def diagnose_lines(lines: list[str]) -> list[dict[str, Any]]:
     return [dict(f.to_dict()) for f in findings[:3]]
 
 
-@contextlib.contextmanager
-def container_lock(host: str, vmid: int | None) -> Iterator[None]:
-    """Two runs may not provision the same container at once (lock per host and vmid)."""
-    if vmid is None:
-        yield
-        return
-    lock_dir = state_dir() / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    safe = "".join(c if c.isalnum() or c in ".-_" else "_" for c in host)
-    with open(lock_dir / f"{safe}-{vmid}.lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StepFailed(f"another run is provisioning container {vmid} on {host}",
-                             fix="wait for it to finish (or remove a stale lock after checking no run is active)",
-                             exit_code=1) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 class HostRun:
     """One host's steps run one at a time, counted into one `HostResult`: `run_host` drives it
     over the whole playbook, the wizard one step per confirmation."""
@@ -163,8 +138,8 @@ async def run_host(
     ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
     run = HostRun(ctx)
     failed = False
-    # plan changes nothing: it takes no lock, so a plan during a replay works.
-    local_lock = container_lock(host, playbook.target.container) if mode == "apply" else contextlib.nullcontext()
+    # plan changes nothing: it takes no lock, so a plan during a replay works. The one lock is the
+    # node's (`provisioner.node_lock`: why not one in the controller's state dir too, it says).
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
@@ -172,18 +147,17 @@ async def run_host(
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
     try:
-        with local_lock:
-            for index, spec in enumerate(playbook.steps):
-                if failed:
-                    run.skip(index, spec, "skipped after an earlier failure")
-                    continue
-                if lock is not None and not lock.held and spec.kind != "node.connect":
-                    await lock.acquire()  # on the node itself: other controllers and state dirs see it
-                status = await run.step(index, spec, mode)
-                if mode == "plan":
-                    run.result.by_index[index] = status
-                if status in ("failed", "interrupted"):
-                    failed = True
+        for index, spec in enumerate(playbook.steps):
+            if failed:
+                run.skip(index, spec, "skipped after an earlier failure")
+                continue
+            if lock is not None and not lock.held and spec.kind != "node.connect":
+                await lock.acquire()  # on the node itself: other controllers and state dirs see it
+            status = await run.step(index, spec, mode)
+            if mode == "plan":
+                run.result.by_index[index] = status
+            if status in ("failed", "interrupted"):
+                failed = True
     except StepFailed as exc:  # a lock
         run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))

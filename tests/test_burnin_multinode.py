@@ -303,6 +303,36 @@ def test_multinode_params_are_validated_before_any_shell() -> None:
             MultinodeParams(**bad)  # type: ignore[arg-type]
 
 
+def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
+    """`burnin.run` and `burnin.multinode` take gemm_seconds / nvml_gpu_count_check / fallback_python
+    (and venv, backend) from one place: the same names, the same refusals with the same messages, the
+    same burn-in arguments; the result document is read from the output by one reader."""
+    from pydantic import ValidationError
+
+    from provisioner.steps.burnin_common import TOOL, last_json
+    from provisioner.steps.burnin_multinode import MultinodeParams
+    from provisioner.steps.burnin_run import BurninParams
+
+    need = {"nodes": 2, "rdzv_endpoint": "h:1"}
+    for bad in ({"fallback_python": "python3"}, {"venv": "venv;rm"}, {"gemm_seconds": -1},
+                {"gemm_seconds": 7200}, {"backend": "mpi"}):
+        messages = []
+        for model, extra in ((BurninParams, {}), (MultinodeParams, need)):
+            with pytest.raises(ValidationError) as info:
+                model(**bad, **extra)  # type: ignore[arg-type]
+            messages.append([(e["loc"], e["msg"]) for e in info.value.errors()])
+        assert messages[0] == messages[1], bad
+    run = BurninParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3")
+    multi = MultinodeParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3", **need)
+    assert run.burnin_extra_args(4) == multi.burnin_extra_args(4) == ["--gemm-seconds", "5.0"]
+    assert BurninParams().burnin_extra_args(2) == ["--expected-gpus", "2"]
+    doc = {"tool": TOOL, "verdict": {"overall": "pass"}}
+    lines = ["warning: noise", json.dumps(doc), '{"torchrun": "agent"}', "{not json}"]
+    assert last_json(lines) == {"torchrun": "agent"}  # burnin.run: its result file holds only the document
+    assert last_json(lines, TOOL) == doc  # burnin.multinode: torchrun's own output around it
+    assert last_json(["no json here"]) is None
+
+
 @pytest.mark.slow
 def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -> None:
     """`provisioner replay PLAYBOOK --inventory` on two labs, the playbook ending in burnin.multinode:

@@ -158,7 +158,11 @@ steps:
 
 async def test_two_runs_cannot_provision_the_same_container(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import fcntl
+    """The node lock is the one lock: a run holding it from another state dir, with the host spelled
+    otherwise (what the controller-side lock it replaced never saw), stops this run before any step."""
+    from provisioner import node_lock
+    from provisioner.node_lock import NodeLock
+    from provisioner.transport.local import LocalTransport
 
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     pb = loads(f"""schema_version: 1
@@ -167,14 +171,16 @@ steps:
   - kind: test.file
     params: {{path: {tmp_path}/l.txt, content: l}}
 """)
-    lock_dir = tmp_path / "state" / "locks"
-    lock_dir.mkdir(parents=True)
-    with open(lock_dir / "localhost-300.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # another run holds the container
+    other = NodeLock(LocalTransport(None, "node"), 300, "127.0.0.1", node_lock.LOCK_DIR)
+    await other.acquire()  # another run (other state dir, other spelling) holds the container
+    try:
         events: list[Event] = []
         recap = await run(pb, "apply", events)
         assert recap["status"] == "failed"
-        assert any("another run is provisioning container 300" in getattr(e, "text", "") for e in events)
+        assert any("another controller is provisioning container 300" in getattr(e, "text", "") for e in events)
+        assert any("(target 127.0.0.1)" in getattr(e, "text", "") for e in events)
         assert not (tmp_path / "l.txt").exists()
+    finally:
+        await other.release()
     recap = await run(pb, "apply", [])
     assert recap["status"] == "ok" and (tmp_path / "l.txt").exists()

@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 from provisioner.facts import catalog
-from provisioner.facts.base import Fact
+from provisioner.facts.base import Fact, FactCache
 from provisioner.facts.models import RawText
+from provisioner.transport.base import Transport
 
 VENV = "{venv}"
 VMID = "{vmid}"
@@ -158,6 +159,15 @@ def _binding(vmid: int | None, venv: str | None, fact: Fact[Any]) -> str:
     if VENV in fact.argv:
         parts.append(f"venv={venv or DEFAULT_VENV}")
     return ",".join(parts)
+
+
+async def text(cache: FactCache, transport: Transport, fact: Fact[Any], vmid: int | None,
+               venv: str | None = None) -> str | None:
+    """The output of evidence `fact` (bound to `vmid`/`venv`) read through `cache`; None when its
+    command fails (no such file, a unit not enabled). What `lxc.boot_persistence`, drift (`plan --check`,
+    the wizard's Summary) and `diagnose --host` read, so they see the same thing."""
+    result = await cache.result(transport, bind(fact, vmid, venv))
+    return str(result.output) if result.ok else None
 
 
 def needs_container(fact: Fact[Any]) -> bool:

@@ -13,38 +13,37 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
-from provisioner.facts.base import FactUnavailable
-from provisioner.facts.models import ParseError, TorchRuntime
-from provisioner.facts.torch_runtime import torch_runtime
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
-from provisioner.steps.burnin_run import _package_tarball
+from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind, register
+from provisioner.steps.burnin_common import (
+    REMOTE_DIR,
+    TOOL,
+    BurninCommonParams,
+    choose_interpreter,
+    fallback_warning,
+    last_json,
+    ship_package,
+)
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 
-REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 LAST_RESULT = f"{REMOTE_DIR}/last-multinode-result.json"
 _ENDPOINT_RE = re.compile(r"^(?P<host>[A-Za-z0-9.:\[\]-]+):(?P<port>\d{1,5})$")
 _SIZE = r"[0-9]+(B|K|KiB|M|MiB|G|GiB)?"
 
 
-class MultinodeParams(Params):
+class MultinodeParams(BurninCommonParams):
     nodes: int = Field(ge=2, le=4096, description="Nodes (torchrun agents) that must join the rendezvous")
     rdzv_endpoint: str = Field(description="host:port of the c10d rendezvous, reachable from every container "
                                            "(the first node's container address)")
     rdzv_id: str = Field("gpu-burnin", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Job id shared by the nodes")
     nproc_per_node: int | None = Field(None, ge=1, le=64, description="Ranks per node (default: its GPUs)")
-    venv: str = "/opt/torch-venv"
-    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl when the container's torch sees "
-                                                                        "CUDA GPUs and has NCCL, else gloo")
     sizes: str = Field("8B:1GiB", pattern=rf"^{_SIZE}:{_SIZE}$")
     phases: str = Field("preflight,gemm,collectives,fabric,soak", pattern=r"^[a-z,]+$")
     duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
@@ -54,20 +53,6 @@ class MultinodeParams(Params):
                                       description="NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME (default: the tools' own choice)")
     thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {fabric_slow_fraction: 0.7}")
     always_run: bool = Field(False, description="Run even when a passing multi-node result exists on this node")
-    gemm_seconds: float | None = Field(None, ge=0, le=3600, description="GEMM stress per GPU (default: 30 s)")
-    nvml_gpu_count_check: bool = Field(True, description="Fail the preflight unless NVML sees every GPU")
-    fallback_python: str | None = Field(None, description="An interpreter (in the container) whose torch has "
-                                                          "torch.distributed, used when the venv has none")
-
-    @field_validator("fallback_python")
-    @classmethod
-    def _python(cls, v: str | None) -> str | None:
-        return None if v is None else validate.abs_path(v)
-
-    @field_validator("venv")
-    @classmethod
-    def _venv(cls, v: str) -> str:
-        return validate.abs_path(v)
 
     @field_validator("rdzv_endpoint")
     @classmethod
@@ -87,28 +72,13 @@ class MultinodeParams(Params):
         return v
 
 
-def last_json(lines: list[str]) -> dict[str, Any] | None:
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                doc: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if doc.get("tool") == "provisioner.burnin":
-                return doc
-    return None
-
-
 def verdict_of(doc: dict[str, Any]) -> str:
     verdict = doc.get("verdict")
     return str(verdict.get("overall", "unknown")) if isinstance(verdict, dict) else str(doc.get("status", "unknown"))
 
 
 def torchrun_argv(p: MultinodeParams, python: str, nproc: int, backend: str) -> list[str]:
-    extra = ["--expected-gpus", str(nproc)] if p.nvml_gpu_count_check else []
-    if p.gemm_seconds is not None:
-        extra += ["--gemm-seconds", str(p.gemm_seconds)]
+    extra = p.burnin_extra_args(nproc)
     argv = [python, "-m", "torch.distributed.run", f"--nnodes={p.nodes}", f"--nproc-per-node={nproc}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={p.rdzv_endpoint}", f"--rdzv-id={p.rdzv_id}",
             f"--rdzv-conf=join_timeout={p.join_timeout_s}", "--max-restarts=0",
@@ -127,27 +97,8 @@ class BurninMultinode(StepKind[MultinodeParams]):
     title = "Burn-in across nodes: torchrun c10d rendezvous, NCCL collectives, per-node and per-pair results"
     Params = MultinodeParams
 
-    async def _runtime(self, ctx: StepContext, python: str) -> TorchRuntime | None:
-        try:
-            return await ctx.fact(ctx.container(), torch_runtime(python))
-        except (FactUnavailable, ParseError):
-            return None  # no such interpreter (yet)
-
-    async def _python(self, ctx: StepContext) -> tuple[str | None, TorchRuntime | None]:
-        """The interpreter to run torchrun with and what its torch reports (None: no usable one yet):
-        the venv's, else `fallback_python` when the venv's torch has no torch.distributed."""
-        py = f"{self.params.venv}/bin/python"
-        runtime = await self._runtime(ctx, py)
-        if runtime is not None and runtime.distributed:
-            return py, runtime
-        if self.params.fallback_python:
-            fallback = await self._runtime(ctx, self.params.fallback_python)
-            if fallback is not None and fallback.distributed:
-                return self.params.fallback_python, fallback
-        return None, runtime
-
     async def check(self, ctx: StepContext) -> Plan:
-        py, _ = await self._python(ctx)
+        py, _ = await choose_interpreter(ctx, self.params)
         if py is None:
             if ctx.mode == "plan":
                 raise DependsOnEarlier(f"the venv {self.params.venv} does not exist yet")
@@ -156,7 +107,7 @@ class BurninMultinode(StepKind[MultinodeParams]):
             ct = ctx.container()
             last = await ct.run(["sh", "-c", f"cat {quoting.join([LAST_RESULT])} 2>/dev/null | tail -c 400000; true"],
                                 timeout=60, quiet=True)
-            doc = last_json(last.lines)
+            doc = last_json(last.lines, TOOL)
             if doc and verdict_of(doc) == "pass" and doc.get("world_size", 0) >= self.params.nodes:
                 ctx.state.burnin_multinode = doc
                 return Plan.no_change(f"a passing {self.params.nodes}-node burn-in result exists "
@@ -170,19 +121,14 @@ class BurninMultinode(StepKind[MultinodeParams]):
         if nproc < 1:
             raise StepFailed("no GPUs visible in the container", fix="run gpu.detect; check the passthrough")
         ct = ctx.container()
-        with tempfile.TemporaryDirectory() as tmp:
-            tarball = Path(tmp) / "burnin.tar.gz"
-            tarball.write_bytes(_package_tarball())
-            await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
-            await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
-        await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
-        py, runtime = await self._python(ctx)
+        await ship_package(ctx)
+        py, runtime = await choose_interpreter(ctx, self.params)
         if py is None or runtime is None:
             raise StepFailed(f"no torch with torch.distributed at {self.params.venv} in CT {ctx.vmid}",
                              fix="run venv.build first")
-        if py != f"{self.params.venv}/bin/python":
-            yield ctx.warning(f"the venv's torch has no torch.distributed; the burn-in runs with {py} "
-                              "(fallback_python)")
+        warning = fallback_warning(self.params, py)
+        if warning:
+            yield ctx.warning(warning)
         backend: str = self.params.backend
         if backend == "auto":
             backend = runtime.backend
@@ -198,7 +144,7 @@ class BurninMultinode(StepKind[MultinodeParams]):
         script = f"cd {REMOTE_DIR} && exec env {quoting.join(env)} {quoting.join(argv)}"
         budget = self.params.join_timeout_s + self.params.duration_s + 60 * 30
         result = await ct.run(["sh", "-c", script], timeout=budget)
-        doc = last_json(result.lines)
+        doc = last_json(result.lines, TOOL)
         if doc is None:
             raise StepFailed("the multi-node burn-in produced no result on this node", result=result,
                              fix="check that every node runs this step at the same time and can reach "

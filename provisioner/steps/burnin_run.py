@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from provisioner import quoting, validate
+from provisioner import quoting
 from provisioner.events import Event, Metric
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import TorchRuntime
-from provisioner.facts.torch_runtime import torch_runtime
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind, register
+from provisioner.steps.burnin_common import (
+    REMOTE_DIR,
+    BurninCommonParams,
+    choose_interpreter,
+    fallback_warning,
+    last_json,
+    ship_package,
+)
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 
-REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 #: the burn-in's `--json` stdout (its result document as one line)
 RESULT_LINE = f"{REMOTE_DIR}/result.jsonl"
 DRIVER_STAMP = f"{REMOTE_DIR}/last-result.driver"  # the userspace driver the last result ran under
@@ -47,53 +49,13 @@ async def _userspace_changed(ctx: StepContext) -> str:
     return ""
 
 
-class BurninParams(Params):
-    venv: str = "/opt/torch-venv"
-    backend: Literal["auto", "nccl", "gloo"] = Field("auto", description="auto: nccl when the container's torch sees CUDA GPUs and has NCCL, else gloo")
+class BurninParams(BurninCommonParams):
     sizes: str = Field("8B:256MiB", pattern=r"^[0-9]+(B|K|KiB|M|MiB|G|GiB)?:[0-9]+(B|K|KiB|M|MiB|G|GiB)?$")
     duration_s: int = Field(60, ge=0, le=86400, description="Soak time of the large all_reduce")
     phases: str = Field("preflight,gemm,collectives,soak,nvshmem", pattern=r"^[a-z,]+$")
     timeout_s: int = Field(120, ge=5, le=3600, description="Per-collective timeout that turns a hang into a verdict")
     thresholds: dict[str, float] = Field({}, description="Overrides, e.g. {all_reduce_busbw_gbps: 30}")
     always_run: bool = Field(False, description="Run even when a passing result for this venv exists")
-    gemm_seconds: float | None = Field(None, ge=0, le=3600, description="GEMM stress per GPU (default: 30 s)")
-    nvml_gpu_count_check: bool = Field(True, description="Fail the preflight unless NVML sees every GPU")
-    fallback_python: str | None = Field(None, description="An interpreter (in the container) whose torch has "
-                                                          "torch.distributed, used when the venv's torch has none")
-
-    @field_validator("venv")
-    @classmethod
-    def _venv(cls, v: str) -> str:
-        return validate.abs_path(v)
-
-    @field_validator("fallback_python")
-    @classmethod
-    def _python(cls, v: str | None) -> str | None:
-        return None if v is None else validate.abs_path(v)
-
-
-def _package_tarball() -> bytes:
-    """The burn-in package (stdlib + torch + pynvml only) as a tar.gz for the container."""
-    import provisioner.burnin as pkg
-
-    src = Path(pkg.__file__).parent
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        info = tarfile.TarInfo("provisioner/__init__.py")
-        info.size = 0
-        tar.addfile(info, io.BytesIO(b""))
-        for path in sorted(src.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, arcname=f"provisioner/burnin/{path.relative_to(src)}", filter=_root_owned)
-    return buf.getvalue()
-
-
-def _root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    """Files land in the container as root's, not as the controller user's uid (which the container's
-    user namespace may not map: tar as root there fails to chown to it)."""
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
 
 
 @register
@@ -135,12 +97,7 @@ class BurninRun(StepKind[BurninParams]):
         await ensure_inventory(ctx)
         gpus = len(ctx.state.gpus)
         ct = ctx.container()
-        with tempfile.TemporaryDirectory() as tmp:
-            tarball = Path(tmp) / "burnin.tar.gz"
-            tarball.write_bytes(_package_tarball())
-            await ct.run(["mkdir", "-p", REMOTE_DIR], timeout=60, check=True)
-            await ct.put(tarball, f"{REMOTE_DIR}/burnin.tar.gz", 0o644)
-        await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
+        await ship_package(ctx)
         py, runtime = await self._interpreter(ctx)
         async for event in self._interpreter_notes(ctx, py):
             yield event
@@ -151,9 +108,7 @@ class BurninRun(StepKind[BurninParams]):
                 yield ctx.warning("torch in the container reports no CUDA GPU or no NCCL: the collectives run "
                                   "with gloo on the CPU (this proves the plumbing, not the GPUs' bandwidth)")
         sizes, duration = self.params.sizes, self.params.duration_s
-        extra: list[str] = ["--expected-gpus", str(gpus)] if self.params.nvml_gpu_count_check else []
-        if self.params.gemm_seconds is not None:
-            extra += ["--gemm-seconds", str(self.params.gemm_seconds)]
+        extra = self.params.burnin_extra_args(gpus)
         ranks = gpus
         if backend == "gloo" and gpus < 2:
             ranks = 2  # gloo cannot send to itself: two CPU ranks prove the plumbing of a one-GPU host
@@ -171,7 +126,7 @@ class BurninRun(StepKind[BurninParams]):
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
                               on_line=lambda line: _metric_from_line(ctx, line))
         full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
-        doc = _last_json(full.lines)
+        doc = last_json(full.lines)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
@@ -184,22 +139,17 @@ class BurninRun(StepKind[BurninParams]):
     async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:
         """The venv's Python and what its torch reports; the fallback interpreter when it has no
         torch.distributed (a torch without it cannot run the burn-in)."""
-        ct = ctx.container()
-        py = f"{self.params.venv}/bin/python"
-        runtime = await ctx.fact(ct, torch_runtime(py))
-        if not runtime.distributed and self.params.fallback_python:
-            fallback = await ctx.fact(ct, torch_runtime(self.params.fallback_python))
-            if fallback.distributed:
-                return self.params.fallback_python, fallback
-        if not runtime.distributed:
-            raise StepFailed(f"the venv's torch ({runtime.version or 'not importable'}) has no torch.distributed: "
+        py, runtime = await choose_interpreter(ctx, self.params)
+        if py is None or runtime is None:
+            version = runtime.version if runtime is not None else None
+            raise StepFailed(f"the venv's torch ({version or 'not importable'}) has no torch.distributed: "
                              "the burn-in cannot run", fix="rebuild the venv (venv.build) with a full torch build")
         return py, runtime
 
     async def _interpreter_notes(self, ctx: StepContext, py: str) -> AsyncIterator[Event]:
-        if py != f"{self.params.venv}/bin/python":
-            yield ctx.warning(f"the venv's torch has no torch.distributed; the burn-in runs with {py} "
-                              "(fallback_python)")
+        warning = fallback_warning(self.params, py)
+        if warning:
+            yield ctx.warning(warning)
         yield ctx.info(f"burn-in sizes {self.params.sizes}, soak {self.params.duration_s}s"
                        + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
 
@@ -262,18 +212,6 @@ def _size(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale}{unit}"
     return f"{n}B"
-
-
-def _last_json(lines: list[str]) -> dict[str, Any] | None:
-    for line in reversed(lines):
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                doc: dict[str, Any] = json.loads(line)
-                return doc
-            except json.JSONDecodeError:
-                continue
-    return None
 
 
 def _metric_from_line(ctx: StepContext, line: str) -> None:

@@ -24,7 +24,9 @@ from pydantic import Field
 
 from provisioner import drift
 from provisioner.events import Event
-from provisioner.facts import catalog
+from provisioner.facts import catalog, evidence
+from provisioner.facts.base import Fact
+from provisioner.facts.models import RawText
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory
@@ -76,6 +78,23 @@ def _passthrough_params(ctx: StepContext) -> dict[str, object]:
     return {}
 
 
+#: the evidence facts the step reads, the same `drift.gather` reads for `plan --check`, the wizard's
+#: Summary and `diagnose --host`
+OWN_FACTS = (evidence.BOOT_UNIT_FILE, evidence.BOOT_UNIT_ENABLED, evidence.LXC_CONFIG_FILE,
+             evidence.PROVISIONING_MANIFEST)
+
+
+async def _text(ctx: StepContext, fact: Fact[RawText]) -> str | None:
+    return await evidence.text(ctx.facts, ctx.node, fact, ctx.vmid)
+
+
+def _forget(ctx: StepContext, *also: str) -> None:
+    """Drop the cached values of the facts this step reads (and the facts named in `also`) on the node,
+    so that the next read probes again."""
+    names = [evidence.bind(f, ctx.vmid, None).name for f in OWN_FACTS]
+    ctx.facts.invalidate(ctx.node.name, *names, *also)
+
+
 class _Observed:
     """What the check read (unit, enabled, conf, nodes, record), and the plan derived from it."""
 
@@ -97,17 +116,18 @@ class LxcBootPersistence(StepKind[BootParams]):
     kind = "lxc.boot_persistence"
     title = "Make the GPUs and the container survive a host reboot"
     Params = BootParams
-    invalidates = ("dev_nodes", "proc_devices")
+    # what apply changes: the node's device nodes, and the evidence facts it reads (`OWN_FACTS`; those
+    # bound to the container id are forgotten by `_forget`, a class-level name cannot carry the id)
+    invalidates = ("dev_nodes", "proc_devices", evidence.BOOT_UNIT_FILE.name, evidence.BOOT_UNIT_ENABLED.name)
 
     async def _observe(self, ctx: StepContext) -> tuple[_Observed, list[str]]:
         obs = _Observed()
         inv = await ensure_inventory(ctx)
         devices = passed_devices(ctx, inv)
         node = ctx.node
-        obs.unit_text = await drift.read_text(node, drift.UNIT_PATH)
-        obs.enabled = (await node.for_facts().run(["systemctl", "is-enabled", drift.UNIT_NAME], timeout=30,
-                                                  quiet=True)).ok
-        conf_text = await drift.read_text(node, conf_path(ctx.vmid))
+        obs.unit_text = await _text(ctx, evidence.BOOT_UNIT_FILE)
+        obs.enabled = await _text(ctx, evidence.BOOT_UNIT_ENABLED) is not None
+        conf_text = await _text(ctx, evidence.LXC_CONFIG_FILE)
         obs.conf_exists = conf_text is not None
         if conf_text is not None:
             from provisioner.proxmox.lxc_conf import LxcConfig
@@ -117,7 +137,7 @@ class LxcBootPersistence(StepKind[BootParams]):
             mode = "dev" if drift.dev_entries(conf) else "raw"
         else:
             mode = "dev"
-        obs.record = drift.parse_manifest(await drift.read_text(node, drift.manifest_path(ctx.vmid)) or "")
+        obs.record = drift.parse_manifest(await _text(ctx, evidence.PROVISIONING_MANIFEST) or "")
         changes: list[str] = []
         p = self.params
         pt = _passthrough_params(ctx)
@@ -159,6 +179,7 @@ class LxcBootPersistence(StepKind[BootParams]):
         return obs, changes
 
     async def check(self, ctx: StepContext) -> Plan:
+        _forget(ctx)  # earlier steps (lxc.create, lxc.gpu_passthrough) or a person may have changed them
         _, changes = await self._observe(ctx)
         note = (f"boot unit {drift.UNIT_NAME} (Before=pve-guests.service)" if self.params.state == "present"
                 else f"no boot unit {drift.UNIT_NAME}")
@@ -204,9 +225,10 @@ class LxcBootPersistence(StepKind[BootParams]):
             await node.run(["mkdir", "-p", drift.MANIFEST_DIR], timeout=30, check=True)
             await node.write_file(drift.manifest_path(ctx.vmid), obs.want_record.render().encode(), mode=0o644,
                                   timeout=30, quiet=True)
+        _forget(ctx)  # what apply wrote (unit, enablement, onboot, record)
 
     async def verify(self, ctx: StepContext) -> None:
-        ctx.facts.invalidate(ctx.node.name, "dev_nodes", "proc_devices")
+        _forget(ctx, "dev_nodes", "proc_devices")
         _, changes = await self._observe(ctx)
         if changes:
             raise StepFailed("boot persistence incomplete after apply: " + "; ".join(changes),
