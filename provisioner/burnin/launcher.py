@@ -29,6 +29,7 @@ Where no forkserver can start (a platform without it), `spawn_world` starts `pyt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -39,7 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -208,6 +210,23 @@ def _forkserver() -> Any:
     return ctx
 
 
+@contextlib.contextmanager
+def _bare_main() -> Iterator[None]:
+    """Hide the caller's `__main__` while the forkserver and the ranks start. multiprocessing makes the
+    forkserver (with a preload list) and every child it starts import the parent's `__main__` script
+    (CPython Lib/multiprocessing/forkserver.py `ensure_running`, popen_forkserver.py `_launch` ->
+    spawn.py `get_preparation_data`: init_main_from_path). The ranks need nothing of it (their
+    target lives in this module); importing it costs each rank the caller's imports (the
+    `provisioner` CLI's, under the controller) and would run a script that has no
+    `if __name__ == "__main__"` guard again in every rank."""
+    real_main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real_main
+
+
 def spawn_ranks(
     args: list[str],
     world: int,
@@ -217,24 +236,26 @@ def spawn_ranks(
 ) -> list[RankHandle]:
     """`python -m provisioner.burnin ARGS` per rank like `spawn_world`, but every rank forks from one forkserver that has imported torch (module
     docstring); same environment per rank, same logs. Falls back to `spawn_world` without a forkserver."""
-    ctx = _forkserver()
-    if ctx is None:
-        return list(spawn_world("provisioner.burnin", args, world, log_dir, extra_env, rank0_stderr))
-    port = free_port()
-    procs: list[RankHandle] = []
     saved_path = sys.path[:]
     if PACKAGE_PARENT not in sys.path:  # the forkserver imports the worker with this process's sys.path
         sys.path.insert(0, PACKAGE_PARENT)
+    ctx = _forkserver()
+    if ctx is None:
+        sys.path[:] = saved_path
+        return list(spawn_world("provisioner.burnin", args, world, log_dir, extra_env, rank0_stderr))
+    port = free_port()
+    procs: list[RankHandle] = []
     try:
-        for rank in range(world):
-            stderr_fd = None
-            if rank == 0 and rank0_stderr is not None:
-                rank0_stderr.flush()
-                stderr_fd = _InheritFd(rank0_stderr.fileno())
-            proc = ctx.Process(target=_rank_main, name=f"burnin-rank{rank}", args=(
-                child_env(rank, world, port, extra_env), str(log_dir / f"rank{rank}.log"), stderr_fd, args))
-            proc.start()
-            procs.append(ForkedRank(proc))
+        with _bare_main():
+            for rank in range(world):
+                stderr_fd = None
+                if rank == 0 and rank0_stderr is not None:
+                    rank0_stderr.flush()
+                    stderr_fd = _InheritFd(rank0_stderr.fileno())
+                proc = ctx.Process(target=_rank_main, name=f"burnin-rank{rank}", args=(
+                    child_env(rank, world, port, extra_env), str(log_dir / f"rank{rank}.log"), stderr_fd, args))
+                proc.start()
+                procs.append(ForkedRank(proc))
     finally:
         sys.path[:] = saved_path
     return procs
