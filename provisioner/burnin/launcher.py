@@ -302,8 +302,13 @@ def _tail(path: Path, lines: int = 8) -> list[str]:
 
 
 def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | None = None,
-              deadline_s: float | None = None, rank0_stderr: IO[str] | None = None) -> dict[str, Any]:
-    """One world of workers; returns rank 0's result document (or a synthesized failure)."""
+              deadline_s: float | None = None, rank0_stderr: IO[str] | None = None,
+              start: str = "forkserver") -> dict[str, Any]:
+    """One world of workers; returns rank 0's result document (or a synthesized failure). `start`:
+    "forkserver" (ranks fork from a preloaded process) or "exec" (`python -m` per rank, the baseline
+    of bench/burnin_launch.py)."""
+    if start not in ("forkserver", "exec"):
+        raise ValueError(f"start must be forkserver or exec, not {start!r}")
     log_dir.mkdir(parents=True, exist_ok=True)
     config_file = log_dir / "config.json"
     result_file = log_dir / "result.json"
@@ -311,7 +316,9 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
     config_file.write_text(replace(cfg, json=False, out=None).to_json(), encoding="utf-8")
     args = ["--worker", "--config-file", str(config_file), "--result-file", str(result_file)]
     started = time.monotonic()
-    procs = spawn_ranks(args, cfg.world_size, log_dir, extra_env, rank0_stderr)
+    procs: Sequence[RankHandle] = (
+        spawn_ranks(args, cfg.world_size, log_dir, extra_env, rank0_stderr) if start == "forkserver"
+        else spawn_world("provisioner.burnin", args, cfg.world_size, log_dir, extra_env, rank0_stderr))
     deadline = started + deadline_s if deadline_s else None
     codes = wait_world(procs, grace=cfg.timeout + 15.0, deadline=deadline)
     ranks = [{"rank": k, "returncode": c} for k, c in enumerate(codes)]
