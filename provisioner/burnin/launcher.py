@@ -5,11 +5,33 @@ LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT. A hung rank cann
 launcher: every rank has a watchdog, and once any rank has exited with an error the others get
 `timeout + grace` seconds before they are killed. Rank 0 writes the result to a file; if it
 never does, the launcher writes a failed result that says why.
+
+Ranks start from a preloaded process (`spawn_ranks`): a multiprocessing forkserver that has imported
+torch and the worker once forks every rank, instead of each rank paying torch's import (seconds each,
+and all of them at once on a loaded host). Why that is safe for CUDA and NCCL:
+
+- The forkserver is a fresh interpreter (fork+exec of `sys.executable`), not a fork of this launcher,
+  so whatever the launcher did (`torch.cuda.is_available()` to pick the backend initialises the CUDA
+  driver) is not inherited by it.
+- Importing torch does not initialise CUDA: torch initialises it lazily, on the first CUDA call
+  (torch/cuda/__init__.py `_lazy_init`). The forkserver makes none, so every rank forks from a
+  process with no CUDA context and initialises CUDA (and NCCL, at `init_process_group`) itself,
+  exactly as a torchrun rank does. torch's own fork guard (`torch.cuda._is_in_bad_fork`, set by its
+  at-fork handler only when the parent had initialised CUDA) is checked in each rank: a rank that
+  finds it set stops with a clear error instead of failing deep inside CUDA.
+- Each rank gets its own environment (RANK, WORLD_SIZE, LOCAL_RANK, ..., MASTER_ADDR/PORT, and
+  NCCL_* from `extra_env`) before any of that runs: NCCL and gloo read them at process-group
+  initialisation, not at import. OMP's thread count is read by libgomp when torch loads, so the rank
+  applies OMP_NUM_THREADS with `torch.set_num_threads` (what torchrun's default of 1 means).
+
+Where no forkserver can start (a platform without it), `spawn_world` starts `python -m` per rank.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -18,15 +40,32 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.report import failure_result, write_outputs
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that holds `provisioner/`
 RANK0_DONE_GRACE = 10.0
+#: imported once by the forkserver the ranks fork from (the worker imports torch and torch.distributed)
+PRELOAD = ["torch", "torch.distributed", "provisioner.burnin.worker"]
+#: the line each forked rank writes first to its log (tests and people read where it came from)
+FORKED_MARK = "[launch] rank {rank} forked from preloaded process {ppid} (torch preloaded: {pre})"
+
+
+class RankHandle(Protocol):
+    """What the launcher needs of a rank process: `subprocess.Popen` or a forked `ForkedRank`."""
+
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def send_signal(self, sig: int) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
 
 
 def free_port() -> int:
@@ -75,7 +114,154 @@ def spawn_world(
     return procs
 
 
-def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
+class _InheritFd:
+    """A file descriptor the forkserver hands to the child (multiprocessing passes it with SCM_RIGHTS)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        from multiprocessing import reduction
+
+        return (_detach_fd, (reduction.DupFd(self.fd),))
+
+
+def _detach_fd(dup: Any) -> int:
+    fd: int = dup.detach()
+    return fd
+
+
+def _rank_main(env: dict[str, str], log_path: str, stderr_fd: Any, args: list[str]) -> None:
+    """A rank, in a child of the forkserver: its environment, its log on fds 1 and 2, then the worker
+    (`python -m provisioner.burnin ARGS`). `stderr_fd` arrives here as a plain fd (see `_InheritFd`)."""
+    preloaded = "torch" in sys.modules
+    os.environ.clear()
+    os.environ.update(env)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(stderr_fd if stderr_fd is not None else log, 2)
+    for fd in {log, null, stderr_fd} - {None, 0, 1, 2}:
+        os.close(fd)
+    # as a `python` that Popen started: stdout to a file block-buffered, stderr line-buffered
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    os.write(1, (FORKED_MARK.format(rank=env.get("RANK"), ppid=os.getppid(), pre=preloaded) + "\n").encode())
+    import torch
+
+    if torch.cuda._is_in_bad_fork():  # the forkserver must never have initialised CUDA (module docstring)
+        print("[launch] CUDA was initialised in the process this rank forked from; this rank cannot use CUDA",
+              file=sys.stderr, flush=True)
+        os._exit(1)
+    threads = env.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    from provisioner.burnin.entry import main
+
+    sys.argv = [str(Path(__file__).with_name("__main__.py")), *args]
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class ForkedRank:
+    """A rank forked by the forkserver, with the `subprocess.Popen` methods the launcher uses."""
+
+    def __init__(self, proc: Any) -> None:
+        self.proc = proc
+
+    @property
+    def returncode(self) -> int | None:
+        code: int | None = self.proc.exitcode
+        return code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.proc.exitcode is None and self.proc.pid:
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.proc.join(timeout)
+        code = self.proc.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(f"rank pid {self.proc.pid}", timeout or 0.0)
+        return int(code)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _forkserver() -> Any:
+    """The forkserver context with torch preloaded, or None where this platform has none."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+@contextlib.contextmanager
+def _bare_main() -> Iterator[None]:
+    """Hide the caller's `__main__` while the forkserver and the ranks start. multiprocessing makes the
+    forkserver (with a preload list) and every child it starts import the parent's `__main__` script
+    (CPython Lib/multiprocessing/forkserver.py `ensure_running`, popen_forkserver.py `_launch` ->
+    spawn.py `get_preparation_data`: init_main_from_path). The ranks need nothing of it (their
+    target lives in this module); importing it costs each rank the caller's imports (the
+    `provisioner` CLI's, under the controller) and would run a script that has no
+    `if __name__ == "__main__"` guard again in every rank."""
+    real_main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real_main
+
+
+def spawn_ranks(
+    args: list[str],
+    world: int,
+    log_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    rank0_stderr: IO[str] | None = None,
+) -> list[RankHandle]:
+    """`python -m provisioner.burnin ARGS` per rank like `spawn_world`, but every rank forks from one forkserver that has imported torch (module
+    docstring); same environment per rank, same logs. Falls back to `spawn_world` without a forkserver."""
+    saved_path = sys.path[:]
+    if PACKAGE_PARENT not in sys.path:  # the forkserver imports the worker with this process's sys.path
+        sys.path.insert(0, PACKAGE_PARENT)
+    ctx = _forkserver()
+    if ctx is None:
+        sys.path[:] = saved_path
+        return list(spawn_world("provisioner.burnin", args, world, log_dir, extra_env, rank0_stderr))
+    port = free_port()
+    procs: list[RankHandle] = []
+    try:
+        with _bare_main():
+            for rank in range(world):
+                stderr_fd = None
+                if rank == 0 and rank0_stderr is not None:
+                    rank0_stderr.flush()
+                    stderr_fd = _InheritFd(rank0_stderr.fileno())
+                proc = ctx.Process(target=_rank_main, name=f"burnin-rank{rank}", args=(
+                    child_env(rank, world, port, extra_env), str(log_dir / f"rank{rank}.log"), stderr_fd, args))
+                proc.start()
+                procs.append(ForkedRank(proc))
+    finally:
+        sys.path[:] = saved_path
+    return procs
+
+
+def _kill(procs: Sequence[RankHandle]) -> None:
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -88,7 +274,7 @@ def _kill(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
-def wait_world(procs: list[subprocess.Popen[bytes]], grace: float, deadline: float | None = None) -> list[int]:
+def wait_world(procs: Sequence[RankHandle], grace: float, deadline: float | None = None) -> list[int]:
     """Wait for every rank. After the first failure the rest get `grace` seconds (time for their
     watchdogs to report), once rank 0 has exited at most RANK0_DONE_GRACE; past `deadline`
     (monotonic) everything is killed. Returns exit codes (negative = killed by that signal)."""
@@ -104,7 +290,7 @@ def wait_world(procs: list[subprocess.Popen[bytes]], grace: float, deadline: flo
             kill_at = now + grace
         if (kill_at is not None and now > kill_at) or (deadline is not None and now > deadline):
             _kill(procs)
-            return [int(p.returncode) for p in procs]
+            return [p.wait() for p in procs]  # every rank has exited or been killed by now
         time.sleep(0.05)
 
 
@@ -116,8 +302,13 @@ def _tail(path: Path, lines: int = 8) -> list[str]:
 
 
 def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | None = None,
-              deadline_s: float | None = None, rank0_stderr: IO[str] | None = None) -> dict[str, Any]:
-    """One world of workers; returns rank 0's result document (or a synthesized failure)."""
+              deadline_s: float | None = None, rank0_stderr: IO[str] | None = None,
+              start: str = "forkserver") -> dict[str, Any]:
+    """One world of workers; returns rank 0's result document (or a synthesized failure). `start`:
+    "forkserver" (ranks fork from a preloaded process) or "exec" (`python -m` per rank, the baseline
+    of bench/burnin_launch.py)."""
+    if start not in ("forkserver", "exec"):
+        raise ValueError(f"start must be forkserver or exec, not {start!r}")
     log_dir.mkdir(parents=True, exist_ok=True)
     config_file = log_dir / "config.json"
     result_file = log_dir / "result.json"
@@ -125,7 +316,9 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
     config_file.write_text(replace(cfg, json=False, out=None).to_json(), encoding="utf-8")
     args = ["--worker", "--config-file", str(config_file), "--result-file", str(result_file)]
     started = time.monotonic()
-    procs = spawn_world("provisioner.burnin", args, cfg.world_size, log_dir, extra_env, rank0_stderr)
+    procs: Sequence[RankHandle] = (
+        spawn_ranks(args, cfg.world_size, log_dir, extra_env, rank0_stderr) if start == "forkserver"
+        else spawn_world("provisioner.burnin", args, cfg.world_size, log_dir, extra_env, rank0_stderr))
     deadline = started + deadline_s if deadline_s else None
     codes = wait_world(procs, grace=cfg.timeout + 15.0, deadline=deadline)
     ranks = [{"rank": k, "returncode": c} for k, c in enumerate(codes)]

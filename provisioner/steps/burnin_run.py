@@ -113,8 +113,10 @@ class BurninRun(StepKind[BurninParams]):
         if backend == "gloo" and gpus < 2:
             ranks = 2  # gloo cannot send to itself: two CPU ranks prove the plumbing of a one-GPU host
             yield ctx.info(f"{gpus} GPU: the gloo collectives run with 2 CPU ranks (gloo needs a world size >= 2)")
-        argv = [py, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-                "-m", "provisioner.burnin", "--backend", backend, "--sizes", sizes,
+        # the burn-in's own single-node launcher (provisioner/burnin/launcher.py), not torchrun: it sets
+        # the same per-rank environment torchrun does, but forks the ranks from one process that has
+        # imported torch once instead of paying torch's import in each of them (seconds per rank)
+        argv = [py, "-m", "provisioner.burnin", "--world-size", str(ranks), "--backend", backend, "--sizes", sizes,
                 "--duration", str(duration), "--phases", self.params.phases,
                 "--timeout", str(self.params.timeout_s), *extra,
                 "--out", f"{REMOTE_DIR}/out", "--json"]
