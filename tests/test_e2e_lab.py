@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
@@ -31,7 +32,7 @@ def last_json(out: str) -> dict[str, object]:
 
 def lab_env(root: Path) -> dict[str, str]:
     return dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
-                PROVISIONER_CACHE_DIR=str(root.parent / "cache"))
+                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")))
 
 
 @pytest.fixture(scope="module")
