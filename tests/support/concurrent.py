@@ -21,9 +21,9 @@ T = TypeVar("T")
 
 def play_selected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                   scripts: Mapping[str, Callable[[Path], T]], workers: int) -> Iterator[dict[str, Future[T]]]:
-    """Start the scripts (keyed by the test function that checks them) of this file's selected tests,
+    """Start the scripts (keyed by the name of the test that checks each, parameters included) of this file's selected tests,
     `workers` at a time, each given a fresh directory; yield their futures; wait for all at teardown."""
-    selected = {item.originalname for item in request.session.items  # type: ignore[attr-defined]
+    selected = {item.name for item in request.session.items
                 if item.path == request.path}
     wanted = [name for name in scripts if name in selected]
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="labscript") as pool:
