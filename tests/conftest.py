@@ -4,6 +4,14 @@ from tests.support.pve_lab import lab, make_lab  # noqa: F401  (fixtures: the la
 from tests.support.sshd import sshd  # noqa: F401  (fixture)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _shared_lab_wheels(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Labs whose cache a test names through `tests.support.labcache.with_shared_wheels` share one wheel index."""
+    from tests.support import labcache
+
+    labcache.bind(tmp_path_factory)
+
+
 @pytest.fixture(autouse=True)
 def _node_lock_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """In-process runs take the node-side lock in a directory of the test's own, never in the machine's

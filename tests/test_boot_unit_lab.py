@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from provisioner.drift import UNIT_NAME, UNIT_PATH
+from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
 SHIPPED = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
@@ -50,7 +51,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path_factory.mktemp("bootunit") / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
-               PROVISIONER_CACHE_DIR=str(root.parent / "cache"), NO_COLOR="1", COLUMNS="240")
+               PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")), NO_COLOR="1", COLUMNS="240")
     up = cli(env, "lab", "up", "--root", str(root))
     assert up.returncode == 0, up.stdout + up.stderr
     yield env

@@ -7,10 +7,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
+from tests.support.concurrent import play_selected
+from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -44,7 +48,7 @@ def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
-               PROVISIONER_CACHE_DIR=str(tmp_path / "cache"))
+               PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")))
     args = ["lab", "up", "--root", str(root)]
     for s in scenarios:
         args += ["--scenario", s]
@@ -53,7 +57,7 @@ def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:
     return env
 
 
-def test_driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> None:
+def _driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> None:
     env = start_lab(tmp_path, "driver-mismatch")
     try:
         pb = tmp_path / "light.yaml"
@@ -76,7 +80,7 @@ def test_driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> 
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
 
 
-def test_installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> None:
+def _installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> None:
     """A dropped connection or the OOM killer can stop the installer after it wrote libnvidia-ml.so.<ver>:
     the right libraries are there, the install is not. The step reads the installer's own record (its log's
     completion line, the .run it copied still in /root) and plans a reinstall."""
@@ -108,7 +112,7 @@ def test_installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> 
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
 
 
-def test_corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
+def _corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
     env = start_lab(tmp_path, "corrupt-download")
     try:
         pb = tmp_path / "light.yaml"
@@ -134,7 +138,7 @@ echo "warning: proxy settings loaded" >&2
 """
 
 
-def test_facts_read_past_login_shell_noise_in_the_container(tmp_path: Path) -> None:
+def _facts_read_past_login_shell_noise_in_the_container(tmp_path: Path) -> None:
     """issue #19: one profile.d echo made gpu.detect fail with a ParseError; facts run without a login shell."""
     import asyncio
 
@@ -169,3 +173,36 @@ def test_facts_read_past_login_shell_noise_in_the_container(tmp_path: Path) -> N
         assert "ParseError" not in plan.stderr and "cannot parse" not in plan.stderr
     finally:
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+
+
+# -- each test checks its own script; the scripts (one lab each) play concurrently -----------------
+
+SCRIPTS: dict[str, Callable[[Path], None]] = {
+    "test_driver_mismatch_is_planned_as_replacement_and_fixed": _driver_mismatch_is_planned_as_replacement_and_fixed,
+    "test_installer_killed_after_its_libraries_is_reinstalled": _installer_killed_after_its_libraries_is_reinstalled,
+    "test_corrupt_download_is_refused_and_nothing_runs": _corrupt_download_is_refused_and_nothing_runs,
+    "test_facts_read_past_login_shell_noise_in_the_container": _facts_read_past_login_shell_noise_in_the_container,
+}
+#: scripts at once: none runs a burn-in (the playbook ends at gpu.detect); each mostly waits on SSH and tasks
+WORKERS = int(os.environ.get("DRIVER_LAB_WORKERS", "4"))
+
+
+@pytest.fixture(scope="module")
+def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[None]]]:
+    yield from play_selected(request, tmp_path_factory, SCRIPTS, WORKERS)
+
+
+def test_driver_mismatch_is_planned_as_replacement_and_fixed(played: dict[str, Future[None]]) -> None:
+    played["test_driver_mismatch_is_planned_as_replacement_and_fixed"].result()  # re-raises the script's failure (or skip)
+
+
+def test_installer_killed_after_its_libraries_is_reinstalled(played: dict[str, Future[None]]) -> None:
+    played["test_installer_killed_after_its_libraries_is_reinstalled"].result()  # re-raises the script's failure (or skip)
+
+
+def test_corrupt_download_is_refused_and_nothing_runs(played: dict[str, Future[None]]) -> None:
+    played["test_corrupt_download_is_refused_and_nothing_runs"].result()  # re-raises the script's failure (or skip)
+
+
+def test_facts_read_past_login_shell_noise_in_the_container(played: dict[str, Future[None]]) -> None:
+    played["test_facts_read_past_login_shell_noise_in_the_container"].result()  # re-raises the script's failure (or skip)

@@ -3,16 +3,20 @@ lab's SSH endpoint, pct/nvidia-smi stand-ins, real uv, real torch gloo burn-in).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.concurrent import play_selected
+from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
@@ -31,21 +35,28 @@ def last_json(out: str) -> dict[str, object]:
 
 def lab_env(root: Path) -> dict[str, str]:
     return dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
-                PROVISIONER_CACHE_DIR=str(root.parent / "cache"))
+                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")))
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+@contextlib.contextmanager
+def running_lab(base: Path) -> Iterator[dict[str, str]]:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
-    root = tmp_path_factory.mktemp("e2e") / "lab"
+    root = base / "lab"
     env = lab_env(root)
     up = cli(env, "lab", "up", "--root", str(root), timeout=180)
     assert up.returncode == 0, up.stdout + up.stderr
-    yield env
-    cli(env, "lab", "down", "--root", str(root), timeout=60)
+    try:
+        yield env
+    finally:
+        cli(env, "lab", "down", "--root", str(root), timeout=60)
 
 
-def test_plan_replay_idempotent_and_recorded(lab: dict[str, str], tmp_path: Path) -> None:
+def _plan_replay_idempotent_and_recorded(tmp_path: Path) -> None:
+    with running_lab(tmp_path) as lab:
+        _plan_replay_idempotent_and_recorded_on(lab, tmp_path)
+
+
+def _plan_replay_idempotent_and_recorded_on(lab: dict[str, str], tmp_path: Path) -> None:
     root = Path(lab["PROVISIONER_LAB_ROOT"])
     plan = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check", "--json")
     assert plan.returncode == 10, plan.stderr[-3000:]
@@ -90,7 +101,7 @@ def test_plan_replay_idempotent_and_recorded(lab: dict[str, str], tmp_path: Path
         assert password not in log.read_text()
 
 
-def test_foreign_container_is_left_untouched(tmp_path: Path) -> None:
+def _foreign_container_is_left_untouched(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
     env = lab_env(root)
@@ -122,3 +133,24 @@ def test_foreign_container_is_left_untouched(tmp_path: Path) -> None:
                        if "/lxc/200" in r["path"])
     finally:
         cli(env, "lab", "down", "--root", str(root), timeout=60)
+
+
+# -- each test checks its own script; the two scripts (one lab each) play at once ----------------
+
+SCRIPTS: dict[str, Callable[[Path], None]] = {
+    "test_plan_replay_idempotent_and_recorded": _plan_replay_idempotent_and_recorded,
+    "test_foreign_container_is_left_untouched": _foreign_container_is_left_untouched,
+}
+
+
+@pytest.fixture(scope="module")
+def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[None]]]:
+    yield from play_selected(request, tmp_path_factory, SCRIPTS, int(os.environ.get("E2E_LAB_WORKERS", "2")))
+
+
+def test_plan_replay_idempotent_and_recorded(played: dict[str, Future[None]]) -> None:
+    played["test_plan_replay_idempotent_and_recorded"].result()  # re-raises the script's failure (or skip)
+
+
+def test_foreign_container_is_left_untouched(played: dict[str, Future[None]]) -> None:
+    played["test_foreign_container_is_left_untouched"].result()  # re-raises the script's failure (or skip)

@@ -89,7 +89,7 @@ class Proc:
             if self.proc.poll() is not None:
                 self.finish()
                 raise AssertionError(f"run ended before {what}: rc {self.proc.returncode}\n{self.stderr[-3000:]}")
-            time.sleep(0.2)
+            time.sleep(0.1)
         raise AssertionError(f"no {what} within {deadline_s} s")
 
     def finish(self, timeout: float = 600) -> int:

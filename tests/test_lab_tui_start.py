@@ -30,7 +30,7 @@ def _wait(predicate: object, deadline_s: float, what: str) -> None:
     while time.monotonic() < end:
         if predicate():  # type: ignore[operator]
             return
-        time.sleep(0.5)
+        time.sleep(0.1)  # a tmux capture-pane per poll is cheap; a coarse poll only adds latency
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -38,7 +38,7 @@ async def _wait_released(make: object, lock_dir: Path, vmid: int) -> NodeLock:
         except StepFailed:
             if asyncio.get_running_loop().time() > deadline:
                 raise
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.05)
 
 
 async def test_second_controller_is_refused_until_the_first_releases(sshd: Sshd, tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,8 @@ import yaml
 
 from provisioner.lab.profiles import get_profile
 from provisioner.lab.state import LabState
+from tests.support.concurrent import play_selected
+from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +36,7 @@ def cli(env: dict[str, str], *args: str, timeout: float = 1500) -> subprocess.Co
 
 def lab_env(root: Path) -> dict[str, str]:
     return dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
-                PROVISIONER_CACHE_DIR=str(root.parent / "cache"))
+                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")))
 
 
 def cut_playbook(profile: str, dest: Path, *, upto: str, params: dict[str, dict[str, Any]] | None = None) -> Path:
@@ -48,25 +53,32 @@ def cut_playbook(profile: str, dest: Path, *, upto: str, params: dict[str, dict[
     return dest
 
 
-@pytest.fixture
-def lab_of(tmp_path: Path) -> Iterator[Any]:
-    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
-    started: list[tuple[dict[str, str], Path]] = []
+def with_labs(body: Callable[[Any, Path], None]) -> Callable[[Path], None]:
+    """A script: `body(lab_of, base)`, where `lab_of(profile, *scenarios)` starts a lab under `base`; every lab
+    started is stopped afterwards."""
 
-    def up(profile: str, *scenarios: str) -> tuple[dict[str, str], LabState]:
-        root = tmp_path / f"lab-{profile}"
-        env = lab_env(root)
-        args = ["lab", "up", "--root", str(root), "--profile", profile]
-        for s in scenarios:
-            args += ["--scenario", s]
-        r = cli(env, *args, timeout=240)
-        assert r.returncode == 0, r.stdout + r.stderr
-        started.append((env, root))
-        return env, LabState(root)
+    def script(base: Path) -> None:
+        require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+        started: list[tuple[dict[str, str], Path]] = []
 
-    yield up
-    for env, root in started:
-        cli(env, "lab", "down", "--root", str(root), timeout=60)
+        def up(profile: str, *scenarios: str) -> tuple[dict[str, str], LabState]:
+            root = base / f"lab-{profile}"
+            env = lab_env(root)
+            args = ["lab", "up", "--root", str(root), "--profile", profile]
+            for s in scenarios:
+                args += ["--scenario", s]
+            r = cli(env, *args, timeout=240)
+            assert r.returncode == 0, r.stdout + r.stderr
+            started.append((env, root))
+            return env, LabState(root)
+
+        try:
+            body(up, base)
+        finally:
+            for env, root in started:
+                cli(env, "lab", "down", "--root", str(root), timeout=60)
+
+    return script
 
 
 def only_host(stdout: str) -> dict[str, int]:
@@ -82,7 +94,7 @@ def ct_exec(state: LabState, vmid: int, script: str) -> subprocess.CompletedProc
     return _ct_exec(state, vmid, script)
 
 
-def test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(lab_of: Any, tmp_path: Path) -> None:
+def _minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(lab_of: Any, tmp_path: Path) -> None:
     env, state = lab_of("minors-shuffled")
     book = cut_playbook("minors-shuffled", tmp_path / "m.yaml", upto="gpu.detect")
     r = cli(env, "replay", str(book), "--lab", "--quiet", "--json")
@@ -104,7 +116,7 @@ def test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(lab_of
     assert only_host(again.stdout)["changed"] == 0
 
 
-def test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab_of: Any, tmp_path: Path) -> None:
+def _h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab_of: Any, tmp_path: Path) -> None:
     env, state = lab_of("h200-hgx-8x")
     book = cut_playbook("h200-hgx-8x", tmp_path / "h.yaml", upto="driver.userspace")
     # the plan of the fresh host already shows the downloaded file's sha256 and how to pin it
@@ -154,7 +166,7 @@ def _no_container(state: LabState) -> None:
     assert not state.conf_path(200).exists()
 
 
-def test_fabricmanager_down_stops_at_preflight(lab_of: Any, tmp_path: Path) -> None:
+def _fabricmanager_down_stops_at_preflight(lab_of: Any, tmp_path: Path) -> None:
     env, state = lab_of("h200-hgx-8x", "fabricmanager-down")
     book = cut_playbook("h200-hgx-8x", tmp_path / "h.yaml", upto="lxc.create")
     r = cli(env, "replay", str(book), "--lab", "--quiet", "--json")
@@ -173,29 +185,44 @@ def test_fabricmanager_down_stops_at_preflight(lab_of: Any, tmp_path: Path) -> N
     assert failed[0]["diagnosis"][0]["rule"] == "preflight.fabric_manager"
 
 
-def test_blackwell_proprietary_demo_stops_before_any_container_change(tmp_path: Path) -> None:
+#: the demos of this file: profile -> the demo's exit status
+DEMOS = {"blackwell-proprietary": 1, "rtxpro6000-8x": 0, "h200-hgx-8x": 0, "gh200-aarch64": 0, "minors-shuffled": 0,
+         "pve9": 0}
+
+
+@dataclass
+class Demo:
+    root: Path
+    rc: int
+    out: str
+
+
+def _demo(profile: str, base: Path) -> Demo:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
-    root = tmp_path / "lab"
-    r = cli(lab_env(root), "demo", "--profile", "blackwell-proprietary", "--root", str(root))
-    out = r.stdout + r.stderr
-    assert r.returncode == 1, out[-3000:]
+    root = base / "lab"
+    r = cli(lab_env(root), "demo", "--profile", profile, "--root", str(root))
+    return Demo(root, r.returncode, r.stdout + r.stderr)
+
+
+def test_blackwell_proprietary_demo_stops_before_any_container_change(played: dict[str, Future[Any]]) -> None:
+    d: Demo = played["test_blackwell_proprietary_demo_stops_before_any_container_change"].result()
+    out = d.out
+    assert d.rc == DEMOS["blackwell-proprietary"] == 1, out[-3000:]
     assert "open kernel module" in out and "proprietary" in out
     assert "▶ 3." not in out  # lxc.create never started
-    assert not LabState(root).conf_path(200).exists()
+    assert not LabState(d.root).conf_path(200).exists()
 
 
-@pytest.mark.parametrize("profile", ["rtxpro6000-8x", "h200-hgx-8x", "gh200-aarch64", "minors-shuffled", "pve9"])
-def test_demo_profile_passes_and_replays_with_no_change(tmp_path: Path, profile: str) -> None:
-    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
-    root = tmp_path / "lab"
-    r = cli(lab_env(root), "demo", "--profile", profile, "--root", str(root))
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-5000:]
+@pytest.mark.parametrize("profile", [p for p, rc in DEMOS.items() if rc == 0])
+def test_demo_profile_passes_and_replays_with_no_change(played: dict[str, Future[Any]], profile: str) -> None:
+    d: Demo = played[f"test_demo_profile_passes_and_replays_with_no_change[{profile}]"].result()
+    out = d.out
+    assert d.rc == 0, out[-5000:]
     assert "LAB: second replay (must report no changes)" in out
     assert get_profile(profile).name in out or profile == "rtxpro6000-8x"
 
 
-def test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node(lab_of: Any, tmp_path: Path) -> None:
+def _engine_surfaces_pve_containers_start_error_for_a_missing_devn_node(lab_of: Any, tmp_path: Path) -> None:
     """A container configured before this fix (devN /dev/nvidia-modeset on a headless HGX node): pve-container's
     vm_start -> update_lxc_config dies "Device /dev/nvidia-modeset does not exist" (src/PVE/LXC.pm, Tools.pm
     get_device_mode_and_rdev); the engine's lxc.start reports that message, not a bare task failure."""
@@ -216,3 +243,41 @@ def test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node(lab_
     assert r.returncode == 1, out[-3000:]
     assert "Device /dev/nvidia-modeset does not exist" in out, out[-3000:]
     assert state.get_status(200).status == "stopped"
+
+
+# -- every test checks its own script; the scripts (a lab or demo each) play concurrently -----------
+
+#: the longest (the demos, with a burn-in each) first, so that the pool ends together
+SCRIPTS: dict[str, Callable[[Path], Any]] = {
+    "test_blackwell_proprietary_demo_stops_before_any_container_change": partial(_demo, "blackwell-proprietary"),
+    **{f"test_demo_profile_passes_and_replays_with_no_change[{p}]": partial(_demo, p)
+       for p, rc in DEMOS.items() if rc == 0},
+    "test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid": with_labs(_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid),
+    "test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it": with_labs(_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it),
+    "test_fabricmanager_down_stops_at_preflight": with_labs(_fabricmanager_down_stops_at_preflight),
+    "test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node": with_labs(_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node),
+}
+#: scripts at once (each in its own lab root and cache): one waits on SSH round trips, Proxmox task polls and uv
+#: while another burns in; two, not more: a demo's burn-in is 4-8 torch ranks under a 120 s timeout
+WORKERS = int(os.environ.get("REAL_HOSTS_E2E_WORKERS", "2"))
+
+
+@pytest.fixture(scope="module")
+def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Any]]]:
+    yield from play_selected(request, tmp_path_factory, SCRIPTS, WORKERS)
+
+
+def test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(played: dict[str, Future[Any]]) -> None:
+    played["test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid"].result()  # re-raises the script's failure (or skip)
+
+
+def test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(played: dict[str, Future[Any]]) -> None:
+    played["test_h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it"].result()  # re-raises the script's failure (or skip)
+
+
+def test_fabricmanager_down_stops_at_preflight(played: dict[str, Future[Any]]) -> None:
+    played["test_fabricmanager_down_stops_at_preflight"].result()  # re-raises the script's failure (or skip)
+
+
+def test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node(played: dict[str, Future[Any]]) -> None:
+    played["test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node"].result()  # re-raises the script's failure (or skip)

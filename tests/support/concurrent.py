@@ -1,0 +1,31 @@
+"""Independent lab scripts of one test file, played concurrently by one module fixture.
+
+A lab test mostly waits: on SSH round trips, Proxmox task polls, uv, a subprocess's imports. Scripts
+that each own their lab root (and cache) share nothing, so a module fixture plays the ones the
+selected tests need in a thread pool, and each test then waits for its own script: `result()`
+re-raises what the script raised (its assertion with the rewritten message, a skip from `require`),
+so every test still fails, or skips, for its own reason and only its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+
+def play_selected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  scripts: Mapping[str, Callable[[Path], T]], workers: int) -> Iterator[dict[str, Future[T]]]:
+    """Start the scripts (keyed by the name of the test that checks each, parameters included) of this file's selected tests,
+    `workers` at a time, each given a fresh directory; yield their futures; wait for all at teardown."""
+    selected = {item.name for item in request.session.items
+                if item.path == request.path}
+    wanted = [name for name in scripts if name in selected]
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="labscript") as pool:
+        yield {name: pool.submit(scripts[name], tmp_path_factory.mktemp(name.removeprefix("test_")[:40]))
+               for name in wanted}
