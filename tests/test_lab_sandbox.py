@@ -16,7 +16,7 @@ from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 from tests.support.require import require
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(600)  # a deadline, not a speed check: five lab views under a loaded 2-core CI
 
 
 def _need_namespaces() -> None:
