@@ -16,20 +16,12 @@ import pytest
 
 from provisioner.burnin.config import make_config
 from provisioner.burnin.launcher import ForkedRank, run_world
-from tests.support.require import require
-
-
-def _gloo_available() -> bool:
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return False
-    return bool(dist.is_available() and dist.is_gloo_available())
+from tests.support.require import require, require_gloo
 
 
 @pytest.fixture(autouse=True)
 def _needs_gloo() -> None:
-    require(_gloo_available(), "torch with gloo is not installed")
+    require_gloo()
 
 
 MARK = re.compile(r"^\[launch\] rank (\d+) forked from preloaded process (\d+) \(torch preloaded: (True|False)\)$",

@@ -19,23 +19,15 @@ from click.testing import CliRunner
 from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import COLLECTIVES, make_config, parse_sizes
 from provisioner.burnin.launcher import run_local
-from tests.support.require import require
+from tests.support.require import require_gloo
 from tests.support.shared import shared_path
 
 CHECKER = shared_path("checks/burnin_json.py")
 
 
-def _gloo_available() -> bool:
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return False
-    return bool(dist.is_available() and dist.is_gloo_available())
-
-
 @pytest.fixture(autouse=True)
 def _needs_gloo() -> None:
-    require(_gloo_available(), "torch with gloo is not installed")
+    require_gloo()
 
 
 def assert_rows_are_nccl_tests_rows(doc: dict[str, Any], n: int, sizes: list[int]) -> None:

@@ -10,12 +10,11 @@ from click.testing import CliRunner
 
 from provisioner.burnin.config import COLLECTIVES
 from provisioner.steps.burnin_run import summary_lines
-from tests.support.require import require
-from tests.test_burnin_run import _gloo_available
+from tests.support.require import require_gloo
 
 
 def test_summary_of_a_real_result(tmp_path: Path) -> None:
-    require(_gloo_available(), "torch with gloo is not installed")
+    require_gloo()
     from provisioner.cli import main
 
     res = CliRunner().invoke(main, ["burnin", "--backend", "gloo", "--world-size", "2", "--sizes", "1KiB:4KiB",

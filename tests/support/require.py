@@ -14,3 +14,16 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"required system component missing under CI=true: {reason}")
     pytest.skip(reason)
+
+
+def gloo_available() -> bool:
+    """torch with torch.distributed and its gloo backend is importable here."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_gloo_available())
+
+
+def require_gloo() -> None:
+    require(gloo_available(), "torch with gloo is not installed")
