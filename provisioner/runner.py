@@ -159,11 +159,11 @@ async def run_host(
             if status in ("failed", "interrupted"):
                 failed = True
     except StepFailed as exc:  # a lock
-        run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, exc.message, exc.exit_code)
     except TransportError as exc:  # taking the node lock
-        run.result.fail(str(exc), 4)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, str(exc), ExitCode.UNREACHABLE)
     except asyncio.CancelledError:
         if interrupts.received() is None:
             raise
@@ -173,6 +173,23 @@ async def run_host(
             await lock.release()
         await node.close()
     return run.result
+
+
+def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int, error: str,
+                    code: int) -> None:
+    """The node lock refused the run before step `index`: that step fails (it could not start), every later
+    one is skipped, so the recap counts every step of the playbook (not only those before the lock)."""
+    for i, spec in enumerate(playbook.steps):
+        if i in result.by_index or i < index:
+            continue
+        status: StepStatus = "failed" if i == index else "skipped"
+        result.by_index[i] = status
+        message = f"not run: {error}" if status == "failed" else "skipped: the node lock refused the run"
+        bus.emit(StepFinished(host=host, index=i, step=spec.kind, status=status, mode="apply", message=message))
+    if index < 0 or index >= len(playbook.steps):  # no step to carry the failure
+        result.failures_outside_steps += 1
+    result.error = error
+    result.exit_code = max(result.exit_code, code)
 
 
 def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:

@@ -35,6 +35,9 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
     """The same playbook with its target replaced by the running lab's endpoints and the lab's settings
     (`lab_settings`) in its steps."""
     conn = lab_connection(root)
+    password = str(conn["api"]["password"])
+    if password.startswith("file:"):  # the lab names its own secrets directory for this run (`secrets.allow_dir`)
+        secrets.allow_dir(Path(password[len("file:"):]).parent)
     ssh = SshSettings(user=conn["ssh"]["user"], port=conn["ssh"]["port"], key_file=conn["ssh"]["key_file"],
                       known_hosts=conn["ssh"]["known_hosts"])
     api = ApiSettings(port=conn["api"]["port"], user=conn["api"]["user"], password=conn["api"]["password"],
