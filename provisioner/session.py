@@ -52,13 +52,16 @@ def host_label(target: Target) -> str:
     return transport_host_label(target.host, target.ssh.port)
 
 
-def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False) -> Transport:
+def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False,
+                   confirmed_fingerprint: str | None = None) -> Transport:
+    """`confirmed_fingerprint`: the host key fingerprint the user confirmed (the wizard's dialog); with
+    `trust_new_host` only that key is written to known_hosts."""
     label = host_label(target)
     if target.local:
         return LocalTransport(bus, label)
     return SshTransport(SshTarget(host=target.host, port=target.ssh.port, user=target.ssh.user,
                                   key_file=target.ssh.key_file, known_hosts=target.ssh.known_hosts,
-                                  trust_new_host=trust_new_host), bus)
+                                  trust_new_host=trust_new_host, confirmed_fingerprint=confirmed_fingerprint), bus)
 
 
 #: the Proxmox API client and what it pulls in (requests, urllib3, proxmoxer): ~0.3 s of imports, ~1 s at load
