@@ -31,13 +31,21 @@ def lab_connection(root: Path | None = None) -> dict[str, Any]:
     return data
 
 
+def allow_lab_secrets(root: Path | None = None) -> dict[str, Any]:
+    """A `--lab` run: the running lab names the directory of its own password file as a secrets directory
+    for this process (`secrets.allow_dir`), before the playbook loads (a recording of a lab run refers
+    to that file). Returns the lab's connection (LabNotRunning when none is up)."""
+    conn = lab_connection(root)
+    password = str((conn.get("api") or {}).get("password", ""))
+    if password.startswith("file:"):
+        secrets.allow_dir(Path(password[len("file:"):]).parent)
+    return conn
+
+
 def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
     """The same playbook with its target replaced by the running lab's endpoints and the lab's settings
     (`lab_settings`) in its steps."""
-    conn = lab_connection(root)
-    password = str(conn["api"]["password"])
-    if password.startswith("file:"):  # the lab names its own secrets directory for this run (`secrets.allow_dir`)
-        secrets.allow_dir(Path(password[len("file:"):]).parent)
+    conn = allow_lab_secrets(root)
     ssh = SshSettings(user=conn["ssh"]["user"], port=conn["ssh"]["port"], key_file=conn["ssh"]["key_file"],
                       known_hosts=conn["ssh"]["known_hosts"])
     api = ApiSettings(port=conn["api"]["port"], user=conn["api"]["user"], password=conn["api"]["password"],
