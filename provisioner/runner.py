@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from provisioner import interrupts, node_lock
+from provisioner import interrupts, node_lock, secrets
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
@@ -143,6 +143,9 @@ async def run_host(
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
+    if mode == "plan":
+        for text in secret_sources(playbook):
+            bus.emit(Message(host=host, level="info", text=text))
     load_step_kinds()  # what the first step would import; then the API client loads while commands run
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
@@ -173,6 +176,16 @@ async def run_host(
             await lock.release()
         await node.close()
     return run.result
+
+
+def secret_sources(playbook: Playbook) -> list[str]:
+    """Where each secret of the target comes from (never its value): what a plan shows before anything
+    is read, e.g. `secret target.api.password is read from file /home/op/.config/gpu-provisioner/pve-password`."""
+    api = playbook.target.api
+    if api is None:
+        return []
+    return [f"secret target.api.{name} is read from {secrets.source(ref)}"
+            for name, ref in (("password", api.password), ("token_value", api.token_value)) if ref]
 
 
 def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int, error: str,

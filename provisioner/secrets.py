@@ -2,7 +2,7 @@
 
 A `file:` reference reads only from a secrets directory (`allowed_dirs`): the user's configuration
 directory for gpu-provisioner (`~/.config/gpu-provisioner`), the site's (`/etc/gpu-provisioner`), the
-directories named in `PROVISIONER_SECRETS_DIR` (separated by `:`) and, for a `--lab` run, the lab's own
+directories named in `PROVISIONER_FILE_REF_DIRS` (separated by `:`) and, for a `--lab` run, the lab's own
 directory (the lab names it, `allow_dir`). Never a kernel file (`/proc`, `/sys`, `/dev`), never a key or
 certificate (`-----BEGIN`), never the lab's files from anywhere else: a playbook cannot send an
 arbitrary controller file to the endpoint it names.
@@ -61,7 +61,7 @@ PUBLIC_KEY_TYPES = frozenset({
 })
 
 
-SECRETS_DIR_ENV = "PROVISIONER_SECRETS_DIR"
+SECRETS_DIR_ENV = "PROVISIONER_FILE_REF_DIRS"
 SITE_CONFIG_DIR = "/etc/gpu-provisioner"
 KERNEL_TREES = ("/proc", "/sys", "/dev")
 _LAB_DIRS: set[str] = set()  # lab directories a `--lab` run allowed (`allow_dir`): its own password file
@@ -75,7 +75,7 @@ def allow_dir(path: str | Path) -> None:
 
 def allowed_dirs() -> list[Path]:
     """Where `file:` secrets may live, in order: the user's and the site's config directory for
-    gpu-provisioner, then `PROVISIONER_SECRETS_DIR` (`:`-separated), then what `allow_dir` added."""
+    gpu-provisioner, then `PROVISIONER_FILE_REF_DIRS` (`:`-separated), then what `allow_dir` added."""
     import platformdirs
 
     named = [d for d in os.environ.get(SECRETS_DIR_ENV, "").split(os.pathsep) if d.strip()]

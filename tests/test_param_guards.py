@@ -85,7 +85,7 @@ def test_good_parameters_still_pass() -> None:
 # --- file: secret references -------------------------------------------------------------------------
 
 def test_file_ref_reads_a_small_regular_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROVISIONER_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))
     f = tmp_path / "token"
     f.write_text("s3cret-token-value\n")
     assert secrets.resolve(f"file:{f}") == "s3cret-token-value"
@@ -95,7 +95,7 @@ def test_file_ref_reads_a_small_regular_file(tmp_path: Path, monkeypatch: pytest
                                   "traversal-absolute", "binary", "newline-suffix"])
 def test_file_ref_refuses(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PROVISIONER_SECRETS_DIR", str(tmp_path))  # refused for what they are, not where
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))  # refused for what they are, not where
     (tmp_path / "sub").mkdir()
     (tmp_path / "real").write_text("value-of-secret")
     ref = {

@@ -39,7 +39,7 @@ def test_resolved_secret_is_redacted_from_every_event_and_the_run_log(tmp_path: 
 
 
 def test_file_reference_secret_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROVISIONER_SECRETS_DIR", str(tmp_path))
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))
     f = tmp_path / "tok"
     f.write_text(CANARY + "-file\n")
     value = secrets.resolve(f"file:{f}")
@@ -133,7 +133,7 @@ def test_file_ref_that_could_exfiltrate_is_refused_at_load_exit_2(tmp_path: Path
     pb.write_text(f"schema_version: 1\ntarget:\n  host: 10.0.0.1\n  api:\n    user: root@pam\n"
                   f"    password: {ref}\nsteps:\n  - kind: node.connect\n")
     named = f"{secrets_dir}:{state / 'lab'}" if case == "lab-file" else str(secrets_dir)
-    proc = _plan_cli(pb, {"HOME": str(home), "PROVISIONER_SECRETS_DIR": named,
+    proc = _plan_cli(pb, {"HOME": str(home), "PROVISIONER_FILE_REF_DIRS": named,
                           "PROVISIONER_STATE_DIR": str(state)})
     assert proc.returncode == ExitCode.USAGE, proc.stderr
     assert f"{pb}:6: target.api.password:" in proc.stderr, proc.stderr
@@ -146,7 +146,7 @@ def test_file_ref_in_a_secrets_directory_is_read_and_the_plan_names_its_file(
     """The user's config directory is a secrets directory by default; `source` names the file (never the value)."""
     config = tmp_path / "config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
-    monkeypatch.delenv("PROVISIONER_SECRETS_DIR", raising=False)
+    monkeypatch.delenv("PROVISIONER_FILE_REF_DIRS", raising=False)
     (config / "gpu-provisioner").mkdir(parents=True)
     token = config / "gpu-provisioner" / "pve-token"
     token.write_text(CANARY + "-cfg\n")
@@ -160,3 +160,19 @@ def test_file_ref_in_a_secrets_directory_is_read_and_the_plan_names_its_file(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "other"))
     with pytest.raises(secrets.SecretError, match="outside the secrets directories"):
         secrets.resolve(f"file:{token}")
+
+
+def test_plan_names_the_file_each_secret_comes_from_never_the_value(tmp_path: Path) -> None:
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    (secrets_dir / "pve-password").write_text(CANARY + "-plan\n")
+    pb = tmp_path / "pb.yaml"
+    pb.write_text(f"schema_version: 1\ntarget:\n  host: 127.0.0.1\n  local: true\n  api:\n"
+                  f"    password: file:{secrets_dir}/pve-password\n    token_name: ci\n    token_value: env:PVE_TOK\n"
+                  "steps: []\n")
+    proc = _plan_cli(pb, {"PROVISIONER_FILE_REF_DIRS": str(secrets_dir), "PROVISIONER_STATE_DIR": str(tmp_path / "st"),
+                          "COLUMNS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"secret target.api.password is read from file {secrets_dir / 'pve-password'}" in proc.stderr
+    assert "secret target.api.token_value is read from environment variable PVE_TOK" in proc.stderr
+    assert CANARY not in proc.stderr + proc.stdout
