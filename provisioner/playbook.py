@@ -115,6 +115,11 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int:
     return line
 
 
+def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """1-based line of the value at `loc` in a parsed YAML file (`parse_yaml`'s node tree), e.g. for inventories."""
+    return _line_of(root, loc)
+
+
 def _fmt_loc(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:

@@ -144,3 +144,21 @@ def test_pinned_certificate_with_verify_off_and_good_inputs_load(tmp_path: Path)
     pb = playbook.loads("schema_version: 1\ntarget:\n  host: 10.0.0.1\n  api:\n    user: provisioner@pve\n"
                "    token_name: ci-2.runner_1\n    token_value: env:TOK\nsteps: []\n")
     assert pb.target.api is not None and pb.target.api.token_name == "ci-2.runner_1"
+
+
+@pytest.mark.parametrize("case", ["token-with-newline", "verify-off-unpinned", "key-file-text", "user-without-realm"])
+def test_inventory_entries_are_validated_like_a_target(tmp_path: Path, case: str) -> None:
+    """A fleet inventory's ssh/api settings get the same load-time checks, with file, line and field."""
+    from provisioner.fleet import load_inventory
+
+    target, _, word = _target_case(tmp_path, case)
+    entry = "\n".join("    " + line[2:] for line in target.splitlines())
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text(f"hosts:\n  - name: ok\n    host: 10.0.0.1\n  - name: bad\n    host: 10.0.0.2\n{entry}\n")
+    with pytest.raises(PlaybookError) as info:
+        load_inventory(inv)
+    section = "ssh" if case == "key-file-text" else "api"
+    assert f"{inv}:" in str(info.value) and f"hosts.1.{section}" in str(info.value) and word in str(info.value), \
+        str(info.value)
+    line = int(str(info.value).split(f"{inv}:", 1)[1].split(":", 1)[0])
+    assert line >= 6, str(info.value)  # the bad entry's lines, not the file's first
