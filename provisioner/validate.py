@@ -188,6 +188,9 @@ def tls_fingerprint(value: str) -> str:
 
 
 # Field types for pydantic models: the playbook, step parameters and the TUI's forms share them.
+PveUserId = Annotated[str, AfterValidator(pve_userid)]
+PveTokenName = Annotated[str, AfterValidator(pve_token_name)]
+TlsFingerprint = Annotated[str, AfterValidator(tls_fingerprint)]
 HostName = Annotated[str, AfterValidator(hostname)]
 HostAddress = Annotated[str, AfterValidator(host_address)]
 StorageId = Annotated[str, AfterValidator(storage)]
@@ -196,6 +199,3 @@ Vmid = Annotated[int, AfterValidator(vmid)]
 BridgeName = Annotated[str, AfterValidator(bridge)]
 AbsPath = Annotated[str, AfterValidator(abs_path)]
 DeletablePath = Annotated[str, AfterValidator(deletable_path)]
-PveUserId = Annotated[str, AfterValidator(pve_userid)]
-PveTokenName = Annotated[str, AfterValidator(pve_token_name)]
-TlsFingerprint = Annotated[str, AfterValidator(tls_fingerprint)]
