@@ -63,8 +63,9 @@ class Inventory(BaseModel):
     hosts: list[InventoryHost] = Field(min_length=1)
 
 
-def load_inventory(path: str | Path) -> Inventory:
-    """Validate an inventory like a playbook's target: every problem as `file:line: field: message` (exit 2)."""
+def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+    """Validate an inventory like a playbook's target: every problem as `file:line: field: message` (exit 2).
+    `check_files=False`: the schema only, not the files of this machine it names (an example inventory)."""
     p = Path(path)
     root, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
     try:
@@ -73,7 +74,7 @@ def load_inventory(path: str | Path) -> Inventory:
         raise PlaybookError([f"{p}:{line_of(root, tuple(e['loc']))}: {'.'.join(map(str, e['loc']))}: {e['msg']}"
                              for e in exc.errors(include_url=False, include_input=False)]) from None
     problems = []
-    for i, entry in enumerate(inv.hosts):  # the files each entry names (key, known_hosts, CA) as for a playbook
+    for i, entry in enumerate(inv.hosts if check_files else []):  # the files each entry names (key, known_hosts, CA) as for a playbook
         if entry.ssh is None and entry.api is None:
             continue
         target = Target(host="localhost", ssh=entry.ssh or SshSettings(), api=entry.api)

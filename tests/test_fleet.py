@@ -316,7 +316,8 @@ def test_unreachable_entries_fail_alone_with_their_reason(tmp_path: Path) -> Non
 def test_example_inventory_is_valid() -> None:
     from provisioner.fleet import load_inventory
 
-    inv = load_inventory(FLEET_DIR / "hosts.example.yaml")
+    # the schema: the example names a site's CA file (/etc/gpu-provisioner/...) this machine need not have
+    inv = load_inventory(FLEET_DIR / "hosts.example.yaml", check_files=False)
     assert len(inv.hosts) >= 2
     assert all(h.host and h.node for h in inv.hosts)
 

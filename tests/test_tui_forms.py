@@ -235,3 +235,14 @@ def test_variants_are_offered_in_order() -> None:
                      rejected=[Rejected(variant=v, torch="2.11.0", reason="test")
                                for v in ("cu130", "cpu", "cu126", "cu128", "cu118")])
     assert candidate_variants(res) == ["cu118", "cu126", "cu128", "cu130", "cpu"]
+
+
+def test_connect_form_checks_the_api_user_and_secret_reference() -> None:
+    """The wizard's connect form takes the same PVE user id and `file:` rules as a playbook (issue 23)."""
+    from screens.pages.connect import ConnectForm
+
+    ok = {"host": "10.0.0.1", "key_file": "~/.ssh/id_ed25519"}
+    assert "api_user" not in validate(ConnectForm, {**ok, "api_user": "provisioner@pve"})
+    assert "api_user" in validate(ConnectForm, {**ok, "api_user": "root"})
+    assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:/proc/self/environ"})
+    assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:~/.ssh/id_ed25519"})

@@ -30,7 +30,7 @@ class ConnectForm(BaseModel):
     key_file: str | None = Field(None, description="Private key file (auth: key file).")
     known_hosts: str = Field("~/.ssh/known_hosts", description="Host keys checked on connect.")
     node: validate.HostName = Field("pve", description="Proxmox node name (as in the API).")
-    api_user: str = Field("root@pam", description="Proxmox API user (devN passthrough needs root@pam).")
+    api_user: validate.PveUserId = Field("root@pam", description="Proxmox API user, name@realm (devN passthrough needs root@pam).")
     api_password: secrets.SecretRef | None = Field(None, description="API password as a reference: env:NAME or file:PATH.")
 
     @model_validator(mode="after")
