@@ -73,9 +73,14 @@ def render(runtime: RuntimeProof, host: HostNeeds, wheels: list[Wheel], rev: str
 """
 
 
-_FETCH = re.compile(r'fetchurl \{ name = "([^"]*)"; url = "([^"]*)"; sha256 = "([0-9a-f]{64})"; \}')
+_FETCH = re.compile(r"fetchurl \{([^{}]*)\}")
+_ATTR = re.compile(r'(\w+) = "([^"]*)";')
 
 
 def fetches(text: str) -> list[tuple[str, str]]:
-    """(url, sha256) of every fetchurl in a rendered flake (what tests compare with the pylock)."""
-    return [(m.group(2), m.group(3)) for m in _FETCH.finditer(text)]
+    """(url, sha256) of every fetchurl of a flake, as rendered or as `nix-instantiate --parse` prints it."""
+    out = []
+    for m in _FETCH.finditer(text):
+        attrs = dict(_ATTR.findall(m.group(1)))
+        out.append((attrs.get("url", ""), attrs.get("sha256", "")))
+    return out

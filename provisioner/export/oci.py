@@ -148,6 +148,9 @@ class _Hashing(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
+    def tell(self) -> int:
+        return self.size
+
     def write(self, data: Any) -> int:
         b = bytes(data)
         self.digest.update(b)
