@@ -93,12 +93,12 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None
-    info = {**write.summary(out), "format": fmt, "files": ["pylock.toml", "runtime.json", "host.json", *written],
-            "notes": proof.notes}
+    files = ["pylock.toml", "runtime.json", "host.json", *written]
+    info = {**write.summary(out), "format": fmt, "files": files, "notes": proof.notes}
     if json_out:
         echo_json(info)
     else:
         for note in proof.notes:
             click.echo(note, err=True)
         click.echo(f"exported torch {exp.runtime.torch} (CUDA {exp.runtime.cuda}), {info['wheels']} wheels, "
-                   f"host driver >= {exp.host.min_driver} to {out}: {', '.join(map(str, info['files']))}")
+                   f"host driver >= {exp.host.min_driver} to {out}: {', '.join(files)}")
