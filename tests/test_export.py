@@ -147,7 +147,7 @@ def _run_log(runs: Path, playbook: str, burnin: str) -> Path:
 def test_a_run_without_a_passing_burnin_is_refused(tmp_path: Path) -> None:
     failed = read_run(_run_log(tmp_path / "a", str(PLAYBOOK), "failed")) if (tmp_path / "a").mkdir() is None else None
     assert failed is not None
-    with pytest.raises(ExportRefused, match="burn-in failed .*all_reduce busbw"):
+    with pytest.raises(ExportRefused, match=r"burn-in failed .*all_reduce busbw"):
         require_proven(failed)
     passed = read_run(_run_log(tmp_path / "b", str(PLAYBOOK), "ok")) if (tmp_path / "b").mkdir() is None else None
     assert passed is not None
