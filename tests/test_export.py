@@ -19,9 +19,8 @@ import pytest
 from provisioner.events import RunStarted, StepFinished
 from provisioner.export import flox, nix, oci, pylock, write
 from provisioner.export.collect import Export, glibc_floor
-from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof
+from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof, floor_problem
 from provisioner.export.source import ExportRefused, find_proof, read_run, require_proven
-from provisioner.export.steps import floor_problem
 from provisioner.runlog import JsonlRunLog
 from tests.support.require import require
 
@@ -84,7 +83,8 @@ def test_export_folder_round_trips_through_the_models(tmp_path: Path) -> None:
 
 
 def test_merge_keeps_the_torch_index_entry_and_every_nvidia_wheel() -> None:
-    """uv's pylock for each lock group (the shape `uv pip compile --format pylock.toml` 0.13.9 writes)."""
+    """uv's pylock for each lock group (the shape `uv pip compile --format pylock.toml` 0.13.9 writes: one wheel
+    per package, no size for a PEP 503 HTML index; the hashes here are placeholders)."""
     torch_group = """lock-version = "1.0"
 created-by = "uv"
 requires-python = ">=3.12.1"
@@ -92,19 +92,22 @@ requires-python = ">=3.12.1"
 [[packages]]
 name = "torch"
 version = "2.11.0+cu128"
-wheels = [{ url = "https://download.pytorch.org/whl/cu128/torch-2.11.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = { sha256 = "2922d2aa065be4927495fa4cd07ee791b7e74a4cc5b4755a0a172c9f93d7b425" } }]
+wheels = [{ url = "https://download.pytorch.org/whl/cu128/torch-2.11.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = { sha256 = "SHA_TORCH" } }]
 
 [[packages]]
 name = "nvidia-nccl-cu12"
 version = "2.27.3"
-wheels = [{ url = "https://download.pytorch.org/whl/nvidia_nccl_cu12-2.27.3-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", hashes = { sha256 = "adf27ccf4238253e0b826bce3ff5fa532d65fc42322c8bfdfaf28024c0fbe039" } }]
+wheels = [{ url = "https://download.pytorch.org/whl/nvidia_nccl_cu12-2.27.3-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", hashes = { sha256 = "SHA_NCCL" } }]
 """
     extra_group = torch_group.replace("download.pytorch.org/whl/cu128/torch", "pypi.example/torch") + """
 [[packages]]
 name = "nvidia-ml-py"
 version = "13.595.45"
-wheels = [{ url = "https://files.pythonhosted.org/nvidia_ml_py-13.595.45-py3-none-any.whl", hashes = { sha256 = "e7e63517f76719b921614ed191f77e033de7cc126b429a47c00d01603579b819" }, size = 52411 }]
+wheels = [{ url = "https://files.pythonhosted.org/nvidia_ml_py-13.595.45-py3-none-any.whl", hashes = { sha256 = "SHA_NVML" }, size = 52411 }]
 """
+    for name in ("TORCH", "NCCL", "NVML"):
+        torch_group = torch_group.replace(f"SHA_{name}", hashlib.sha256(name.encode()).hexdigest())
+        extra_group = extra_group.replace(f"SHA_{name}", hashlib.sha256(name.encode()).hexdigest())
     groups = {"torch": {"index_url": "https://download.pytorch.org/whl/cu128", "extra_index_url": None},
               "extra": {"index_url": "https://pypi.org/simple", "extra_index_url": "https://download.pytorch.org/whl/cu128"}}
     doc = pylock.merge({"torch": torch_group, "extra": extra_group}, groups, variant="cu128",

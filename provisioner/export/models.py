@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from provisioner.resolver.versions import driver_at_least, parse_driver
+
 EXPORT_SCHEMA = 1
 FORMATS = ("pylock", "flox", "nix", "oci")
 Format = Literal["pylock", "flox", "nix", "oci"]
@@ -65,3 +67,12 @@ class HostNeeds(_Model):
     compute_capabilities: list[str]
     driver_userspace: str = ("not exported: the host provides libcuda/libnvidia-ml (LXC passthrough, CDI "
                              "`--device nvidia.com/gpu=all`, or NixOS /run/opengl-driver/lib)")
+
+
+def floor_problem(driver: str, host: HostNeeds) -> str | None:
+    """Why this host driver cannot run the export, or None."""
+    if driver_at_least(parse_driver(driver), host.min_driver):
+        return None
+    why = "; ".join(host.min_driver_why) or "the CUDA variant's floor"
+    return (f"the host driver {driver} is below the export's floor {host.min_driver} (host.json: {why}; "
+            f"proven on {host.driver_proven_on})")

@@ -40,17 +40,17 @@ MT_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 MT_INDEX = "application/vnd.oci.image.index.v1+json"
 
 INSTALL_SH = f"""#!/bin/sh
-# Builds {VENV} from the wheels in this image, offline; uv checks nothing further is needed (--no-deps:
-# the lock already lists every package). Then the same smoke check as gpu-provisioner's venv.build.
+# Builds the venv ($VENV, default {VENV}) from the wheels in this image, offline (--no-deps: the lock lists
+# every package), then runs the same smoke check as gpu-provisioner's venv.build.
 set -eu
 d=/{PREFIX}
-if [ ! -x {VENV}/bin/python ]; then
-  uv venv --python "${{PYTHON:-python3}}" {VENV}
-  uv pip install --python {VENV}/bin/python --offline --no-deps "$d"/wheels/*.whl
+v="${{VENV:-{VENV}}}"
+if [ ! -x "$v/bin/python" ]; then
+  uv venv --python "${{PYTHON:-python3}}" "$v"
+  uv pip install --python "$v/bin/python" --offline --no-deps "$d"/wheels/*.whl
 fi
-exec {VENV}/bin/python "$d/smoke.py"
+exec "$v/bin/python" "$d/smoke.py"
 """
-
 
 def check_base(base: str) -> str:
     if not _BASE.match(base):

@@ -21,8 +21,7 @@ from provisioner import validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.export import pylock
-from provisioner.export.models import HostNeeds, RuntimeProof
-from provisioner.resolver.versions import driver_at_least, parse_driver
+from provisioner.export.models import HostNeeds, RuntimeProof, floor_problem
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -81,15 +80,6 @@ class ExportDir(Params):
 
     def pylock_text(self) -> str:
         return (Path(self.export_dir) / pylock.PYLOCK).read_text(encoding="utf-8")
-
-
-def floor_problem(driver: str, host: HostNeeds) -> str | None:
-    """Why this host driver cannot run the export, or None."""
-    if driver_at_least(parse_driver(driver), host.min_driver):
-        return None
-    why = "; ".join(host.min_driver_why) or "the CUDA variant's floor"
-    return (f"the host driver {driver} is below the export's floor {host.min_driver} (host.json: {why}; "
-            f"proven on {host.driver_proven_on})")
 
 
 @register
