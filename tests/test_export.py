@@ -239,3 +239,37 @@ def test_oci_layout_is_deterministic_and_read_by_skopeo_and_umoci(tmp_path: Path
     assert got == {w.sha256 for w in wheels}
     assert json.loads((root / "export" / "runtime.json").read_text())["torch"] == "2.11.0+cu128"
     assert not list((bundle / "rootfs").rglob("libcuda*")) and not list((bundle / "rootfs").rglob("libnvidia*"))
+
+
+# --- import: the derived playbook ----------------------------------------------------------------------
+
+def test_import_checks_the_driver_floor_before_any_change_and_replaces_the_venv_steps(tmp_path: Path) -> None:
+    from provisioner.cli.import_export import derive
+    from provisioner.playbook import load
+
+    folder, _ = _export_folder(tmp_path)
+    pb = load(PLAYBOOK)
+    kinds = [s.kind for s in derive(pb, folder).steps]
+    assert kinds[:3] == ["node.connect", "node.inventory", "export.preflight"]
+    assert kinds.index("export.preflight") < kinds.index("lxc.create")
+    assert "torch.resolve" not in kinds and "venv.build" not in kinds
+    assert kinds[-2:] == ["export.install", "burnin.run"]
+    install, burnin = derive(pb, folder, "/opt/imported").steps[-2:]
+    assert install.params["path"] == "/opt/imported" and burnin.params["venv"] == "/opt/imported"
+
+
+def test_a_recorded_playbook_is_its_own_proof(tmp_path: Path) -> None:
+    from provisioner.playbook import load
+
+    pb = load(PLAYBOOK)
+    recorded = pb.model_copy(update={"resolved": {"venv_lock": {"groups": {"torch": {"text": "x"}}},
+                                                  "runtime": {"torch": "2.11.0+cu128"},
+                                                  "burnin": {"verdict": "pass", "summary": "pass"}}})
+    proof = find_proof(str(PLAYBOOK), recorded, tmp_path)
+    require_proven(proof)
+    assert proof.run_id == "recorded"
+    failing = recorded.model_copy(update={"resolved": {**recorded.resolved, "burnin": {"verdict": "fail"}}})
+    with pytest.raises(ExportRefused, match="burn-in failed"):
+        require_proven(find_proof(str(PLAYBOOK), failing, tmp_path))
+    with pytest.raises(ExportRefused, match="no apply run"):
+        find_proof(str(PLAYBOOK), pb, tmp_path)

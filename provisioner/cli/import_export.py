@@ -14,8 +14,30 @@ from pathlib import Path
 import click
 
 from provisioner.exitcodes import ExitCode
+from provisioner.playbook import Playbook, StepSpec
 
 _REPLACED = ("torch.resolve", "venv.build", "burnin.run", "burnin.multinode")
+
+
+def derive(pb: Playbook, export_dir: Path, venv: str | None = None) -> Playbook:
+    """P with its venv made from the export: the driver floor checked right after node.inventory (before any
+    change), export.install in place of torch.resolve/venv.build, then P's burn-in on that venv."""
+    folder = str(export_dir.resolve())
+    path = venv or next((str(s.params.get("path")) for s in pb.steps if s.kind == "venv.build" and s.params.get("path")),
+                        "/opt/torch-venv")
+    burnin = next((s for s in pb.steps if s.kind == "burnin.run"), StepSpec(kind="burnin.run", params={}))
+    steps: list[StepSpec] = []
+    for s in pb.steps:
+        if s.kind in _REPLACED:
+            continue
+        steps.append(s)
+        if s.kind == "node.inventory":
+            steps.append(StepSpec(kind="export.preflight", params={"export_dir": folder}))
+    if not any(s.kind == "export.preflight" for s in steps):
+        steps.insert(0, StepSpec(kind="export.preflight", params={"export_dir": folder}))
+    steps += [StepSpec(kind="export.install", params={"export_dir": folder, "path": path}),
+              burnin.model_copy(update={"params": {**burnin.params, "venv": path}})]
+    return pb.model_copy(update={"steps": steps, "resolved": {}, "name": f"{pb.name} (import {export_dir.name})"})
 
 
 @click.command("import")
@@ -35,7 +57,7 @@ def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, j
     """
     import provisioner.export.steps  # noqa: F401 - registers export.preflight and export.install
     from provisioner.cli.common import common_run, load_or_exit
-    from provisioner.playbook import StepSpec, dump
+    from provisioner.playbook import dump
     from provisioner.steps.base import load_step_kinds
 
     load_step_kinds()
@@ -43,23 +65,8 @@ def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, j
         click.echo(f"error: {export_dir} is not an export folder (pylock.toml, runtime.json, host.json)", err=True)
         raise SystemExit(ExitCode.USAGE)
     pb = load_or_exit(playbook_path)
-    folder = str(export_dir.resolve())
-    path = venv or next((str(s.params.get("path")) for s in pb.steps if s.kind == "venv.build" and s.params.get("path")),
-                        "/opt/torch-venv")
-    burnin = next((s for s in pb.steps if s.kind == "burnin.run"), StepSpec(kind="burnin.run", params={}))
-    steps: list[StepSpec] = []
-    for s in pb.steps:
-        if s.kind in _REPLACED:
-            continue
-        steps.append(s)
-        if s.kind == "node.inventory":
-            steps.append(StepSpec(kind="export.preflight", params={"export_dir": folder}))
-    if not any(s.kind == "export.preflight" for s in steps):
-        steps.insert(0, StepSpec(kind="export.preflight", params={"export_dir": folder}))
-    steps += [StepSpec(kind="export.install", params={"export_dir": folder, "path": path}),
-              burnin.model_copy(update={"params": {**burnin.params, "venv": path}})]
-    derived = pb.model_copy(update={"steps": steps, "resolved": {}, "name": f"{pb.name} (import {export_dir.name})"})
+    derived = derive(pb, export_dir, venv)
     with tempfile.TemporaryDirectory(prefix="gpu-provisioner-import-") as tmp:
-        book = Path(tmp) / Path(playbook_path).name
+        book = Path(tmp) / f"import-{Path(playbook_path).name}"  # not a run of P for `export P`
         dump(derived, book)
         common_run(str(book), mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host)
