@@ -299,4 +299,5 @@ def start_event(run_id: str, playbook_path: str, mode: Mode, hosts: list[str]) -
 
 def finish_event(run_id: str, results: list[HostResult]) -> RunFinished:
     recap = recap_json(results)
-    return RunFinished(run_id=run_id, status=recap["status"], recap=recap["hosts"])
+    interrupted = any(status == "interrupted" for r in results for status in r.by_index.values())
+    return RunFinished(run_id=run_id, status="interrupted" if interrupted else recap["status"], recap=recap["hosts"])
