@@ -51,6 +51,7 @@ class PlanReady(_Event):
     step: str
     changes: list[str]
     notes: list[str] = []
+    commands: list[str] = []
 
 
 class StepFinished(_Event):
