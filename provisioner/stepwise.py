@@ -176,12 +176,24 @@ class StepSession:
         """Store validated parameters for step `index` (raises pydantic.ValidationError)."""
         run = self.runs[index]
         model = params_model(run.spec.kind)
+        values = {**run.spec.params, **values}  # a field the form does not show keeps the playbook's value
         params = changed_params(model, values, set(run.spec.params)) if model is not None else dict(values)
         if params != run.spec.params:
             run.spec = run.spec.model_copy(update={"params": params})
             run.plan_stale = True
             if run.status == "planned":
                 run.status = "pending"
+        if run.spec.kind == "lxc.create" and "onboot" in values:
+            self._mirror_onboot(bool(params.get("onboot", values["onboot"])))
+
+    def _mirror_onboot(self, onboot: bool) -> None:
+        """`onboot` is one fact: the boot unit step that also sets it follows the Container page's value
+        (where the playbook gives it one), so a second page can never silently win."""
+        for other in self.runs:
+            if other.spec.kind == "lxc.boot_persistence" and other.spec.params.get("onboot") is not None \
+                    and other.spec.params["onboot"] != onboot:
+                other.spec = other.spec.model_copy(update={"params": {**other.spec.params, "onboot": onboot}})
+                other.plan_stale = True
 
     def reopen(self, index: int) -> None:
         """Step `index` was edited after it finished: it, and the finished steps after it (which may
