@@ -240,9 +240,10 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
             if mode == "apply":
                 raise StepFailed(f"{step.kind}: {exc}") from None
             bus.emit(PlanReady(host=host, index=index, step=step.kind,
-                               changes=[f"will be decided after earlier steps apply ({exc})"]))
+                               changes=[f"will be decided after earlier steps apply ({exc})"], commands=exc.commands))
             return finish("changed", "depends on earlier changes")
-        bus.emit(PlanReady(host=host, index=index, step=step.kind, changes=plan.changes, notes=plan.notes))
+        bus.emit(PlanReady(host=host, index=index, step=step.kind, changes=plan.changes, notes=plan.notes,
+                           commands=plan.commands))
         if mode == "plan":
             return finish("changed" if plan.has_changes else "ok", "; ".join(plan.changes) or "no change")
         if not plan.has_changes:
@@ -299,4 +300,5 @@ def start_event(run_id: str, playbook_path: str, mode: Mode, hosts: list[str]) -
 
 def finish_event(run_id: str, results: list[HostResult]) -> RunFinished:
     recap = recap_json(results)
-    return RunFinished(run_id=run_id, status=recap["status"], recap=recap["hosts"])
+    interrupted = any(status == "interrupted" for r in results for status in r.by_index.values())
+    return RunFinished(run_id=run_id, status="interrupted" if interrupted else recap["status"], recap=recap["hosts"])

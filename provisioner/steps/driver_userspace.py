@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -110,6 +111,11 @@ def private_copy(path: Path) -> Path:
     link = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.link(path, link)
     return link
+
+
+#: the installer's prerequisites in the container: the kmod tools it calls even with --no-kernel-modules
+PREREQ_TOOLS = ("modprobe", "lsmod", "depmod", "rmmod", "ldconfig")
+PREREQ_INSTALL = "apt-get install -y --no-install-recommends kmod pkg-config"
 
 
 def installer_name(version: str, arch: str = "x86_64") -> str:
@@ -265,10 +271,12 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             host, installed, _ = await self._versions(ctx)
         except (StepFailed, DependsOnEarlier) as exc:
             if ctx.mode == "plan" and ("not running" in str(exc)):
-                # the container comes later; the installer and its checksum can be shown already
+                # the container comes later; the installer, its checksum and its commands can be shown already
                 inv = await ensure_inventory(ctx)
                 _, notes = await self._source_notes(ctx, inv.driver_version)
-                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes])) from None
+                commands = self.planned_commands(inv.driver_version, await self._arch(ctx), [])
+                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes]),
+                                       commands=commands) from None
             raise
         ctx.state.host_driver = host
         unfinished = None
@@ -280,13 +288,34 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             if unfinished is None:
                 return Plan.no_change(f"userspace {host} installed, equal to the host module")
         where, notes = await self._source_notes(ctx, host)
+        commands = self.planned_commands(host, await self._arch(ctx), installed)
+        if self.params.install_prereqs:
+            notes = [*notes, f"first, when the container lacks its kmod tools ({', '.join(PREREQ_TOOLS)}): "
+                             f"{PREREQ_INSTALL} (in CT {ctx.vmid})"]
         if unfinished is not None:
             return Plan(changes=[f"reinstall NVIDIA userspace {host} (.run --no-kernel-modules){where}: the last "
-                                 f"install did not finish ({unfinished})"], notes=notes)
+                                 f"install did not finish ({unfinished})"], notes=notes, commands=commands)
         if not installed:
-            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes)
+            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes,
+                        commands=commands)
         return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module){where}"],
-                    notes=notes)
+                    notes=notes, commands=commands)
+
+    def installer_flags(self) -> list[str]:
+        return ["--silent", "--no-kernel-modules", "--no-nouveau-check", "--no-x-check",
+                f"--log-file-name={INSTALLER_LOG}", *self.params.extra_flags]
+
+    def planned_commands(self, host: str, arch: str, installed: list[str]) -> list[str]:
+        """What apply runs in the container, in order (the prerequisites only where tools are missing)."""
+        remote = f"/root/{installer_name(host, arch)}"
+        out: list[str] = []
+        if self.params.install_prereqs:
+            out.append(f"{PREREQ_INSTALL}  # only if missing: {' '.join(PREREQ_TOOLS)}")
+        if installed:
+            out.append("nvidia-uninstall --silent")
+        out.append(shlex.join(["sh", remote, *self.installer_flags()]))
+        out.append(shlex.join(["rm", "-f", remote]))
+        return out
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         host, installed, _ = await self._versions(ctx)
@@ -312,8 +341,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             yield ctx.info(f"removing userspace {', '.join(installed)}")
             await ct.run(["sh", "-c", "command -v nvidia-uninstall >/dev/null && nvidia-uninstall --silent || true"],
                          timeout=600)
-        flags = ["--silent", "--no-kernel-modules", "--no-nouveau-check", "--no-x-check",
-                 f"--log-file-name={INSTALLER_LOG}", *self.params.extra_flags]
+        flags = self.installer_flags()
         yield ctx.info("running the NVIDIA installer (userspace only)")
         result = await ct.run(["sh", remote, *flags], timeout=1800)
         if not result.ok:
@@ -432,15 +460,14 @@ class DriverUserspaceStep(StepKind[DriverParams]):
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
         ct = ctx.container()
-        probe = await ct.run(["sh", "-c", "for t in modprobe lsmod depmod rmmod ldconfig; do command -v $t >/dev/null"
+        probe = await ct.run(["sh", "-c", f"for t in {' '.join(PREREQ_TOOLS)}; do command -v $t >/dev/null"
                                           " || echo missing:$t; done"], timeout=60, quiet=True)
         missing = [ln.split(":", 1)[1] for ln in probe.lines if ln.startswith("missing:")]
         if not missing:
             return
         yield ctx.info(f"installing installer prerequisites (missing: {', '.join(missing)})")
         for attempt in range(6):
-            result = await ct.run(["sh", "-c", "export DEBIAN_FRONTEND=noninteractive; "
-                                               "apt-get install -y --no-install-recommends kmod pkg-config"],
+            result = await ct.run(["sh", "-c", f"export DEBIAN_FRONTEND=noninteractive; {PREREQ_INSTALL}"],
                                   timeout=900)
             if result.ok:
                 return

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from provisioner import secrets, validate
 from provisioner.events import Event
@@ -23,9 +23,24 @@ from provisioner.steps.task_wait import wait_task
 
 
 class Net(Params):
+    """net0 as a mapping, or in PVE's own syntax: `bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1`."""
+
     bridge: validate.BridgeName = "vmbr0"
     ip: str = Field("dhcp", description="dhcp or CIDR, e.g. 10.0.0.50/24")
     gw: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pve_syntax(cls, v: Any) -> Any:
+        parsed = validate.pve_property_string(v, allowed=("name", "bridge", "ip", "gw", "type"))
+        if isinstance(parsed, dict) and isinstance(v, str):
+            if parsed.pop("name", "eth0") != "eth0" or parsed.pop("type", "veth") != "veth":
+                raise ValueError("only name=eth0 and type=veth are created (net0 of the container)")
+        return parsed
+
+    def pve_text(self) -> str:
+        """What the wizard's field shows: PVE's syntax, as the plan prints it."""
+        return ",".join([f"bridge={self.bridge}", f"ip={self.ip}", *([f"gw={self.gw}"] if self.gw else [])])
 
     @field_validator("ip")
     @classmethod

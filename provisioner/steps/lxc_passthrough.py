@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
+from provisioner import validate
 from provisioner.events import Event
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
@@ -22,8 +23,8 @@ from provisioner.steps.state import HostInventory
 
 class PassthroughParams(Params):
     mode: Literal["auto", "dev", "raw"] = Field("auto", description="dev: PVE ≥ 8.1 devN entries; raw: lxc.* lines")
-    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]] = Field(
-        "all", description="'all' or a list of GPU indices")
+    gpus: Annotated[Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]], BeforeValidator(validate.index_ranges)] \
+        = Field("all", description="'all' or GPU indices: a list, or ranges like 0-3 or 0,2-3")
     modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
     caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
