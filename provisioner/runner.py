@@ -41,7 +41,7 @@ class HostResult:
     host: str
     by_index: dict[int, StepStatus] = field(default_factory=dict)
     error: str = ""
-    exit_code: int = 0
+    exit_code: int = ExitCode.OK
     failures_outside_steps: int = 0  # the node lock, a host that could not even be reached
 
     @property
@@ -162,7 +162,7 @@ async def run_host(
         run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
     except TransportError as exc:  # taking the node lock
-        run.result.fail(str(exc), 4)
+        run.result.fail(str(exc), ExitCode.UNREACHABLE)
         bus.emit(Message(host=host, level="error", text=str(exc)))
     except asyncio.CancelledError:
         if interrupts.received() is None:
@@ -275,10 +275,10 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         result.exit_code = max(result.exit_code, failure.exit_code)
         return finish("failed", failure.message + (f"\nfix: {failure.fix}" if failure.fix else ""))
     except SecretError as exc:
-        result.exit_code = max(result.exit_code, 2)
+        result.exit_code = max(result.exit_code, ExitCode.USAGE)
         return finish("failed", f"{step.kind}: {exc}")
     except TransportError as exc:
-        result.exit_code = max(result.exit_code, 4)
+        result.exit_code = max(result.exit_code, ExitCode.UNREACHABLE)
         status: StepStatus = "interrupted" if phase == "apply" else "failed"
         msg = f"{exc}" + ("\nthe step was interrupted while applying; replay the playbook to resume"
                           if phase == "apply" else "")

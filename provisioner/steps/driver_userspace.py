@@ -21,6 +21,7 @@ from provisioner import download as dl
 from provisioner import validate
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
@@ -194,10 +195,10 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.version not in ("host", host):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
-                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=2)
+                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=ExitCode.USAGE)
         problems = branch_eol_problems([g.compute_cap for g in inv.gpus], host)
         if problems:
-            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=3)
+            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=ExitCode.NO_SOLUTION)
         try:
             libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
         except FactUnavailable:
@@ -212,7 +213,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         arch = proc.arch if proc is not None and proc.arch else await ctx.fact(ctx.node, catalog.ARCH)
         if arch not in ("x86_64", "aarch64"):
             raise StepFailed(f"NVIDIA publishes no Linux driver for architecture {arch!r}",
-                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=3)
+                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=ExitCode.NO_SOLUTION)
         return arch
 
     def _pin(self, ctx: StepContext, filename: str) -> tuple[str | None, str]:
@@ -247,7 +248,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 return source
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
-                         exit_code=1)
+                         exit_code=ExitCode.FAILED)
 
     async def _source_notes(self, ctx: StepContext, host: str) -> tuple[str, list[str]]:
         """Where the installer comes from and how its SHA-256 is known (the downloaded file's where NVIDIA
@@ -394,7 +395,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             f"NVIDIA publishes no checksum for {source.where}{source.filename}; the downloaded file has sha256 {sha}. "
             "It is not installed until that sha256 is confirmed",
             fix=f"compare it with a trusted copy, then pin it in the playbook: driver.userspace params: sha256: {sha} "
-                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=2)
+                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=ExitCode.USAGE)
 
     async def _obtain(self, ctx: StepContext, version: str, arch: str) -> AsyncIterator[Any]:
         """Yields events, then the local verified installer Path last."""
@@ -402,13 +403,13 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.driver_run:
             path = Path(self.params.driver_run).expanduser()
             if not path.is_file():
-                raise StepFailed(f"driver_run {path} does not exist", exit_code=2)
+                raise StepFailed(f"driver_run {path} does not exist", exit_code=ExitCode.USAGE)
             expected = self.params.sha256
             if expected is None:
                 side = path.with_name(path.name + ".sha256sum")
                 if not side.exists():
                     raise StepFailed(f"{path} has no checksum: an operator-supplied installer is never trusted blindly",
-                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=2)
+                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=ExitCode.USAGE)
                 expected = dl.parse_sha256sum(side.read_text(), path.name)
             await self._verify(path, expected)
             self._record = {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
@@ -456,7 +457,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await asyncio.to_thread(dl.verify, path, expected)
         except dl.ChecksumMismatch as exc:
             raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then replay",
-                             exit_code=1) from None
+                             exit_code=ExitCode.FAILED) from None
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
         ct = ctx.container()
