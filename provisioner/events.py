@@ -33,7 +33,8 @@ class RunStarted(_Event):
 class RunFinished(_Event):
     kind: Literal["run.finished"] = "run.finished"
     run_id: str
-    status: Literal["ok", "failed"]
+    #: "interrupted" when a step was stopped (SIGINT/SIGTERM, or "stop safely" in the wizard)
+    status: Literal["ok", "failed", "interrupted"]
     recap: dict[str, dict[str, int]]
 
 
@@ -50,6 +51,7 @@ class PlanReady(_Event):
     step: str
     changes: list[str]
     notes: list[str] = []
+    commands: list[str] = []
 
 
 class StepFinished(_Event):

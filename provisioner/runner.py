@@ -41,7 +41,7 @@ class HostResult:
     host: str
     by_index: dict[int, StepStatus] = field(default_factory=dict)
     error: str = ""
-    exit_code: int = 0
+    exit_code: int = ExitCode.OK
     failures_outside_steps: int = 0  # the node lock, a host that could not even be reached
 
     @property
@@ -270,9 +270,10 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
             if mode == "apply":
                 raise StepFailed(f"{step.kind}: {exc}") from None
             bus.emit(PlanReady(host=host, index=index, step=step.kind,
-                               changes=[f"will be decided after earlier steps apply ({exc})"]))
+                               changes=[f"will be decided after earlier steps apply ({exc})"], commands=exc.commands))
             return finish("changed", "depends on earlier changes")
-        bus.emit(PlanReady(host=host, index=index, step=step.kind, changes=plan.changes, notes=plan.notes))
+        bus.emit(PlanReady(host=host, index=index, step=step.kind, changes=plan.changes, notes=plan.notes,
+                           commands=plan.commands))
         if mode == "plan":
             return finish("changed" if plan.has_changes else "ok", "; ".join(plan.changes) or "no change")
         if not plan.has_changes:
@@ -304,10 +305,10 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         result.exit_code = max(result.exit_code, failure.exit_code)
         return finish("failed", failure.message + (f"\nfix: {failure.fix}" if failure.fix else ""))
     except SecretError as exc:
-        result.exit_code = max(result.exit_code, 2)
+        result.exit_code = max(result.exit_code, ExitCode.USAGE)
         return finish("failed", f"{step.kind}: {exc}")
     except TransportError as exc:
-        result.exit_code = max(result.exit_code, 4)
+        result.exit_code = max(result.exit_code, ExitCode.UNREACHABLE)
         status: StepStatus = "interrupted" if phase == "apply" else "failed"
         msg = f"{exc}" + ("\nthe step was interrupted while applying; replay the playbook to resume"
                           if phase == "apply" else "")
@@ -329,4 +330,5 @@ def start_event(run_id: str, playbook_path: str, mode: Mode, hosts: list[str]) -
 
 def finish_event(run_id: str, results: list[HostResult]) -> RunFinished:
     recap = recap_json(results)
-    return RunFinished(run_id=run_id, status=recap["status"], recap=recap["hosts"])
+    interrupted = any(status == "interrupted" for r in results for status in r.by_index.values())
+    return RunFinished(run_id=run_id, status="interrupted" if interrupted else recap["status"], recap=recap["hosts"])

@@ -11,6 +11,7 @@ succeeded, in playbook order, with their parameters as run and the resolved fact
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from provisioner.events import (
     CommandEnded,
     CommandStarted,
     Event,
+    Message,
     OutputLine,
     PlanReady,
     StepFinished,
@@ -119,6 +121,8 @@ class StepSession:
                                  runs_dir=runs_dir)
         self.recorder: Recorder = self.run.record(self.host, playbook, lambda index: self.runs[index].spec)
         self.record_to = record_to or str(state_dir() / "recorded" / f"recorded-{self.run.run_id}.yaml")
+        self.saved_steps: dict[int, StepSpec] = {}
+        self._autosave_failed = False
 
     # --- what the pages read and edit ------------------------------------------------------------
 
@@ -173,12 +177,24 @@ class StepSession:
         """Store validated parameters for step `index` (raises pydantic.ValidationError)."""
         run = self.runs[index]
         model = params_model(run.spec.kind)
+        values = {**run.spec.params, **values}  # a field the form does not show keeps the playbook's value
         params = changed_params(model, values, set(run.spec.params)) if model is not None else dict(values)
         if params != run.spec.params:
             run.spec = run.spec.model_copy(update={"params": params})
             run.plan_stale = True
             if run.status == "planned":
                 run.status = "pending"
+        if run.spec.kind == "lxc.create" and "onboot" in values:
+            self._mirror_onboot(bool(params.get("onboot", values["onboot"])))
+
+    def _mirror_onboot(self, onboot: bool) -> None:
+        """`onboot` is one fact: the boot unit step that also sets it follows the Container page's value
+        (where the playbook gives it one), so a second page can never silently win."""
+        for other in self.runs:
+            if other.spec.kind == "lxc.boot_persistence" and other.spec.params.get("onboot") is not None \
+                    and other.spec.params["onboot"] != onboot:
+                other.spec = other.spec.model_copy(update={"params": {**other.spec.params, "onboot": onboot}})
+                other.plan_stale = True
 
     def reopen(self, index: int) -> None:
         """Step `index` was edited after it finished: it, and the finished steps after it (which may
@@ -252,7 +268,49 @@ class StepSession:
         run.status = status
         for later in self.runs[index + 1:]:
             later.plan_stale = True
+        if status in ("ok", "changed"):
+            self.autosave()
         return status
+
+    def autosave(self) -> Path | None:
+        """Save the recording after every applied step, so that quitting (or a crash) loses no work; a
+        failed write is reported once on the bus and never fails the step."""
+        if not self.recorder.steps:
+            return None
+        try:
+            out = self.save(self.record_to)
+        except OSError as exc:
+            if not self._autosave_failed:
+                self._autosave_failed = True
+                self.bus.emit(Message(host=self.host, level="warning",
+                                      text=f"cannot save the recording to {self.record_to}: {exc.strerror or exc}"))
+            return None
+        self.saved_steps = dict(self.recorder.steps)
+        return out
+
+    @property
+    def unsaved(self) -> bool:
+        """Work that quitting now would lose: an edited or planned-but-not-applied step, or applied
+        steps not yet in the saved recording."""
+        if dict(self.recorder.steps) != self.saved_steps:
+            return True
+        return any(r.status in ("edited", "outdated", "running", "planning") for r in self.runs)
+
+    async def resume(self) -> int | None:
+        """Walk the playbook from the start on the host as it stands: every step whose plan shows no
+        change is applied (a no-op that records it and its resolved facts); the walk stops at the first
+        step with changes to confirm or a failure, whose index it returns (None: everything is done).
+        Nothing is changed without a plan the user confirms: an apply whose plan differs from the
+        (empty) plan seen here is refused by the runner."""
+        for run in self.runs:
+            if run.done:
+                continue
+            status = await self.plan(run.index)
+            if status != "planned" or run.changes:
+                return run.index
+            if await self.apply(run.index) not in ("ok", "changed"):
+                return run.index
+        return None
 
     async def _lock_node(self, index: int) -> bool:
         """Take the node-side lock (`provisioner.node_lock`) before the first change, held until the
@@ -280,6 +338,17 @@ class StepSession:
         self._current = index
         try:
             return await self.host_run().step(index, run.spec, mode, confirmed=confirmed)
+        except asyncio.CancelledError:
+            # "stop safely" in the wizard (or quitting while it ran): the step in progress is interrupted,
+            # as SIGINT interrupts a replay; the run log says so and a replay or resume continues from here
+            status: StepStatus = "interrupted" if mode == "apply" else "skipped"
+            if mode == "apply":
+                self._result.by_index[index] = "interrupted"
+            run.status = status
+            self.bus.emit(StepFinished(host=self.host, index=index, step=run.spec.kind, status=status, mode=mode,
+                                       message="stopped in the wizard; resume with `provisioner tui PLAYBOOK` "
+                                               "or `provisioner replay PLAYBOOK`"))
+            raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
             if mode == "apply":

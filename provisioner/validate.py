@@ -199,3 +199,58 @@ Vmid = Annotated[int, AfterValidator(vmid)]
 BridgeName = Annotated[str, AfterValidator(bridge)]
 AbsPath = Annotated[str, AfterValidator(abs_path)]
 DeletablePath = Annotated[str, AfterValidator(deletable_path)]
+
+
+def index_ranges(value: object, *, limit: int = 1024) -> object:
+    """GPU (or other index) selections as people write them: "0-3", "0,2-3", "1 3", [0, "2-3"] → a sorted
+    list of ints; "all" and anything else pass through for the field's own validation. A reversed or
+    oversized range is refused (ValueError, said in plain words)."""
+    if isinstance(value, int) or value is None:
+        return value
+    parts: list[object]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == "all" or not text:
+            return text.lower()
+        parts = [p for p in re.split(r"[,\s]+", text.strip("[]")) if p]
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        return value
+    out: set[int] = set()
+    for part in parts:
+        if isinstance(part, int):
+            out.add(part)
+            continue
+        if not isinstance(part, str):
+            return value
+        match = re.fullmatch(r"\s*(\d{1,5})\s*(?:-\s*(\d{1,5})\s*)?", part)
+        if match is None:
+            return value  # not indices: the field's own validation says what is allowed
+        low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+        if high < low:
+            raise ValueError(f"the range {part.strip()} runs backwards (write {high}-{low})")
+        if high >= limit:
+            raise ValueError(f"{high} is out of range (0-{limit - 1})")
+        out.update(range(low, high + 1))
+    return sorted(out)
+
+
+def pve_property_string(value: object, *, allowed: tuple[str, ...]) -> object:
+    """PVE's own `key=value,key=value` syntax (as `pct config` prints net0) → a dict of the `allowed` keys;
+    a dict or anything else passes through. Unknown keys are refused, naming the allowed ones."""
+    if not isinstance(value, str) or "=" not in value:
+        return value
+    out: dict[str, str] = {}
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{part!r} is not key=value (e.g. bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1)")
+        if key not in allowed:
+            raise ValueError(f"unknown key {key!r} (allowed: {', '.join(allowed)})")
+        out[key] = val.strip()
+    return out

@@ -35,7 +35,10 @@ class ProvisionerApp(App[int]):
     CSS_PATH = str(Path(__file__).with_name("app.tcss"))
     TITLE = "gpu-provisioner"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit", "Quit", priority=True, tooltip="Leave the wizard (the run log is kept)"),
+        Binding("ctrl+q", "request_quit", "Quit", priority=True,
+                tooltip="Leave the wizard (asks first while a step runs or work is not applied)"),
+        Binding("f1", "help", "Help", priority=True, tooltip="Keys and pages"),
+        Binding("question_mark", "help", "Help", show=False),
         Binding("f5", "diagnose", "Diagnose", tooltip="Paste a log and get findings"),
         Binding("f6", "toggle_theme", "Theme", tooltip="Switch between light and dark"),
         Binding("ctrl+s", "save", "Save", tooltip="Save the recorded playbook"),
@@ -43,12 +46,15 @@ class ProvisionerApp(App[int]):
     ]
 
     def __init__(self, session: WizardSession | Callable[[], WizardSession], *, start_page: str = "connect",
-                 lab: bool = False) -> None:
+                 lab: bool = False, resume: bool = False) -> None:
         super().__init__()
+        self.resume = resume
         self._factory = None if not callable(session) else session
         self.start_page = start_page
         self.lab = lab
         self.busy = False
+        self.quit_after_step = False
+        self._engine_step = ""
         self.active_page: Any = None
         self._pending: list[Event] = []
         self._flush_posted = False
@@ -73,6 +79,8 @@ class ProvisionerApp(App[int]):
         screen = self.page_screen(self.start_page)
         screen.defer_body = True  # type: ignore[attr-defined]  # the first frame before the forms
         self.push_screen(screen)
+        if self.resume:
+            self.call_after_refresh(self.begin_resume)
 
     def _open(self) -> None:
         """Build the session after the first frame, then replace the loading frame by the page."""
@@ -90,6 +98,27 @@ class ProvisionerApp(App[int]):
         self._factory = None
         self._use_session(session)
         self.switch_screen(self.page_screen(self.start_page))  # not awaited: this runs in a refresh callback
+        if self.resume:
+            self.call_after_refresh(self.begin_resume)
+
+    def begin_resume(self) -> None:
+        """Resume a recorded or half-finished run: steps the host already matches are recorded as
+        "no change"; the wizard then opens the page of the first step with changes (or the Summary)."""
+        from screens.wizard_session import PAGES
+
+        page = self.pages.get(self.start_page)
+
+        async def walk() -> None:
+            index = await self.session.resume()
+            kind = None if index is None else self.session.runs[index].spec.kind
+            name = next((p.name for p in PAGES if kind in p.kinds), "summary")
+            done = sum(1 for r in self.session.runs if r.done)
+            self.notify(f"resumed: {done} step(s) already done on the host" +
+                        (f"; next: {kind}" if kind else "; every step is done"), markup=False)
+            self.goto(name)
+
+        if page is not None:
+            self.start_engine(page, walk())
 
     def page_screen(self, name: str) -> Screen[Any]:
         """The screen of page `name`, built (its module imported) the first time it is needed."""
@@ -148,6 +177,8 @@ class ProvisionerApp(App[int]):
                 if page.is_mounted:
                     page.refresh_controls()
                     page.refresh_view()
+                if self.quit_after_step:
+                    self.exit(return_code=self.return_code or 0)
 
         self.run_worker(task(), group="engine", exit_on_error=False, description="engine")
 
@@ -187,6 +218,59 @@ class ProvisionerApp(App[int]):
         self.session.aborted = True
         self.notify("wizard aborted: the summary shows what ran", severity="warning")
         self.goto("summary")
+
+    def action_help(self) -> None:
+        from screens.help import HelpScreen
+        from screens.wizard_session import PAGES
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(PAGES))
+
+    def running_step(self) -> str | None:
+        """The step kind being planned or applied (None when the engine is idle)."""
+        if not self.busy or not hasattr(self, "session"):
+            return None
+        for run in self.session.runs:
+            if run.status in ("running", "planning"):
+                return str(run.spec.kind)
+        return "a step"
+
+    def action_request_quit(self) -> None:
+        """ctrl+q: leave at once when nothing would be lost; otherwise ask (finish / stop safely / save)."""
+        from screens.dialogs import QuitDialog
+
+        if isinstance(self.screen, QuitDialog):
+            return
+        running = self.running_step()
+        unsaved = hasattr(self, "session") and self.session.unsaved
+        if running is None and not unsaved:
+            self.exit(return_code=self.return_code or 0)
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == "finish":
+                self.quit_after_step = True
+                self.notify("quitting when the step finishes", markup=False)
+                if not self.busy:
+                    self.exit(return_code=self.return_code or 0)
+            elif choice == "stop":
+                self.stop_safely(then_quit=True)
+            elif choice == "save":
+                self.action_save()
+                self.exit(return_code=self.return_code or 0)
+            elif choice == "quit":
+                self.exit(return_code=self.return_code or 0)
+
+        self.push_screen(QuitDialog(running=running, unsaved=bool(unsaved),
+                                    record_to=str(getattr(getattr(self, "session", None), "record_to", ""))),
+                         chosen)
+
+    def stop_safely(self, *, then_quit: bool = False) -> None:
+        """Interrupt the running step (it is logged `interrupted`; the recording keeps what completed)."""
+        self.quit_after_step = then_quit
+        self.workers.cancel_group(self, "engine")
+        if not self.busy and then_quit:
+            self.exit(return_code=self.return_code or 0)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
@@ -239,3 +323,6 @@ class ProvisionerApp(App[int]):
         yield SystemCommand("Open run log", "Show this run's JSON Lines event log", self.action_run_log)
         yield SystemCommand("Toggle light/dark", "Switch the theme", self.action_toggle_theme)
         yield SystemCommand("Abort wizard", "Stop and go to the summary", self.action_abort)
+        yield SystemCommand("Help", "Keys and pages (? or F1)", self.action_help)
+        yield SystemCommand("Stop the running step safely", "Interrupt it; a resume continues from there",
+                            self.stop_safely)

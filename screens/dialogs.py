@@ -52,3 +52,59 @@ class HostKeyDialog(ModalScreen[bool]):
     @on(Button.Pressed, "#hk-cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+QuitChoice = str  # "finish" | "stop" | "save" | "quit"; None: stay
+
+
+class QuitDialog(ModalScreen[str | None]):
+    """ctrl+q while a step runs or with work not yet applied: never lose work silently.
+
+    While a step runs: finish it, then quit; or stop it safely now (the step is logged `interrupted`,
+    the recording of what completed is saved, a resume continues there). With unsaved work: save the
+    recording and quit, or quit anyway. Escape stays."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "stay", "Stay")]
+    DEFAULT_CSS = """
+    QuitDialog { align: center middle; }
+    QuitDialog > Vertical { width: 76; max-width: 100%; height: auto; border: thick $warning;
+                            background: $surface; padding: 0 1; }
+    QuitDialog #quit-text { height: auto; }
+    QuitDialog Horizontal { height: auto; align-horizontal: right; }
+    QuitDialog Button { margin-left: 1; }
+    """
+
+    def __init__(self, *, running: str | None, unsaved: bool, record_to: str) -> None:
+        super().__init__()
+        self.running = running
+        self.unsaved = unsaved
+        self.record_to = record_to
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        if self.running:
+            text.append("A step is running\n", style="bold")
+            text.append(f"{self.running} is changing the host. Finish it first, or stop it safely: it is logged "
+                        "as interrupted and `provisioner tui PLAYBOOK` or `provisioner replay` continues from there.\n")
+        else:
+            text.append("Work not applied yet\n", style="bold")
+            text.append("Edited or planned steps have not been applied; they are lost on quit.\n")
+        text.append(f"\nThe recording of what completed is kept in {self.record_to}.")
+        with Vertical():
+            yield Static(text, id="quit-text")
+            with Horizontal():
+                yield Button("Stay", id="quit-stay")
+                if self.running:
+                    yield Button("Stop safely", id="quit-stop", variant="warning")
+                    yield Button("Finish step, then quit", id="quit-finish", variant="primary")
+                else:
+                    yield Button("Quit", id="quit-quit", variant="warning")
+                    yield Button("Save and quit", id="quit-save", variant="primary")
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        choice = (event.button.id or "").removeprefix("quit-")
+        self.dismiss(None if choice == "stay" else choice)
+
+    def action_stay(self) -> None:
+        self.dismiss(None)

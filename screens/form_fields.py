@@ -48,6 +48,7 @@ class FieldSpec:
     unit: SizeUnit | None = None  # kind "size": what a bare number means (and what the value is stored in)
     keywords: tuple[str, ...] = ()  # kind "list": words accepted instead of a list, e.g. "all"
     item: str = "str"  # kind "list": the item type ("int", "str", "float")
+    pve_model: Any = None  # kind "yaml": a model written in PVE's key=value syntax (it has `pve_text`)
 
 
 def _strip_annotated(annotation: Any) -> Any:
@@ -129,9 +130,13 @@ def field_spec(name: str, info: FieldInfo) -> FieldSpec:
         help_text = _size_help(unit, help_text)
     elif kind == "list":
         help_text = _list_help(keywords, item, help_text)
+    pve_model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) \
+        and hasattr(annotation, "pve_text") else None
+    if pve_model is not None and not help_text:
+        help_text = pve_model.__doc__.strip().splitlines()[0] if pve_model.__doc__ else ""
     return FieldSpec(name=name, kind=kind, label=label, help=help_text, optional=optional,
                      required=info.is_required(), choices=choices, unit=unit, keywords=keywords,
-                     item=getattr(item, "__name__", "str"))
+                     item=getattr(item, "__name__", "str"), pve_model=pve_model)
 
 
 def _size_help(unit: SizeUnit | None, description: str) -> str:
@@ -192,7 +197,15 @@ def to_text(spec: FieldSpec, value: Any) -> str:
         return ""
     if isinstance(value, enum.Enum):
         value = value.value
+    if spec.pve_model is not None and isinstance(value, dict):
+        try:
+            value = spec.pve_model.model_validate(value)
+        except ValidationError:
+            pass
     if isinstance(value, BaseModel):
+        pve_text = getattr(value, "pve_text", None)
+        if callable(pve_text):
+            return str(pve_text())  # PVE's own key=value syntax (net0), as the plan prints it
         value = value.model_dump(mode="json", exclude_none=True)
     if spec.kind == "list":
         if isinstance(value, str):
@@ -229,18 +242,23 @@ def from_text(spec: FieldSpec, text: str) -> Any:
     return text
 
 
-def validate(model: type[BaseModel], values: dict[str, Any]) -> dict[str, str]:
+def validate(model: type[BaseModel], values: dict[str, Any],
+             playbook: dict[str, Any] | None = None) -> dict[str, str]:
     """Per-field error messages of validating the whole model ("" key: errors not tied to a field).
 
-    A blank field that does not accept None is an error naming its default (never silently reset).
-    Messages are plain words: what is wrong and what is allowed, never pydantic's type names."""
+    A blank field that does not accept None is an error naming the value it had (the playbook's, else
+    the default; never silently reset). Messages are plain words: what is wrong and what is allowed,
+    never pydantic's type names."""
     specs = {s.name: s for s in field_specs(model)}
     errors: dict[str, str] = {}
     for name, value in values.items():
         if value is None and not _accepts_none(model, name):
-            default = model.model_fields[name].get_default(call_default_factory=True)
-            shown = to_text(specs[name], default) if name in specs else default
-            errors[name] = f"a value is required (default: {shown})"
+            if playbook is not None and name in playbook:
+                before, said = playbook[name], "the playbook has"
+            else:
+                before, said = model.model_fields[name].get_default(call_default_factory=True), "default:"
+            shown = to_text(specs[name], before) if name in specs else before
+            errors[name] = f"a value is required ({said} {shown})"
     try:
         model.model_validate(clean_values(model, values))
     except ValidationError as exc:
@@ -259,6 +277,8 @@ def plain_message(spec: FieldSpec | None, err: dict[str, Any], value: Any) -> st
         bounds = _bounds_message(kind, ctx, lambda n: format_size(int(n), spec.unit))
         if bounds:
             return bounds
+    if kind == "value_error":  # a validator's own words (a backwards GPU range, an unknown net0 key)
+        return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     if spec is not None and spec.kind == "list" and spec.keywords:
         return f"{_shown(value)} is not allowed: use {spec.help}"
     if kind in ("int_parsing", "int_type", "int_from_float"):
@@ -277,8 +297,9 @@ def plain_message(spec: FieldSpec | None, err: dict[str, Any], value: Any) -> st
         allowed = ", ".join(repr(c) for c in (spec.choices if spec else ())) or str(ctx.get("expected", ""))
         return f"must be one of {allowed}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        example = "{bridge: vmbr0, ip: dhcp}" if spec is not None and spec.name == "net" else "{key: value}"
-        return f"expected key: value pairs in braces, like {example}"
+        if spec is not None and spec.name == "net":
+            return "expected PVE's syntax like bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1 (or ip=dhcp)"
+        return "expected key: value pairs in braces, like {key: value}"
     if kind in ("list_type", "tuple_type", "set_type"):
         return "expected a list of items separated by commas"
     if kind == "missing":

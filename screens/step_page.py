@@ -93,6 +93,11 @@ class PageBody(Vertical):
         yield from self.page_screen.compose_steps()
 
 
+#: One field per fact: parameters another page already edits are not shown twice (the container id is the
+#: Container page's own field; `onboot` is the Container page's, mirrored into the boot unit step).
+WIZARD_HIDDEN: dict[str, tuple[str, ...]] = {"lxc.create": ("vmid",), "lxc.boot_persistence": ("onboot",)}
+
+
 class StepPage(Screen[None]):
     """Base of the wizard pages; subclasses add their specialised view."""
 
@@ -157,7 +162,8 @@ class StepPage(Screen[None]):
             yield Static(self._step_title(run, title), id=f"title-{index}", classes="step-title")
             model = params_model(run.spec.kind)
             if model is not None and model.model_fields:
-                yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}")
+                yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}",
+                                 exclude=WIZARD_HIDDEN.get(run.spec.kind, ()))
 
     def on_mount(self) -> None:
         self.fit_height()

@@ -145,7 +145,7 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
     first.proc.send_signal(signal.SIGINT)
     assert first.finish() == 130, first.stderr[-3000:]
     events = read_run_log(first.log())  # type: ignore[arg-type]
-    assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "failed"
+    assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "interrupted"
     assert finished(events, "lxc.create")["status"] == "interrupted"
     assert "interrupted by SIGINT" in finished(events, "lxc.create")["message"]
     assert finished(events, "lxc.start")["status"] == "skipped"
@@ -294,7 +294,7 @@ def test_sigint_during_a_fleet_run_still_gives_the_fleet_recap(run: LabRun, tmp_
         fleet.proc.send_signal(signal.SIGINT)
         assert fleet.finish() == 130, fleet.stderr[-3000:]
         events = read_run_log(fleet.log())  # type: ignore[arg-type]
-        assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "failed"
+        assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "interrupted"
         assert events[-1]["recap"]["first"]["failed"] == 1
         assert events[-1]["recap"]["second"]["skipped"] == len(yaml.safe_load(pb.read_text())["steps"])
         assert any(e["kind"] == "step.finished" and e["host"] == "first" and e["status"] == "interrupted"

@@ -1,5 +1,5 @@
-"""`provisioner tui --lab` with no lab running starts one, reaches the Connect page, and stops it on exit
-(issue #12 item 3). A real terminal (tmux), polled for a screen state with a deadline, never a sleep."""
+"""`provisioner tui --lab` with no lab running starts one, reaches the Connect page, and keeps it running on
+exit (issue #28: quitting never throws away the lab's containers; `lab down` or `--stop-lab` stops it). A real terminal (tmux), polled for a screen state with a deadline, never a sleep."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _wait(predicate: object, deadline_s: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_tui_lab_starts_a_lab_and_stops_it(tmp_path: Path) -> None:
+def test_tui_lab_starts_a_lab_and_keeps_it_after_quit(tmp_path: Path) -> None:
     require(shutil.which("tmux") is not None, "tmux is not installed (apt-get install tmux)")
     require(subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode == 0,
             "the lab needs user namespaces (`unshare -Urm`)")
@@ -55,7 +55,13 @@ def test_tui_lab_starts_a_lab_and_stops_it(tmp_path: Path) -> None:
         assert Path(f"/proc/{pid}").exists()
         _tmux(sock, "send-keys", "-t", sock, "C-q")
         _wait(lambda: "TUI-EXITED-" in screen(), 60, "the wizard to exit")
-        _wait(lambda: not (root / "connection.json").exists(), 30, "the lab it started to stop")
+        assert "TUI-EXITED-0" in screen()
+        assert (root / "connection.json").exists() and Path(f"/proc/{pid}").exists(), "quitting stopped the lab"
+        assert "still running" in screen()
+        down = subprocess.run([sys.executable, "-m", "provisioner", "lab", "down"], cwd=ROOT, capture_output=True,
+                              text=True, env=dict(os.environ, **env), timeout=120, check=False)
+        assert down.returncode == 0, down.stderr[-2000:]
+        _wait(lambda: not (root / "connection.json").exists(), 30, "the lab to stop")
         _wait(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
               30, "the lab daemon to exit")
     finally:

@@ -107,7 +107,8 @@ steps:
     res = runner.invoke(main, ["plan", str(pb), "--check", "--json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {
-        "hosts": {"localhost": {"ok": 1, "changed": 0, "failed": 0, "skipped": 0}}, "status": "ok"}
+        "hosts": {"localhost": {"ok": 1, "changed": 0, "failed": 0, "skipped": 0}}, "status": "ok",
+        "plan": {"localhost": []}}
 
 
 def test_help_lists_every_command_with_example_and_exit_codes() -> None:

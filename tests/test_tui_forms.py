@@ -154,7 +154,7 @@ def test_shown_values_of_the_reference_playbook_are_plain() -> None:
     create = next(s for s in playbook.steps if s.kind == "lxc.create")
     specs = specs_by_name("lxc.create")
     assert to_text(specs["memory"], create.params["memory"]) == "480G"
-    assert to_text(specs["net"], create.params["net"]).startswith("{bridge: vmbr0")
+    assert to_text(specs["net"], create.params["net"]) == "bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1"
 
 
 def test_no_message_is_in_pydantics_words() -> None:
@@ -235,6 +235,60 @@ def test_variants_are_offered_in_order() -> None:
                      rejected=[Rejected(variant=v, torch="2.11.0", reason="test")
                                for v in ("cu130", "cpu", "cu126", "cu128", "cu118")])
     assert candidate_variants(res) == ["cu118", "cu126", "cu128", "cu130", "cpu"]
+
+
+# --- fields that speak Proxmox (issue #28 item 3) -------------------------------------------------------------
+
+
+def test_gpu_ranges_are_accepted_in_the_form_and_the_playbook(tmp_path: Path) -> None:
+    spec = specs_by_name("lxc.gpu_passthrough")["gpus"]
+    params = model("lxc.gpu_passthrough")
+    for text, value in (("0-3", [0, 1, 2, 3]), ("0,2-3", [0, 2, 3]), ("4-7 1", [1, 4, 5, 6, 7]), ("3-3", [3])):
+        assert validate(params, {"gpus": from_text(spec, text)}) == {}, text
+        assert params.model_validate({"gpus": from_text(spec, text)}).gpus == value, text
+    assert "runs backwards" in validate(params, {"gpus": from_text(spec, "3-0")})["gpus"]
+    book = tmp_path / "pb.yaml"
+    text = Path(PLAYBOOK).read_text()
+    assert "gpus: all" in text
+    book.write_text(text.replace("gpus: all", 'gpus: "0-3"'))
+    step = next(s for s in load(book).steps if s.kind == "lxc.gpu_passthrough")
+    assert params.model_validate(step.params).gpus == [0, 1, 2, 3]
+
+
+def test_net_in_pves_own_syntax_in_the_form_and_the_playbook(tmp_path: Path) -> None:
+    create = model("lxc.create")
+    spec = specs_by_name("lxc.create")["net"]
+    pve = "bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1"
+    assert validate(create, {"net": from_text(spec, pve)}) == {}
+    net = create.model_validate({"net": from_text(spec, pve)}).net
+    assert (net.bridge, net.ip, net.gw) == ("vmbr0", "192.0.2.200/24", "192.0.2.1")
+    assert to_text(spec, net) == pve  # the field shows what the plan prints
+    assert net.property_string() == "name=eth0,bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1,type=veth"
+    # as `pct config` prints net0, name and type included
+    assert create.model_validate({"net": "name=eth0,bridge=vmbr1,ip=dhcp,type=veth"}).net.bridge == "vmbr1"
+    assert "unknown key 'hwaddr'" in validate(create, {"net": "bridge=vmbr0,hwaddr=x"})["net"]
+    book = tmp_path / "pb.yaml"
+    data = Path(PLAYBOOK).read_text()
+    import yaml
+
+    doc = yaml.safe_load(data)
+    next(s for s in doc["steps"] if s["kind"] == "lxc.create")["params"]["net"] = pve
+    book.write_text(yaml.safe_dump(doc, sort_keys=False))
+    step = next(s for s in load(book).steps if s.kind == "lxc.create")
+    assert create.model_validate(step.params).net.gw == "192.0.2.1"
+
+
+def test_numbers_that_do_not_fit_are_refused_with_a_message_not_changed() -> None:
+    create = model("lxc.create")
+    spec = specs_by_name("lxc.create")["cores"]
+    assert validate(create, {"cores": from_text(spec, "1.5")}) == {"cores": "'1.5' is not a whole number"}
+    assert validate(create, {"cores": from_text(spec, "8x")}) == {"cores": "'8x' is not a whole number"}
+
+
+def test_a_blank_field_names_the_playbooks_value_not_the_models_default() -> None:
+    create = model("lxc.create")
+    assert validate(create, {"cores": None}, {"cores": 64}) == {"cores": "a value is required (the playbook has 64)"}
+    assert validate(create, {"cores": None}) == {"cores": "a value is required (default: 8)"}
 
 
 def test_connect_form_checks_the_api_user_and_secret_reference() -> None:

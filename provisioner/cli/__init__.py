@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resolve": ("resolve", "Pick the PyTorch wheel index.  e.g. provisioner resolve --cc 12.0 --driver 595.71.05 --python 3.12"),
     "burnin": ("burnin", "Multi-GPU burn-in.  e.g. provisioner burnin --backend gloo --world-size 4 --json"),
     "diagnose": ("diagnose", "Find why an install failed.  e.g. provisioner diagnose --log install.log --json"),
+    "export": ("export", "Export a proven runtime (pylock/flox/nix/oci).  e.g. provisioner export PLAYBOOK --format nix -o out"),
+    "import": ("import_export", "Build and prove a venv from an export.  e.g. provisioner import out --playbook P --lab"),
     "bundle": ("bundle", "Collect a redacted support bundle.  e.g. provisioner bundle --host root@pve -o b.tar.gz"),
     "tui": ("tui", "The interactive wizard.  e.g. provisioner tui --lab"),
 }

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from provisioner import interrupts
 from provisioner.assembly import open_run
+from provisioner.events import Event, PlanReady
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
@@ -45,7 +46,8 @@ async def run_playbook(
 ) -> tuple[list[HostResult], dict[str, Any], Path]:
     """One host: open the run, run the playbook, finish the run (and write the recording)."""
     host = host_label(playbook.target)
-    run = open_run(playbook_path, mode, [host], sinks=[ConsoleRenderer(stderr_console(), verbose=verbose)])
+    plans = PlanCollector([host])
+    run = open_run(playbook_path, mode, [host], sinks=[ConsoleRenderer(stderr_console(), verbose=verbose), plans])
     recorder = run.record(host, playbook)
     node = node_transport(playbook.target, run.bus, trust_new_host=trust_new_host)
     with interrupts.cancel_on_signals():  # SIGINT/SIGTERM: the step is interrupted, the recap still comes
@@ -55,7 +57,24 @@ async def run_playbook(
     run.finish(results)
     if record_to is not None and mode == "apply" and not result.failed:
         dump(recorder.playbook(), record_to)
-    return results, recap_json(results), run.log_path
+    recap = recap_json(results)
+    if mode == "plan":
+        recap["plan"] = plans.by_host
+    return results, recap, run.log_path
+
+
+class PlanCollector:
+    """`plan --json`: every step's changes, notes and commands by host, as the (redacted) bus carried them —
+    what the recap's "changed" count stands for."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.by_host: dict[str, list[dict[str, Any]]] = {host: [] for host in hosts}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, PlanReady) and (event.changes or event.commands):
+            self.by_host.setdefault(event.host, []).append(
+                {"index": event.index, "step": event.step, "changes": list(event.changes),
+                 "commands": list(event.commands), "notes": list(event.notes)})
 
 
 def stderr_console() -> Console:

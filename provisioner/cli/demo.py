@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from provisioner.exitcodes import ExitCode
+from provisioner.exitcodes import INTERRUPTED_ROW, ExitCode, exit_codes_epilog
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 #: the playbook `demo --profile P` replays (rtxpro6000-8x keeps the shipped Blackwell one)
@@ -111,7 +111,11 @@ def pin_unpublished_driver(book: Path, profile: str, lab_root: Path) -> None:
                f"sha256 {sha} (an operator pins it once: driver.userspace params sha256)", err=True)
 
 
-@click.command("demo")
+@click.command("demo", epilog=exit_codes_epilog(
+    (ExitCode.OK, "both replays ok, the second with no changes"),
+    (ExitCode.FAILED, "a step failed, or the second replay changed something"),
+    (ExitCode.USAGE, "the lab cannot run here (user namespaces refused) or a bad flag"),
+    INTERRUPTED_ROW))
 @click.option("--playbook", type=click.Path(dir_okay=False, exists=True), default=str(PLAYBOOK), show_default=True)
 @click.option("--keep-lab", is_flag=True, help="Leave the lab running afterwards (stop it with `provisioner lab down`).")
 @click.option("--scenario", multiple=True, help="Lab fault scenario(s) to demonstrate, e.g. driver-mismatch.")

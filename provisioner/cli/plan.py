@@ -5,9 +5,10 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import common_run
+from provisioner.exitcodes import PLAN_EXIT_CODES
 
 
-@click.command("plan")
+@click.command("plan", epilog=PLAN_EXIT_CODES)
 @click.argument("playbook", type=click.Path(dir_okay=False))
 @click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
 @click.option("--json", "json_out", is_flag=True, help="Print the recap as JSON (last stdout line).")

@@ -10,14 +10,14 @@ import click
 from provisioner import interrupts
 from provisioner.assembly import open_run
 from provisioner.cli.common import common_run, echo_json, load_or_exit, stderr_console
-from provisioner.exitcodes import ExitCode
+from provisioner.exitcodes import REPLAY_EXIT_CODES, ExitCode
 from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fleet, write_report
 from provisioner.playbook import PlaybookError
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import Mode, exit_code, recap_json
 
 
-@click.command("replay")
+@click.command("replay", epilog=REPLAY_EXIT_CODES)
 @click.argument("playbook", type=click.Path(dir_okay=False))
 @click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
 @click.option("--json", "json_out", is_flag=True, help="Print the recap as JSON (last stdout line).")

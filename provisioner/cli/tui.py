@@ -1,4 +1,4 @@
-"""`provisioner tui [--lab] [--playbook FILE]`: the interactive wizard (Textual, imported lazily)."""
+"""`provisioner tui [PLAYBOOK] [--lab]`: the interactive wizard (Textual, imported lazily)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,34 @@ from provisioner.exitcodes import ExitCode
 DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 
 
-@click.command("tui")
-@click.option("--lab", is_flag=True, help="Point the wizard at the running lab (`provisioner lab up`).")
-@click.option("--playbook", "playbook_path", type=click.Path(dir_okay=False), default=None,
-              help="Playbook giving the steps and defaults (default: the shipped Blackwell playbook).")
+@click.command("tui", epilog="""\b
+Exit codes: 0 ok (also after quitting), 2 invalid playbook or flag, 4 the lab could not start.
+\b
+Examples:
+  provisioner tui --lab                          the shipped playbook against the lab (started if needed)
+  provisioner tui recorded.yaml --lab            resume a recorded or half-finished run where the host stands""")
+@click.argument("playbook", required=False, type=click.Path(dir_okay=False, exists=True))
+@click.option("--lab", is_flag=True,
+              help="Point the wizard at the lab; starts one when none runs (it keeps running after the wizard "
+                   "exits unless --stop-lab).")
+@click.option("--stop-lab", is_flag=True, help="With --lab: stop the lab this command started when the wizard exits.")
+@click.option("--playbook", "playbook_opt", type=click.Path(dir_okay=False), default=None, hidden=True,
+              help="Same as the PLAYBOOK argument (kept for old scripts).")
 @click.option("--page", default="connect", show_default=True, help="Page to open first.")
 @click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
-              help="Where the Summary page saves the playbook of what ran (default: ./recorded-<run id>.yaml).")
-def command(lab: bool, playbook_path: str | None, page: str, record_to: str | None) -> None:
+              help="Where the recording (a playbook of the steps that completed, with the resolved facts) is saved "
+                   "after every applied step and by ctrl+s (default: <state dir>/recorded/recorded-<run id>.yaml).")
+def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str | None, page: str,
+            record_to: str | None) -> None:
     """The interactive wizard: each page shows a step's plan, applies it on confirmation and streams
-    its output; the Summary page saves the playbook of what ran (replay it with `provisioner replay`).
+    its output; the recording of what ran is saved as steps complete (replay it with `provisioner replay`).
 
-    Example: provisioner tui --lab
+    Given a PLAYBOOK (e.g. a recording), the wizard resumes it: every step the host already matches is
+    checked and recorded as "no change", and the wizard opens at the first step with changes to confirm.
+    Without one it starts at the Connect page with the shipped Blackwell playbook.
     """
-    path = playbook_path or str(DEFAULT_PLAYBOOK)
+    path = playbook or playbook_opt or str(DEFAULT_PLAYBOOK)
+    resume = playbook is not None
     from screens.app import ProvisionerApp  # Textual only when the wizard runs
     from screens.pages import PAGE_TITLES
 
@@ -56,10 +70,13 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
 
     started_lab = _ensure_lab() if lab else None
     try:
-        app = ProvisionerApp(open_session, start_page=page, lab=lab)
+        app = ProvisionerApp(open_session, start_page=page, lab=lab, resume=resume)
         code = app.run()
     finally:
-        _stop(started_lab)
+        if stop_lab:
+            _stop(started_lab)
+        elif started_lab is not None:
+            click.echo(f"LAB: still running in {started_lab.root} (`provisioner lab down` stops it)", err=True)
     raise SystemExit(int(code or app.return_code or ExitCode.OK))
 
 
@@ -77,7 +94,7 @@ def _ensure_lab() -> Any:
     except SandboxUnavailable as exc:
         click.echo(str(exc).splitlines()[0], err=True)
         raise SystemExit(ExitCode.USAGE) from None
-    click.echo(f"LAB: starting the lab in {lab.root} (stopped when the wizard exits)", err=True)
+    click.echo(f"LAB: starting the lab in {lab.root}", err=True)
     try:
         _, started = lab.up()
     except LabError as exc:

@@ -40,6 +40,7 @@ class ConsoleRenderer:
         self.multi_host = multi_host
         self._progress: Progress | None = None
         self._tasks: dict[tuple[str, str], TaskID] = {}
+        self._mode = "apply"
 
     def _prefix(self, event: Event) -> Text:
         return Text(f"[{plain(event.host)}] ", style="cyan") if self.multi_host and event.host else Text()
@@ -48,6 +49,7 @@ class ConsoleRenderer:
         c = self.console
         p = self._prefix(event)
         if isinstance(event, RunStarted):
+            self._mode = event.mode
             c.rule(Text(plain(f"{event.mode.upper()} {event.playbook}  (run {event.run_id})")))
         elif isinstance(event, StepStarted):
             self._stop_progress()
@@ -75,7 +77,7 @@ class ConsoleRenderer:
         elif isinstance(event, StepFinished):
             self._stop_progress()
             style = STATUS_STYLE[event.status]
-            c.print(p + Text(f"   {event.status}", style=style) +
+            c.print(p + Text(f"   {status_word(event.status, event.mode)}", style=style) +
                     Text(f" ({event.duration_s:.1f}s) " if event.duration_s else " ") +
                     Text(plain(event.message.splitlines()[0]) if event.message else "", style="dim" if event.status
                          in ("ok", "changed", "skipped") else ""))
@@ -89,7 +91,7 @@ class ConsoleRenderer:
                         c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
         elif isinstance(event, RunFinished):
             self._stop_progress()
-            c.print(recap_table(event.recap))
+            c.print(recap_table(event.recap, mode=self._mode))
 
     def _on_progress(self, event: ProgressEvent) -> None:
         if self._progress is None:
@@ -113,11 +115,18 @@ class ConsoleRenderer:
             self._tasks.clear()
 
 
-def recap_table(recap: dict[str, dict[str, int]]) -> Table:
-    table = Table(title="Recap", title_justify="left")
+def status_word(status: str, mode: str) -> str:
+    """What a step's status means to the reader: a plan changed nothing, it shows what *would* change."""
+    if mode == "plan":
+        return {"changed": "will change", "ok": "no change"}.get(status, status)
+    return status
+
+
+def recap_table(recap: dict[str, dict[str, int]], *, mode: str = "apply") -> Table:
+    table = Table(title="Plan" if mode == "plan" else "Recap", title_justify="left")
     table.add_column("host")
     for col, style in (("ok", "green"), ("changed", "yellow"), ("failed", "red"), ("skipped", "dim")):
-        table.add_column(col, justify="right", style=style)
+        table.add_column(status_word(col, mode), justify="right", style=style)
     for host, counts in recap.items():
         table.add_row(Text(plain(host)), *(str(counts.get(k, 0)) for k in ("ok", "changed", "failed", "skipped")))
     return table

@@ -34,6 +34,8 @@ class Plan(BaseModel):
 
     changes: list[str] = []
     notes: list[str] = []
+    #: the commands the apply will run for these changes, as data (shown by `plan --json`, redacted)
+    commands: list[str] = []
     after_earlier_changes: bool = False
 
     @property
@@ -61,7 +63,12 @@ class StepFailed(Exception):
 
 
 class DependsOnEarlier(Exception):
-    """Raised by `check` in plan mode when the step's facts only exist after earlier changes."""
+    """Raised by `check` in plan mode when the step's facts only exist after earlier changes.
+    `commands`: what the apply will run all the same, where the step can already tell."""
+
+    def __init__(self, message: str, *, commands: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.commands = list(commands or [])
 
 
 class StepKind(abc.ABC, Generic[P]):

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shlex
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from provisioner import download as dl
 from provisioner import validate
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
@@ -112,6 +114,11 @@ def private_copy(path: Path) -> Path:
     return link
 
 
+#: the installer's prerequisites in the container: the kmod tools it calls even with --no-kernel-modules
+PREREQ_TOOLS = ("modprobe", "lsmod", "depmod", "rmmod", "ldconfig")
+PREREQ_INSTALL = "apt-get install -y --no-install-recommends kmod pkg-config"
+
+
 def installer_name(version: str, arch: str = "x86_64") -> str:
     return f"NVIDIA-Linux-{arch}-{version}.run"
 
@@ -188,10 +195,10 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.version not in ("host", host):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
-                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=2)
+                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=ExitCode.USAGE)
         problems = branch_eol_problems([g.compute_cap for g in inv.gpus], host)
         if problems:
-            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=3)
+            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=ExitCode.NO_SOLUTION)
         try:
             libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
         except FactUnavailable:
@@ -206,7 +213,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         arch = proc.arch if proc is not None and proc.arch else await ctx.fact(ctx.node, catalog.ARCH)
         if arch not in ("x86_64", "aarch64"):
             raise StepFailed(f"NVIDIA publishes no Linux driver for architecture {arch!r}",
-                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=3)
+                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=ExitCode.NO_SOLUTION)
         return arch
 
     def _pin(self, ctx: StepContext, filename: str) -> tuple[str | None, str]:
@@ -241,7 +248,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 return source
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
-                         exit_code=1)
+                         exit_code=ExitCode.FAILED)
 
     async def _source_notes(self, ctx: StepContext, host: str) -> tuple[str, list[str]]:
         """Where the installer comes from and how its SHA-256 is known (the downloaded file's where NVIDIA
@@ -265,10 +272,12 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             host, installed, _ = await self._versions(ctx)
         except (StepFailed, DependsOnEarlier) as exc:
             if ctx.mode == "plan" and ("not running" in str(exc)):
-                # the container comes later; the installer and its checksum can be shown already
+                # the container comes later; the installer, its checksum and its commands can be shown already
                 inv = await ensure_inventory(ctx)
                 _, notes = await self._source_notes(ctx, inv.driver_version)
-                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes])) from None
+                commands = self.planned_commands(inv.driver_version, await self._arch(ctx), [])
+                raise DependsOnEarlier("; ".join(["the container is not running yet", *notes]),
+                                       commands=commands) from None
             raise
         ctx.state.host_driver = host
         unfinished = None
@@ -284,13 +293,34 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                     notes += [note] if note else []
                 return Plan.no_change(*notes)
         where, notes = await self._source_notes(ctx, host)
+        commands = self.planned_commands(host, await self._arch(ctx), installed)
+        if self.params.install_prereqs:
+            notes = [*notes, f"first, when the container lacks its kmod tools ({', '.join(PREREQ_TOOLS)}): "
+                             f"{PREREQ_INSTALL} (in CT {ctx.vmid})"]
         if unfinished is not None:
             return Plan(changes=[f"reinstall NVIDIA userspace {host} (.run --no-kernel-modules){where}: the last "
-                                 f"install did not finish ({unfinished})"], notes=notes)
+                                 f"install did not finish ({unfinished})"], notes=notes, commands=commands)
         if not installed:
-            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes)
+            return Plan(changes=[f"install NVIDIA userspace {host} (.run --no-kernel-modules){where}"], notes=notes,
+                        commands=commands)
         return Plan(changes=[f"replace userspace {', '.join(installed)} with {host} (host module){where}"],
-                    notes=notes)
+                    notes=notes, commands=commands)
+
+    def installer_flags(self) -> list[str]:
+        return ["--silent", "--no-kernel-modules", "--no-nouveau-check", "--no-x-check",
+                f"--log-file-name={INSTALLER_LOG}", *self.params.extra_flags]
+
+    def planned_commands(self, host: str, arch: str, installed: list[str]) -> list[str]:
+        """What apply runs in the container, in order (the prerequisites only where tools are missing)."""
+        remote = f"/root/{installer_name(host, arch)}"
+        out: list[str] = []
+        if self.params.install_prereqs:
+            out.append(f"{PREREQ_INSTALL}  # only if missing: {' '.join(PREREQ_TOOLS)}")
+        if installed:
+            out.append("nvidia-uninstall --silent")
+        out.append(shlex.join(["sh", remote, *self.installer_flags()]))
+        out.append(shlex.join(["rm", "-f", remote]))
+        return out
 
     async def _installed_record(self, ctx: StepContext, version: str) -> tuple[dict[str, Any] | None, str]:
         """A no-op: the `resolved.driver` record an install of `version` writes (the installer this playbook
@@ -355,8 +385,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             yield ctx.info(f"removing userspace {', '.join(installed)}")
             await ct.run(["sh", "-c", "command -v nvidia-uninstall >/dev/null && nvidia-uninstall --silent || true"],
                          timeout=600)
-        flags = ["--silent", "--no-kernel-modules", "--no-nouveau-check", "--no-x-check",
-                 f"--log-file-name={INSTALLER_LOG}", *self.params.extra_flags]
+        flags = self.installer_flags()
         yield ctx.info("running the NVIDIA installer (userspace only)")
         result = await ct.run(["sh", remote, *flags], timeout=1800)
         if not result.ok:
@@ -409,7 +438,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             f"NVIDIA publishes no checksum for {source.where}{source.filename}; the downloaded file has sha256 {sha}. "
             "It is not installed until that sha256 is confirmed",
             fix=f"compare it with a trusted copy, then pin it in the playbook: driver.userspace params: sha256: {sha} "
-                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=2)
+                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=ExitCode.USAGE)
 
     async def _obtain(self, ctx: StepContext, version: str, arch: str) -> AsyncIterator[Any]:
         """Yields events, then the local verified installer Path last."""
@@ -417,13 +446,13 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.driver_run:
             path = Path(self.params.driver_run).expanduser()
             if not path.is_file():
-                raise StepFailed(f"driver_run {path} does not exist", exit_code=2)
+                raise StepFailed(f"driver_run {path} does not exist", exit_code=ExitCode.USAGE)
             expected = self.params.sha256
             if expected is None:
                 side = path.with_name(path.name + ".sha256sum")
                 if not side.exists():
                     raise StepFailed(f"{path} has no checksum: an operator-supplied installer is never trusted blindly",
-                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=2)
+                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=ExitCode.USAGE)
                 expected = dl.parse_sha256sum(side.read_text(), path.name)
             await self._verify(path, expected)
             self._record = {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
@@ -471,19 +500,18 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await asyncio.to_thread(dl.verify, path, expected)
         except dl.ChecksumMismatch as exc:
             raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then replay",
-                             exit_code=1) from None
+                             exit_code=ExitCode.FAILED) from None
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
         ct = ctx.container()
-        probe = await ct.run(["sh", "-c", "for t in modprobe lsmod depmod rmmod ldconfig; do command -v $t >/dev/null"
+        probe = await ct.run(["sh", "-c", f"for t in {' '.join(PREREQ_TOOLS)}; do command -v $t >/dev/null"
                                           " || echo missing:$t; done"], timeout=60, quiet=True)
         missing = [ln.split(":", 1)[1] for ln in probe.lines if ln.startswith("missing:")]
         if not missing:
             return
         yield ctx.info(f"installing installer prerequisites (missing: {', '.join(missing)})")
         for attempt in range(6):
-            result = await ct.run(["sh", "-c", "export DEBIAN_FRONTEND=noninteractive; "
-                                               "apt-get install -y --no-install-recommends kmod pkg-config"],
+            result = await ct.run(["sh", "-c", f"export DEBIAN_FRONTEND=noninteractive; {PREREQ_INSTALL}"],
                                   timeout=900)
             if result.ok:
                 return

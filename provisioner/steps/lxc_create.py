@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from provisioner import secrets, validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.steps import ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -23,9 +24,24 @@ from provisioner.steps.task_wait import wait_task
 
 
 class Net(Params):
+    """net0 as a mapping, or in PVE's own syntax: `bridge=vmbr0,ip=192.0.2.200/24,gw=192.0.2.1`."""
+
     bridge: validate.BridgeName = "vmbr0"
     ip: str = Field("dhcp", description="dhcp or CIDR, e.g. 10.0.0.50/24")
     gw: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pve_syntax(cls, v: Any) -> Any:
+        parsed = validate.pve_property_string(v, allowed=("name", "bridge", "ip", "gw", "type"))
+        if isinstance(parsed, dict) and isinstance(v, str):
+            if parsed.pop("name", "eth0") != "eth0" or parsed.pop("type", "veth") != "veth":
+                raise ValueError("only name=eth0 and type=veth are created (net0 of the container)")
+        return parsed
+
+    def pve_text(self) -> str:
+        """What the wizard's field shows: PVE's syntax, as the plan prints it."""
+        return ",".join([f"bridge={self.bridge}", f"ip={self.ip}", *([f"gw={self.gw}"] if self.gw else [])])
 
     @field_validator("ip")
     @classmethod
@@ -108,7 +124,7 @@ def public_key(path: str) -> str:
         return secrets.read_public_key(path)
     except secrets.SecretError as exc:
         raise StepFailed(f"ssh_public_key_file: {exc}", fix="point ssh_public_key_file at a .pub file",
-                         exit_code=2) from None
+                         exit_code=ExitCode.USAGE) from None
 
 
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
@@ -152,7 +168,7 @@ class LxcCreate(StepKind[CreateParams]):
                 raise StepFailed(
                     f"CT {vmid} on {node_name(ctx)} is being created by someone else (lock: create, no marker of "
                     f"gpu-provisioner in {ownership.MARKER_DIR}); it is left untouched",
-                    fix=f"choose another container id, or finish/remove CT {vmid} on the node", exit_code=1)
+                    fix=f"choose another container id, or finish/remove CT {vmid} on the node", exit_code=ExitCode.FAILED)
             if half.task == "ok":
                 existing = await container_exists(ctx, vmid)  # the worker finished since: compare it below
             elif half.task == "running":
@@ -166,7 +182,7 @@ class LxcCreate(StepKind[CreateParams]):
         if existing is not None and ownership.is_half_created(existing):
             raise StepFailed(f"CT {vmid} is still locked (lock: create) although its create task finished",
                              fix=f"check CT {vmid} on the node (`pct config {vmid}`); `pct unlock {vmid}` if it "
-                                 "is complete, then replay", exit_code=1)
+                                 "is complete, then replay", exit_code=ExitCode.FAILED)
         if existing is not None:
             diff = ownership.differences(self.params, existing)
             ours = ownership.is_ours(existing)
@@ -179,7 +195,7 @@ class LxcCreate(StepKind[CreateParams]):
                     f"CT {vmid} already exists on {node_name(ctx)} and {why}; it is left untouched:\n  "
                     + "\n  ".join(lines),
                     fix=f"choose another container id in the playbook, or align the playbook with CT {vmid}",
-                    exit_code=1)
+                    exit_code=ExitCode.FAILED)
             ctx.state.ct_created = False
             return Plan.no_change(f"CT {vmid} ({existing.get('hostname')}) is ours and has the same spec")
         storage, _, volume = self.params.template.partition(":")
@@ -188,7 +204,7 @@ class LxcCreate(StepKind[CreateParams]):
             if not self.params.download_template:
                 raise StepFailed(f"template {self.params.template} is not on storage {storage}",
                                  fix="set download_template: true, or `pveam download "
-                                     f"{storage} {volume.removeprefix('vztmpl/')}` on the node", exit_code=1)
+                                     f"{storage} {volume.removeprefix('vztmpl/')}` on the node", exit_code=ExitCode.FAILED)
             changes.append(f"download template {volume.removeprefix('vztmpl/')} to {storage}")
         p = self.params
         changes.append(f"create CT {vmid} '{p.hostname}': {p.cores} cores, {p.memory} MiB RAM, {p.swap} MiB swap, "

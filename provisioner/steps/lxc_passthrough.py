@@ -7,9 +7,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
+from provisioner import validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
@@ -22,8 +24,8 @@ from provisioner.steps.state import HostInventory
 
 class PassthroughParams(Params):
     mode: Literal["auto", "dev", "raw"] = Field("auto", description="dev: PVE ≥ 8.1 devN entries; raw: lxc.* lines")
-    gpus: Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]] = Field(
-        "all", description="'all' or a list of GPU indices")
+    gpus: Annotated[Literal["all"] | list[Annotated[int, Field(ge=0, le=1023)]], BeforeValidator(validate.index_ranges)] \
+        = Field("all", description="'all' or GPU indices: a list, or ranges like 0-3 or 0,2-3")
     modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
     caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
@@ -54,7 +56,7 @@ def device_selection(inventory: HostInventory, params: PassthroughParams) -> Dev
     indices = [g.index for g in gpus] if params.gpus == "all" else list(params.gpus)
     unknown = [i for i in indices if i not in {g.index for g in gpus}]
     if unknown:
-        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=2)
+        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=ExitCode.USAGE)
     selected = [g for g in gpus if g.index in set(indices)]
     present = set(inventory.device_nodes)
     gpu_nodes = [f"/dev/nvidia{inventory.minor_of(g)}" for g in sorted(selected, key=inventory.minor_of)]
@@ -134,7 +136,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         release = tuple(inv.pve_release or (0, 0))
         if self.params.mode == "dev" and release < (8, 1):
             raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv.pve_version}",
-                             fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=2)
+                             fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=ExitCode.USAGE)
         mode = self.params.mode if self.params.mode != "auto" else ("dev" if release >= (8, 1) else "raw")
         target = ctx.playbook.target
         if not target.local and target.ssh.user != "root":
@@ -142,7 +144,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
                 f"{mode} passthrough needs root on the node: devN may only be set by root@pam (`pct set` as root "
                 "or a root@pam password ticket; PVE refuses API tokens with 403) and raw lxc.* lines need a root edit "
                 f"of /etc/pve/lxc/<vmid>.conf; the playbook logs in as {target.ssh.user!r}",
-                fix="set target.ssh.user: root (key authentication) for this step", exit_code=2)
+                fix="set target.ssh.user: root (key authentication) for this step", exit_code=ExitCode.USAGE)
         return mode
 
     async def _plan(self, ctx: StepContext) -> tuple[str, list[str], LxcConfig, list[str], bool]:

@@ -28,6 +28,7 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -220,11 +221,11 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
               ("check the names and versions in extra_packages; an extra that needs another torch than the one "
                "installed cannot be added to this venv")
         return StepFailed(f"resolver_failure: the index {index_desc} has no build satisfying {' '.join(reqs)} "
-                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=3)
+                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=ExitCode.NO_SOLUTION)
     if _lines_match(result, *_UNREACHABLE):
         return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
                           fix="check the container's network/DNS and proxy settings, or point index_url: at a "
-                              "reachable mirror", result=result, exit_code=4)
+                              "reachable mirror", result=result, exit_code=ExitCode.UNREACHABLE)
     if _lines_match(result, "hash mismatch", "hashes do not match"):
         return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
                           fix="the index served different bytes than when the lock was made; check the mirror, or "
@@ -274,10 +275,10 @@ class VenvBuild(StepKind[VenvParams]):
         res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
-            raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=2)
+            raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=ExitCode.USAGE)
         index = self.params.index_url or res.get("index_url")
         if not index:
-            raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=2)
+            raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=ExitCode.USAGE)
         mirror = self.params.index_mirror
         if mirror and index.startswith(PYTORCH_INDEX):
             index = mirror.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
@@ -321,7 +322,7 @@ class VenvBuild(StepKind[VenvParams]):
         kind = state["state"]
         if kind == "notdir":
             raise StepFailed(f"{path} exists in CT {ctx.vmid} and is not a directory; it is left untouched",
-                             fix="choose another path for the venv", exit_code=2)
+                             fix="choose another path for the venv", exit_code=ExitCode.USAGE)
         if kind == "built":
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):

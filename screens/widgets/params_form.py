@@ -90,7 +90,9 @@ class ParamsForm(Vertical):
             options = [(str(c), c) for c in spec.choices]
             return Select(options, value=current if current in spec.choices else Select.NULL,
                           allow_blank=spec.optional, id=wid, classes="field-input", compact=True)
-        input_type = {"int": "integer", "float": "number"}.get(spec.kind, "text")
+        # Numbers are typed as text and validated: an "integer" input silently drops what it cannot hold
+        # ("1.5" became 15, letters vanished); a message is better than a different value.
+        input_type = "text"
         placeholder = "(none)" if spec.optional else ("required" if spec.required else "")
         if spec.kind == "size":
             placeholder = "e.g. 480G" if spec.unit == "M" else "e.g. 200G"
@@ -126,7 +128,7 @@ class ParamsForm(Vertical):
 
     def revalidate(self) -> dict[str, str]:
         values = self.values()
-        self.errors = validate(self.model, self._raw)
+        self.errors = validate(self.model, self._raw, self._initial)
         for spec in self.specs:
             line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
             message = self.errors.get(spec.name, "")

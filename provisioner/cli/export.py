@@ -1,0 +1,104 @@
+"""`provisioner export PLAYBOOK|RUN --format pylock|flox|nix|oci [-o DIR]`: the proven runtime as a folder."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+
+from provisioner.exitcodes import ExitCode
+from provisioner.export.models import FORMATS
+from provisioner.export.nix import NIXPKGS_REV
+
+
+def _venv_path(playbook: Any) -> str:
+    for step in playbook.steps:
+        if step.kind == "venv.build":
+            return str(step.params.get("path") or "/opt/torch-venv")
+    return "/opt/torch-venv"
+
+
+async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
+    from provisioner.events import Bus
+    from provisioner.export import collect
+    from provisioner.session import node_transport
+    from provisioner.transport.container import ContainerTransport
+
+    vmid = pb.target.container or proof.resolved.get("vmid")
+    if vmid is None:
+        raise click.ClickException("the playbook names no container and the run recorded none")
+    node = node_transport(pb.target, Bus(), trust_new_host=trust_new_host)
+    try:
+        ct = ContainerTransport(node, int(vmid))
+        venv_rt = await collect.read_venv_runtime(ct, venv)
+        torch_res = proof.resolved.get("torch") or {}
+        doc = await collect.make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"],
+                                        variant=str(torch_res.get("variant") or ""),
+                                        torch_index=str(venv_rt.get("index_url")), python=str(venv_rt.get("python")))
+        return collect.build(proof, venv, venv_rt, doc, int(vmid))
+    finally:
+        await node.close()
+
+
+@click.command("export")
+@click.argument("source")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="What to render beside pylock.toml.")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The folder to write (default: ./export-<run id>).")
+@click.option("--playbook", "playbook_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The playbook whose target holds the container (when SOURCE is a run).")
+@click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
+@click.option("--base", default=None, help="oci: the base image by digest, e.g. docker.io/library/ubuntu@sha256:...")
+@click.option("--nixpkgs-rev", default=NIXPKGS_REV, show_default=True, help="nix: the nixpkgs commit to pin.")
+@click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
+@click.option("--json", "json_out", is_flag=True, help="Print what was written as JSON.")
+def command(source: str, fmt: str, output: Path | None, playbook_path: str | None, lab: bool, base: str | None,
+            nixpkgs_rev: str, trust_new_host: bool, json_out: bool) -> None:
+    """Export what a run proved: pylock.toml (every wheel with URL, sha256, size), runtime.json, host.json
+    and a Flox manifest, a Nix flake or an OCI image layout. Refused (exit 1) without a passing burn-in.
+
+    Example: provisioner export playbooks/blackwell-8gpu-lxc.yaml --lab --format oci --base IMAGE@sha256:... -o out
+    """
+    from provisioner.cli.common import echo_json, load_or_exit, with_lab
+    from provisioner.export import write
+    from provisioner.export.source import ExportRefused, find_proof, require_proven
+    from provisioner.steps.venv_build import UV_PIN
+
+    src_is_playbook = Path(source).is_file() and Path(source).suffix in (".yaml", ".yml")
+    if fmt == "oci" and base is None:
+        raise click.UsageError("--format oci needs --base NAME@sha256:<digest> (the base image, named by digest)")
+    try:
+        pb = load_or_exit(source) if src_is_playbook else None
+        proof = find_proof(source, pb)
+        require_proven(proof)
+        if pb is None:
+            named = playbook_path or proof.playbook
+            if not named or not Path(named).is_file():
+                raise ExportRefused(f"run {proof.run_id}'s playbook {proof.playbook} is gone: name the target with "
+                                    "--playbook")
+            pb = load_or_exit(named)
+        elif playbook_path:
+            pb = load_or_exit(playbook_path)
+        target = with_lab(pb, lab)
+        exp = asyncio.run(_collect(target, proof, _venv_path(pb), trust_new_host))
+    except ExportRefused as exc:
+        click.echo(f"error: export refused: {exc}", err=True)
+        raise SystemExit(ExitCode.FAILED) from None
+    out = output or Path(f"export-{proof.run_id}")
+    write.write_core(out, exp)
+    try:
+        written = write.render(out, fmt, uv_version=UV_PIN, base=base, nixpkgs_rev=nixpkgs_rev)
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(ExitCode.FAILED) from None
+    files = ["pylock.toml", "runtime.json", "host.json", *written]
+    info = {**write.summary(out), "format": fmt, "files": files, "notes": proof.notes}
+    if json_out:
+        echo_json(info)
+    else:
+        for note in proof.notes:
+            click.echo(note, err=True)
+        click.echo(f"exported torch {exp.runtime.torch} (CUDA {exp.runtime.cuda}), {info['wheels']} wheels, "
+                   f"host driver >= {exp.host.min_driver} to {out}: {', '.join(files)}")

@@ -1,0 +1,233 @@
+"""The step kinds of `provisioner import`: the host's driver against the export's floor, then the venv.
+
+`export.preflight` runs right after `node.inventory`, before any step that changes the host: a driver below
+`host.json`'s floor is refused with the reason and nothing is created or installed. `export.install` builds
+the venv from the export's pylock.toml: every wheel fetched from its URL in the container and checked
+against the lock's sha256 and size, installed by uv with no index (`--offline --no-deps`: the lock lists
+every package), then proven with venv.build's smoke test; `burnin.run` follows as in any playbook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from provisioner import validate
+from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
+from provisioner.export import pylock
+from provisioner.export.models import HostNeeds, RuntimeProof, floor_problem
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.context import StepContext
+from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.venv_build import (
+    BUILDING_MARKER,
+    BUILT_BY,
+    META_DIR,
+    PYPI_INDEX,
+    RUNTIME_FILE,
+    VERIFY_SCRIPT,
+    VenvBuild,
+    VenvParams,
+    _probe_script,
+    arch_covers,
+    parse_state,
+)
+
+#: in the container: fetch each wheel, check sha256 and size, print {"sha256": ..., "size": ...} per file
+FETCH_SCRIPT = r"""
+import hashlib, json, os, sys, urllib.request
+dest, wheels = sys.argv[1], json.loads(sys.argv[2])
+out = []
+for w in wheels:
+    path = os.path.join(dest, w["filename"])
+    h, n = hashlib.sha256(), 0
+    with urllib.request.urlopen(w["url"], timeout=600) as r, open(path + ".part", "wb") as f:
+        while True:
+            chunk = r.read(1 << 20)
+            if not chunk:
+                break
+            h.update(chunk); n += len(chunk); f.write(chunk)
+    if h.hexdigest() != w["sha256"] or n != w["size"]:
+        print(json.dumps({"error": f"{w['url']}: sha256 {h.hexdigest()} ({n} bytes), the lock says {w['sha256']} ({w['size']} bytes)"}))
+        sys.exit(0)
+    os.replace(path + ".part", path)
+    out.append({"filename": w["filename"], "sha256": h.hexdigest(), "size": n})
+print(json.dumps({"wheels": out}))
+"""
+
+
+class ExportDir(Params):
+    export_dir: str = Field(description="The export folder on the controller (pylock.toml, runtime.json, host.json)")
+
+    @field_validator("export_dir")
+    @classmethod
+    def _dir(cls, v: str) -> str:
+        if not (Path(v) / "host.json").is_file():
+            raise ValueError(f"{v}: not an export folder (no host.json)")
+        return v
+
+    def host(self) -> HostNeeds:
+        return HostNeeds.model_validate_json((Path(self.export_dir) / "host.json").read_text(encoding="utf-8"))
+
+    def runtime(self) -> RuntimeProof:
+        return RuntimeProof.model_validate_json((Path(self.export_dir) / "runtime.json").read_text(encoding="utf-8"))
+
+    def pylock_text(self) -> str:
+        return (Path(self.export_dir) / pylock.PYLOCK).read_text(encoding="utf-8")
+
+
+@register
+class ExportPreflight(StepKind[ExportDir]):
+    """The host's NVIDIA driver against host.json's floor, before anything is changed."""
+
+    kind = "export.preflight"
+    title = "Check the host against the export's needs"
+    Params = ExportDir
+
+    async def check(self, ctx: StepContext) -> Plan:
+        inv = await ensure_inventory(ctx)
+        host = self.params.host()
+        problem = floor_problem(inv.driver_version, host)
+        if problem:
+            raise StepFailed(problem + "; nothing was installed", exit_code=ExitCode.NO_SOLUTION,
+                             fix=f"upgrade the host's NVIDIA driver to >= {host.min_driver}, or export a runtime "
+                                 "proven with an older CUDA variant")
+        return Plan.no_change(f"host driver {inv.driver_version} >= {host.min_driver} (export floor)")
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        return
+        yield  # pragma: no cover - an async generator with nothing to do
+
+
+class InstallParams(ExportDir):
+    path: str = Field("/opt/torch-venv", description="Absolute path of the venv in the container")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return validate.deletable_path(v)
+
+
+@register
+class ExportInstall(StepKind[InstallParams]):
+    """A venv from the export's pylock.toml, each wheel checked against its sha256, proven like venv.build."""
+
+    kind = "export.install"
+    title = "Build the venv from the export"
+    Params = InstallParams
+
+    def _sha(self) -> str:
+        return hashlib.sha256(self.params.pylock_text().encode()).hexdigest()
+
+    async def check(self, ctx: StepContext) -> Plan:
+        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
+        if not result.ok:
+            if ctx.mode == "plan":
+                raise DependsOnEarlier("the container is not running yet")
+            raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
+        state = parse_state(result.output)
+        want = f"{self.params.path} from the export (pylock sha256 {self._sha()[:12]})"
+        if state["state"] == "built":
+            rt = state["runtime"]
+            if rt.get("export_sha256") == self._sha() and rt.get("verified"):
+                ctx.state.venv_runtime = rt
+                return Plan.no_change(f"{want} is built and verified")
+            if rt.get("export_sha256") != self._sha():
+                raise StepFailed(f"{self.params.path} exists with another set of packages; it is left untouched",
+                                 fix="import into another path (--venv) or another container")
+        elif state["state"] in ("foreign", "notdir"):
+            raise StepFailed(f"{self.params.path} exists in CT {ctx.vmid} and was not built by gpu-provisioner; "
+                             "it is left untouched", fix="import into another path (--venv)")
+        return Plan(changes=[f"create {want}"])
+
+    async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+        ct, path = ctx.container(), self.params.path
+        runtime = self.params.runtime()
+        doc = pylock.load(self.params.pylock_text())
+        wheels = pylock.wheels(doc)
+        meta = f"{path}/{META_DIR}"
+        await ct.run(["mkdir", "-p", f"{meta}/wheels"], timeout=60, check=True)
+        await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        builder = VenvBuild(VenvParams(path=path))
+        uv = await builder._ensure_uv(ctx, {"pypi_url": PYPI_INDEX})
+        py = ".".join(runtime.python.split(".")[:2])
+        yield ctx.info(f"creating venv {path} with Python {py} (proven on {runtime.python})")
+        found = await ct.run([uv, "python", "find", py], timeout=120, quiet=True)
+        if not found.ok:
+            installed_py = await ct.run([uv, "python", "install", py], timeout=900)
+            if not installed_py.ok:
+                raise StepFailed(f"uv could not install Python {py} in the container", result=installed_py)
+        created = await ct.run([uv, "venv", "--allow-existing", "--python", py, path], timeout=900)
+        if not created.ok:
+            raise StepFailed(f"uv could not create a Python {py} venv at {path}", result=created)
+        await ct.write_file(f"{meta}/{pylock.PYLOCK}", self.params.pylock_text().encode())
+        yield ctx.info(f"fetching {len(wheels)} wheels and checking each against the lock's sha256 and size")
+        spec = json.dumps([{"filename": w.filename, "url": w.url, "sha256": w.sha256, "size": w.size} for w in wheels])
+        fetched = await ct.run([f"{path}/bin/python", "-c", FETCH_SCRIPT, f"{meta}/wheels", spec], timeout=3600,
+                               quiet=True)
+        try:
+            got = json.loads(fetched.lines[-1])
+        except (json.JSONDecodeError, IndexError):
+            raise StepFailed("fetching the export's wheels failed in the container", result=fetched) from None
+        if "error" in got:
+            raise StepFailed(f"a wheel does not match the export's lock: {got['error']}", result=fetched)
+        files = [f"{meta}/wheels/{w.filename}" for w in wheels]
+        installed = await ct.run([uv, "pip", "install", "--python", f"{path}/bin/python", "--offline", "--no-deps",
+                                  "--no-progress", *files], timeout=3600)
+        if not installed.ok:
+            raise StepFailed("uv could not install the export's wheels", result=installed)
+        rt: dict[str, Any] = {"built_by": BUILT_BY, "request": {"from_export": self._sha()}, "verified": False,
+                              "export_sha256": self._sha(), "torch": runtime.torch, "index_url": runtime.index_url,
+                              "python": py, "wheels": got["wheels"]}
+        ctx.state.venv_runtime = rt
+        await ct.write_file(f"{path}/{RUNTIME_FILE}", json.dumps(rt, indent=1).encode())
+        await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        yield ctx.info(f"installed {len(files)} wheels into {path} from the export")
+
+    async def verify(self, ctx: StepContext) -> None:
+        ct, path = ctx.container(), self.params.path
+        want = self.params.runtime()
+        wheels = pylock.wheels(pylock.load(self.params.pylock_text()))
+        sums = await ct.run(["sh", "-c", f"cd {path}/{META_DIR}/wheels && sha256sum -- *.whl"], timeout=600,
+                            quiet=True)
+        have = {line.split()[0] for line in sums.lines if line.strip()}
+        if have != {w.sha256 for w in wheels}:
+            raise StepFailed(f"the wheels in {path} are not the export's: {sorted(have ^ {w.sha256 for w in wheels})}",
+                             result=sums)
+        result = await ct.run([f"{path}/bin/python", "-c", VERIFY_SCRIPT], timeout=600, quiet=True)
+        try:
+            info = json.loads(result.lines[-1])
+        except (json.JSONDecodeError, IndexError):
+            raise StepFailed("the torch check in the venv crashed", result=result) from None
+        if "error" in info:
+            raise StepFailed(info["error"], result=result)
+        inv = await ensure_inventory(ctx)
+        problems = []
+        if info.get("torch") != want.torch or info.get("cuda") != want.cuda:
+            problems.append(f"torch {info.get('torch')} (CUDA {info.get('cuda')}) is not the export's {want.torch} "
+                            f"(CUDA {want.cuda})")
+        if not info.get("available"):
+            problems.append("torch.cuda.is_available() is False")
+        uncovered = sorted({g for g in info.get("capabilities", []) if not arch_covers(info["arch_list"], g)})
+        if uncovered:
+            problems.append(f"compute capability {', '.join(uncovered)} is not covered by {info['arch_list']}")
+        if not all(info.get("matmul_ok", [])):
+            problems.append(f"matmul check failed: {info.get('errors')}")
+        if problems:
+            raise StepFailed("; ".join(problems), evidence=[json.dumps(info)])
+        rt = dict(ctx.state.venv_runtime or {})
+        rt.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
+                   "arch_list": info["arch_list"], "driver": inv.driver_version,
+                   "gpus": [{"index": i, "compute_cap": c} for i, c in enumerate(info.get("capabilities", []))]})
+        ctx.state.venv_runtime = rt
+        await ct.write_file(f"{path}/{RUNTIME_FILE}", json.dumps(rt, indent=1).encode())
+
+    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+        rt = ctx.state.venv_runtime or {}
+        return {"imported": {k: rt.get(k) for k in ("torch", "cuda", "python", "export_sha256", "wheels")}}

@@ -1,0 +1,152 @@
+"""The round trip in the lab: replay the shipped playbook, export what it proved, import it into a second
+container (same wheels by sha256, same torch/CUDA, the burn-in passes there), and refuse a third container
+whose host driver is below the export's floor before any change."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.labrun import REPO, LabRun, lab_importable, write_test_playbook
+from tests.support.require import require
+
+LAB_BURNIN = {"sizes": "1KiB:256KiB", "duration_s": 2}
+# a base image named by digest: the layout names it, it does not hold its layers (the lab container's root
+# stands in for the base when the unpacked layer runs)
+BASE = "docker.io/library/ubuntu@sha256:" + hashlib.sha256(b"base image of the test").hexdigest()
+CT_EXEC = """
+import asyncio, sys
+from provisioner.events import Bus
+from provisioner.playbook import load
+from provisioner.session import node_transport, point_at_lab
+from provisioner.transport.container import ContainerTransport
+async def main() -> int:
+    pb = point_at_lab(load(sys.argv[1]))
+    node = node_transport(pb.target, Bus())
+    try:
+        r = await ContainerTransport(node, int(sys.argv[2])).run(["sh", "-c", sys.argv[3]], timeout=600, quiet=True)
+    finally:
+        await node.close()
+    print(r.output)
+    return r.exit_status or 0
+sys.exit(asyncio.run(main()))
+"""
+
+
+def _cli(run: LabRun, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True,
+                          env=run.env(), cwd=REPO, timeout=timeout)
+
+
+def exported_run_id(text: str) -> str:
+    m = re.search(r"proof: run (\S+) of", text)
+    assert m, text[-2000:]
+    return m.group(1)
+
+
+def _for_container(src: Path, dest: Path, vmid: int) -> Path:
+    doc: dict[str, Any] = yaml.safe_load(src.read_text())
+    doc["target"]["container"] = vmid
+    for step in doc["steps"]:
+        if step["kind"] == "lxc.create":
+            step["params"]["hostname"] = f"import-{vmid}"
+            step["params"]["net"]["ip"] = f"192.0.2.{vmid % 250}/24"
+    dest.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dest
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Any:
+    require(lab_importable(), "the embedded lab (provisioner.lab.lab) is not in this build")
+    require(os.geteuid() == 0, "the lab's container sandbox (mount namespaces) needs root")
+    run = LabRun(tmp_path / "base", tmp_path / "lab-cache")
+    with run.running():
+        yield run
+
+
+def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) -> None:
+    from provisioner.cli.demo import demo_playbook
+
+    book = write_test_playbook(tmp_path / "first.yaml", drop_kinds=(), params={"burnin.run": LAB_BURNIN,
+                                                                               "lxc.start": {"timeout_s": 10}})
+    book = demo_playbook(book, tmp_path / "blackwell.yaml")  # the lab's Pythons, as the demo does
+    first = lab.replay(book)
+    assert first.rc == 0, first.stderr[-3000:]
+
+    out = tmp_path / "export"
+    exported = _cli(lab, "export", str(book), "--lab", "--format", "nix", "-o", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    doc = json.loads(exported.stdout.strip().splitlines()[-1])
+    assert doc["wheels"] >= 3 and doc["files"][-1] == "flake.nix"
+    runtime = json.loads((out / "runtime.json").read_text())
+    host = json.loads((out / "host.json").read_text())
+    assert runtime["burnin"]["verdict"] == "pass" and host["min_driver"] == "525.60.13"
+    lock = tomllib.loads((out / "pylock.toml").read_text())
+    want = {w["hashes"]["sha256"] for p in lock["packages"] for w in p["wheels"]}
+    assert {p["name"] for p in lock["packages"]} >= {"torch", "torchvision", "nvidia-ml-py"}
+    assert all(w["size"] > 0 for p in lock["packages"] for w in p["wheels"])
+
+    second = _for_container(book, tmp_path / "second.yaml", 201)
+    imported = _cli(lab, "import", str(out), "--playbook", str(second), "--lab", "--json")
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert json.loads(imported.stdout.strip().splitlines()[-1])["status"] == "ok"
+    assert "burn-in verdict: pass" in imported.stderr
+    venv = lab.state().ct_root(201) / "opt" / "torch-venv"
+    got = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (venv / ".provisioner" / "wheels").glob("*.whl")}
+    assert got == want
+    rt = json.loads((venv / "runtime.json").read_text())
+    assert (rt["torch"], rt["cuda"], rt["verified"]) == (runtime["torch"], runtime["cuda"], True)
+
+    # the same export named by its run (the demo's copy of the playbook may be gone: --playbook names the target)
+    run_id = exported_run_id(exported.stderr + exported.stdout)
+    by_run = _cli(lab, "export", run_id, "--playbook", str(book), "--lab", "--format", "pylock", "-o",
+                  str(tmp_path / "by-run"))
+    assert by_run.returncode == 0, by_run.stderr[-3000:]
+    assert (tmp_path / "by-run" / "pylock.toml").read_text() == (out / "pylock.toml").read_text()
+
+    # OCI: the layout read by skopeo and umoci; the unpacked layer, laid over a lab container's root (the
+    # base), installs offline and passes the torch smoke check there
+    require(shutil.which("skopeo") is not None and shutil.which("umoci") is not None,
+            "skopeo and umoci (Debian packages) are not installed")
+    oci_out = tmp_path / "oci-export"
+    made = _cli(lab, "export", str(book), "--lab", "--format", "oci", "--base", BASE, "-o", str(oci_out))
+    assert made.returncode == 0, made.stderr[-3000:]
+    inspected = subprocess.run(["skopeo", "inspect", f"oci:{oci_out / 'oci'}:latest"], capture_output=True,
+                               text=True, timeout=120)
+    assert inspected.returncode == 0, inspected.stderr
+    assert json.loads(inspected.stdout)["Labels"]["io.gpu-provisioner.burnin"] == "pass"
+    bundle = tmp_path / "bundle"
+    unpacked = subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{oci_out / 'oci'}:latest", str(bundle)],
+                              capture_output=True, text=True, timeout=300)
+    assert unpacked.returncode == 0, unpacked.stderr
+    shutil.copytree(bundle / "rootfs" / "opt" / "gpu-provisioner", lab.state().ct_root(201) / "opt" / "gpu-provisioner",
+                    dirs_exist_ok=True)
+    smoke = subprocess.run([sys.executable, "-c", CT_EXEC, str(second), "201",
+                            f"VENV=/opt/oci-venv PYTHON=python{runtime['python'].rsplit('.', 1)[0]} "
+                            "sh /opt/gpu-provisioner/install.sh"],
+                           capture_output=True, text=True, env=lab.env(), cwd=REPO, timeout=600)
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    info = json.loads(smoke.stdout.strip().splitlines()[-1])
+    assert (info["torch"], info["cuda"], info["available"]) == (runtime["torch"], runtime["cuda"], True)
+    assert info["count"] == len(runtime["gpus"]) and all(info["matmul_ok"])
+
+    from provisioner.lab.day2 import upgrade_driver
+
+    upgrade_driver(lab.state(), "520.61.05")
+    third = _for_container(book, tmp_path / "third.yaml", 202)
+    refused = _cli(lab, "import", str(out), "--playbook", str(third), "--lab")
+    assert refused.returncode == 3, refused.stderr[-3000:]
+    assert "below the export's floor 525.60.13" in refused.stderr
+    assert not lab.state().conf_path(202).exists()
+    assert not (lab.state().ct_dir(202)).exists()

@@ -1,0 +1,126 @@
+"""Never lose work in the wizard (issue #28 item 2), driven with Pilot against the lab.
+
+ctrl+q while the burn-in runs asks first; "Stop safely" interrupts the step (the run log says
+`interrupted`, the run is `interrupted`), the recording of the completed steps is already on disk
+(saved after every applied step), and a wizard opened on that recording resumes at the burn-in with
+every earlier step recorded as "no change". Waits are for states, with deadlines; no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button, Input
+
+from provisioner.playbook import load
+from provisioner.session import point_at_lab
+from screens.app import ProvisionerApp
+from screens.dialogs import QuitDialog
+from screens.help import HelpScreen
+from screens.wizard_session import PAGES, WizardSession
+from tests.support.require import require
+from tests.test_tui_lab import lab_env, lab_session, run_page  # noqa: F401  (fixture)
+from tests.test_tui_support import PLAYBOOK, wait_for, wait_idle
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab_env: Path,  # noqa: F811
+                                                                             tmp_path: Path) -> None:
+    require(lab_env.exists(), "the lab did not start")
+    session = lab_session(lab_env, tmp_path)
+    app = ProvisionerApp(session, lab=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        # F1 opens the help, escape closes it.
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 10, "the help screen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), 10, "the help to close")
+        for page_def in PAGES[:-2]:
+            assert app.screen.name == page_def.name
+            await run_page(app, pilot)
+            await pilot.press("ctrl+n")
+            await pilot.pause()
+        assert app.screen.name == "burnin"
+        applied = {i for i, r in enumerate(session.runs) if r.status in ("ok", "changed")}
+        assert len(applied) == len(session.runs) - 1
+        # The recording was saved as the steps completed: nothing asked for it.
+        recorded_path = Path(session.record_to)
+        assert recorded_path.exists()
+        assert len(load(recorded_path).steps) == len(applied)
+
+        page = app.screen
+        index = page.indices[0]  # type: ignore[attr-defined]
+        # A burn-in long enough to be caught running.
+        page.query_one(f"#s{index}--duration_s", Input).value = "600"
+        page.query_one(f"#s{index}--phases", Input).value = "preflight,collectives"
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot, 300)
+        assert session.runs[index].planned and session.runs[index].changes
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: session.runs[index].status == "running" and app.busy, 120,
+                       "the burn-in to run")
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog), 20, "the quit prompt")
+        assert app.is_running  # asked, did not quit
+        assert "burnin.run" in str(app.screen.query_one("#quit-text").render())
+        await pilot.click("#quit-stop")
+        await wait_for(pilot, lambda: app._exit and not app.busy,
+                       300, "the stop to complete")
+    assert session.runs[index].status == "interrupted"
+    events = [json.loads(line) for line in session.log_path.read_text().splitlines()]
+    finished = [e for e in events if e["kind"] == "step.finished" and e.get("step") == "burnin.run"]
+    assert finished and finished[-1]["status"] == "interrupted"
+    assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "interrupted"
+    recorded = load(recorded_path)
+    assert "burnin.run" not in [s.kind for s in recorded.steps]
+
+    # Open the recording: the wizard resumes at the burn-in, earlier steps "no change".
+    playbook = point_at_lab(load(PLAYBOOK).model_copy(update={"steps": [
+        *recorded.steps, next(s for s in load(PLAYBOOK).steps if s.kind == "burnin.run")],
+        "resolved": recorded.resolved}), lab_env)
+    (tmp_path / "again").mkdir()
+    resumed = WizardSession(playbook, playbook_path=str(recorded_path), lab=True, runs_dir=tmp_path / "again",
+                            record_to=str(tmp_path / "recorded-again.yaml"))
+    app2 = ProvisionerApp(resumed, lab=True, resume=True)
+    async with app2.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await wait_for(pilot, lambda: app2.screen.name == "burnin" and not app2.busy, 600, "the resume to reach the burn-in")
+        earlier = resumed.runs[:-1]
+        assert all(r.status == "ok" for r in earlier), [(r.spec.kind, r.status, r.message) for r in earlier]
+        assert all(r.message == "no change" for r in earlier if r.spec.kind != "burnin.run")
+        last = resumed.runs[-1]
+        assert last.status == "planned" and last.changes  # shown for confirmation, not applied
+    events = [json.loads(line) for line in resumed.log_path.read_text().splitlines()]
+    assert not any(e["kind"] == "command.started" and "pct create" in e.get("command", "") for e in events)
+
+
+async def test_quit_with_nothing_running_and_nothing_unsaved_leaves_at_once(tmp_path: Path) -> None:
+    session = WizardSession(load(PLAYBOOK), playbook_path=str(PLAYBOOK), runs_dir=tmp_path,
+                            record_to=str(tmp_path / "rec.yaml"))
+    app = ProvisionerApp(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: app._exit, 10, "the wizard to exit")
+    assert app.return_code == 0
+
+
+async def test_quit_with_an_edited_step_asks_and_save_writes_the_recording(tmp_path: Path) -> None:
+    session = WizardSession(load(PLAYBOOK), playbook_path=str(PLAYBOOK), runs_dir=tmp_path,
+                            record_to=str(tmp_path / "rec.yaml"))
+    session.runs[2].status = "edited"  # a finished page changed after it ran, not applied again
+    app = ProvisionerApp(session)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog), 10, "the quit prompt")
+        labels = [str(b.label) for b in app.screen.query(Button)]
+        assert labels == ["Stay", "Quit", "Save and quit"]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, QuitDialog), 10, "the prompt to close")
+        assert app.is_running
