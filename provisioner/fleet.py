@@ -29,7 +29,16 @@ from provisioner import interrupts
 from provisioner.events import Bus, Message
 from provisioner.exitcodes import ExitCode
 from provisioner.paths import state_dir
-from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings, read_yaml
+from provisioner.playbook import (
+    ApiSettings,
+    Playbook,
+    PlaybookError,
+    SshSettings,
+    Target,
+    line_of,
+    read_yaml,
+    target_file_problems,
+)
 from provisioner.runner import HostResult, run_host
 from provisioner.session import node_transport, point_at_lab, pve_factory
 
@@ -54,13 +63,28 @@ class Inventory(BaseModel):
     hosts: list[InventoryHost] = Field(min_length=1)
 
 
-def load_inventory(path: str | Path) -> Inventory:
+def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+    """Validate an inventory like a playbook's target: every problem as `file:line: field: message` (exit 2).
+    `check_files=False`: the schema only, not the files of this machine it names (an example inventory)."""
     p = Path(path)
-    _, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
+    root, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
     try:
         inv = Inventory.model_validate(data)
     except ValidationError as exc:
-        raise PlaybookError([f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+        raise PlaybookError([f"{p}:{line_of(root, tuple(e['loc']))}: {'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors(include_url=False, include_input=False)]) from None
+    problems = []
+    for i, entry in enumerate(inv.hosts if check_files else []):  # the files each entry names (key, known_hosts, CA) as for a playbook
+        if entry.ssh is None and entry.api is None:
+            continue
+        target = Target(host="localhost", ssh=entry.ssh or SshSettings(), api=entry.api)
+        for loc, msg in target_file_problems(target):
+            where = ("hosts", i, *loc[1:])
+            if entry.ssh is None and loc[1] == "ssh":
+                continue  # the playbook's own SSH settings apply; checked with the playbook
+            problems.append(f"{p}:{line_of(root, where)}: {'.'.join(map(str, where))}: {msg}")
+    if problems:
+        raise PlaybookError(problems)
     labels = [h.label for h in inv.hosts]
     dupes = {x for x in labels if labels.count(x) > 1}
     if dupes:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from provisioner import interrupts, node_lock
+from provisioner import interrupts, node_lock, secrets
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
@@ -143,6 +143,9 @@ async def run_host(
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
+    if mode == "plan":
+        for text in secret_sources(playbook):
+            bus.emit(Message(host=host, level="info", text=text))
     load_step_kinds()  # what the first step would import; then the API client loads while commands run
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
@@ -159,11 +162,11 @@ async def run_host(
             if status in ("failed", "interrupted"):
                 failed = True
     except StepFailed as exc:  # a lock
-        run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, exc.message, exc.exit_code)
     except TransportError as exc:  # taking the node lock
-        run.result.fail(str(exc), ExitCode.UNREACHABLE)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, str(exc), ExitCode.UNREACHABLE)
     except asyncio.CancelledError:
         if interrupts.received() is None:
             raise
@@ -173,6 +176,33 @@ async def run_host(
             await lock.release()
         await node.close()
     return run.result
+
+
+def secret_sources(playbook: Playbook) -> list[str]:
+    """Where each secret of the target comes from (never its value): what a plan shows before anything
+    is read, e.g. `secret target.api.password is read from file /home/op/.config/gpu-provisioner/pve-password`."""
+    api = playbook.target.api
+    if api is None:
+        return []
+    return [f"secret target.api.{name} is read from {secrets.source(ref)}"
+            for name, ref in (("password", api.password), ("token_value", api.token_value)) if ref]
+
+
+def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int, error: str,
+                    code: int) -> None:
+    """The node lock refused the run before step `index`: that step fails (it could not start), every later
+    one is skipped, so the recap counts every step of the playbook (not only those before the lock)."""
+    for i, spec in enumerate(playbook.steps):
+        if i in result.by_index or i < index:
+            continue
+        status: StepStatus = "failed" if i == index else "skipped"
+        result.by_index[i] = status
+        message = f"not run: {error}" if status == "failed" else "skipped: the node lock refused the run"
+        bus.emit(StepFinished(host=host, index=i, step=spec.kind, status=status, mode="apply", message=message))
+    if index < 0 or index >= len(playbook.steps):  # no step to carry the failure
+        result.failures_outside_steps += 1
+    result.error = error
+    result.exit_code = max(result.exit_code, code)
 
 
 def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:

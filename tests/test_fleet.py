@@ -290,8 +290,8 @@ def test_unreachable_entries_fail_alone_with_their_reason(tmp_path: Path) -> Non
     """An address where nothing listens, and a lab entry whose lab is not running: both fail, each
     with its reason in the fleet report, and the run still ends with a recap."""
     port = closed_port()
-    key = tmp_path / "id_ed25519"
-    key.write_text("not a key: never read, the connection is refused first\n")
+    key = tmp_path / "id_ed25519"  # a real key (a file that is not one is refused at load); never used
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text(yaml.safe_dump({"hosts": [
         {"name": "gone", "host": "127.0.0.1", "node": "pve",
@@ -316,7 +316,8 @@ def test_unreachable_entries_fail_alone_with_their_reason(tmp_path: Path) -> Non
 def test_example_inventory_is_valid() -> None:
     from provisioner.fleet import load_inventory
 
-    inv = load_inventory(FLEET_DIR / "hosts.example.yaml")
+    # the schema: the example names a site's CA file (/etc/gpu-provisioner/...) this machine need not have
+    inv = load_inventory(FLEET_DIR / "hosts.example.yaml", check_files=False)
     assert len(inv.hosts) >= 2
     assert all(h.host and h.node for h in inv.hosts)
 

@@ -210,6 +210,7 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
     (("rootfs", "other-lvm:vm-200-disk-0,size=200G"), "rootfs.storage"),
     (("features", "nesting=0"), "features.nesting: existing '0', playbook '1'"),
     (("features", None), "features.nesting"),
+    (("features", "nesting=1,keyctl=1"), "features.keyctl: existing '1', playbook '0'"),
 ])
 def test_container_with_our_name_but_not_our_tag_or_spec_is_refused(run: LabRun, tmp_path: Path,
                                                                    change: tuple[str, str | None],

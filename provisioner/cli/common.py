@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
-from provisioner.session import LabNotRunning, host_label, node_transport, point_at_lab, pve_factory
+from provisioner.session import LabNotRunning, allow_lab_secrets, host_label, node_transport, point_at_lab, pve_factory
 
 
 def load_or_exit(path: str) -> Playbook:
@@ -92,6 +93,9 @@ def with_lab(playbook: Playbook, lab: bool) -> Playbook:
 
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
                check: bool = False, record_to: str | None = None) -> None:
+    if lab:
+        with contextlib.suppress(LabNotRunning):  # `with_lab` says so below
+            allow_lab_secrets()  # a recording of a lab run refers to the lab's password file
     playbook = with_lab(load_or_exit(playbook_path), lab)
     if problems := local_file_problems(playbook.target):
         click.echo("error: " + "\n  ".join([f"{playbook_path}: invalid target files:", *problems]), err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,12 @@ def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str |
     def open_session() -> Any:
         """Load the playbook and the engine after the first frame (the wizard paints first)."""
         from provisioner.playbook import PlaybookError, load
-        from provisioner.session import LabNotRunning, point_at_lab
+        from provisioner.session import LabNotRunning, allow_lab_secrets, point_at_lab
         from screens.wizard_session import WizardSession
 
+        if lab:
+            with contextlib.suppress(LabNotRunning):  # point_at_lab says so below
+                allow_lab_secrets()  # a recording of a lab run refers to the lab's password file
         try:
             playbook = load(path)
         except PlaybookError as exc:

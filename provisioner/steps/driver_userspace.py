@@ -287,7 +287,11 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             record = await ctx.fact(ctx.container(), catalog.INSTALLER_RECORD)
             unfinished = record.unfinished
             if unfinished is None:
-                return Plan.no_change(f"userspace {host} installed, equal to the host module")
+                notes = [f"userspace {host} installed, equal to the host module"]
+                if ctx.mode == "apply":  # a recording holds the driver pin whatever the run's path
+                    self._record, note = await self._installed_record(ctx, host)
+                    notes += [note] if note else []
+                return Plan.no_change(*notes)
         where, notes = await self._source_notes(ctx, host)
         commands = self.planned_commands(host, await self._arch(ctx), installed)
         if self.params.install_prereqs:
@@ -317,6 +321,45 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         out.append(shlex.join(["sh", remote, *self.installer_flags()]))
         out.append(shlex.join(["rm", "-f", remote]))
         return out
+
+    async def _installed_record(self, ctx: StepContext, version: str) -> tuple[dict[str, Any] | None, str]:
+        """A no-op: the `resolved.driver` record an install of `version` writes (the installer this playbook
+        installs and the SHA-256 a later replay verifies it against), so that a no-op replay's recording holds
+        the same pin as the install's. Known without downloading: the playbook's pin, the recorded one, the
+        published checksum, or the verified installer in the controller's cache. When none can be had (the
+        driver server unreachable), the step still succeeds; the note says the pin is not recorded."""
+        earlier = ctx.resolved.get("driver")
+        if isinstance(earlier, dict) and earlier.get("version") == version and isinstance(earlier.get("sha256"), str):
+            return dict(earlier), ""
+        try:
+            if self.params.driver_run:
+                path = Path(self.params.driver_run).expanduser()
+                expected, checksum = self.params.sha256, "pinned"
+                side = path.with_name(path.name + ".sha256sum")
+                if expected is None and side.is_file():
+                    expected, checksum = dl.parse_sha256sum(side.read_text(), path.name), "published"
+                if expected is None:
+                    return None, f"driver pin not recorded: {path} has no sha256 (pin it in the playbook)"
+                return {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
+                        "checksum": checksum}, ""
+            source = await self._source(ctx, version)
+            record: dict[str, Any] = {"version": version, "filename": source.filename, "url": source.url,
+                                      "layout": source.layout}
+            pin, _ = self._pin(ctx, source.filename)
+            if pin is not None:
+                return {**record, "sha256": pin, "checksum": "pinned" if self.params.sha256 else "recorded"}, ""
+            if source.checksum_url is not None:
+                published = dl.parse_sha256sum(await asyncio.to_thread(dl.fetch_text, source.checksum_url),
+                                               source.filename)
+                return {**record, "sha256": published.lower(), "checksum": "published"}, ""
+            cached = cache_dir() / "drivers" / source.filename  # only a verified copy is ever kept there
+            if cached.is_file():
+                sha = await asyncio.to_thread(dl.sha256_file, cached)
+                return {**record, "sha256": sha.lower(), "checksum": "cached"}, ""
+            return None, (f"driver pin not recorded: NVIDIA publishes no checksum for {source.filename} and no "
+                          "verified copy is cached (pin it in the playbook: driver.userspace params: sha256)")
+        except (StepFailed, dl.DownloadError, OSError, ValueError) as exc:
+            return None, f"driver pin not recorded: {exc}"
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         host, installed, _ = await self._versions(ctx)
