@@ -12,16 +12,19 @@ import json
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from provisioner import validate
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import ParseError, TorchRuntime
 from provisioner.facts.torch_runtime import torch_runtime
+from provisioner.payloads import BurninReport, JsonObject
 from provisioner.steps.base import Params
 from provisioner.steps.context import StepContext
+
+R = TypeVar("R", bound=BurninReport)
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 #: what the burn-in writes in its result document's `tool` field
@@ -124,16 +127,27 @@ async def ship_package(ctx: StepContext) -> None:
     await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
 
 
-def last_json(lines: list[str], tool: str | None = None) -> dict[str, Any] | None:
+def last_json(lines: list[str], tool: str | None = None) -> JsonObject | None:
     """The last line of `lines` that is a JSON object (warnings and logs before it are skipped); with
     `tool`, the last whose `tool` field names it (other JSON lines, e.g. torchrun's, are skipped too)."""
     for line in reversed(lines):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
-                doc: dict[str, Any] = json.loads(line)
+                doc = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if tool is None or doc.get("tool") == tool:
+            if isinstance(doc, dict) and (tool is None or doc.get("tool") == tool):
                 return doc
     return None
+
+
+def last_report(lines: list[str], model: type[R], tool: str | None = None) -> R | None:
+    """`last_json`'s document parsed as `model` (None when there is none or it is not a burn-in report)."""
+    raw = last_json(lines, tool)
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None

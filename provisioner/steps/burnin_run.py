@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from provisioner import quoting
 from provisioner.events import Event, Metric
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import TorchRuntime
+from provisioner.payloads import BurninReport, CollectiveRow, JsonObject
 from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind, register
 from provisioner.steps.burnin_common import (
     REMOTE_DIR,
     BurninCommonParams,
     choose_interpreter,
     fallback_warning,
-    last_json,
+    last_report,
     ship_package,
 )
 from provisioner.steps.context import StepContext
@@ -78,14 +78,14 @@ class BurninRun(StepKind[BurninParams]):
         last = "\n".join(result.lines[1:])
         if last and not self.params.always_run:
             try:
-                doc = json.loads(last)
-                if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
+                doc = BurninReport.model_validate_json(last)
+                if doc.overall == "pass":
                     stale = await _userspace_changed(ctx)
                     if stale:
                         return Plan(changes=[f"run the burn-in again: {stale}"])
                     ctx.state.burnin = doc
                     return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
-            except json.JSONDecodeError:
+            except ValidationError:
                 pass
         return Plan(changes=[f"run the burn-in ({self.params.phases}; sizes {self.params.sizes}; "
                              f"soak {self.params.duration_s}s"
@@ -128,13 +128,13 @@ class BurninRun(StepKind[BurninParams]):
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
                               on_line=lambda line: _metric_from_line(ctx, line))
         full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
-        doc = last_json(full.lines)
+        doc = last_report(full.lines, BurninReport)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
-        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
+        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc.dump()).encode())
         await ct.write_file(DRIVER_STAMP, (" ".join(await _userspace(ctx)) + "\n").encode())
-        yield ctx.info(f"burn-in verdict: {_overall(doc)}")
+        yield ctx.info(f"burn-in verdict: {doc.overall}")
         for line in summary_lines(doc):
             yield ctx.info(line)
 
@@ -156,57 +156,40 @@ class BurninRun(StepKind[BurninParams]):
                        + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
 
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.state.burnin or {}
-        if _overall(doc) != "pass":
-            raw = doc.get("verdict")
-            verdict: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            reasons = [str(r) for r in (verdict.get("reasons") or [])]
-            raise StepFailed("burn-in failed: " + ("; ".join(reasons[:5]) or json.dumps(verdict)[:400]),
-                             evidence=reasons[:20],
+        doc = ctx.state.burnin
+        if doc is None or doc.overall != "pass":
+            reasons = list(doc.verdict.reasons) if doc is not None else []
+            said = "; ".join(reasons[:5]) or (doc.verdict.model_dump_json()[:400] if doc is not None else "no report")
+            raise StepFailed("burn-in failed: " + said, evidence=reasons[:20],
                              fix="read the burn-in report (nccl-tests table and verdict) beside the run log")
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.state.burnin or {}
-        return {"burnin": {"verdict": _overall(doc), "summary": doc.get("summary")}} if doc else {}
+    def resolved(self, ctx: StepContext) -> JsonObject:
+        doc = ctx.state.burnin
+        return {"burnin": {"verdict": doc.overall, "summary": doc.summary}} if doc is not None else {}
 
 
-def _overall(doc: dict[str, Any]) -> str:
-    verdict = doc.get("verdict")
-    if isinstance(verdict, dict):
-        return str(verdict.get("overall", "unknown"))
-    return str(doc.get("status") or verdict or "unknown")
-
-
-def summary_lines(doc: dict[str, Any]) -> list[str]:
+def summary_lines(doc: BurninReport) -> list[str]:
     """What a person reads of a result document: verdict, world, backend, sizes, soak, and the busbw
     at the largest size of each collective (the document itself is in the container)."""
-    cfg = _dict(doc.get("config"))
-    sizes = cfg.get("sizes") or []
+    cfg = doc.config
+    raw_sizes = cfg.get("sizes")
+    sizes = raw_sizes if isinstance(raw_sizes, list) else []
     soak = cfg.get("duration", cfg.get("duration_s"))
-    lines = [f"burn-in: {_overall(doc)}; world size {doc.get('world_size', '?')}, backend {doc.get('backend', '?')}"
+    lines = [f"burn-in: {doc.overall}; world size {doc.world_size or '?'}, backend {doc.backend or '?'}"
              + (f", sizes {sizes[0]}..{sizes[-1]} ({len(sizes)})" if sizes else "")
              + (f", soak {soak}s" if soak is not None else "")]
-    coll = _dict(_dict(doc.get("phases")).get("collectives"))
-    largest: dict[str, dict[str, Any]] = {}
-    for row in coll.get("rows") or []:
-        if not isinstance(row, dict) or not isinstance(row.get("size"), int):
-            continue
-        name = str(row.get("collective", "?"))
-        best = largest.get(name)
+    largest: dict[str, CollectiveRow] = {}
+    for row in doc.rows:
+        best = largest.get(row.collective)
         # the largest size; of its two rows the out-of-place one (nccl-tests' first columns)
-        if best is None or (row["size"], not row.get("inplace")) > (best["size"], not best.get("inplace")):
-            largest[name] = row
+        if best is None or (row.size, not row.inplace) > (best.size, not best.inplace):
+            largest[row.collective] = row
     if largest:
         lines.append("busbw at the largest size: " + ", ".join(
-            f"{name} {_size(row['size'])} {float(row.get('busbw') or 0):.3g} GB/s" for name, row in largest.items()))
-    summary = doc.get("summary")
-    if summary:
-        lines.append(f"summary: {str(summary)[:300]}")
+            f"{name} {_size(row.size)} {row.busbw:.3g} GB/s" for name, row in largest.items()))
+    if doc.summary:
+        lines.append(f"summary: {doc.summary[:300]}")
     return lines
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _size(n: int) -> str:

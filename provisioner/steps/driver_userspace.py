@@ -26,6 +26,7 @@ from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
+from provisioner.payloads import DriverSourceRecord
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -227,9 +228,9 @@ class DriverUserspaceStep(StepKind[DriverParams]):
 
     async def _source(self, ctx: StepContext, version: str) -> DriverSource:
         """Where this host's driver is published: probes each candidate (HEAD) in order."""
-        if ctx.state.driver_source is not None and ctx.state.driver_source.get("version") == version:
-            cached = ctx.state.driver_source
-            return DriverSource(cached["layout"], version, cached["arch"], cached["url"], cached["checksum_url"])
+        cached = ctx.state.driver_source
+        if cached is not None and cached.version == version:
+            return DriverSource(cached.layout, version, cached.arch, cached.url, cached.checksum_url)
         arch = await self._arch(ctx)
         inv = await ensure_inventory(ctx)
         tried = []
@@ -243,8 +244,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                                  fix="check network access to the driver server, or set driver_run/sha256 for an "
                                      "air-gapped site") from None
             if found:
-                ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
-                                           "url": source.url, "checksum_url": source.checksum_url}
+                ctx.state.driver_source = DriverSourceRecord(layout=source.layout, version=version, arch=arch,
+                                                             url=source.url, checksum_url=source.checksum_url)
                 return source
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",

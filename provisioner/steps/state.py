@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
+from provisioner.payloads import BurninReport, DriverSourceRecord, MultinodeReport, VenvLock, VenvRuntime
 from provisioner.resolver.models import Resolution
 
 if TYPE_CHECKING:  # ownership imports the step context, which imports this module
@@ -84,16 +85,16 @@ class RunState:
     passthrough_devices: list[str] | None = None
     selected_gpus: list[str] | None = None  # UUIDs of the GPUs lxc.gpu_passthrough passes (by device minor)
     host_driver: str | None = None
-    driver_source: dict[str, Any] | None = None  # where driver.userspace found the host's .run (layout, url)
+    driver_source: DriverSourceRecord | None = None  # where driver.userspace found the host's .run (layout, url)
     driver_unverified_sha: dict[str, str] | None = None  # url -> sha256 of a download with no published checksum
     detection: GpuDetection | None = None
     torch: TorchChoice | None = None
-    venv_lock: dict[str, Any] | None = None
+    venv_lock: VenvLock | None = None
     venv_freeze: list[str] = field(default_factory=list)
-    venv_runtime: dict[str, Any] | None = None
-    burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
+    venv_runtime: VenvRuntime | None = None
+    burnin: BurninReport | None = None  # the burn-in's report, parsed from the rank's JSON line
     burnin_collective: str = ""
-    burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report
+    burnin_multinode: MultinodeReport | None = None  # this node's view of the multi-node burn-in report
     create_resume: HalfCreated | None = None  # lxc.create: our half-created CT, found by check for apply
 
     @property

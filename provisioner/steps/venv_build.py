@@ -29,6 +29,7 @@ from pydantic import Field, field_validator
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
+from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -327,8 +328,8 @@ class VenvBuild(StepKind[VenvParams]):
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
                 if state.get("lock"):
-                    ctx.state.venv_lock = state["lock"]
-                ctx.state.venv_runtime = rt
+                    ctx.state.venv_lock = VenvLock.model_validate(state["lock"])
+                ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
                 return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
@@ -446,9 +447,9 @@ class VenvBuild(StepKind[VenvParams]):
         runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"],
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
-        ctx.state.venv_lock = lock
+        ctx.state.venv_lock = VenvLock.model_validate(lock)
         ctx.state.venv_freeze = list(freeze.lines)
-        ctx.state.venv_runtime = runtime
+        ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
         await ct.write_file(f"{build.meta(path)}/lock.json", json.dumps(lock).encode())
         await self._write_runtime(ctx, runtime)
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
@@ -483,7 +484,7 @@ class VenvBuild(StepKind[VenvParams]):
         return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
-        runtime = dict(ctx.state.venv_runtime or {})
+        runtime = ctx.state.venv_runtime.dump() if ctx.state.venv_runtime is not None else {}
         if not self.params.smoke_test:
             return
         ct = ctx.container()
@@ -516,14 +517,13 @@ class VenvBuild(StepKind[VenvParams]):
         runtime.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
                         "arch_list": info["arch_list"], "driver": inv.driver_version,
                         "gpus": [g.model_dump(include={"index", "name", "compute_cap"}) for g in gpus]})
-        ctx.state.venv_runtime = runtime
+        ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
         await self._write_runtime(ctx, runtime)
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if ctx.state.venv_lock:
-            out["venv_lock"] = ctx.state.venv_lock
-        if ctx.state.venv_runtime:
-            rt = ctx.state.venv_runtime
-            out["runtime"] = {k: rt.get(k) for k in ("torch", "cuda", "index_url", "python", "driver")}
+        out: JsonObject = {}
+        if ctx.state.venv_lock is not None:
+            out["venv_lock"] = ctx.state.venv_lock.dump()
+        if ctx.state.venv_runtime is not None:
+            out["runtime"] = ctx.state.venv_runtime.recorded()
         return out

@@ -9,26 +9,23 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from provisioner.events import Metric
+from provisioner.payloads import BurninReport
 from screens.step_page import StepPage
 from screens.widgets.busbw_chart import BusbwChart
 
 GPU_METRICS = {"gpu_temp": "temp °C", "gpu_power": "power W", "gflops": "Gflop/s"}
 
 
-def verdict_text(doc: dict[str, Any]) -> Text:
+def verdict_text(doc: BurninReport | None) -> Text:
     text = Text()
-    if not doc:
+    if doc is None:
         text.append("verdict: not run yet", style="dim")
         return text
-    verdict = doc.get("verdict")
-    overall = verdict.get("overall") if isinstance(verdict, dict) else (verdict or
-                                                                         ("pass" if doc.get("passed") else "unknown"))
+    overall = doc.overall
     text.append("verdict: ", style="bold")
-    text.append(str(overall).upper(), style="bold green" if overall == "pass" else "bold red")
-    phases = verdict.get("phases") if isinstance(verdict, dict) else None
-    if isinstance(phases, dict) and phases:
-        said = [f"{name}: {value.get('status') if isinstance(value, dict) else value}" for name, value in phases.items()]
-        text.append("   (" + ", ".join(said) + ")")
+    text.append(overall.upper(), style="bold green" if overall == "pass" else "bold red")
+    if doc.verdict.phases:
+        text.append("   (" + ", ".join(f"{name}: {status}" for name, status in doc.verdict.phases.items()) + ")")
     return text
 
 
@@ -66,4 +63,4 @@ class BurninPage(StepPage):
             table.add_row(gpu, *[f"{values[m]:.1f}" if m in values else "–" for m in GPU_METRICS])
 
     def refresh_view(self) -> None:
-        self.query_one("#verdict", Static).update(verdict_text(self.session.state.burnin or {}))
+        self.query_one("#verdict", Static).update(verdict_text(self.session.state.burnin))
