@@ -36,6 +36,31 @@ DriftKind = Literal["driver", "nodes", "boot_unit", "config", "gpus", "container
 
 UNIT_NAME = evidence.BOOT_UNIT_NAME
 UNIT_PATH = evidence.BOOT_UNIT_PATH
+
+UNIT_HEADER = (
+    "# Managed by gpu-provisioner (step lxc.boot_persistence): creates the NVIDIA device nodes passed to\n"
+    "# containers before pve-guests.service starts them. Remove: replay the step with `state: absent`, or\n"
+    f"#   systemctl disable --now {UNIT_NAME} && rm {UNIT_PATH}\n"
+)
+
+
+def render_unit(devices: list[str], persistence_mode: bool = True) -> str:
+    """The unit for the passed `devices` (systemd.unit(5): Before= orders this unit's start before
+    pve-guests.service when both are started in one transaction, i.e. at boot)."""
+    lines = [UNIT_HEADER.rstrip("\n"), "[Unit]",
+             "Description=NVIDIA device nodes for GPU containers (gpu-provisioner)",
+             "After=systemd-modules-load.service", "Before=pve-guests.service", "",
+             "[Service]", "Type=oneshot", "RemainAfterExit=yes",
+             "ExecStart=/usr/bin/nvidia-modprobe -u -c=0"]
+    if "/dev/nvidia-modeset" in devices:
+        lines.append("ExecStart=/usr/bin/nvidia-modprobe -m")
+    lines.append("ExecStart=/usr/bin/nvidia-smi")
+    if persistence_mode:
+        lines.append("ExecStart=/usr/bin/nvidia-smi -pm 1")
+    lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"
+
+
 MANIFEST_DIR = evidence.MANIFEST_DIR
 
 
@@ -213,7 +238,6 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
     manifest provisioning left on the node; without a manifest the checks that need it say so."""
     from provisioner.facts import catalog
     from provisioner.facts.base import FactCache, FactUnavailable
-    from provisioner.steps.lxc_boot_persistence import render_unit
     from provisioner.transport.container import ContainerTransport
 
     cache = facts if facts is not None else FactCache()

@@ -29,8 +29,8 @@ from provisioner.paths import cache_dir
 from provisioner.payloads import DriverSourceRecord
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
+from provisioner.steps.gpu_common import verify_smi
 from provisioner.steps.lxc_common import ensure_inventory
-from provisioner.steps.lxc_passthrough import visible_gpu_problem
 from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
@@ -557,32 +557,3 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             earlier = ctx.resolved.get("driver")
             return {"driver": earlier} if isinstance(earlier, dict) else {}
         return {"driver": dict(rec)}
-
-
-async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
-    """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
-    result = await ctx.container().for_facts().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
-    failure = nvidia.classify_smi_failure(result.output)
-    if failure is not None or not result.ok:
-        raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
-                         result=result,
-                         fix="container userspace and host module must be the same version; replay this step")
-    gpus = nvidia.parse_gpu_query_csv(result.output)
-    versions = {g.driver_version for g in gpus}
-    selected = ctx.state.selected_gpus
-    if selected is not None:
-        # exactly the GPUs lxc.gpu_passthrough selected (by device minor), compared by UUID
-        problem = visible_gpu_problem(selected, [g.uuid for g in gpus], ctx.vmid)
-        if problem:
-            raise StepFailed(problem, result=result,
-                             fix="the container's devN/lxc.* entries must name /dev/nvidia<Device Minor> of the "
-                                 "selected GPUs: remove the wrong entries, replay lxc.gpu_passthrough, `pct reboot`")
-    else:
-        expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-            len((await ensure_inventory(ctx)).gpus)
-        if len(gpus) != expected:
-            raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
-    if versions != {host}:
-        raise StepFailed(f"container driver {', '.join(sorted(versions))} differs from the host module {host}",
-                         result=result)
-    return gpus

@@ -13,12 +13,11 @@ from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
+from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.state import TorchChoice
-
-PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 
 
 class ResolveParams(Params):

@@ -30,12 +30,12 @@ from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
+from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
-from provisioner.steps.torch_resolve import PYTORCH_INDEX, _gpus_for_resolve
 from provisioner.transport.base import CommandResult
 
 PYPI_INDEX = "https://pypi.org/simple"
@@ -496,7 +496,7 @@ class VenvBuild(StepKind[VenvParams]):
         if "error" in info:
             raise StepFailed(info["error"], result=result)
         inv = await ensure_inventory(ctx)
-        gpus = _gpus_for_resolve(ctx)
+        gpus = ctx.state.gpus
         problems = []
         if info.get("cuda") is None:
             problems.append(f"torch {info['torch']} is a CPU-only build (torch.version.cuda is None)")
