@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from provisioner import secrets, validate
+from provisioner import secrets, step_registry, validate
 
 SCHEMA_VERSION = 1
 
@@ -360,8 +360,6 @@ def _read_bounded(p: Path) -> bytes:
 
 def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     """Parse and validate a playbook; raise PlaybookError naming file:line and field (never anything else)."""
-    from provisioner.steps.base import STEP_KINDS, load_step_kinds
-
     root, data = parse_yaml(text, filename)
     problems: list[str] = []
     if not isinstance(data, dict):
@@ -388,7 +386,7 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     for loc, msg in target_file_problems(playbook.target):
         problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {_printable(msg)}")
 
-    kinds = load_step_kinds() or STEP_KINDS
+    kinds = step_registry.load_step_modules()
     for i, spec in enumerate(playbook.steps):
         cls = kinds.get(spec.kind)
         if cls is None:

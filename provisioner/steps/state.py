@@ -9,16 +9,13 @@ fields directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
 from provisioner.payloads import BurninReport, DriverSourceRecord, MultinodeReport, VenvLock, VenvRuntime
 from provisioner.resolver.models import Resolution
-
-if TYPE_CHECKING:  # ownership imports the step context, which imports this module
-    from provisioner.steps.ownership import HalfCreated
 
 
 class _Model(BaseModel):
@@ -74,6 +71,25 @@ class TorchChoice(_Model):
         r = self.resolution
         return {"variant": r.variant, "index_url": r.index_url, "torch": r.torch, "torchvision": r.torchvision,
                 "cuda": r.cuda, "python": self.python, "verified": r.verified, "request": self.request}
+
+
+@dataclass(frozen=True)
+class HalfCreated:
+    """Our container that PVE has not finished creating."""
+
+    vmid: int
+    upid: str | None
+    task: Literal["running", "ok", "failed", "unknown"]
+    exitstatus: str = ""
+
+    def describe(self) -> str:
+        if self.task == "running":
+            return f"our create task {self.upid} is still running"
+        if self.task == "ok":
+            return f"our create task {self.upid} has finished"
+        if self.task == "failed":
+            return f"our create task {self.upid} ended with {self.exitstatus!r} and left the container unfinished"
+        return "our create request left no task that PVE still knows"
 
 
 @dataclass
