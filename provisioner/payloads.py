@@ -10,9 +10,10 @@ Layering: this module imports only pydantic; steps, the export, the runner and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 #: a JSON object whose keys this engine does not interpret (kept as read)
 JsonObject = dict[str, object]
@@ -54,6 +55,14 @@ class VenvLock(Payload):
     groups: dict[str, VenvLockGroup] = {}
 
 
+class RuntimeGpu(Payload):
+    """A GPU the venv's torch was proven on (venv.build's verify; export.install's without the name)."""
+
+    index: int
+    name: str = ""
+    compute_cap: str | None = None
+
+
 class VenvRuntime(Payload):
     """The venv's `runtime.json`: what was asked for, what was installed, and (once verified) what torch reports."""
 
@@ -67,6 +76,7 @@ class VenvRuntime(Payload):
     driver: str | None = None
     arch_list: list[str] = []
     packages: list[str] = []
+    gpus: list[RuntimeGpu] = []
     export_sha256: str | None = None
 
     def recorded(self) -> JsonObject:
@@ -211,3 +221,32 @@ class BurninReport(Payload):
 
 class MultinodeReport(BurninReport):
     """This node's copy of a multi-node burn-in's report (the same document; `phases.fabric` is filled)."""
+
+
+# --- the playbook's `resolved` section, as a step reads it -----------------------------------------------
+class Resolved(Payload):
+    """What earlier runs recorded (the playbook's `resolved`) plus what this run's steps add: the sections a
+    step reads back have types; the others (`host_driver`, `gpus`, `imported`, ...) stay as recorded."""
+
+    vmid: int | None = None  # lxc.create: the id it took from /cluster/nextid
+    driver: JsonObject | None = None  # driver.userspace: installer file name, url, sha256 (and where it was known)
+    torch: JsonObject | None = None  # torch.resolve: TorchChoice.recorded() (variant, index_url, versions, request)
+    venv_lock: VenvLock | None = None  # venv.build: the hashed locks a replay installs again
+    runtime: JsonObject | None = None  # venv.build: VenvRuntime.recorded()
+    burnin: JsonObject | None = None  # burnin.run: {verdict, summary}
+    burnin_multinode: JsonObject | None = None  # burnin.multinode: {verdict, world_size, nodes}
+
+    @classmethod
+    def from_recorded(cls, recorded: Mapping[str, object]) -> Resolved:
+        """The model of a recorded section; a section that does not parse (edited by hand) is left out, as
+        if it had not been recorded: the step that writes it resolves it afresh."""
+        data = dict(recorded)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            bad = {err["loc"][0] for err in exc.errors() if err["loc"]}
+            return cls.model_validate({k: v for k, v in data.items() if k not in bad})
+
+    def merged(self, more: Mapping[str, object]) -> Resolved:
+        """This record with the sections of `more` replacing its own."""
+        return Resolved.from_recorded({**self.dump(), **more})

@@ -14,6 +14,7 @@ from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted,
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.node_lock import NodeLock
+from provisioner.payloads import Resolved
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
 from provisioner.redaction import REDACTOR
@@ -234,7 +235,7 @@ def build_context(playbook: Playbook, bus: Bus, node: Transport, *, mode: Mode, 
     """The context the runner (or the TUI, one step at a time) passes to steps."""
     ctx = StepContext(playbook=playbook, host=host, bus=bus, node=node, mode=mode, pve_factory=pve_factory,
                       state=state if state is not None else RunState())
-    ctx.resolved.update(playbook.resolved)
+    ctx.resolved = Resolved.from_recorded(playbook.resolved)
     return ctx
 
 

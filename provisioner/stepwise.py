@@ -220,7 +220,7 @@ class StepSession:
                                        confirmed_fingerprint=self.confirmed_fingerprint)
             self.ctx = build_context(self.playbook(), self.bus, self.node, mode="apply", host=self.host,
                                      pve_factory=pve_factory(self.target), state=self.state)
-            self.ctx.resolved.update(self.recorder.resolved)
+            self.ctx.resolved = self.ctx.resolved.merged(self.recorder.resolved)
             self._host_run = HostRun(self.ctx)
             self._host_run.result = self._result  # one count over reconnects
         else:

@@ -221,7 +221,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         """The SHA-256 this run must see for `filename`: the playbook's pin, else what `resolved` recorded."""
         if self.params.sha256:
             return self.params.sha256.lower(), "pinned in the playbook"
-        rec = ctx.resolved.get("driver")
+        rec = ctx.resolved.driver
         if isinstance(rec, dict) and rec.get("filename") == filename and isinstance(rec.get("sha256"), str):
             return str(rec["sha256"]).lower(), "recorded in resolved"
         return None, ""
@@ -329,7 +329,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         the same pin as the install's. Known without downloading: the playbook's pin, the recorded one, the
         published checksum, or the verified installer in the controller's cache. When none can be had (the
         driver server unreachable), the step still succeeds; the note says the pin is not recorded."""
-        earlier = ctx.resolved.get("driver")
+        earlier = ctx.resolved.driver
         if isinstance(earlier, dict) and earlier.get("version") == version and isinstance(earlier.get("sha256"), str):
             return dict(earlier), ""
         try:
@@ -554,6 +554,6 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         """The installer this run used and the SHA-256 it verified (a later replay verifies against it)."""
         rec = getattr(self, "_record", None)
         if rec is None:
-            earlier = ctx.resolved.get("driver")
+            earlier = ctx.resolved.driver
             return {"driver": earlier} if isinstance(earlier, dict) else {}
         return {"driver": dict(rec)}

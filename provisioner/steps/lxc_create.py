@@ -129,7 +129,7 @@ def public_key(path: str) -> str:
 
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
     """The step's vmid; with none given anywhere, the next free id from /cluster/nextid (then recorded)."""
-    if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.get("vmid") or \
+    if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.vmid or \
             ctx.state.vmid:
         return target_vmid(ctx, vmid)
     chosen = int(await call(ctx, "next free vmid", ctx.pve().nextid))

@@ -104,7 +104,7 @@ class TorchResolve(StepKind[ResolveParams]):
         base = {"cc": ccs, "driver": inv.driver_version, "python": self.params.python, "arch": arch,
                 "glibc": glibc, "prefer": self.params.prefer}
         outcome: Resolution | ResolveError | None = None
-        recorded = ctx.resolved.get("torch") or {}
+        recorded = ctx.resolved.torch or {}
         if recorded.get("request") == self._request() and recorded.get("torch") and recorded.get("variant"):
             # Replay: keep the recorded choice while it still fits this host.
             again = self._resolve(base, f"=={recorded['torch']}")

@@ -241,9 +241,11 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
 
 def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any]) -> dict[str, Any] | None:
     """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
-    prior = ((ctx.resolved.get("venv_lock") or {}).get("groups") or {}).get(group["name"])
-    if not isinstance(prior, dict) or not prior.get("text"):
+    lock = ctx.resolved.venv_lock
+    recorded = lock.groups.get(group["name"]) if lock is not None else None
+    if recorded is None or not recorded.text:
         return None
+    prior = recorded.dump()
     same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url"))
     return prior if same and prior.get("python") == req["python"] else None
 
@@ -273,7 +275,7 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is wanted ---------------------------------------------------------------------------
     def _request(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
+        res: dict[str, Any] = ctx.state.torch.recorded() if ctx.state.torch is not None else dict(ctx.resolved.torch or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
             raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=ExitCode.USAGE)
