@@ -328,7 +328,7 @@ def test_unpublished_checksum_is_shown_then_needs_a_pin_a_confirmation_or_the_re
         pinned = step(sha256=sha)
         assert asyncio.run(pinned._expected(ctx(), source)) == sha and pinned._checksum == "pinned"
         recorded = ctx()
-        recorded.resolved["driver"] = {"filename": source.filename, "sha256": sha}
+        recorded.resolved = recorded.resolved.merged({"driver": {"filename": source.filename, "sha256": sha}})
         r = step()
         assert asyncio.run(r._expected(recorded, source)) == sha and r._checksum == "recorded"
         assert len(asked) == 2
