@@ -19,7 +19,9 @@ DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwel
 @click.option("--page", default="connect", show_default=True, help="Page to open first.")
 @click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
               help="Where the Summary page saves the playbook of what ran (default: ./recorded-<run id>.yaml).")
-def command(lab: bool, playbook_path: str | None, page: str, record_to: str | None) -> None:
+@click.option("--site", "site_path", type=click.Path(dir_okay=False), default=None,
+              help="A site profile (YAML: this site's mirrors, burn-in sizes) applied at run time, never recorded.")
+def command(lab: bool, playbook_path: str | None, page: str, record_to: str | None, site_path: str | None) -> None:
     """The interactive wizard: each page shows a step's plan, applies it on confirmation and streams
     its output; the Summary page saves the playbook of what ran (replay it with `provisioner replay`).
 
@@ -37,10 +39,12 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
         """Load the playbook and the engine after the first frame (the wizard paints first)."""
         from provisioner.playbook import PlaybookError, load
         from provisioner.session import LabNotRunning, point_at_lab
+        from provisioner.site import apply_site, load_site
         from screens.wizard_session import WizardSession
 
         try:
             playbook = load(path)
+            site = load_site(site_path) if site_path else None
         except PlaybookError as exc:
             raise click.UsageError(str(exc)) from None
         if lab:
@@ -48,6 +52,8 @@ def command(lab: bool, playbook_path: str | None, page: str, record_to: str | No
                 playbook = point_at_lab(playbook)
             except LabNotRunning as exc:
                 raise click.ClickException(str(exc)) from None
+        if site is not None:
+            playbook = apply_site(playbook, site)
         return WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to)
 
     started_lab = _ensure_lab() if lab else None

@@ -273,6 +273,45 @@ class Lab:
         return out
 
 
+def site_profile_path(root: Path) -> Path:
+    return root / "site.yaml"
+
+
+def write_site_profile(root: Path) -> Path:
+    """The lab as a site profile file (`provisioner.site`): its mirrors and the sizes of its CPU-only node,
+    for an inventory entry's `site:` (`inventory_entry`)."""
+    import yaml
+
+    from provisioner.session import lab_site
+
+    site = lab_site(root)
+    path = site_profile_path(root)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(site.model_dump(mode="json"), sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def inventory_entry(root: Path, name: str | None = None, container: int | None = None) -> dict[str, Any]:
+    """An inventory entry for the lab running at `root`: its endpoints like any host's, and its site
+    profile (`site:`). The inventory format knows no lab."""
+    conn = Lab(root).connection()
+    if conn is None:
+        raise LabError(f"the lab is not running (no {connection_path(Path(root))})")
+    ssh, api = conn["ssh"], conn["api"]
+    entry: dict[str, Any] = {
+        "name": name or Path(root).name, "host": ssh["host"], "node": conn["node"],
+        "ssh": {"user": ssh["user"], "port": ssh["port"], "key_file": ssh["key_file"],
+                "known_hosts": ssh["known_hosts"]},
+        "api": {"port": api["port"], "user": api["user"], "password": api["password"], "ca_file": api["ca_file"],
+                "verify_tls": True},
+        "site": str(site_profile_path(Path(root))),
+    }
+    if container is not None:
+        entry["container"] = container
+    return entry
+
+
 def serve_forever(root: Path) -> int:
     """Body of the lab daemon: start the services, publish connection.json, wait for SIGTERM."""
     state = LabState.load(root)
@@ -288,6 +327,7 @@ def serve_forever(root: Path) -> int:
         tmp.write_text(json.dumps(conn, indent=2) + "\n")
         os.chmod(tmp, 0o600)
         tmp.replace(connection_path(root))
+        write_site_profile(root)
         print(f"LAB: serving {root} (pid {os.getpid()})", flush=True)
         while not stop.wait(1.0):
             pass

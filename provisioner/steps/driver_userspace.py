@@ -121,6 +121,16 @@ def installer_url(version: str, arch: str, mirror: str | None) -> str:
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
 
 
+def published_url(url: str, mirror: str | None) -> str:
+    """Where NVIDIA publishes the file a site's mirror served from `url` (what a playbook records)."""
+    if mirror is None:
+        return url
+    for base, real in ((mirror.rstrip("/"), NVIDIA_BASE), (tesla_base(mirror), TESLA_BASE)):
+        if url.startswith(base + "/"):
+            return real.rstrip("/") + url[len(base):]
+    return url
+
+
 def tesla_base(mirror: str | None) -> str:
     """The tesla/ tree next to the mirror's XFree86/ tree (NVIDIA's own: us.download.nvidia.com/tesla)."""
     if mirror is None:
@@ -392,7 +402,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         cache = cache_dir() / "drivers"
         dest = cache / name
         expected = await self._expected(ctx, source)
-        self._record = {"version": version, "filename": name, "url": url, "layout": source.layout,
+        self._record = {"version": version, "filename": name, "url": published_url(url, self.params.driver_mirror),
+                        "layout": source.layout,
                         "sha256": expected.lower(), "checksum": self._checksum}
         async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
             if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:

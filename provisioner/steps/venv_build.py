@@ -69,6 +69,8 @@ class VenvParams(Params):
     index_mirror: str | None = Field(None, description="A site mirror of https://download.pytorch.org/whl "
                                                        "(replaces that prefix of the index URL)")
     pypi_url: str | None = Field(None, description="Simple index for extra_packages (default: PyPI)")
+    pypi_mirror: str | None = Field(None, description="A site mirror of https://pypi.org/simple (fetched from in its "
+                                                      "place; the venv still records PyPI)")
     extras_from_torch_index: bool = Field(False, description="Take extra_packages from the torch wheel index "
                                                              "(a site mirror that carries them; no PyPI)")
     extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
@@ -103,7 +105,7 @@ class VenvParams(Params):
             raise ValueError(f"not an exact version: {v!r}")
         return v
 
-    @field_validator("index_url", "index_mirror", "pypi_url")
+    @field_validator("index_url", "index_mirror", "pypi_url", "pypi_mirror")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not _URL_RE.fullmatch(v):
@@ -278,15 +280,23 @@ class VenvBuild(StepKind[VenvParams]):
         index = self.params.index_url or res.get("index_url")
         if not index:
             raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=2)
-        mirror = self.params.index_mirror
-        if mirror and index.startswith(PYTORCH_INDEX):
-            index = mirror.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
         index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
         pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
+        # What the user asked for (the real index URLs): a site's mirror is where they are fetched from
+        # (`_fetch_url`), never part of the request, so a mirror that moves is not drift.
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
+
+    def _fetch_url(self, url: str) -> str:
+        """Where `url` (an index the request names) is fetched from on this site: its mirror, if one is set."""
+        mirror, real = self.params.index_mirror, PYTORCH_INDEX.rstrip("/")
+        if mirror and (url == real or url.startswith(real + "/")):
+            return mirror.rstrip("/") + url[len(real):]
+        if self.params.pypi_mirror and url.rstrip("/") == PYPI_INDEX:
+            return self.params.pypi_mirror.rstrip("/")
+        return url
 
     def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
         torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
@@ -404,10 +414,10 @@ class VenvBuild(StepKind[VenvParams]):
         ct, uv, req = ctx.container(), build.uv, build.req
         meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
         name, reqs = group["name"], group["requirements"]
-        idx_args = ["--index-url", group["index_url"]]
+        idx_args = ["--index-url", self._fetch_url(group["index_url"])]
         if group["extra_index_url"]:
-            idx_args += ["--extra-index-url", group["extra_index_url"]]
-        index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
+            idx_args += ["--extra-index-url", self._fetch_url(group["extra_index_url"])]
+        index_desc = " + ".join(idx_args[1::2])
         lockfile = f"{meta}/{name}.lock.txt"
         prior = _recorded_lock(ctx, group, req)
         if prior:
@@ -473,9 +483,9 @@ class VenvBuild(StepKind[VenvParams]):
             raise StepFailed("uv is not installed in the container and no Python venv could be made to install it",
                              result=made, fix="install python3 and python3-venv in the container, or install uv")
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
-                            "--index-url", req["pypi_url"], f"uv=={UV_PIN}"], timeout=900)
+                            "--index-url", self._fetch_url(req["pypi_url"]), f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], req["pypi_url"], pip)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], self._fetch_url(req["pypi_url"]), pip)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
