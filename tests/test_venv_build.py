@@ -436,7 +436,8 @@ def test_parse_lock_reads_uv_compile_output() -> None:
 
 
 def test_parse_state_refuses_a_runtime_json_not_written_by_us() -> None:
-    assert parse_state("@@state\nbuilt\n@@runtime\n{\"torch\": \"2.11.0\"}\n@@lock\n\n") == {"state": "foreign"}
+    assert parse_state("@@real\n/opt/v\n@@uvreal\n/opt/uv\n@@state\nbuilt\n@@runtime\n{\"torch\": \"2.11.0\"}\n"
+                       "@@lock\n\n") == {"state": "foreign", "real": "/opt/v", "uv_real": "/opt/uv"}
     ours = parse_state('@@state\nbuilt\n@@runtime\n{"built_by": "gpu-provisioner", "verified": true}\n@@lock\n{}\n')
     assert ours["state"] == "built" and ours["runtime"]["verified"] is True and ours["lock"] is None
-    assert parse_state("@@state\nabsent\n") == {"state": "absent"}
+    assert parse_state("@@state\nabsent\n") == {"state": "absent", "real": "", "uv_real": ""}

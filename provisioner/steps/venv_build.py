@@ -51,6 +51,10 @@ RUNTIME_FILE = "runtime.json"
 META_DIR = ".provisioner"
 
 
+#: uv_dir's "made by us" marker (written before the venv that holds uv)
+UV_MARKER = ".provisioner-uv"
+
+
 BUILT_BY = "gpu-provisioner"
 
 
@@ -87,7 +91,11 @@ class VenvParams(Params):
     @field_validator("uv_dir")
     @classmethod
     def _uv_dir(cls, v: str) -> str:
-        return validate.abs_path(v)
+        # the same rules as the venv path: uv's venv is made (and re-made) there
+        try:
+            return validate.deletable_path(v)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("as venv path", "as uv_dir")) from None
 
     @field_validator("extra_packages")
     @classmethod
@@ -159,7 +167,8 @@ def parse_lock(text: str) -> dict[str, str]:
 
 
 def parse_state(text: str) -> dict[str, Any]:
-    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...}."""
+    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...,
+    "real": the venv path resolved in the container, "uv_real": uv_dir resolved}."""
     sections: dict[str, list[str]] = {}
     current = ""
     for line in text.splitlines():
@@ -169,14 +178,15 @@ def parse_state(text: str) -> dict[str, Any]:
         elif current:
             sections[current].append(line)
     state = (sections.get("state") or ["foreign"])[0].strip()
-    out: dict[str, Any] = {"state": state}
+    real = {k: (sections.get(s) or [""])[0].strip() for k, s in (("real", "real"), ("uv_real", "uvreal"))}
+    out: dict[str, Any] = {"state": state, **real}
     if state == "built":
         try:
             runtime = json.loads("\n".join(sections.get("runtime", [])))
         except json.JSONDecodeError:
             runtime = None
         if not isinstance(runtime, dict) or runtime.get("built_by") != BUILT_BY:
-            return {"state": "foreign"}
+            return {"state": "foreign", **real}
         out["runtime"] = runtime
         try:
             out["lock"] = json.loads("\n".join(sections.get("lock", []))) or None
@@ -185,10 +195,19 @@ def parse_state(text: str) -> dict[str, Any]:
     return out
 
 
-def _probe_script(path: str) -> str:
+def _resolve_lines(var: str, section: str) -> list[str]:
+    """Print `@@section` and the variable's path resolved in the container (every symlink followed; the
+    last components need not exist): GNU `realpath -m`, else `readlink -f` (busybox)."""
+    return [f"echo @@{section}", f'realpath -m -- "${var}" 2>/dev/null || readlink -f -- "${var}" 2>/dev/null || echo']
+
+
+def _probe_script(path: str, uv_dir: str) -> str:
     p = quoting.join([path])
     return quoting.script(
         f"p={p}",
+        f"u={quoting.join([uv_dir])}",
+        *_resolve_lines("p", "real"),
+        *_resolve_lines("u", "uvreal"),
         'if [ ! -e "$p" ]; then echo @@state; echo absent; exit 0; fi',
         'if [ ! -d "$p" ]; then echo @@state; echo notdir; exit 0; fi',
         'if [ -z "$(ls -A "$p")" ]; then echo @@state; echo empty; exit 0; fi',
@@ -316,12 +335,36 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is there ----------------------------------------------------------------------------
     async def _state(self, ctx: StepContext) -> dict[str, Any]:
-        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
+        """What is at the venv path, with the venv path and uv_dir resolved in the container and guarded
+        (`_guard_resolved`) before anything else runs: one read-only command."""
+        script = _probe_script(self.params.path, self.params.uv_dir)
+        result = await ctx.container().run(["sh", "-c", script], timeout=60, quiet=True)
         if not result.ok:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container is not running yet")
             raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
-        return parse_state(result.output)
+        state = parse_state(result.output)
+        self._guard_resolved(ctx, state, result)
+        return state
+
+    def _guard_resolved(self, ctx: StepContext, state: dict[str, Any], result: CommandResult) -> None:
+        """The venv path and uv_dir as the container resolves them: a path that reaches another directory
+        through a symbolic link (`/opt/link -> /`) or a system directory is refused before any command
+        changes anything, and every later command uses the path as given, which is then the real one."""
+        for name, given, real in (("path", self.params.path, state.get("real")),
+                                  ("uv_dir", self.params.uv_dir, state.get("uv_real"))):
+            if not real or not real.startswith("/"):
+                raise StepFailed(f"cannot resolve {name} {given} in CT {ctx.vmid} (realpath/readlink)",
+                                 result=result, fix="check that coreutils or busybox is installed in the container")
+            try:
+                (validate.deletable_path if name == "path" else VenvParams._uv_dir)(real)
+            except ValueError as exc:
+                raise StepFailed(f"{name} {given} is {real} in CT {ctx.vmid}: {exc}; nothing was changed",
+                                 fix=f"choose another {name}", exit_code=2) from None
+            if real != given:
+                raise StepFailed(f"{name} {given} resolves to {real} in CT {ctx.vmid} through a symbolic link; "
+                                 "it is left untouched (a venv is created, replaced or removed only at its real "
+                                 "path)", fix=f"set {name}: {real} if that is the directory you mean", exit_code=2)
 
     async def check(self, ctx: StepContext) -> Plan:
         req = self._request(ctx)
@@ -389,8 +432,11 @@ class VenvBuild(StepKind[VenvParams]):
                 raise StepFailed(f"{path} changed since the check; it is left untouched")
             yield ctx.info(f"removing {path} ({state['state']}, recreate: true)")
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
-        await ct.run(["mkdir", "-p", build.meta(path)], timeout=60, check=True)
-        await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        # The "ours" marker is the first thing in the directory: a run killed at any point leaves the path
+        # absent, empty, or marked as an interrupted build of ours (never a half-made venv called foreign).
+        p = quoting.join([path])
+        await ct.run(["sh", "-c", f'mkdir -p {p} && : > {p}/{BUILDING_MARKER} && mkdir -p {p}/{META_DIR}'],
+                     timeout=60, check=True)
 
     async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
@@ -467,7 +513,9 @@ class VenvBuild(StepKind[VenvParams]):
         await ctx.container().write_file(f"{self.params.path}/{RUNTIME_FILE}", json.dumps(runtime, indent=1).encode())
 
     async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any]) -> str:
-        """uv from PATH, else the one we installed before, else pip-install the pinned uv into a venv."""
+        """uv from PATH, else the one we installed before, else pip-install the pinned uv (from PyPI or the
+        site's PyPI mirror, never from the PyTorch index) into a venv at uv_dir. uv_dir is made by us
+        (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared."""
         ct = ctx.container()
         uv_bin = f"{self.params.uv_dir}/bin/uv"
         probe = await ct.run(["sh", "-c", f"command -v uv || {{ test -x {quoting.join([uv_bin])} && "
@@ -476,16 +524,27 @@ class VenvBuild(StepKind[VenvParams]):
         if found:
             return found[-1]
         d = quoting.join([self.params.uv_dir])
-        made = await ct.run(["sh", "-c", f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; "
-                                         f"apt-get update -qq && apt-get install -y -qq python3-venv && "
-                                         f"python3 -m venv --clear {d}; }}"], timeout=900)
+        mark = quoting.join([f"{self.params.uv_dir}/{UV_MARKER}"])
+        made = await ct.run(["sh", "-c", quoting.script(
+            f'if [ -e {d} ] && [ ! -e {mark} ] && [ -n "$(ls -A {d} 2>/dev/null)" ]; then',
+            f"  echo 'uv_dir {self.params.uv_dir} exists and was not made by gpu-provisioner' >&2; exit 3",
+            "fi",
+            f"mkdir -p {d} && : > {mark} || exit 1",
+            # no --clear: a venv that python3-venv could not finish is completed in place
+            f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
+            f"apt-get install -y -qq python3-venv && python3 -m venv {d}; }}")], timeout=900)
+        if made.exit_status == 3:
+            raise StepFailed(f"uv is not installed in the container and uv_dir {self.params.uv_dir} holds files "
+                             "gpu-provisioner did not make; it is left untouched", result=made, exit_code=2,
+                             fix="install uv in the container (on PATH), or set uv_dir: to an empty or new directory")
         if not made.ok:
             raise StepFailed("uv is not installed in the container and no Python venv could be made to install it",
                              result=made, fix="install python3 and python3-venv in the container, or install uv")
+        pypi = self._fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
-                            "--index-url", self._fetch_url(req["pypi_url"]), f"uv=={UV_PIN}"], timeout=900)
+                            "--index-url", pypi, f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], self._fetch_url(req["pypi_url"]), pip)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
