@@ -269,9 +269,10 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     recorded = first.recorder.playbook()
     lock = recorded.resolved["venv_lock"]["groups"]
     assert set(lock) == {"torch", "extra"}
-    assert lock["torch"]["index_url"] == "https://download.pytorch.org/whl/cu128"
-    assert lock["torch"]["extra_index_url"] is None
-    assert lock["extra"]["index_url"] == "https://pypi.org/simple"
+    # PyPI is the index, the PyTorch index explicit for torch/torchvision (uv's documented way for PyTorch).
+    for group in ("torch", "extra"):
+        assert lock[group]["index_url"] == "https://pypi.org/simple"
+        assert lock[group]["torch_index_url"] == "https://download.pytorch.org/whl/cu128"
     assert index.url not in json.dumps(recorded.resolved)
     torch_pins = parse_lock(lock["torch"]["text"])
     assert torch_pins == {"filelock": "3.20.0", "torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128"}
@@ -402,7 +403,7 @@ async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Pa
     out = await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]}), **mirrors)
     assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
     extra = out.recorder.playbook().resolved["venv_lock"]["groups"]["extra"]
-    assert (extra["index_url"], extra["extra_index_url"]) == ("https://download.pytorch.org/whl/cu128", None)
+    assert (extra["index_url"], extra["torch_index_url"]) == ("https://download.pytorch.org/whl/cu128", None)
     assert "nvidia-ml-py==13.595.45" in freeze(venv)
 
 

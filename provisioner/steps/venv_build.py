@@ -221,6 +221,26 @@ def _probe_script(path: str, uv_dir: str) -> str:
     )
 
 
+def request_pyproject(requirements: list[str], torch_index: str) -> str:
+    """The request as uv documents it for PyTorch: the PyTorch index explicit, torch/torchvision from it."""
+    deps = "".join(f"  {json.dumps(r)},\n" for r in requirements)
+    sources = "".join(f'{n} = {{ index = "pytorch" }}\n' for n in TORCH_FAMILY)
+    return (f'[project]\nname = "gpu-provisioner-venv"\nversion = "0"\ndependencies = [\n{deps}]\n\n'
+            f"[tool.uv.sources]\n{sources}\n"
+            f'[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n')
+
+
+def split_lock(text: str) -> dict[str, str]:
+    """A `uv pip compile` lock split into its torch/torchvision entries ("torch") and the rest ("pypi")."""
+    out = {"torch": [], "pypi": []}  # type: dict[str, list[str]]
+    current = "pypi"
+    for line in text.splitlines():
+        if line.strip() and not line[0].isspace() and not line.startswith("#"):
+            current = "torch" if _req_name(line) in TORCH_FAMILY else "pypi"
+        out[current].append(line)
+    return {k: "\n".join(v) + "\n" if v else "" for k, v in out.items()}
+
+
 def _lines_match(result: CommandResult, *needles: str) -> bool:
     return any(n.lower() in line.lower() for line in result.lines for n in needles)
 
@@ -263,7 +283,7 @@ def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any])
     prior = ((ctx.resolved.get("venv_lock") or {}).get("groups") or {}).get(group["name"])
     if not isinstance(prior, dict) or not prior.get("text"):
         return None
-    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url"))
+    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "torch_index_url"))
     return prior if same and prior.get("python") == req["python"] else None
 
 
@@ -318,11 +338,14 @@ class VenvBuild(StepKind[VenvParams]):
         return url
 
     def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
+        """torch (+ torchvision), then the extras; each resolved with PyPI as the index and the PyTorch index
+        explicit for torch/torchvision (None when the site has no PyPI: then the PyTorch index is the index)."""
         torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
-        groups = [{"name": "torch", "requirements": torch_reqs, "index_url": req["index_url"], "extra_index_url": None}]
+        explicit = None if req["pypi_url"] == req["index_url"] else req["index_url"]
+        indexes = {"index_url": req["pypi_url"], "torch_index_url": explicit}
+        groups = [{"name": "torch", "requirements": torch_reqs, **indexes}]
         if req["extra_packages"]:
-            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), "index_url": req["pypi_url"],
-                           "extra_index_url": None if req["pypi_url"] == req["index_url"] else req["index_url"]})
+            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), **indexes})
         return groups
 
     @staticmethod
@@ -456,14 +479,20 @@ class VenvBuild(StepKind[VenvParams]):
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
 
     async def _install_group(self, ctx: StepContext, build: _Build, group: dict[str, Any]) -> AsyncIterator[Event]:
-        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that."""
+        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that.
+
+        With a PyTorch index and a PyPI, the resolution is uv's documented one for PyTorch: a request
+        (`pyproject.toml`) with the PyTorch index declared `explicit = true` and torch/torchvision sourced from
+        it (`[tool.uv.sources]`), everything else from PyPI (`--index-url`); never the PyTorch index as an
+        extra index, whose old numpy/pillow/… would win under uv's first-index rule (astral-sh/uv#7554). The
+        lock is installed the same way: its torch/torchvision lines from the PyTorch index, the rest from PyPI,
+        each with `--require-hashes --no-deps`."""
         ct, uv, req = ctx.container(), build.uv, build.req
         meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
         name, reqs = group["name"], group["requirements"]
-        idx_args = ["--index-url", self._fetch_url(group["index_url"])]
-        if group["extra_index_url"]:
-            idx_args += ["--extra-index-url", self._fetch_url(group["extra_index_url"])]
-        index_desc = " + ".join(idx_args[1::2])
+        default = self._fetch_url(group["index_url"])
+        explicit = self._fetch_url(group["torch_index_url"]) if group["torch_index_url"] else None
+        index_desc = default + (f" (torch, torchvision: {explicit})" if explicit else "")
         lockfile = f"{meta}/{name}.lock.txt"
         prior = _recorded_lock(ctx, group, req)
         if prior:
@@ -471,25 +500,42 @@ class VenvBuild(StepKind[VenvParams]):
             await ct.write_file(lockfile, str(prior["text"]).encode())
         else:
             yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
-            infile = f"{meta}/{name}.in"
-            await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
+            if explicit:
+                infile = f"{meta}/{name}-request/pyproject.toml"
+                await ct.run(["mkdir", "-p", f"{meta}/{name}-request"], timeout=60, check=True)
+                # uv applies a source to the request's own dependencies only: the torch group's pins are
+                # requested again, so an extra that depends on torch gets exactly that torch, from that index
+                pinned = [f"{n}=={v}" for n, v in build.pins.items() if n in TORCH_FAMILY and name != "torch"]
+                await ct.write_file(infile, request_pyproject([*reqs, *pinned], explicit).encode())
+            else:
+                infile = f"{meta}/{name}.in"
+                await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
             cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
-                   "--no-progress", *idx_args, "-o", lockfile]
+                   "--no-progress", "--index-url", default, "-o", lockfile]
             if name != "torch":
                 constraints = f"{meta}/constraints.txt"
                 text = "".join(f"{n}=={v}\n" for n, v in build.pins.items() if n in TORCH_FAMILY)
                 await ct.write_file(constraints, text.encode())
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
-            if not compiled.ok:
-                raise _install_failure(name, reqs, index_desc, compiled)
-        installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
-                                  *(["--reinstall"] if build.repair else []), "-r", lockfile, *idx_args], timeout=3600)
-        if not installed.ok:
-            raise _install_failure(name, reqs, index_desc, installed)
+            if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
+                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
+        parts = split_lock(text) if explicit else {"": text}
+        for part, part_text in parts.items():
+            if not part_text.strip():
+                continue
+            source = explicit if part == "torch" else default
+            part_file = lockfile if not explicit else f"{meta}/{name}.{part}.lock.txt"
+            if explicit:
+                await ct.write_file(part_file, part_text.encode())
+            installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
+                                      *(["--no-deps"] if explicit else []), *(["--reinstall"] if build.repair else []),
+                                      "-r", part_file, "--index-url", str(source)], timeout=3600)
+            if not installed.ok:
+                raise _install_failure(name, reqs, str(source), installed)
         build.pins.update(parse_lock(text))
-        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
+        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
 
     async def _record(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
