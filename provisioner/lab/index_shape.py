@@ -9,7 +9,7 @@ What the real download.pytorch.org/whl/<variant>/ looks like (reference/real-wor
   (astral-sh/uv#7554, #2840, #5001);
 - its project pages link the files on **another host** (download-r2.pytorch.org): here a second loopback
   address (127.0.0.2, else another port of 127.0.0.1) serves every file, the pages only link;
-- some links carry **no `#sha256=`** (scenario `hashless-links`: the torch files of every CUDA variant) and some
+- some links carry **no `#sha256=`** (scenario `hashless-links`: torch's files but cp310's, `_hashless`) and some
   files **changed after their hash was published** (scenario `changed-bytes`: torch 2.11.0+cu128 serves other
   bytes than its link's hash; pytorch/pytorch#181056 is that file, 2026-04; pytorch/pytorch#195141 triton);
 - PyPI (`/pypi/simple/`) has the current versions, nvidia-ml-py and packages that themselves require torch
@@ -25,7 +25,9 @@ import contextlib
 import fcntl
 import hashlib
 import html
+import os
 import socket
+import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,20 @@ def build_side(base: Path) -> Path:
     return root
 
 
+def rebuilt(wheel: Path) -> Path:
+    """The same wheel re-published with other bytes (one more file in it): a valid wheel of the same name whose
+    sha256 is not the one the index links (what pytorch/pytorch#181056 and #195141 saw)."""
+    out = wheel.with_name(wheel.name + ".changed")
+    if not out.exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                dst.writestr(info, src.read(info))
+            dst.writestr("torch/_lab_republished.txt", "LAB: scenario changed-bytes: re-published after its hash\n")
+        tmp.replace(out)
+    return out
+
+
 def _project(filename: str) -> str:
     return filename.split("-", 1)[0].lower().replace("_", "-")
 
@@ -117,6 +133,13 @@ class Shelves:
 
     def find(self, shelf: str, name: str) -> Path | None:
         return next((f for f in self.files(shelf) if f.name == name), None)
+
+
+def _hashless(filename: str) -> bool:
+    """Scenario `hashless-links`: the torch files of every Python but cp310 lose their `#sha256=`, the way the
+    real index gave hashes for only some files of a release (astral-sh/uv#13195: torch 2.7.0+cu128 aarch64
+    links without, x86_64 with); uv expects all or none of a project's files hashed."""
+    return _project(filename) == "torch" and "-cp310-" not in filename
 
 
 def _page(title: str, links: list[tuple[str, str]]) -> bytes:
@@ -163,9 +186,8 @@ class _FilesHandler(_Quiet):
         if found is None:
             self._send(404, b"LAB: no such file\n", "text/plain", head)
             return
-        data = found.read_bytes()
-        if found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios():
-            data += b"LAB: changed-bytes: this file changed after its hash was published\n"
+        changed = found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios()
+        data = rebuilt(found).read_bytes() if changed else found.read_bytes()
         self._send(200, data, "application/octet-stream", head)
 
 
@@ -203,7 +225,7 @@ class _PagesHandler(_Quiet):
         for f in files:
             if _project(f.name) != project:
                 continue
-            frag = "" if hashless and _project(f.name) in ("torch", "torchvision") else f"#sha256={_sha256(f)}"
+            frag = "" if hashless and _hashless(f.name) else f"#sha256={_sha256(f)}"
             links.append((f"{base}/{quote(f.name)}{frag}", f.name))
         if not links:
             self._send(404, b"LAB: no such project\n", "text/plain", head)

@@ -241,6 +241,48 @@ def split_lock(text: str) -> dict[str, str]:
     return {k: "\n".join(v) + "\n" if v else "" for k, v in out.items()}
 
 
+_MISMATCH_RE = re.compile(r"Hash mismatch for `([A-Za-z0-9._\-]+)==([^`\s]+)`")
+_SHA_RE = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def parse_hash_mismatch(text: str) -> dict[str, Any] | None:
+    """uv's "Hash mismatch for `name==version`" with its Expected/Computed sha256 lines (None: not one)."""
+    m = _MISMATCH_RE.search(text)
+    if m is None:
+        return None
+    rest = text[m.end():]
+    expected_part, _, computed_part = rest.partition("Computed:")
+    return {"name": _req_name(m.group(1)), "version": m.group(2), "expected": _SHA_RE.findall(expected_part),
+            "computed": (_SHA_RE.findall(computed_part) or [None])[0]}
+
+
+#: prints `href<TAB>text` for each link of a PEP 503 project page (run with the venv's Python, argv: URL)
+LIST_LINKS = (
+    "import html, re, sys, urllib.request\n"
+    "page = urllib.request.urlopen(sys.argv[1], timeout=60).read().decode('utf-8', 'replace')\n"
+    "for href, text in re.findall(r'<a[^>]*href=\"([^\"]*)\"[^>]*>([^<]*)</a>', page):\n"
+    "    print(html.unescape(href) + '\\t' + html.unescape(text).strip())\n")
+
+
+def pick_file(listing: str, page_url: str, name: str, version: str, python: str) -> dict[str, str] | None:
+    """The file of `name==version` a Python `python` (e.g. 3.12) installs, from a project page's links:
+    {"file", "url", "host", "sha256" (the link's, or "")}."""
+    from urllib.parse import urljoin, urlsplit
+
+    tag = "cp" + python.replace(".", "")
+    wanted = f"{name.replace('-', '_')}-{version}-".lower()
+    for line in listing.splitlines():
+        href, _, text = line.partition("\t")
+        if not text.lower().startswith(wanted) or not text.endswith(".whl"):
+            continue
+        if f"-{tag}-" not in text and "-py3-none-any" not in text:
+            continue
+        url, _, frag = urljoin(page_url, href).partition("#")
+        return {"file": text, "url": url, "host": urlsplit(url).netloc,
+                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
+    return None
+
+
 def _lines_match(result: CommandResult, *needles: str) -> bool:
     return any(n.lower() in line.lower() for line in result.lines for n in needles)
 
@@ -533,10 +575,45 @@ class VenvBuild(StepKind[VenvParams]):
                                       *(["--no-deps"] if explicit else []), *(["--reinstall"] if build.repair else []),
                                       "-r", part_file, "--index-url", str(source)], timeout=3600)
             if not installed.ok:
+                mismatch = parse_hash_mismatch(installed.output)
+                if mismatch is not None:
+                    raise await self._hash_failure(ctx, mismatch, str(source), installed, recorded=bool(prior),
+                                                   python=req["python"])
                 raise _install_failure(name, reqs, str(source), installed)
         build.pins.update(parse_lock(text))
         build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
+
+    async def _hash_failure(self, ctx: StepContext, mismatch: dict[str, Any], index: str, result: CommandResult, *,
+                            recorded: bool, python: str) -> StepFailed:
+        """A file whose bytes are not the sha256 the lock holds: which file, from which host, and whose the
+        fault is. The link's own hash (read from the index page) tells an index that links a wrong hash
+        (pytorch/pytorch#181056) from a file that changed since the playbook's lock was recorded."""
+        name, version = mismatch["name"], mismatch["version"]
+        page = f"{index.rstrip('/')}/{name}/"
+        listing = await ctx.container().run([f"{self.params.path}/bin/python", "-c", LIST_LINKS, page], timeout=120,
+                                            quiet=True)
+        found = pick_file(listing.output, page, name, version, python) if listing.ok else None
+        what = (f"{found['file']} from {found['host']}" if found
+                else f"the file of {name}=={version} (linked by {page})")
+        got = f"; its bytes have sha256 {mismatch['computed']}" if mismatch.get("computed") else ""
+        if found and found["sha256"] and found["sha256"] not in mismatch["expected"] and recorded:
+            return StepFailed(
+                f"{what} is not the file the playbook's lock recorded for {name}=={version}: the index now links "
+                f"sha256 {found['sha256']}{got} (linked by {page})", result=result, exit_code=1,
+                fix="the file was re-published since the lock was recorded: if that is expected, remove "
+                    "resolved.venv_lock from the playbook to lock afresh; otherwise ask the index's owner")
+        if found and found["sha256"] and mismatch.get("computed") and found["sha256"] != mismatch["computed"]:
+            return StepFailed(
+                f"{what} does not match the sha256 the index links it with ({found['sha256']}{got}): the index "
+                f"{page} itself publishes a wrong hash for this file (as pytorch/pytorch#181056 did), not your "
+                "mirror or network", result=result, exit_code=1,
+                fix=f"pin another {name} version or Python (another file), or wait until the index is fixed; "
+                    "report it to the index's owner with this file name")
+        return StepFailed(f"{what} does not match the hash in the lock ({', '.join(mismatch['expected'])[:200]}"
+                          f"{got})", result=result, exit_code=1,
+                          fix="compare the file on its host with the index's link; if the file was re-published, "
+                              "remove resolved.venv_lock from the playbook to lock afresh")
 
     async def _record(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         """The lock and runtime.json beside the venv (and in the run state), then the marker removed."""
