@@ -24,7 +24,7 @@ from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.lxc_passthrough import visible_gpu_problem
@@ -506,7 +506,7 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
-    gpus = nvidia.parse_gpu_query_csv(result.output)
+    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
     versions = {g.driver_version for g in gpus}
     selected = ctx.state.selected_gpus
     if selected is not None:
