@@ -71,3 +71,4 @@ async def test_an_unguarded_parse_error_is_a_finding_not_an_internal_error(monke
     message = getattr(finished, "message", "")
     assert "internal error" not in message and "bug of gpu-provisioner" not in message, message
     assert message.startswith("test.probe (check): unexpected output from a probe: ls -l line 1"), message
+
