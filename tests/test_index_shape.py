@@ -141,3 +141,36 @@ async def test_hashless_links_are_hashed_from_the_download(tmp_path: Path, lab: 
     served = next((lab.wheel_root / "cu128").glob(f"torch-*-{py}-*.whl"))
     assert f"--hash=sha256:{hashlib.sha256(served.read_bytes()).hexdigest()}" in lock
     assert "torch==2.11.0+cu128" in freeze(venv)
+
+
+def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named(tmp_path: Path) -> None:
+    """The same in a lab container (its sandbox, its own Python): the extras build; in a lab with scenario
+    changed-bytes a fresh container's venv fails with the file, the files host and the fix (a container whose
+    uv cache already holds the good file would not even notice: uv installs from its cache)."""
+    import json
+    import os
+
+    from tests.support.labrun import LabRun, lab_importable, write_test_playbook
+
+    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+    require(lab_importable(), "the embedded lab is not in this build")
+    extras = {"extra_packages": ["nvidia-ml-py", "numpy>=2.3", "torchmetrics"]}
+    book = write_test_playbook(tmp_path / "pb.yaml", upto="venv.build", params={"venv.build": extras})
+    lab = LabRun(tmp_path / "a", Path(os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "lab-cache"))))
+    with lab.running():
+        run = lab.replay(book)
+        assert run.rc == 0, run.describe()
+        runtime = json.loads((lab.root / "ct" / "200" / "rootfs" / "opt" / "torch-venv" / "runtime.json").read_text())
+        assert {"numpy==2.3.4", "torchmetrics==1.8.2", "torch==2.11.0+cu128"} <= set(runtime["packages"]), runtime
+
+
+    # A fresh container (no uv cache holding the good file) on a lab whose index serves the changed file.
+    changed = LabRun(tmp_path / "b", lab.lab_cache, scenarios=["changed-bytes"])
+    with changed.running():
+        failed = changed.replay(book)
+        assert failed.rc != 0 and failed.status_of("venv.build") == "failed", failed.describe()
+        message = failed.message_of("venv.build")
+        conn = json.loads((changed.root / "connection.json").read_text())
+        files_host = conn["files_url"].split("//")[1]
+        assert "torch-2.11.0+cu128-cp" in message and f"from {files_host}" in message, message
+        assert "publishes a wrong hash" in message and "fix:" in message, message
