@@ -1,19 +1,25 @@
 """`venv.build`: a uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU.
 
 venv.build installs in two groups, each resolved with `uv pip compile --generate-hashes` and installed
-with `uv pip install --require-hashes`:
+with `uv pip install --require-hashes`, the way uv documents for PyTorch: PyPI is the index, the PyTorch
+index is declared `explicit = true` and torch/torchvision are sourced from it (`[tool.uv.sources]` of a
+generated request `pyproject.toml`), so nothing else is ever taken from the PyTorch index (whose old numpy,
+pillow, filelock, … would win under uv's first-index rule as an extra index: astral-sh/uv#7554, #2840):
 
-1. `torch` (+ `torchvision`) from the chosen PyTorch index only (`--index-url <index>`): PyPI is not
-   consulted, so its default build can never shadow the chosen variant;
-2. the playbook's extra packages from PyPI, with torch/torchvision constrained to what group 1
-   installed and the PyTorch index as `--extra-index-url` (uv consults extra indexes *before*
-   `--index-url` and stops at the first index that has a package), so an extra that depends on torch
-   gets the same torch, never PyPI's.
+1. `torch` (+ `torchvision`): the chosen CUDA build from the PyTorch index, its dependencies from PyPI;
+2. the playbook's extra packages from PyPI, with the torch group's pins requested again (sources apply to
+   the request's own dependencies), so an extra that depends on torch gets the same torch, never PyPI's.
+
+Each lock is installed the same way: its torch/torchvision lines from the PyTorch index, the rest from
+PyPI, `--no-deps`. A site without PyPI (`extras_from_torch_index`) resolves everything from its wheel index.
+A site's mirrors (`index_mirror`, `pypi_mirror`) are where the files are fetched; the request, the lock and
+runtime.json name the indexes as published, so a mirror that moves is no drift.
 
 The locks (exact versions and hashes) go to the playbook's `resolved.venv_lock`; a replay whose
 requirements and indexes match installs from them instead of resolving again. `runtime.json` in the
 venv records what was built and proven; a venv without it is not ours and is never deleted unless
-the step says `recreate: true`.
+the step says `recreate: true`. The venv path and `uv_dir` are resolved in the container before anything
+else: a path that reaches elsewhere through a symbolic link, or a system directory, is refused.
 """
 
 from __future__ import annotations
