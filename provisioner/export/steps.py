@@ -126,7 +126,7 @@ class ExportInstall(StepKind[InstallParams]):
         return hashlib.sha256(self.params.pylock_text().encode()).hexdigest()
 
     async def check(self, ctx: StepContext) -> Plan:
-        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
+        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path, VenvParams().uv_dir)], timeout=60, quiet=True)
         if not result.ok:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container is not running yet")

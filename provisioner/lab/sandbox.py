@@ -189,6 +189,8 @@ def find_uv() -> Path | None:
     if given and Path(given).exists():
         return Path(given)
     candidates: list[Path] = [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
+    if os.environ.get("UV"):  # `uv run` names itself in $UV: a uv invoked by path, not on PATH
+        candidates.append(Path(os.environ["UV"]))
     which = shutil.which("uv")
     if which:
         candidates.append(Path(which))

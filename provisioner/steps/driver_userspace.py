@@ -26,7 +26,7 @@ from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.paths import cache_dir
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.lxc_passthrough import visible_gpu_problem
@@ -126,6 +126,16 @@ def installer_name(version: str, arch: str = "x86_64") -> str:
 def installer_url(version: str, arch: str, mirror: str | None) -> str:
     base = (mirror or NVIDIA_BASE).rstrip("/")
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
+
+
+def published_url(url: str, mirror: str | None) -> str:
+    """Where NVIDIA publishes the file a site's mirror served from `url` (what a playbook records)."""
+    if mirror is None:
+        return url
+    for base, real in ((mirror.rstrip("/"), NVIDIA_BASE), (tesla_base(mirror), TESLA_BASE)):
+        if url.startswith(base + "/"):
+            return real.rstrip("/") + url[len(base):]
+    return url
 
 
 def tesla_base(mirror: str | None) -> str:
@@ -464,7 +474,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         cache = cache_dir() / "drivers"
         dest = cache / name
         expected = await self._expected(ctx, source)
-        self._record = {"version": version, "filename": name, "url": url, "layout": source.layout,
+        self._record = {"version": version, "filename": name, "url": published_url(url, self.params.driver_mirror),
+                        "layout": source.layout,
                         "sha256": expected.lower(), "checksum": self._checksum}
         async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
             if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:
@@ -566,7 +577,7 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
-    gpus = nvidia.parse_gpu_query_csv(result.output)
+    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
     versions = {g.driver_version for g in gpus}
     selected = ctx.state.selected_gpus
     if selected is not None:

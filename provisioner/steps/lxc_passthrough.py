@@ -15,7 +15,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
-from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory, read_conf
 from provisioner.steps.node_inventory import gather_inventory
@@ -291,7 +291,7 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
     inv = await ensure_inventory(ctx)
     ct = ctx.container()
     result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
-    inside = nvidia.parse_ls_dev(result.output).by_path()
+    inside = parse_output(result, nvidia.parse_ls_dev, what="the device nodes in the container").by_path()
     host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
     problems = []
     for dev in devices:
