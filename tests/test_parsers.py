@@ -35,6 +35,7 @@ from provisioner.facts.system import (
     parse_os_release,
     parse_pip_freeze,
 )
+from provisioner.facts.vgpu import parse_smi_vgpu, parse_vgpu
 
 FIXTURES = Path(__file__).parent / "fixtures" / "outputs"
 
@@ -853,6 +854,8 @@ PARSERS: list[Callable[[str], Any]] = [
     parse_ldd_version,
     parse_df,
     parse_pip_freeze,
+    parse_smi_vgpu,
+    parse_vgpu,
 ]
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".txt", ".log"))
 

@@ -152,6 +152,31 @@ def main(argv: list[str] | None = None) -> int:
     return _dispatch(host, args)
 
 
+#: what the host's nvidia-smi says when no GPU runs in vGPU mode (quoted in a public vGPU setup guide)
+NO_VGPU = "No supported devices in vGPU mode\n"
+
+
+def render_vgpu(host: render.LabHost) -> str:
+    """``nvidia-smi vgpu`` on the node: a vGPU manager's table of GPUs (no VMs run in the lab, so no vGPU
+    rows), laid out as a real host prints it (https://github.com/akb486/vgpu README, driver 525.147.01)."""
+    from provisioner.lab.profiles import get_profile
+
+    if not get_profile(state().settings().profile).vgpu_manager:
+        return NO_VGPU
+    rule = "+---------------------------------+------------------------------+------------+"
+    v = host.driver_version
+    rows = []
+    for g in host.gpus:
+        name = g.name if len(g.name) <= 25 else g.name[:22] + "..."
+        rows.append(f"| {g.index:>3}  {name:<27}| {g.bus_id:<29}|{'0%':>5}       |")
+    return "\n".join([
+        "+" + "-" * 77 + "+", f"| NVIDIA-SMI {v:<23}Driver Version: {v:<26}|", "|" + rule[1:],
+        "| GPU  Name                       | Bus-Id                       | GPU-Util   |",
+        "|      vGPU ID     Name           | VM ID     VM Name            | vGPU-Util  |",
+        "|=================================+==============================+============|",
+        *rows, rule, ""])
+
+
 def _create_nodes() -> bool:
     """What the driver's libraries do when the device files are missing: run nvidia-modprobe
     (setuid root) to create /dev/nvidiactl and /dev/nvidia<minor> (NVIDIA README, "How and when
@@ -195,6 +220,9 @@ def _dispatch(host: render.LabHost, args: list[str]) -> int:
         die("Invalid combination of input arguments. Please run 'nvidia-smi topo -h' for help.", 2)
     if args[0] in ("-L", "--list-gpus"):
         out("".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in host.gpus))
+        return 0
+    if args[0] == "vgpu":
+        out(render_vgpu(host))
         return 0
     if args[0] in ("-h", "--help"):
         out("NVIDIA System Management Interface -- LAB stand-in (gpu-provisioner lab)\n")
