@@ -116,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             out(NVML_NOT_FOUND)
             return 12
         userspace = os.readlink(NVML_LINK).rsplit("libnvidia-ml.so.", 1)[-1] if NVML_LINK.is_symlink() else ""
+    if args in (["--version"], ["-v"]) and render.kmd_era(host_version):
+        # R610: the old keys point to the new ones (NVIDIA/aicr#1667)
+        out(f"NVIDIA-SMI version  : {userspace}\nNVML version        : {_short(userspace)}\n"
+            'DRIVER version      : Deprecated, see "KMD version" instead\n'
+            'CUDA version        : Deprecated, see "CUDA UMD version" instead\n'
+            f"KMD version         : {host_version}\nCUDA UMD version    : {model.cuda_version}\n")
+        return 0
     if args in (["--version"], ["-v"]):
         out(f"NVIDIA-SMI version  : {userspace}\nNVML version        : {_short(userspace)}\n"
             f"DRIVER version      : {host_version}\nCUDA Version        : {model.cuda_version}\n")
