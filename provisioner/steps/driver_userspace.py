@@ -242,7 +242,10 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
                                            "url": source.url, "checksum_url": source.checksum_url}
                 return source
-        vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
+        try:
+            vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
+        except FactUnavailable:
+            vgpu = None
         if vgpu is not None:  # a vGPU manager's version is never public: say what the container needs instead
             message, fix = vgpu
             finding = Finding(category="driver_lib_mismatch", confidence=0.95, root_cause=message, fix=fix,
