@@ -2,8 +2,9 @@
 
 Policy: the newest torch that satisfies everything (pin, Python, glibc, platform, driver, every
 GPU), carried by the lowest CUDA variant that works here (`prefer="newest-cuda"` flips that);
-within one torch version a verified build beats an unverified one. When nothing works, the
-cheapest change that would make something work becomes the error's fix.
+within one torch version a verified build beats an unverified one. A build whose CUDA (and so its
+nvrtc) predates a GPU is partly broken and taken only when no whole build fits, with a warning.
+When nothing works, the cheapest change that would make something work becomes the error's fix.
 """
 
 from __future__ import annotations
@@ -421,7 +422,7 @@ def _resolution(
 
 
 def _whole_after_driver(evals: list[Evaluation], chosen: Candidate) -> str:
-    """' (then X would fit: upgrade the driver to ≥ N)' for the best whole build only a driver keeps out."""
+    """' (upgrade the driver to ≥ N: then X)' for the best whole build that only the driver keeps out."""
     near = [e for e in evals if not e.limits and e.kinds == {"driver_old"}
             and e.candidate.variant.platform == chosen.variant.platform]
     if not near:
