@@ -194,7 +194,9 @@ NVRTC_REACH: dict[str, dict[str, Any]] = {
     **{v: {"targets": list(_CUDA12_BASE), "sources": [CMAKE_CUDA12, FEATURES],
            "notes": ["CUDA 12.0 removed sm_35/sm_37; no new target until 12.8"]}
        for v in ("12.0", "12.1", "12.4", "12.6")},
-    "12.8": {"targets": [*_CUDA12_BASE, "10.0", "10.1", "12.0"], "sources": [FEATURES],
+    "12.8": {"targets": [*_CUDA12_BASE, "10.0", "10.1", "12.0"],
+             "sources": [FEATURES, "https://docs.nvidia.com/cuda/blackwell-compatibility-guide/ (\"Building "
+                         "Applications Using CUDA Toolkit 12.8\")"],
              "notes": ["CUDA 12.8 added Blackwell sm_100, sm_101 (Thor) and sm_120; not sm_103 (B300) or sm_121 "
                        "(GB10, DGX Spark)"]},
     "12.9": {"targets": [*_CUDA12_BASE, "10.0", "10.1", "10.3", "12.0", "12.1"], "sources": [FEATURES_129],
