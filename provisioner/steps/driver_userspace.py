@@ -19,12 +19,14 @@ from pydantic import Field, field_validator
 
 from provisioner import download as dl
 from provisioner import validate
+from provisioner.diagnose.model import Finding
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
+from provisioner.facts.vgpu import vgpu_host_problem
 from provisioner.paths import cache_dir
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
@@ -256,6 +258,16 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
                                            "url": source.url, "checksum_url": source.checksum_url}
                 return source
+        try:
+            vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
+        except FactUnavailable:
+            vgpu = None
+        if vgpu is not None:  # a vGPU manager's version is never public: say what the container needs instead
+            message, fix = vgpu
+            finding = Finding(category="driver_lib_mismatch", confidence=0.95, root_cause=message, fix=fix,
+                              evidence=tuple(tried), rule="driver.vgpu_host")
+            raise StepFailed(message, fix=fix, evidence=[f"not published: {url}" for url in tried],
+                             findings=[finding.to_dict()], exit_code=ExitCode.NO_SOLUTION)
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
                          exit_code=ExitCode.FAILED)
