@@ -44,7 +44,7 @@ class VenvLockGroup(Payload):
 
     requirements: list[str] = []
     index_url: str | None = None
-    extra_index_url: str | None = None
+    torch_index_url: str | None = None  # the PyTorch index the torch family is pinned to (uv's explicit index)
     python: str | None = None
     text: str = ""
 

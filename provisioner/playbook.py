@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from provisioner import secrets, step_registry, validate
 
@@ -83,6 +83,9 @@ class Playbook(_Model):
     target: Target
     steps: list[StepSpec]
     resolved: dict[str, Any] = {}
+    #: (site profile, the playbook as written) when a site profile was applied at run time (`provisioner.site`);
+    #: never dumped: the recorder uses it to write back only what the user set
+    _site: tuple[Any, Any] | None = PrivateAttr(default=None)
 
 
 class PlaybookError(ValueError):

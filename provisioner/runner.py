@@ -13,6 +13,7 @@ from provisioner import interrupts, node_lock, secrets
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
+from provisioner.facts.models import ParseError
 from provisioner.node_lock import NodeLock
 from provisioner.payloads import Resolved
 from provisioner.playbook import Playbook, StepSpec
@@ -314,6 +315,10 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         msg = f"{exc}" + ("\nthe step was interrupted while applying; replay the playbook to resume"
                           if phase == "apply" else "")
         return finish(status, msg)
+    except ParseError as exc:  # a probe's output no parser recognises: a finding about the host, not our bug
+        return finish("failed", f"{step.kind} ({phase}): unexpected output from a probe: {exc}\nfix: run the "
+                                "command on the host to see what it prints (the run log has its output), fix that, "
+                                "and replay")
     except Exception as exc:  # a bug in one step must not lose the host's recap or the run log
         return finish("failed", f"internal error in {step.kind} ({phase}): {type(exc).__name__}: {exc}\n"
                                 "this is a bug of gpu-provisioner; the run log has the steps before it")

@@ -13,6 +13,7 @@ from provisioner import secrets
 from provisioner.events import Bus
 from provisioner.paths import lab_dir
 from provisioner.playbook import ApiSettings, Playbook, SshSettings, Target
+from provisioner.site import SiteProfile, apply_site
 from provisioner.transport.base import Transport
 from provisioner.transport.base import host_label as transport_host_label
 from provisioner.transport.local import LocalTransport
@@ -43,8 +44,8 @@ def allow_lab_secrets(root: Path | None = None) -> dict[str, Any]:
 
 
 def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
-    """The same playbook with its target replaced by the running lab's endpoints and the lab's settings
-    (`lab_settings`) in its steps."""
+    """The same playbook with its target replaced by the running lab's endpoints and the lab's site profile
+    (`lab_site`) applied; the recorder writes back the playbook's own target and parameters."""
     conn = allow_lab_secrets(root)
     ssh = SshSettings(user=conn["ssh"]["user"], port=conn["ssh"]["port"], key_file=conn["ssh"]["key_file"],
                       known_hosts=conn["ssh"]["known_hosts"])
@@ -52,7 +53,12 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
                       ca_file=conn["api"]["ca_file"], verify_tls=True)
     target = playbook.target.model_copy(update={"host": conn["ssh"]["host"], "node": conn["node"], "ssh": ssh,
                                                 "api": api, "local": False})
-    return with_settings(playbook.model_copy(update={"target": target}), lab_settings(root))
+    return apply_site(playbook.model_copy(update={"target": target}), lab_site(root), target_from=playbook)
+
+
+def lab_site(root: Path | None = None) -> SiteProfile:
+    """The running lab as a site: its mirrors and the sizes of its CPU-only node (`lab_settings`)."""
+    return SiteProfile(name="lab", steps=lab_settings(root))
 
 
 def host_label(target: Target) -> str:
@@ -157,7 +163,7 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
         # No network in the lab: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
         pypi = conn.get("pypi_url")
         out["venv.build"] = {"index_mirror": index.rstrip("/"),
-                             **({"pypi_url": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
+                             **({"pypi_mirror": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
     python = _torch_python()
     if python:
         out["burnin.run"]["fallback_python"] = python

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import REPO, LabRun, lab_importable, read_run_log, write_test_playbook
 from tests.support.require import require
 
@@ -283,9 +284,7 @@ def test_sigint_during_a_fleet_run_still_gives_the_fleet_recap(run: LabRun, tmp_
     """Two hosts, one at a time: the first waits on a stuck create task, the second has not started."""
     pb = _playbook(tmp_path / "pb.yaml", task_timeout_s=600)
     inventory = tmp_path / "hosts.yaml"
-    inventory.write_text(yaml.safe_dump({"hosts": [
-        {"name": "first", "lab_root": str(run.root), "container": 210},
-        {"name": "second", "lab_root": str(run.root), "container": 211}]}))
+    write_lab_inventory(inventory, {"first": run.root, "second": run.root}, {"first": 210, "second": 211})
     run.set_scenarios("api-timeout")
     state = run.state()
     try:

@@ -46,7 +46,7 @@ def test_a_hand_edited_resolved_section_is_left_out_not_fatal() -> None:
     assert res.venv_lock is None, "an unparsable lock is resolved afresh, as if none was recorded"
     assert res.dump()["host_driver"] == "580.95.05", "sections without a type stay as recorded"
     lock = {"groups": {"torch": {"requirements": ["torch==2.11.0"], "index_url": "https://download.pytorch.org/whl/cu128",
-                                 "extra_index_url": None, "python": "3.12", "text": "torch==2.11.0 --hash=sha256:00"}}}
+                                 "torch_index_url": None, "python": "3.12", "text": "torch==2.11.0 --hash=sha256:00"}}}
     merged = res.merged({"venv_lock": lock, "vmid": 121})
     assert merged.vmid == 121 and isinstance(merged.venv_lock, VenvLock)
     assert merged.venv_lock.groups["torch"].text.startswith("torch==2.11.0")

@@ -19,12 +19,14 @@ from pydantic import Field, field_validator
 
 from provisioner import download as dl
 from provisioner import validate
+from provisioner.diagnose.model import Finding
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
+from provisioner.facts.vgpu import vgpu_host_problem
 from provisioner.paths import cache_dir
 from provisioner.payloads import DriverSourceRecord
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -127,6 +129,16 @@ def installer_name(version: str, arch: str = "x86_64") -> str:
 def installer_url(version: str, arch: str, mirror: str | None) -> str:
     base = (mirror or NVIDIA_BASE).rstrip("/")
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
+
+
+def published_url(url: str, mirror: str | None) -> str:
+    """Where NVIDIA publishes the file a site's mirror served from `url` (what a playbook records)."""
+    if mirror is None:
+        return url
+    for base, real in ((mirror.rstrip("/"), NVIDIA_BASE), (tesla_base(mirror), TESLA_BASE)):
+        if url.startswith(base + "/"):
+            return real.rstrip("/") + url[len(base):]
+    return url
 
 
 def tesla_base(mirror: str | None) -> str:
@@ -247,6 +259,16 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 ctx.state.driver_source = DriverSourceRecord(layout=source.layout, version=version, arch=arch,
                                                              url=source.url, checksum_url=source.checksum_url)
                 return source
+        try:
+            vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
+        except FactUnavailable:
+            vgpu = None
+        if vgpu is not None:  # a vGPU manager's version is never public: say what the container needs instead
+            message, fix = vgpu
+            finding = Finding(category="driver_lib_mismatch", confidence=0.95, root_cause=message, fix=fix,
+                              evidence=tuple(tried), rule="driver.vgpu_host")
+            raise StepFailed(message, fix=fix, evidence=[f"not published: {url}" for url in tried],
+                             findings=[finding.to_dict()], exit_code=ExitCode.NO_SOLUTION)
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
                          exit_code=ExitCode.FAILED)
@@ -465,7 +487,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         cache = cache_dir() / "drivers"
         dest = cache / name
         expected = await self._expected(ctx, source)
-        self._record = {"version": version, "filename": name, "url": url, "layout": source.layout,
+        self._record = {"version": version, "filename": name, "url": published_url(url, self.params.driver_mirror),
+                        "layout": source.layout,
                         "sha256": expected.lower(), "checksum": self._checksum}
         async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
             if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:

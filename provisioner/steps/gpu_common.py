@@ -14,7 +14,7 @@ from provisioner import validate
 from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
-from provisioner.steps.base import Params, StepFailed
+from provisioner.steps.base import Params, StepFailed, parse_output
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.state import HostInventory
@@ -135,7 +135,7 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
     inv = await ensure_inventory(ctx)
     ct = ctx.container()
     result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
-    inside = nvidia.parse_ls_dev(result.output).by_path()
+    inside = parse_output(result, nvidia.parse_ls_dev, what="the device nodes in the container").by_path()
     host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
     problems = []
     for dev in devices:
@@ -162,7 +162,7 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
-    gpus = nvidia.parse_gpu_query_csv(result.output)
+    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
     versions = {g.driver_version for g in gpus}
     selected = ctx.state.selected_gpus
     if selected is not None:
