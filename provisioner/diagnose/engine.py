@@ -7,11 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from provisioner.diagnose.extract import log_fields
+from provisioner.diagnose.extract import FIELD_REGEXES, log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
+from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, required_literals
 
 STRONG = 0.7  # a specific finding this sure makes generic-only findings redundant
 AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
@@ -66,9 +67,9 @@ def to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=1024)
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(to_regex(pattern), re.IGNORECASE | re.MULTILINE)
+def compile_pattern(pattern: str) -> Regex:
+    """A rule pattern as a linear-time RE2 regex (case-insensitive, `^`/`$` per line)."""
+    return compile_rx(to_regex(pattern))
 
 
 def render(template: str, fields: Mapping[str, str]) -> str:
@@ -97,12 +98,12 @@ def _rule_applies(rule: Rule, text: str) -> bool:
     return not (rule.unless is not None and compile_pattern(rule.unless).search(text))
 
 
-def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES) -> list[RuleHit]:
-    """Every rule that matches the log, with the visible lines it matched."""
+def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str | None = None) -> list[RuleHit]:
+    """Every rule that matches the log, with the visible lines it matched. `context_text` (default: the
+    log's own text) is where `context`/`unless` are looked for: the whole log when `log` holds only the
+    prefilter's windows of it."""
     hits: list[RuleHit] = []
     for rule in rules:
-        if not _rule_applies(rule, log.full_text):
-            continue
         lines: list[int] = []
         for pattern in rule.patterns:
             rx = compile_pattern(pattern)
@@ -115,7 +116,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES) -> list[RuleHit]:
                             lines.append(idx)
                 if lines:
                     break  # the plain view matched; the unwrapped view would repeat it
-        if lines:
+        if lines and _rule_applies(rule, log.full_text if context_text is None else context_text):
             hits.append(RuleHit(rule, sorted(lines)))
     return hits
 
@@ -250,10 +251,84 @@ def _redacted(r: RunnerUp, secrets: tuple[str, ...]) -> RunnerUp:
     return RunnerUp(r.category, r.confidence, r.root_cause, tuple(redact(e, secrets) for e in r.evidence), r.rule)
 
 
+FAST_PATH_CHARS = 256 * 1024  # a longer log is first cut down to the windows the literal prefilter selects
+WINDOW_LINES = 2  # lines kept either side of a prefilter hit (messages wrapped over a few lines)
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """One RE2 alternation of every rule's and field's required literals, and which rules each selects."""
+
+    regex: Regex
+    rules_for: Mapping[str, frozenset[int]]
+    always: frozenset[int]  # rules with a pattern that has no required literal
+
+
+@lru_cache(maxsize=4)
+def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
+    rules_for: dict[str, set[int]] = {}
+    always: set[int] = set()
+    for i, rule in enumerate(rules):
+        for pattern in rule.patterns:
+            lits = required_literals(to_regex(pattern))
+            if lits is None:
+                always.add(i)
+                continue
+            for lit in lits:
+                rules_for.setdefault(lit, set()).add(i)
+    for rx in FIELD_REGEXES:
+        for lit in required_literals(rx) or ():
+            rules_for.setdefault(lit, set())
+    alternation = "|".join(re.escape(x) for x in sorted(rules_for, key=len, reverse=True))
+    return Prefilter(compile_rx_bytes(alternation), {k: frozenset(v) for k, v in rules_for.items()}, frozenset(always))
+
+
+def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> tuple[str, list[Rule]]:
+    """The lines of `text` near a prefilter literal (each distinct window once) and the rules they may
+    match: one linear pass over the text, before any rule pattern runs."""
+    pf = prefilter(rules)
+    picked: set[int] = set(pf.always)
+    windows: list[bytes] = []
+    seen: set[bytes] = set()
+    end = -1
+    data = text.encode("utf-8", errors="replace")
+    for m in pf.regex.finditer(data):
+        picked |= pf.rules_for.get(m.group(0).decode("utf-8", errors="replace").lower(), frozenset())
+        pos = m.start()
+        if pos < end:
+            continue
+        start = pos
+        for _ in range(WINDOW_LINES + 1):
+            start = data.rfind(b"\n", 0, start)
+            if start < 0:
+                break
+        start = max(start + 1, end + 1, 0)
+        end = pos
+        for _ in range(WINDOW_LINES + 1):
+            nxt = data.find(b"\n", end + 1)
+            if nxt < 0:
+                end = len(data)
+                break
+            end = nxt
+        window = data[start:end]
+        if window not in seen:
+            seen.add(window)
+            windows.append(window)
+    joined = b"\n".join(windows).decode("utf-8", errors="replace")
+    return joined, [r for i, r in enumerate(rules) if i in picked]
+
+
 def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
-    """Candidates from a log text (no ranking)."""
+    """Candidates from a log text (no ranking). A long log is first reduced to the windows around the
+    literals some rule or field needs (the rules then run on those windows only; `context`/`unless` still
+    look at the whole log)."""
+    rules: tuple[Rule, ...] = RULES
+    context_text: str | None = None
+    if len(text) > FAST_PATH_CHARS:
+        windows, picked = select_windows(text)
+        context_text, text, rules = text, windows, tuple(picked)
     log = clean_log(text)
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
         fields.update(log_fields(view.text))
-    return _candidates_from_hits(match_rules(log), log, fields)
+    return _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
