@@ -2,7 +2,7 @@
 
 With --json the last stdout line is
   {"findings": [{"category", "confidence", "root_cause", "fix", "evidence": [lines], "rule", "rules"}],
-   "input": {"bytes", "bytes_read", "partial", "note"}}   (input: only with --log)
+   "input": {"bytes", "bytes_read", "partial", "note"}}   (input: only when --log was read in part)
 best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis of a log/facts/bundle ran
 (findings or not); a live check (--host/--local/--lab) exits 1 when it finds a fault. Exit 2 on unusable
 input (no --log/--facts, unreadable file, a FIFO/device given as --log, facts not a JSON object).
@@ -114,7 +114,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     fault = ExitCode.FAILED if live and findings else ExitCode.OK
     if json_out:
         out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
-        if log_in is not None:
+        if log_in is not None and log_in.note:  # only when the reader left part of the log out
             out["input"] = log_in.to_dict()
         click.echo(json.dumps(out, ensure_ascii=False))
         raise SystemExit(fault)

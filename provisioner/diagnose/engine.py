@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from provisioner.diagnose.extract import FIELD_REGEXES, log_fields
+from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
-from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, required_literals
+from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, next_span, required_literals
 
 STRONG = 0.7  # a specific finding this sure makes generic-only findings redundant
 AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
@@ -253,69 +253,101 @@ def _redacted(r: RunnerUp, secrets: tuple[str, ...]) -> RunnerUp:
 
 FAST_PATH_CHARS = 256 * 1024  # a longer log is first cut down to the windows the literal prefilter selects
 WINDOW_LINES = 2  # lines kept either side of a prefilter hit (messages wrapped over a few lines)
+HEAD_CHARS = 64 * 1024  # the log's head is always kept too: fields (driver, GPU, versions) are read there
+MAX_WINDOW_CHARS = 8 << 20  # the windows kept when hits are everywhere: the first ones and the last ones
 
 
 @dataclass(frozen=True)
 class Prefilter:
-    """One RE2 alternation of every rule's and field's required literals, and which rules each selects."""
+    """One RE2 alternation of the rules' required literals (lower case), and the patterns without a usable
+    literal (each searched once over the whole log)."""
 
     regex: Regex
-    rules_for: Mapping[str, frozenset[int]]
-    always: frozenset[int]  # rules with a pattern that has no required literal
+    bare: tuple[Regex, ...]
 
 
 @lru_cache(maxsize=4)
 def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
-    rules_for: dict[str, set[int]] = {}
-    always: set[int] = set()
-    for i, rule in enumerate(rules):
+    literals: set[str] = set()
+    bare: list[Regex] = []
+    for rule in rules:
         for pattern in rule.patterns:
             lits = required_literals(to_regex(pattern))
             if lits is None:
-                always.add(i)
-                continue
-            for lit in lits:
-                rules_for.setdefault(lit, set()).add(i)
-    for rx in FIELD_REGEXES:
-        for lit in required_literals(rx) or ():
-            rules_for.setdefault(lit, set())
-    alternation = "|".join(re.escape(x) for x in sorted(rules_for, key=len, reverse=True))
-    return Prefilter(compile_rx_bytes(alternation), {k: frozenset(v) for k, v in rules_for.items()}, frozenset(always))
+                bare.append(compile_rx_bytes(to_regex(pattern)))
+            else:
+                literals |= lits
+    alternation = "|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))
+    return Prefilter(compile_rx_bytes(alternation, exact=True), tuple(bare))
 
 
-def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> tuple[str, list[Rule]]:
-    """The lines of `text` near a prefilter literal (each distinct window once) and the rules they may
-    match: one linear pass over the text, before any rule pattern runs."""
+def _window(data: bytes, pos: int, floor: int) -> tuple[int, int]:
+    """The lines around offset `pos` (WINDOW_LINES either side), starting after `floor`."""
+    start = pos
+    for _ in range(WINDOW_LINES + 1):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:
+            break
+    end = pos
+    for _ in range(WINDOW_LINES + 1):
+        nxt = data.find(b"\n", end + 1)
+        if nxt < 0:
+            end = len(data)
+            break
+        end = nxt
+    return max(start + 1, floor, 0), end
+
+
+def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> str:
+    """The log's head and the lines near a prefilter literal (each distinct window once): one linear pass
+    over the text (RE2 on the lower-cased bytes) before any rule pattern runs."""
     pf = prefilter(rules)
-    picked: set[int] = set(pf.always)
-    windows: list[bytes] = []
-    seen: set[bytes] = set()
-    end = -1
     data = text.encode("utf-8", errors="replace")
-    for m in pf.regex.finditer(data):
-        picked |= pf.rules_for.get(m.group(0).decode("utf-8", errors="replace").lower(), frozenset())
-        pos = m.start()
-        if pos < end:
-            continue
-        start = pos
-        for _ in range(WINDOW_LINES + 1):
-            start = data.rfind(b"\n", 0, start)
-            if start < 0:
+    spans: list[tuple[int, int]] = []
+    for rx in pf.bare:
+        for n, m in enumerate(rx.finditer(data)):
+            if n >= HITS_PER_PATTERN:
                 break
-        start = max(start + 1, end + 1, 0)
-        end = pos
-        for _ in range(WINDOW_LINES + 1):
-            nxt = data.find(b"\n", end + 1)
-            if nxt < 0:
-                end = len(data)
-                break
-            end = nxt
+            spans.append(_window(data, m.start(), 0))
+    low = data.lower()  # ASCII-only: offsets stay those of `data`
+    end = -1
+    while True:
+        hit = next_span(pf.regex, low, end + 1)
+        if hit is None:
+            break
+        start, end = _window(data, hit[0], end + 1)
+        spans.append((start, end))
+    head_end = data.rfind(b"\n", 0, HEAD_CHARS)
+    windows: list[bytes] = [data[: max(head_end, 0)]]
+    seen: set[bytes] = set()
+    for start, end in sorted(spans):
         window = data[start:end]
         if window not in seen:
             seen.add(window)
             windows.append(window)
-    joined = b"\n".join(windows).decode("utf-8", errors="replace")
-    return joined, [r for i, r in enumerate(rules) if i in picked]
+    return _cap_windows(windows).decode("utf-8", errors="replace")
+
+
+def _cap_windows(windows: list[bytes]) -> bytes:
+    """The windows joined; when they exceed MAX_WINDOW_CHARS, the first eighth and the last seven."""
+    total = sum(len(w) + 1 for w in windows)
+    if total <= MAX_WINDOW_CHARS:
+        return b"\n".join(windows)
+    head: list[bytes] = []
+    size = 0
+    for w in windows:
+        if size + len(w) > MAX_WINDOW_CHARS // 8:
+            break
+        head.append(w)
+        size += len(w) + 1
+    tail: list[bytes] = []
+    size = 0
+    for w in reversed(windows[len(head) :]):
+        if size + len(w) > MAX_WINDOW_CHARS - MAX_WINDOW_CHARS // 8:
+            break
+        tail.append(w)
+        size += len(w) + 1
+    return b"\n".join([*head, *reversed(tail)])
 
 
 def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
@@ -325,8 +357,7 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     rules: tuple[Rule, ...] = RULES
     context_text: str | None = None
     if len(text) > FAST_PATH_CHARS:
-        windows, picked = select_windows(text)
-        context_text, text, rules = text, windows, tuple(picked)
+        context_text, text = text, select_windows(text)
     log = clean_log(text)
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps

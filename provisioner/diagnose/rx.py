@@ -34,8 +34,9 @@ MIN_LITERAL = 3  # a shorter required literal would select nearly every line
 # Words every healthy NVIDIA/installer log is full of (counted over tests/fixtures/diagnose/healthy.jsonl):
 # as a prefilter they would select most lines, so a pattern's rarer literal is preferred to them.
 COMMON = frozenset(
-    "nvidia nvidia-smi /nvidia nvidia- version version: driver device memory packages kernel kernel-open "
-    "performing installed downloading directory module cuda error found using building install gpu".split()
+    "nvidia nvidia-smi /nvidia nvidia- version version: driver device devices memory package packages kernel "
+    "kernel-open process performing installed installing downloading directory module cuda error failed found "
+    "using building install gpu running torch disabled not out the and for with from".split()
 )
 
 
@@ -54,7 +55,7 @@ class Regex(Protocol):
 
     pattern: str
 
-    def search(self, text: str, pos: int = 0) -> Any: ...
+    def search(self, text: Any, pos: int = 0) -> Any: ...
     def finditer(self, text: Any) -> Any: ...
 
 
@@ -76,17 +77,34 @@ def compile_rx(regex: str) -> Regex:
         raise UnsafePattern(f"pattern not linear-time (RE2 refuses it): {regex!r}: {exc}") from None
 
 
-@lru_cache(maxsize=16)
-def compile_rx_bytes(regex: str) -> Regex:
-    """`compile_rx` for bytes input (no UTF-8 offset conversion per match: the prefilter's pass)."""
+_EXACT = re2.Options()
+_EXACT.max_mem = 64 << 20
+
+
+@lru_cache(maxsize=64)
+def compile_rx_bytes(regex: str, exact: bool = False) -> Regex:
+    """`compile_rx` for bytes input (no UTF-8 offset conversion per match: the prefilter's pass).
+    `exact`: case-sensitive (for lower-case literals searched in lower-cased bytes: several times faster
+    than RE2's case folding)."""
     try:
-        return cast(Regex, re2.compile(("(?m)" + regex).encode(), _OPTIONS))
+        return cast(Regex, re2.compile(("(?m)" + regex).encode(), _EXACT if exact else _OPTIONS))
     except re2.error as exc:
         raise UnsafePattern(f"pattern not linear-time (RE2 refuses it): {regex!r}: {exc}") from None
 
 
+def next_span(rx: Regex, data: bytes, pos: int) -> tuple[int, int] | None:
+    """The first match of a bytes regex at or after `pos`, as (start, end) offsets; None if none. Calls RE2
+    directly (the wrapper's finditer builds a Match object per hit, most of the prefilter's cost)."""
+    inner = getattr(rx, "_regexp", None)
+    if inner is None:  # pragma: no cover - a wrapper without the private handle
+        m = rx.search(data, pos)
+        return None if m is None else (m.start(), m.end())
+    start, end = inner.Match(re2._Anchor.UNANCHORED, data, pos, len(data))[0]
+    return None if start < 0 else (start, end)
+
+
 def _best(cands: list[frozenset[str]]) -> frozenset[str] | None:
-    good = [c for c in cands if c and min(len(x) for x in c) >= MIN_LITERAL]
+    good = [c for c in cands if c and min(_score(x) for x in c) >= MIN_LITERAL]
     if not good:
         return None
     return max(good, key=lambda c: (min(_score(x) for x in c), -len(c)))
@@ -125,8 +143,9 @@ def _required(seq: Any) -> frozenset[str] | None:
 
 @lru_cache(maxsize=2048)
 def required_literals(regex: str) -> frozenset[str] | None:
-    """Lower-case literals (at least MIN_LITERAL long) one of which every match contains; None if the
-    pattern has no such literal (it then runs over the whole text, still in linear time)."""
+    """Lower-case literals one of which every match contains (each at least MIN_LITERAL long, not a word
+    every healthy log is full of); None if the pattern has no such literal (it then runs over the whole
+    text once, still in linear time)."""
     try:
         tree = sre_parse.parse(regex)
     except Exception:

@@ -120,7 +120,10 @@ def read_log(source: str) -> LogInput:
     """Read a log from a path or '-' (stdin), bounded. Raises LogRefused for a FIFO/device/socket path
     (stdin may be a pipe or a terminal, not a device), OSError when it cannot be opened."""
     if source == "-":
-        fd = sys.stdin.fileno()
+        try:
+            fd = sys.stdin.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file descriptor (an in-memory stream)
+            return _read_stream(sys.stdin.buffer)
         mode = os.fstat(fd).st_mode
         if stat.S_ISREG(mode):
             return _read_regular(fd, os.fstat(fd).st_size)
