@@ -123,8 +123,10 @@ RULES: tuple[Rule, ...] = (
         name="installer.compiler_missing",
         category="installer_failure",
         patterns=(
-            r"(?:[\w.]+-)?(?:gcc|g\+\+|cc|c\+\+|clang)(?:-\d+)?: (?:command )?not found",
-            r"(?:[\w.]+-)?(?:gcc|g\+\+)(?:-\d+)?: No such file or directory",
+            # no optional `[\w.]+-` target prefix: a search finds `x86_64-linux-gnu-gcc-12:` from `gcc-12:` on,
+            # and that prefix made the pattern quadratic on a long token under a backtracking engine
+            r"(?:gcc|g\+\+|cc|c\+\+|clang)(?:-\d+)?: (?:command )?not found",
+            r"(?:gcc|g\+\+)(?:-\d+)?: No such file or directory",
         ),
         confidence=0.87,
         context=r"nvidia|dkms|kernel module|linux-headers|kernel-open",
