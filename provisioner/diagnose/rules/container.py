@@ -11,9 +11,9 @@ RULES: tuple[Rule, ...] = (
         category="container_device_missing",
         patterns=(
             r"bpf_prog_query\(BPF_CGROUP_DEVICE\) failed",
-            r"nvidia-container-cli: mount error",
+            r"nvidia-container-cli(?:\.real)?: mount error",
             r"failed to add device rules",
-            r"nvidia-container-cli: device error",
+            r"nvidia-container-cli(?:\.real)?: device error",
         ),
         confidence=0.88,
         root_cause=(
@@ -38,7 +38,7 @@ RULES: tuple[Rule, ...] = (
             r"Device /dev/nvidia[\w-]* does not exist",
             r"Could not get mode or device ID of /dev/nvidia",
             r"cudaGetDeviceCount returned 30\b",
-            r"Failed to mount [\"']?/dev/nvidia[\w-]*[\"']? onto",
+            r"Failed to mount [\"']?[^\"'\s]{0,200}(?:/dev/|dev-)nvidia[\w-]*[\"']? (?:onto|on) ",
             r"lstat /dev/nvidia[\w-]*: no such file or directory",
         ),
         confidence=0.85,
@@ -194,8 +194,9 @@ RULES: tuple[Rule, ...] = (
         name="container.nvidia_container_cli_error",
         category="container_device_missing",
         patterns=(
-            r"nvidia-container-cli: [\w ]*error",
+            r"nvidia-container-cli(?:\.real)?: [\w ]{0,40}error",
             r"error running hook #\d+: error running hook: exit status \d+",
+            r"error executing hook `?[^`\s]*nvidia-container-(?:toolkit|runtime-hook|cli)",
         ),
         confidence=0.6,
         root_cause="The NVIDIA container runtime hook failed, so the container got no GPU devices.",
