@@ -169,6 +169,33 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="container.lxc_userspace_missing",
+        category="container_device_missing",
+        patterns=(
+            r"load library failed: libnvidia-ml\.so\.1",
+            r"libnvidia-ml\.so(?:\.1)?: cannot open shared object file",
+            r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",
+        ),
+        confidence=0.9,
+        # the context steers: inside a Proxmox/LXC/LXD container whose host has the driver, a missing
+        # libnvidia-ml is the container's userspace (this project's first hypothesis), not "no driver"
+        context=r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b",
+        demotes=("no_driver_loaded",),
+        root_cause=(
+            "Inside the LXC container the NVIDIA driver's userspace (libnvidia-ml.so.1) is missing: the host has "
+            "the kernel module, the container needs the user-space libraries at exactly the host's version."
+        ),
+        fix=(
+            "Check `nvidia-smi` on the Proxmox host and note its driver version; in the container install only the "
+            "userspace at that version (`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`), with "
+            "/dev/nvidia* passed in; then nvidia-container-toolkit inside the container finds libnvidia-ml.so.1."
+        ),
+        examples=(
+            "Proxmox / LXC: Unable to start docker container, nvidia-container-cli: initialization error: load "
+            "library failed: libnvidia-ml.so.1",
+        ),
+    ),
+    Rule(
         name="container.no_device_in_container",
         category="container_device_missing",
         patterns=(
