@@ -2,7 +2,8 @@
 
 With --json the last stdout line is
   {"findings": [{"category", "confidence", "root_cause", "fix", "evidence": [lines], "rule", "rules"}],
-   "input": {"bytes", "bytes_read", "partial", "note"}}   (input: only when --log was read in part)
+   "input": {"bytes", "bytes_read", "partial", "note"},   (input: only when --log was read in part)
+   "checks": [{"name", "ok": true|false|null, "detail"}]}  (checks: a live check, one per probe)
 best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis of a log/facts/bundle ran
 (findings or not); a live check (--host/--local/--lab) exits 1 when it finds a fault. Exit 2 on unusable
 input (no --log/--facts, unreadable file, a FIFO/device given as --log, facts not a JSON object).
@@ -25,7 +26,7 @@ from provisioner.cli.bundle import target_from_options, target_options
 from provisioner.diagnose import Finding, diagnose
 from provisioner.diagnose.source import LogInput, LogRefused, read_log
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
-from provisioner.support.diagnose_sources import BundleError, HostUnreachable, bundle_findings, live_findings
+from provisioner.support.diagnose_sources import BundleError, Check, HostUnreachable, bundle_findings, live_report
 from provisioner.support.target import node_transport
 
 
@@ -93,6 +94,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         _fail("give --log FILE (or - for stdin), --host/--local/--lab, --bundle FILE.tar.gz and/or --facts FILE.json")
     if log_path == "-" and facts_path == "-":
         _fail("only one of --log and --facts can read stdin")
+    checks: list[Check] = []
     log_in = _read_log(log_path) if log_path else None
     text = log_in.text if log_in else ""
     facts = _read_facts(facts_path) if facts_path else None
@@ -104,8 +106,8 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     elif live:
         choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv)
         try:
-            findings = asyncio.run(live_findings(node_transport(choice.spec), choice.vmid, choice.venv,
-                                                 log_text=text, known_secrets=choice.known_secrets))
+            findings, checks = asyncio.run(live_report(node_transport(choice.spec), choice.vmid, choice.venv,
+                                                       log_text=text, known_secrets=choice.known_secrets))
         except HostUnreachable as exc:
             Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {exc}", style="bold red"))
             raise SystemExit(ExitCode.UNREACHABLE) from None
@@ -116,11 +118,20 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
         if log_in is not None and log_in.note:  # only when the reader left part of the log out
             out["input"] = log_in.to_dict()
+        if live:
+            out["checks"] = [c.to_dict() for c in checks]
         click.echo(json.dumps(out, ensure_ascii=False))
         raise SystemExit(fault)
     console = Console(highlight=False)
     if log_in is not None and log_in.note:
         console.print(Text(f"Note: {log_in.note}", style="yellow"))
+    if live:
+        passed = sum(1 for c in checks if c.ok)
+        failed = sum(1 for c in checks if c.ok is False)
+        console.print(Text(f"Checked ({passed} ✓, {failed} ✗):", style="bold"))
+        for c in checks:
+            style = "green" if c.ok else ("red" if c.ok is False else "dim")
+            console.print(Text.assemble(("  " + c.mark + " ", style), (c.name, "bold"), f"  {c.detail}"))
     if not findings:
         console.print(Text("No known failure signature found.", style="green"))
         raise SystemExit(fault)
