@@ -8,10 +8,10 @@ from pathlib import Path
 
 from provisioner.diagnose import Finding
 from provisioner.support.diagnose_sources import live_report
-from provisioner.transport.ssh import SshTarget, SshTransport
-from tests.support.require import require
 from provisioner.support.doctor import check_of, merge_by_cause
 from provisioner.support.evidence import ProbeRecord
+from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.require import require
 
 
 def _f(category: str, conf: float, rule: str, ev: str) -> Finding:
