@@ -56,7 +56,7 @@ def _all_regexes() -> Iterator[tuple[str, str]]:
     for rule in RULES:
         for p in rule.patterns:
             yield rule.name, engine.to_regex(p)
-        for extra in (rule.context, rule.unless):
+        for extra in (rule.context, rule.unless, *rule.requires):
             if extra:
                 yield rule.name, engine.to_regex(extra)
     for rx in extract.FIELD_REGEXES:
@@ -132,7 +132,7 @@ def test_adversarial_megabyte_lines_are_scanned_a_bounded_number_of_times(
     assert len(ruled) <= engine.MAX_WINDOW_CHARS + engine.HEAD_CHARS
     log = orig_clean(ruled)
     assert max(len(v) for v in log.lines) <= MAX_LINE_CHARS
-    regexes = sum(len(r.patterns) + (r.context is not None) + (r.unless is not None) for r in RULES)
+    regexes = sum(len(r.patterns) + (r.context is not None) + (r.unless is not None) + len(r.requires) for r in RULES)
     views = len(log.views)
     bound = regexes * views * (len(log.full_text) + 1) + regexes * len(text)  # windows + whole-log contexts
     assert _Counting.scanned <= bound, (_Counting.scanned, bound)

@@ -95,6 +95,8 @@ class RuleHit:
 def _rule_applies(rule: Rule, text: str) -> bool:
     if rule.context is not None and not compile_pattern(rule.context).search(text):
         return False
+    if not all(compile_pattern(r).search(text) for r in rule.requires):
+        return False
     return not (rule.unless is not None and compile_pattern(rule.unless).search(text))
 
 

@@ -196,6 +196,31 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="container.smi_works_cuda_unavailable",
+        category="container_device_missing",
+        patterns=(r"is_available\(\)[^\n]{0,120}(?:\n[^\n]{0,300}){0,3}\n\s*(?:>>>\s*)?False\b",),
+        confidence=0.8,
+        # a join of two facts in one container log: NVML works (nvidia-smi needs only /dev/nvidiactl and
+        # /dev/nvidiaN) while CUDA does not initialise (it needs /dev/nvidia-uvm too)
+        requires=(r"NVIDIA-SMI \d+\.\d+|nvidia-smi[^\n]{0,40}\b(?:works?|worked|working|fine)\b",),
+        context=r"\b(?:container|docker|podman|lxc|lxd|incus|pct|kubernetes|k8s|kubectl)\b",
+        unless=r"\+cpu\b|CUDA used to build PyTorch\s*:\s*None|torch\.version\.cuda\)?[^\n]{0,20}\n\s*None",
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
+        root_cause=(
+            "nvidia-smi works in the container but CUDA does not: the container has /dev/nvidiactl and /dev/nvidiaN "
+            "(all NVML needs) but not /dev/nvidia-uvm and /dev/nvidia-uvm-tools, which CUDA needs."
+        ),
+        fix=(
+            "Create the UVM nodes on the host (`nvidia-modprobe -u -c=0`) and pass /dev/nvidia-uvm and "
+            "/dev/nvidia-uvm-tools into the container (docker: `--device /dev/nvidia-uvm`; LXC: `devN:` lines or "
+            "mount entries plus the cgroup allow for nvidia-uvm's major)."
+        ),
+        examples=(
+            "In the container, \"nvidia-smi,nvcc -V\" worked.\nBut when use the cuda, it failded!\n\nimport torch\n"
+            "torch.cuda.is_available()\nFalse",
+        ),
+    ),
+    Rule(
         name="container.no_device_in_container",
         category="container_device_missing",
         patterns=(
