@@ -12,7 +12,7 @@ from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, Runn
 from provisioner.diagnose.normalize import CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
-from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, next_span, required_literals
+from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, literal_regex, next_span, required_literals
 
 STRONG = 0.7  # a specific finding this sure makes generic-only findings redundant
 AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
@@ -279,7 +279,7 @@ def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
                 bare.append(compile_rx_bytes(to_regex(pattern)))
             else:
                 literals |= lits
-    alternation = "|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))
+    alternation = "|".join(literal_regex(x) for x in sorted(literals, key=len, reverse=True))
     return Prefilter(compile_rx_bytes(alternation, exact=True), tuple(bare))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
@@ -110,19 +111,35 @@ def _best(cands: list[frozenset[str]]) -> frozenset[str] | None:
     return max(good, key=lambda c: (min(_score(x) for x in c), -len(c)))
 
 
+def _is_space_run(op: str, av: Any) -> bool:
+    """`\\s+` (what a space in a rule pattern becomes): a phrase's words are joined by it."""
+    if op != "MAX_REPEAT" or av[0] < 1:
+        return False
+    body = list(av[2])
+    return (len(body) == 1 and str(body[0][0]) == "IN" and len(body[0][1]) == 1
+            and str(body[0][1][0][0]) == "CATEGORY" and str(body[0][1][0][1]) == "CATEGORY_SPACE")
+
+
 def _required(seq: Any) -> frozenset[str] | None:
+    """A phrase is literal characters and `\\s+` runs (kept as one space: `literal_regex` turns it back)."""
     cands: list[frozenset[str]] = []
     run: list[str] = []
 
     def flush() -> None:
-        if run:
-            cands.append(frozenset({"".join(run)}))
-            run.clear()
+        phrase = "".join(run).strip(" ")
+        if phrase:
+            cands.append(frozenset({phrase}))
+        run.clear()
 
     for op, av in seq:
         name = str(op)
         if name == "LITERAL":
-            run.append(chr(av).lower())
+            ch = chr(av).lower()
+            run.append(" " if ch.isspace() else ch)
+            continue
+        if _is_space_run(name, av):
+            if run and run[-1] != " ":
+                run.append(" ")
             continue
         flush()
         if name == "SUBPATTERN":
@@ -139,6 +156,11 @@ def _required(seq: Any) -> frozenset[str] | None:
                 cands.append(sub)
     flush()
     return _best(cands)
+
+
+def literal_regex(phrase: str) -> str:
+    """The regex of a required phrase: its words escaped, joined by any whitespace run."""
+    return r"\s+".join(re.escape(w) for w in phrase.split(" "))
 
 
 @lru_cache(maxsize=2048)
