@@ -228,18 +228,22 @@ def has_privilege(perms: Permissions, privilege: str, path: str) -> bool:
 
 
 def missing(needs: Iterable[Need], perms: Permissions, *, user: str) -> list[Need]:
-    """The needs `perms` do not satisfy for `user` (root@pam satisfies all; a token never root@pam)."""
-    out: list[Need] = []
-    seen: set[tuple[tuple[str, ...], str]] = set()
+    """The needs `perms` do not satisfy for `user` (root@pam satisfies all; a token never is root@pam); the
+    same privilege on the same path once, its reasons joined."""
+    if user == ROOT_PAM:
+        return []
+    merged: dict[tuple[tuple[str, ...], str], Need] = {}
     for need in needs:
-        if (need.privileges, need.path) in seen:
+        if not need.root_only and any(has_privilege(perms, p, need.path) for p in need.privileges):
             continue
-        seen.add((need.privileges, need.path))
-        if user == ROOT_PAM:
-            continue
-        if need.root_only or not any(has_privilege(perms, p, need.path) for p in need.privileges):
-            out.append(need)
-    return out
+        key = (need.privileges, need.path if not need.root_only else need.why)
+        if key in merged:
+            first = merged[key]
+            if need.why not in first.why.split(", "):
+                merged[key] = Need(first.privileges, first.path, f"{first.why}, {need.why}")
+        else:
+            merged[key] = need
+    return list(merged.values())
 
 
 def effective_permissions(acl: Iterable[tuple[str, Iterable[str], bool]], paths: Iterable[str] = ()
@@ -296,7 +300,7 @@ def render_table() -> str:
             need = " or ".join(f"`{p}`" for p in rule.privileges) + f" on `{rule.path}`"
             if rule.also:
                 need += f" {rule.also}" if rule.also.startswith("+") else f" ({rule.also})"
-        rows.append(f"| `lxc.create` {rule.label} | {need} | `check_ct_modify_config_perm` |")
+        rows.append(f"| parameter {rule.label} | {need} | `check_ct_modify_config_perm` |")
     return "\n".join(rows) + "\n"
 
 
@@ -305,6 +309,6 @@ def full_token_privileges() -> dict[str, list[str]]:
     return {
         "/vms": ["VM.Allocate", "VM.Audit", "VM.Config.CPU", "VM.Config.Disk", "VM.Config.Memory",
                  "VM.Config.Network", "VM.Config.Options", "VM.PowerMgmt"],
-        "/storage": ["Datastore.AllocateSpace", "Datastore.Audit"],
+        "/storage": ["Datastore.AllocateSpace"],  # also reads the template (AllocateSpace or Audit)
         "/sdn/zones/localnetwork": ["SDN.Use"],
     }
