@@ -173,3 +173,34 @@ async def test_each_privilege_of_the_table_is_needed_and_the_full_set_provisions
     assert replayed.exit_code == ExitCode.OK, _failed_steps(events)
     assert state.get_status(VMID).status == "running"
     assert any(k.startswith("dev") for k in state.read_conf(VMID).options())  # devN through the root shell
+
+
+def test_lab_api_checks_each_parameter_for_a_privsep_token(tmp_path: Path) -> None:
+    """The lab's handlers (pve_api.LabApi) answer a token with PVE's 403 per missing privilege, and
+    ``GET /access/permissions`` with the token's effective privileges (get_effective_permissions)."""
+    from provisioner.lab.pve_api import CLI_IDENTITY, Identity, LabApi
+    from provisioner.lab.state import LabState
+
+    state = LabState.create(tmp_path / "lab")
+    api = LabApi(state, sync_tasks=True)
+    token = Identity("token", "root@pam!lab")
+    params = {**CreateParams().api_params(300), "node": "pve"}
+    state.update_settings(token_privsep=True, token_acl=[{"path": "/", "privs": TODAY, "propagate": True}])
+    denied = api.call("POST", "/nodes/pve/lxc", params, token)
+    assert denied.status == 403
+    assert denied.message == "Permission check failed (/vms/300, VM.Config.Network)\n"  # hostname: the first key
+    perms = api.call("GET", "/access/permissions", {}, token)
+    assert perms.status == 200 and perms.data["/"] == dict.fromkeys(TODAY, 1)
+    assert perms.data["/vms"] == dict.fromkeys(TODAY, 1)  # propagated to the default paths
+    assert api.call("GET", "/access/permissions", {"path": "/vms/300"}, token).data == {
+        "/vms/300": dict.fromkeys(TODAY, 1)}
+    state.update_settings(token_acl=full_acl())
+    created = api.call("POST", "/nodes/pve/lxc", params, token)
+    assert created.status == 200, created.message
+    # devN stays root@pam's: a token (even with every privilege) gets check_ct_modify_config_perm's 403
+    state.update_settings(token_privsep=False)
+    dev = api.call("PUT", "/nodes/pve/lxc/300/config", {"node": "pve", "vmid": 300, "dev0": "/dev/nvidia0"}, token)
+    assert (dev.status, dev.message) == (403, "Permission check failed (configuring device passthrough is only "
+                                              "allowed for root@pam)\n")
+    assert api.call("PUT", "/nodes/pve/lxc/300/config", {"node": "pve", "vmid": 300, "dev0": "/dev/nvidia0"},
+                    CLI_IDENTITY).status == 200

@@ -278,3 +278,42 @@ def _other_holders(path: Path) -> bool:
             except OSError:
                 continue
     return False
+
+
+@pytest.mark.parametrize("pve", ["8.4", "9"])
+def test_lab_api_keeps_pending_values_as_pve_does(tmp_path: Path, pve: str) -> None:
+    """update_pct_config/vmconfig_hotplug_pending per version, vm_pending's shape, vm_config's pending view,
+    and the poststop hook's vmconfig_apply_pending."""
+    from provisioner.lab.pve_api import CLI_IDENTITY, LabApi
+    from provisioner.lab.state import LabState
+
+    state = LabState.create(tmp_path / "lab", pve_version=pve)
+    state.conf_path(VMID).parent.mkdir(parents=True, exist_ok=True)
+    state.conf_path(VMID).write_text(BASE + "dev0: /dev/nvidia0,mode=0666\n")
+    state.set_status(VMID, "running")
+    api = LabApi(state, sync_tasks=True)
+    base = f"/nodes/pve/lxc/{VMID}"
+
+    def put(**params: Any) -> None:
+        result = api.call("PUT", f"{base}/config", {"node": "pve", "vmid": VMID, **params}, CLI_IDENTITY)
+        assert result.status == 200, result.message
+
+    put(dev0="/dev/nvidia0,mode=0600", dev1="/dev/nvidiactl,mode=0666", cores=4, onboot=1)
+    c = conf(state)
+    assert c.get("cores") == "4" and c.get("onboot") == "1"  # $LXC_FASTPLUG_OPTIONS: at once
+    assert c.pending()["dev0"] == "/dev/nvidia0,mode=0600"  # an existing devN: never hot-plugged
+    assert ("dev1" in c.pending()) is (pve == "8.4")  # a new devN: hot-plugged since pve-container 6.0.4
+    pending = {i["key"]: i for i in api.call("GET", f"{base}/pending", {"node": "pve", "vmid": VMID},
+                                             CLI_IDENTITY).data}
+    assert pending["dev0"] == {"key": "dev0", "value": "/dev/nvidia0,mode=0666", "pending": "/dev/nvidia0,mode=0600"}
+    view = api.call("GET", f"{base}/config", {"node": "pve", "vmid": VMID}, CLI_IDENTITY).data
+    current = api.call("GET", f"{base}/config", {"node": "pve", "vmid": VMID, "current": 1}, CLI_IDENTITY).data
+    assert (view["dev0"], current["dev0"]) == ("/dev/nvidia0,mode=0600", "/dev/nvidia0,mode=0666")
+    put(dev0="/dev/nvidia0,mode=0666")  # back to the current value: cleanup_pending drops it
+    assert "dev0" not in conf(state).pending()
+    put(delete="dev0")  # a devN delete on a running CT is pending too
+    assert conf(state).pending_deletes() == ["dev0"] and conf(state).get("dev0")
+    stop = api.call("POST", f"{base}/status/stop", {"node": "pve", "vmid": VMID}, CLI_IDENTITY)
+    assert stop.status == 200
+    after = conf(state)
+    assert after.pending() == {} and after.get("dev0") is None and after.get("dev1") == "/dev/nvidiactl,mode=0666"

@@ -29,19 +29,16 @@ def _vmid(ctx: StepContext, params: dict[str, Any]) -> int | None:
 
 def step_needs(ctx: StepContext, spec: StepSpec) -> list[Need]:
     """What `spec` asks of the API (none for the steps that work over the root shell)."""
-    from provisioner.runner import make_step
     from provisioner.steps.lxc_create import CreateParams
 
     if spec.kind not in API_STEPS:
         return []
-    step = make_step(spec)
     vmid = _vmid(ctx, dict(spec.params))
     where = f"/vms/{vmid}" if vmid is not None else "/vms"
     if spec.kind == "lxc.start":
         return [Need(("VM.Audit",), where, "read the container's status"),
                 Need(("VM.PowerMgmt",), where, "start the container")]
-    params = step.params
-    assert isinstance(params, CreateParams)
+    params = CreateParams.model_validate(spec.params)
     api = params.api_params(vmid if vmid is not None else 0)
     needs = [n if vmid is not None else Need(n.privileges, n.path.replace("/vms/0", "/vms"), n.why)
              for n in privileges.create_needs(api)]
