@@ -197,7 +197,7 @@ async def test_a_new_devn_is_hot_plugged_on_pve9_and_pending_on_pve8(lab_node: t
 async def test_raw_edit_waits_for_pves_config_lock_and_keeps_the_other_writers_change(
         lab84: tuple[Any, Any]) -> None:
     state, server = lab84
-    run = Run(server, {"mode": "raw", "lock_timeout_s": 120})
+    run = Run(server, {"mode": "raw"})
     lock_path = state.config_lock_path(VMID)
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with state.config_lock(VMID):  # as PVE's API holds it during an update
@@ -220,9 +220,13 @@ async def test_raw_edit_waits_for_pves_config_lock_and_keeps_the_other_writers_c
     assert "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file" in after
 
 
-async def test_raw_edit_gives_up_after_the_bounded_wait_without_writing(lab84: tuple[Any, Any]) -> None:
+async def test_raw_edit_gives_up_after_the_bounded_wait_without_writing(lab84: tuple[Any, Any],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.steps.lxc_passthrough import LxcGpuPassthrough
+
     state, server = lab84
-    run = Run(server, {"mode": "raw", "lock_timeout_s": 1})
+    monkeypatch.setattr(LxcGpuPassthrough, "lock_wait_s", 1)  # the bound, shortened (a setting, not a fake)
+    run = Run(server, {"mode": "raw"})
     with state.config_lock(VMID):
         status, _, message = await run("apply")
     assert status == "failed"

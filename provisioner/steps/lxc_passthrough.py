@@ -29,8 +29,6 @@ class PassthroughParams(Params):
     modeset: bool = Field(True, description="Also pass /dev/nvidia-modeset")
     caps: bool = Field(False, description="Also pass /dev/nvidia-caps (MIG management)")
     dev_mode: str = Field("0666", pattern=r"^0[0-7]{3}$", description="Access mode of devN nodes in the container")
-    lock_timeout_s: int = Field(60, ge=1, le=3600, description="raw mode: how long to wait for PVE's config lock "
-                                                                "(/run/lock/lxc/pve-config-<vmid>.lock)")
 
 
 @dataclass(frozen=True)
@@ -201,6 +199,9 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
     title = "Pass the GPUs through to the container"
     Params = PassthroughParams
     _selection: DeviceSelection
+    #: raw mode: how long to wait for PVE's config lock (/run/lock/lxc/pve-config-<vmid>.lock); PVE's own
+    #: writers wait 10 s (AbstractConfig lock_config), a backup or migration holds it longer
+    lock_wait_s: int = 60
 
     def _mode(self, ctx: StepContext, inv: HostInventory) -> str:
         release = tuple(inv.pve_release or (0, 0))
@@ -353,14 +354,14 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
                 'mv -f "$tmp" "$conf"\n')
             digest = hashlib.sha1(before.encode()).hexdigest()  # noqa: S324 - PVE's config digest is SHA-1
             result = await ctx.node.run(
-                ["flock", "-w", str(self.params.lock_timeout_s), "-E", str(LOCK_TIMEOUT_EXIT), lock, "sh", "-c", script, "raw-edit", path, backup,
-                 digest, str(inv.uvm_major)], stdin=conf.render().encode(), timeout=self.params.lock_timeout_s + 60,
+                ["flock", "-w", str(self.lock_wait_s), "-E", str(LOCK_TIMEOUT_EXIT), lock, "sh", "-c", script, "raw-edit", path, backup,
+                 digest, str(inv.uvm_major)], stdin=conf.render().encode(), timeout=self.lock_wait_s + 60,
                 quiet=False)
             if result.exit_status == 75:
                 yield ctx.info(f"{path} or nvidia-uvm's major changed while this edit was prepared; again")
                 continue
             if result.exit_status == LOCK_TIMEOUT_EXIT:
-                raise StepFailed(f"PVE's config lock {lock} stayed taken for {self.params.lock_timeout_s} s "
+                raise StepFailed(f"PVE's config lock {lock} stayed taken for {self.lock_wait_s} s "
                                  f"(another edit of CT {vmid} runs: the GUI, the API, pct or a backup); "
                                  "nothing was written", result=result,
                                  fix="wait for the other task to finish, then replay")
