@@ -321,3 +321,17 @@ def test_lab_api_keeps_pending_values_as_pve_does(tmp_path: Path, pve: str) -> N
     assert stop.status == 200
     after = conf(state)
     assert after.pending() == {} and after.get("dev0") is None and after.get("dev1") == "/dev/nvidiactl,mode=0666"
+
+
+def test_pending_section_is_written_as_write_pct_config_writes_it() -> None:
+    """``write_pct_config``: main section, ``\\n[pve:pending]\\n`` with sorted keys, then the snapshots."""
+    text = BASE + "dev0: /dev/nvidia0,mode=0666\n\n[before]\narch: amd64\n"
+    c = LxcConfig.parse(text)
+    assert c.pending() == {}
+    c.set_pending({"dev0": "/dev/nvidia0,mode=0600", "delete": "swap"})
+    assert c.render() == (BASE + "dev0: /dev/nvidia0,mode=0666\n\n[pve:pending]\ndelete: swap\n"
+                          "dev0: /dev/nvidia0,mode=0600\n\n[before]\narch: amd64\n")
+    assert LxcConfig.parse(c.render()).pending_deletes() == ["swap"]
+    assert c.effective()["dev0"] == "/dev/nvidia0,mode=0600" and "swap" not in c.effective()
+    c.set_pending({})
+    assert c.render() == text
