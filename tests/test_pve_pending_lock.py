@@ -251,6 +251,19 @@ async def test_a_moved_uvm_major_is_drift_and_repaired(lab84: tuple[Any, Any]) -
     findings = config_drift(conf(state), manifest, {"nvidia": 195, "nvidia-uvm": new})
     assert [f.repair for f in findings] == ["lxc.gpu_passthrough"], findings
     assert f"device major(s) {old} that no driver registers now (nvidia-uvm is {new}" in findings[0].text
+    # the same finding through drift.gather (plan --check, diagnose --host, the wizard's Summary)
+    from provisioner.drift import gather, manifest_path
+
+    record = node_sh(state, f"mkdir -p $(dirname {manifest_path(VMID)}) && cat > {manifest_path(VMID)} <<'EOF'\n"
+                            f"{manifest.render()}EOF")
+    assert record.returncode == 0, record.stdout
+    node = SshTransport(run.target, Bus(lambda e: None))
+    try:
+        report = await gather(node, VMID)
+    finally:
+        await node.close()
+    stale = [f for f in report.findings if "no driver registers now" in f.text]
+    assert stale and stale[0].repair == "lxc.gpu_passthrough" and f"major(s) {old}" in stale[0].text, report
     status, changes, _ = await run("plan")
     assert status == "changed"
     assert any(f"allows stale device major(s) {old}" in c for c in changes), changes
