@@ -538,7 +538,7 @@ class LabApi:
             options["unprivileged"] = "1"
         else:
             options.pop("unprivileged", None)
-        with self.state.lock():
+        with self.state.config_lock(vmid), self.state.lock():  # create_vm writes under lock_config
             if self.state.has_ct(vmid):
                 raise ApiError(500, f"CT {vmid} already exists on node '{s.node}'\n")
             self.state.write_conf(vmid, LxcConfig.from_options({"lock": "create"}))

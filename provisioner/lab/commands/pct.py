@@ -208,7 +208,7 @@ def cmd_set(lab: LabState, args: list[str]) -> int:
 def cmd_unlock(lab: LabState, args: list[str]) -> int:
     """`pct unlock <vmid>`: remove the config's `lock:` (PVE::LXC::Config->remove_lock; no API call)."""
     vmid = _vmid(lab, args[0] if args else None)
-    with lab.lock():
+    with lab.config_lock(vmid), lab.lock():  # remove_lock runs under lock_config
         conf = lab.read_conf(vmid)
         conf.delete("lock")
         lab.write_conf(vmid, conf)
