@@ -20,6 +20,7 @@ from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
 from provisioner.redaction import REDACTOR
 from provisioner.secrets import SecretError
+from provisioner.steps import privilege_check
 from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
 from provisioner.steps.pve_ops import as_step_failed
@@ -151,10 +152,24 @@ async def run_host(
     load_step_kinds()  # what the first step would import; then the API client loads while commands run
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
+    denied = await _privileges(ctx, playbook)
     try:
+        if denied and mode == "apply":  # privileges known before any change: stop before the first one
+            text = privilege_check.describe(playbook.steps, denied, str(getattr(ctx.pve(), "user", "")))
+            bus.emit(Message(host=host, level="error", text=text))
+            for index, spec in enumerate(playbook.steps):
+                run.skip(index, spec, "not run: the API user lacks privileges (see above)")
+            run.result.fail(text, ExitCode.PERMISSION_DENIED)
+            return run.result
         for index, spec in enumerate(playbook.steps):
             if failed:
                 run.skip(index, spec, "skipped after an earlier failure")
+                continue
+            if index in denied and mode == "plan":
+                run.result.by_index[index] = "failed"
+                run.result.exit_code = max(run.result.exit_code, ExitCode.PERMISSION_DENIED)
+                bus.emit(StepFinished(host=host, index=index, step=spec.kind, status="failed", mode="plan",
+                                      message="missing privileges: " + "; ".join(n.text() for n in denied[index])))
                 continue
             if lock is not None and not lock.held and spec.kind != "node.connect":
                 await lock.acquire()  # on the node itself: other controllers and state dirs see it
@@ -205,6 +220,17 @@ def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult,
         result.failures_outside_steps += 1
     result.error = error
     result.exit_code = max(result.exit_code, code)
+
+
+async def _privileges(ctx: StepContext, playbook: Playbook) -> dict[int, list[Any]]:
+    """Per step, the PVE privileges the API user lacks (`provisioner.steps.privilege_check`); a node whose
+    permissions cannot be read is left to the steps (they report what PVE answers)."""
+    try:
+        return await privilege_check.missing_by_step(ctx, playbook.steps)
+    except (StepFailed, ProxmoxError, RuntimeError) as exc:
+        text = exc.message if isinstance(exc, StepFailed) else str(exc)
+        ctx.bus.emit(Message(host=ctx.host, level="warning", text=f"privileges not checked up front: {text}"))
+        return {}
 
 
 def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:

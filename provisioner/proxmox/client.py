@@ -304,6 +304,12 @@ class PveClient:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self.request("GET", "nodes"))
 
+    def permissions(self, path: str | None = None) -> dict[str, dict[str, Any]]:
+        """``GET /access/permissions``: the caller's effective privileges, {path: {privilege: propagate}}."""
+        params = {"path": path} if path else {}
+        data = self.request("GET", "/access/permissions", params)
+        return dict(data or {})
+
     def list_cts(self, node: str | None = None) -> list[dict[str, Any]]:
         return list(self.request("GET", f"nodes/{node or self.node}/lxc"))
 
