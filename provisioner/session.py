@@ -41,7 +41,35 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
                       ca_file=conn["api"]["ca_file"], verify_tls=True)
     target = playbook.target.model_copy(update={"host": conn["ssh"]["host"], "node": conn["node"], "ssh": ssh,
                                                 "api": api, "local": False})
-    return with_settings(playbook.model_copy(update={"target": target}), lab_settings(root))
+    pointed = with_settings(playbook.model_copy(update={"target": target}), lab_settings(root))
+    return with_python(pointed, str(conn.get("torch_python") or ""))
+
+
+#: the steps whose `python` chooses the venv's interpreter
+PYTHON_STEPS = ("torch.resolve", "venv.build")
+
+
+def with_python(playbook: Playbook, python: str) -> Playbook:
+    """The playbook with `python` as the venv's Python: the lab's wheel index carries a real torch for
+    one CPython (its supplied CPU build's), so the lab's containers run that one ('' leaves it)."""
+    if not python:
+        return playbook
+    steps = [spec.model_copy(update={"params": {**spec.params, "python": python}})
+             if spec.kind == "torch.resolve" or (spec.kind == "venv.build" and "python" in spec.params) else spec
+             for spec in playbook.steps]
+    return playbook.model_copy(update={"steps": steps})
+
+
+def python_notice(before: Playbook, after: Playbook) -> str | None:
+    """One line when `with_python` changed the Python a step asked for."""
+    asked = {str(a.params.get("python", "3.12" if a.kind == "torch.resolve" else ""))
+             for a in before.steps if a.kind in PYTHON_STEPS} - {""}
+    given = {str(b.params["python"]) for b in after.steps if b.kind in PYTHON_STEPS and "python" in b.params}
+    if len(given) != 1 or asked <= given:
+        return None
+    (python,) = given
+    return (f"LAB: the lab's wheel index serves torch for Python {python} only (its CPU PyTorch's cp tag): "
+            f"the venv uses {python} (the playbook asks {', '.join(sorted(asked - given))})")
 
 
 def host_label(target: Target) -> str:
@@ -144,10 +172,6 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
         pypi = conn.get("pypi_url")
         out["venv.build"] = {"index_mirror": index.rstrip("/"),
                              **({"pypi_url": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
-    python = _torch_python()
-    if python:
-        out["burnin.run"]["fallback_python"] = python
-        out["burnin.multinode"]["fallback_python"] = python
     return out
 
 
@@ -157,12 +181,3 @@ def with_settings(playbook: Playbook, settings: dict[str, dict[str, Any]]) -> Pl
     steps = [spec.model_copy(update={"params": {**settings[spec.kind], **spec.params}})
              if spec.kind in settings else spec for spec in playbook.steps]
     return playbook.model_copy(update={"steps": steps})
-
-
-def _torch_python() -> str | None:
-    """An interpreter of this machine with a real (CPU) torch: the burn-in's fallback when the venv's
-    torch has no torch.distributed (the lab's wheels carry a real torch for one Python only)."""
-    import importlib.util
-    import sys
-
-    return sys.executable if importlib.util.find_spec("torch") is not None else None

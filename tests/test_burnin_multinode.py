@@ -304,7 +304,7 @@ def test_multinode_params_are_validated_before_any_shell() -> None:
 
 
 def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
-    """`burnin.run` and `burnin.multinode` take gemm_seconds / nvml_gpu_count_check / fallback_python
+    """`burnin.run` and `burnin.multinode` take gemm_seconds / nvml_gpu_count_check
     (and venv, backend) from one place: the same names, the same refusals with the same messages, the
     same burn-in arguments; the result document is read from the output by one reader."""
     from pydantic import ValidationError
@@ -314,7 +314,8 @@ def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
     from provisioner.steps.burnin_run import BurninParams
 
     need = {"nodes": 2, "rdzv_endpoint": "h:1"}
-    for bad in ({"fallback_python": "python3"}, {"venv": "venv;rm"}, {"gemm_seconds": -1},
+    # no other interpreter than the venv's: a `fallback_python` is an unknown parameter (issue 22)
+    for bad in ({"fallback_python": "/usr/bin/python3"}, {"venv": "venv;rm"}, {"gemm_seconds": -1},
                 {"gemm_seconds": 7200}, {"backend": "mpi"}):
         messages = []
         for model, extra in ((BurninParams, {}), (MultinodeParams, need)):
@@ -322,8 +323,8 @@ def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
                 model(**bad, **extra)  # type: ignore[arg-type]
             messages.append([(e["loc"], e["msg"]) for e in info.value.errors()])
         assert messages[0] == messages[1], bad
-    run = BurninParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3")
-    multi = MultinodeParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3", **need)
+    run = BurninParams(gemm_seconds=5, nvml_gpu_count_check=False)
+    multi = MultinodeParams(gemm_seconds=5, nvml_gpu_count_check=False, **need)
     assert run.burnin_extra_args(4) == multi.burnin_extra_args(4) == ["--gemm-seconds", "5.0"]
     assert BurninParams().burnin_extra_args(2) == ["--expected-gpus", "2"]
     doc = {"tool": TOOL, "verdict": {"overall": "pass"}}

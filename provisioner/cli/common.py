@@ -17,7 +17,14 @@ from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
-from provisioner.session import LabNotRunning, host_label, node_transport, point_at_lab, pve_factory
+from provisioner.session import (
+    LabNotRunning,
+    host_label,
+    node_transport,
+    point_at_lab,
+    pve_factory,
+    python_notice,
+)
 
 
 def load_or_exit(path: str) -> Playbook:
@@ -66,9 +73,13 @@ def with_lab(playbook: Playbook, lab: bool) -> Playbook:
     if not lab:
         return playbook
     try:
-        return point_at_lab(playbook)
+        pointed = point_at_lab(playbook)
     except LabNotRunning as exc:
         raise click.ClickException(str(exc)) from None
+    notice = python_notice(playbook, pointed)
+    if notice:
+        click.echo(notice, err=True)
+    return pointed
 
 
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
