@@ -11,6 +11,10 @@ on the CPU). That PyTorch comes, in this order, from:
 3. the PyTorch CPU index, https://download.pytorch.org/whl/cpu/torch/ (or the mirror of it named in
    ``PROVISIONER_TORCH_INDEX``), downloaded with a progress bar into that cache.
 
+numpy for the same Python comes the same way, its index being PyPI (or ``UV_DEFAULT_INDEX``,
+``UV_INDEX_URL``, ``PIP_INDEX_URL``): the real torchvision requires it, and torch.distributed's
+``all_gather_object`` (the burn-in's) fails "Numpy is not available" without it.
+
 PyPI is not asked: its Linux x86_64 torch is the CUDA build (several GB with its nvidia-* packages), which
 cannot run on a machine without a GPU driver. A CPU build is a wheel ``torch-<v>+cpu-cp3XY-cp3XY-
 <linux x86_64 platform>.whl`` for a Python this machine has (the lab's containers run the machine's
@@ -40,8 +44,10 @@ from provisioner.paths import cache_dir
 CPU_INDEX = "https://download.pytorch.org/whl/cpu/"
 ENV_FIND_LINKS = "PROVISIONER_TORCH_FIND_LINKS"
 ENV_INDEX = "PROVISIONER_TORCH_INDEX"
-#: torch-<version>-cp3XY-cp3XY-<platform>.whl (a CPython wheel; the platform may be a dotted tag set)
-WHEEL_NAME = re.compile(r"^torch-(?P<version>[^-]+)-(?P<py>cp3\d+)-(?P=py)-(?P<platform>[A-Za-z0-9_.]+)\.whl$")
+PYPI = "https://pypi.org/simple/"
+#: <project>-<version>-cp3XY-cp3XY-<platform>.whl (a CPython wheel; the platform may be a dotted tag set)
+WHEEL_NAME = re.compile(r"^(?P<project>torch|numpy)-(?P<version>[^-]+)-(?P<py>cp3\d+)-(?P=py)-"
+                        r"(?P<platform>[A-Za-z0-9_.]+)\.whl$")
 TIMEOUT_S = 30.0
 
 
@@ -58,6 +64,7 @@ class SuppliedTorch:
     python: str  # "3.11": the CPython the wheel is built for
     platform: str  # "manylinux_2_28_x86_64"
     source: str  # where it came from, for the one line the lab prints
+    numpy: Path | None = None  # numpy for the same Python (torch.distributed's *_object collectives need it)
 
     @property
     def tag(self) -> str:
@@ -75,17 +82,18 @@ class _Candidate:
     sha256: str | None
 
 
-def _candidate(name: str, location: str, pythons: set[str], sha256: str | None = None) -> _Candidate | None:
-    """A CPU torch wheel for Linux x86_64 and one of `pythons`, or None."""
+def _candidate(name: str, location: str, pythons: set[str], sha256: str | None = None,
+               project: str = "torch") -> _Candidate | None:
+    """A `project` wheel for Linux x86_64 and one of `pythons` (for torch: a CPU build), or None."""
     m = WHEEL_NAME.match(name)
-    if not m or "x86_64" not in m["platform"] or "linux" not in m["platform"]:
+    if not m or m["project"] != project or "x86_64" not in m["platform"] or "linux" not in m["platform"]:
         return None
     try:
         version = Version(m["version"])
     except InvalidVersion:
         return None
     python = f"3.{m['py'][3:]}"
-    if version.local != "cpu" or python not in pythons:
+    if (project == "torch" and version.local != "cpu") or version.is_prerelease or python not in pythons:
         return None
     return _Candidate(name, location, version, python, m["platform"], sha256)
 
@@ -154,8 +162,8 @@ def _fetch_text(url: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _page_candidates(url: str, pythons: set[str]) -> list[_Candidate]:
-    """The CPU torch wheels a find-links page or PEP 503 project page links to."""
+def _page_candidates(url: str, pythons: set[str], project: str = "torch") -> list[_Candidate]:
+    """The `project` wheels a find-links page or PEP 503 project page links to."""
     parser = _Links()
     parser.feed(_fetch_text(url))
     out = []
@@ -163,22 +171,23 @@ def _page_candidates(url: str, pythons: set[str]) -> list[_Candidate]:
         full = urljoin(url, href)
         target, _, fragment = full.partition("#")
         sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
-        cand = _candidate(unquote(urlsplit(target).path.rsplit("/", 1)[-1]), target, pythons, sha)
+        cand = _candidate(unquote(urlsplit(target).path.rsplit("/", 1)[-1]), target, pythons, sha, project)
         if cand is not None:
             out.append(cand)
     return out
 
 
-def _location_candidates(location: str, pythons: set[str]) -> list[_Candidate]:
+def _location_candidates(location: str, pythons: set[str], project: str = "torch") -> list[_Candidate]:
     if location.startswith(("http://", "https://")):
         try:
-            return _page_candidates(location, pythons)
+            return _page_candidates(location, pythons, project)
         except (OSError, urllib.error.URLError, ValueError):
             return []  # an unreachable page of the user's is no supply; the next source is asked
     folder = Path(unquote(urlsplit(location).path) if location.startswith("file:") else location).expanduser()
     if not folder.is_dir():
         return []
-    found = (_candidate(p.name, str(p), pythons) for p in sorted(folder.glob("torch-*.whl")) if p.is_file())
+    found = (_candidate(p.name, str(p), pythons, None, project) for p in sorted(folder.glob(f"{project}-*.whl"))
+             if p.is_file())
     return [c for c in found if c is not None]
 
 
@@ -227,10 +236,39 @@ def needs_line(pythons: Iterable[str], why: str) -> str:
 
 
 def supply(pythons: Iterable[str], env: Mapping[str, str] | None = None, progress: bool = True) -> SuppliedTorch:
-    """A real CPU torch wheel for one of `pythons` ("3.11", ...): from the configuration, the cache, or the
-    PyTorch CPU index (downloaded once). Raises `TorchSupplyError` (one line) when there is none to be had."""
+    """A real CPU torch wheel for one of `pythons` ("3.11", ...) and a numpy wheel for the same Python:
+    from the configuration, the cache, or the PyTorch CPU index and PyPI (downloaded once). Raises
+    `TorchSupplyError` (one line) when there is none to be had."""
     env = os.environ if env is None else env
-    wanted = set(pythons)
+    torch = _torch(set(pythons), env, progress)
+    return SuppliedTorch(torch.path, torch.version, torch.python, torch.platform, torch.source,
+                         _numpy(torch.python, env, progress))
+
+
+def _numpy(python: str, env: Mapping[str, str], progress: bool) -> Path:
+    """numpy for `python`: real torchvision requires it (so every venv.build venv has it), and
+    torch.distributed's all_gather_object fails "Numpy is not available" without it."""
+    for location in [*find_links(env), str(cache_dir() / "torch")]:
+        best = _best(_location_candidates(location, {python}, "numpy"))
+        if best is not None:
+            return Path(best.location) if not best.location.startswith(("http://", "https://")) else \
+                _download(best, cache_dir() / "torch", progress)
+    index = (env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or env.get("PIP_INDEX_URL") or PYPI)
+    index = index.rstrip("/") + "/"
+    try:
+        best = _best(_page_candidates(index + "numpy/", {python}, "numpy"))
+        if best is None:
+            raise TorchSupplyError(f"LAB: the lab needs a numpy wheel for Python {python} (Linux x86_64) beside "
+                                   f"its torch and {index} has none: name a folder holding one with UV_FIND_LINKS")
+        return _download(best, cache_dir() / "torch", progress)
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise TorchSupplyError(f"LAB: the lab needs a numpy wheel for Python {python} (Linux x86_64) beside its "
+                               f"torch and cannot reach {index} ({reason}): name a folder holding one with "
+                               f"UV_FIND_LINKS (or PIP_FIND_LINKS, pip's find-links, {ENV_FIND_LINKS})") from None
+
+
+def _torch(wanted: set[str], env: Mapping[str, str], progress: bool) -> SuppliedTorch:
     for location in find_links(env):
         best = _best(_location_candidates(location, wanted))
         if best is not None:

@@ -30,6 +30,7 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -402,9 +403,14 @@ def build_variant(out_dir: Path, variant: str, real: SuppliedTorch) -> list[Path
     tv_files = {"torchvision/__init__.py": (f'"""LAB stand-in for torchvision {tv_version}."""\n'
                                             f'__version__ = "{tv_version}"\n').encode()}
     torch = torch_wheel(real, out_dir, variant)
-    return [torch,
+    side = []
+    if real.numpy is not None:  # a real numpy wheel, as the real index serves one beside torch
+        side.append(out_dir / real.numpy.name)
+        shutil.copyfile(real.numpy, side[-1])
+    return [torch, *side,
+            # the real torchvision 0.26.0 requires numpy (https://pypi.org/project/torchvision/0.26.0/)
             make_wheel(out_dir, "torchvision", tv_version, real.tag, tv_files,
-                       requires=[f"torch=={TORCH_VERSION}+{variant}"],
+                       requires=[f"torch=={TORCH_VERSION}+{variant}", *(["numpy"] if real.numpy else [])],
                        summary="LAB stand-in for torchvision (gpu-provisioner lab)"),
             _module_wheel(out_dir, "pynvml", "nvidia-ml-py", "Python Bindings for the NVIDIA Management Library"),
             _module_wheel(out_dir, "typing_extensions", "typing_extensions", "Backported typing hints")]
@@ -413,7 +419,7 @@ def build_variant(out_dir: Path, variant: str, real: SuppliedTorch) -> list[Path
 def build_index(base: Path, real: SuppliedTorch) -> Path:
     """Build (once per builder version and supplied torch wheel) all variants under `base`/<key>/<variant>/."""
     st = real.path.stat()
-    key = hashlib.sha256(f"{BUILDER_VERSION}|{real.path.name}|{st.st_size}|{st.st_mtime_ns}|"
+    key = hashlib.sha256(f"{BUILDER_VERSION}|{real.path.name}|{st.st_size}|{st.st_mtime_ns}|{real.numpy}|"
                          f"{hashlib.sha256(_TORCH_LAB.encode() + _INIT_TAIL).hexdigest()}".encode()).hexdigest()[:12]
     root = base / f"wheels-{key}"
     done = root / ".complete"
