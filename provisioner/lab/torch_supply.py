@@ -113,8 +113,9 @@ def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
     given = env.get("PIP_CONFIG_FILE")
     if given == os.devnull:
         return []
-    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf",
+    home = Path(env.get("HOME") or Path.home())
+    xdg = env.get("XDG_CONFIG_HOME") or str(home / ".config")
+    files = [Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), home / ".pip" / "pip.conf",
              Path(xdg) / "pip" / "pip.conf", Path(sys.prefix) / "pip.conf"]
     if given:
         files.append(Path(given))
@@ -127,16 +128,17 @@ def find_links(env: Mapping[str, str] | None = None) -> list[str]:
     out: list[str] = []
     for var, split in ((ENV_FIND_LINKS, r"[\s,]+"), ("UV_FIND_LINKS", r"[\s,]+"), ("PIP_FIND_LINKS", r"\s+")):
         out += [v for v in re.split(split, env.get(var, "")) if v]
-    for path in _pip_config_files(env):
+    for path in reversed(_pip_config_files(env)):  # pip: a later file's value overrides an earlier one's
         parser = configparser.ConfigParser(interpolation=None)
         try:
             parser.read(path)
         except (configparser.Error, OSError, UnicodeDecodeError):
             continue
-        for section in ("global", "install"):
-            for key in ("find-links", "find_links"):
-                if parser.has_option(section, key):
-                    out += parser.get(section, key).split()
+        found = [v for section in ("install", "global") for key in ("find-links", "find_links")
+                 if parser.has_option(section, key) for v in parser.get(section, key).split()]
+        if found:
+            out += found
+            break
     return list(dict.fromkeys(out))
 
 
