@@ -193,3 +193,12 @@ def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Pa
         supply(["3.11"], env=env, progress=False)
     line = str(info.value)
     assert "\n" not in line and f"cannot reach http://127.0.0.1:{port}/" in line and "UV_FIND_LINKS" in line
+
+
+def test_burnin_on_a_controller_without_torch_says_in_one_line_how_to_get_it() -> None:
+    code = ("import sys; sys.modules['torch'] = None  # as on a controller without torch\n"
+            "from provisioner.cli import main\nmain(['burnin', '--backend', 'gloo'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 3, r.stderr[-2000:]
+    (line,) = r.stderr.strip().splitlines()
+    assert "torch is not installed" in line and "--extra burnin" in line and "download.pytorch.org/whl/cpu" in line
