@@ -202,3 +202,24 @@ def test_burnin_on_a_controller_without_torch_says_in_one_line_how_to_get_it() -
     assert r.returncode == 3, r.stderr[-2000:]
     (line,) = r.stderr.strip().splitlines()
     assert "torch is not installed" in line and "--extra burnin" in line and "download.pytorch.org/whl/cpu" in line
+
+
+def test_numpy_comes_from_the_index_the_configuration_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy beside the torch: from pip's configured extra index (a local file: mirror, PEP 503), not PyPI."""
+    from provisioner.lab.torch_supply import package_indexes, supply
+
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
+    wheels, files, page = tmp_path / "wheels", tmp_path / "mirror" / "files", tmp_path / "mirror" / "simple" / "numpy"
+    for d in (wheels, files, page):
+        d.mkdir(parents=True)
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    numpy = "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    (files / numpy).write_bytes(b"")
+    (page / "index.html").write_text(f'<a href="../../files/{numpy}#sha256={"0" * 64}">{numpy}</a>\n'
+                                     '<a href="../../files/numpy-2.4.6-cp312-cp312-win_amd64.whl">x</a>\n')
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nextra-index-url = file://{tmp_path / 'mirror' / 'simple'}\n")
+    env = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path), "UV_FIND_LINKS": str(wheels)}
+    assert package_indexes(env) == [f"file://{tmp_path / 'mirror' / 'simple'}/", "https://pypi.org/simple/"]
+    got = supply(["3.11"], env=env, progress=False)
+    assert got.numpy == files / numpy

@@ -11,8 +11,9 @@ on the CPU). That PyTorch comes, in this order, from:
 3. the PyTorch CPU index, https://download.pytorch.org/whl/cpu/torch/ (or the mirror of it named in
    ``PROVISIONER_TORCH_INDEX``), downloaded with a progress bar into that cache.
 
-numpy for the same Python comes the same way, its index being PyPI (or ``UV_DEFAULT_INDEX``,
-``UV_INDEX_URL``, ``PIP_INDEX_URL``): the real torchvision requires it, and torch.distributed's
+numpy for the same Python comes the same way, its index being the one the user's configuration names
+(``UV_DEFAULT_INDEX``, ``UV_INDEX``, ``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``, pip's ``index-url``/
+``extra-index-url``; http(s) or a local ``file:`` mirror), else PyPI: the real torchvision requires it, and torch.distributed's
 ``all_gather_object`` (the burn-in's) fails "Numpy is not available" without it.
 
 PyPI is not asked: its Linux x86_64 torch is the CUDA build (several GB with its nvidia-* packages), which
@@ -158,7 +159,15 @@ def _request(url: str) -> urllib.request.Request:
     return urllib.request.Request(url, headers={"User-Agent": "gpu-provisioner (lab torch supply)"})  # noqa: S310
 
 
+def _local(url: str) -> Path | None:
+    """The path of a file: URL (a local mirror), else None."""
+    return Path(unquote(urlsplit(url).path)) if url.startswith("file:") else None
+
+
 def _fetch_text(url: str) -> str:
+    local = _local(url)
+    if local is not None:  # a local PEP 503 mirror: file:///…/simple/numpy/ is its index.html
+        return (local / "index.html" if local.is_dir() else local).read_text(errors="replace")
     with urllib.request.urlopen(_request(url), timeout=TIMEOUT_S) as resp:  # noqa: S310 - http(s) only
         data: bytes = resp.read()
     return data.decode("utf-8", errors="replace")
@@ -253,30 +262,57 @@ def _numpy(python: str, env: Mapping[str, str], progress: bool) -> Path:
     for location in [*find_links(env), str(cache_dir() / "torch")]:
         best = _best(_location_candidates(location, {python}, "numpy"))
         if best is not None:
-            return Path(best.location) if not best.location.startswith(("http://", "https://")) else \
-                _download(best, cache_dir() / "torch", progress)
-    index = (env.get("UV_DEFAULT_INDEX") or env.get("UV_INDEX_URL") or env.get("PIP_INDEX_URL") or PYPI)
-    index = index.rstrip("/") + "/"
-    try:
-        best = _best(_page_candidates(index + "numpy/", {python}, "numpy"))
-        if best is None:
-            raise TorchSupplyError(f"LAB: the lab needs a numpy wheel for Python {python} (Linux x86_64) beside "
-                                   f"its torch and {index} has none: name a folder holding one with UV_FIND_LINKS")
-        return _download(best, cache_dir() / "torch", progress)
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise TorchSupplyError(f"LAB: the lab needs a numpy wheel for Python {python} (Linux x86_64) beside its "
-                               f"torch and cannot reach {index} ({reason}): name a folder holding one with "
-                               f"UV_FIND_LINKS (or PIP_FIND_LINKS, pip's find-links, {ENV_FIND_LINKS})") from None
+            return _fetched(best, progress)
+    problems = []
+    for index in package_indexes(env):
+        try:
+            best = _best(_page_candidates(index + "numpy/", {python}, "numpy"))
+            if best is not None:
+                return _fetched(best, progress)
+            problems.append(f"{index} has none")
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            problems.append(f"cannot reach {index} ({getattr(exc, 'reason', None) or exc})")
+    raise TorchSupplyError(f"LAB: the lab needs a numpy wheel for Python {python} (Linux x86_64) beside its torch "
+                           f"and {'; '.join(problems)}: name a folder holding one with UV_FIND_LINKS (or "
+                           f"PIP_FIND_LINKS, pip's find-links, {ENV_FIND_LINKS})")
+
+
+def _fetched(cand: _Candidate, progress: bool) -> Path:
+    """The candidate as a local file: as it is when local, else downloaded into the cache."""
+    local = _local(cand.location)
+    if local is not None:
+        return local
+    if cand.location.startswith(("http://", "https://")):
+        return _download(cand, cache_dir() / "torch", progress)
+    return Path(cand.location)
+
+
+def package_indexes(env: Mapping[str, str]) -> list[str]:
+    """The PEP 503 indexes the user's configuration names (uv's, then pip's, environment and config files),
+    then PyPI: where numpy is looked up."""
+    out = [env.get(v, "") for v in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")]
+    for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL"):
+        out += re.split(r"\s+", env.get(var, ""))
+    for path in reversed(_pip_config_files(env)):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        found = [v for section in ("install", "global") for key in ("index-url", "extra-index-url")
+                 if parser.has_option(section, key) for v in parser.get(section, key).split()]
+        if found:
+            out += found
+            break
+    out = [u.split("=", 1)[1] if "=" in u.split("/", 1)[0] else u for u in out if u]  # UV_INDEX: name=url
+    return list(dict.fromkeys(u.rstrip("/") + "/" for u in [*out, PYPI]))
 
 
 def _torch(wanted: set[str], env: Mapping[str, str], progress: bool) -> SuppliedTorch:
     for location in find_links(env):
         best = _best(_location_candidates(location, wanted))
         if best is not None:
-            path = Path(best.location) if not best.location.startswith(("http://", "https://")) else \
-                _download(best, cache_dir() / "torch", progress)
-            return SuppliedTorch(path, str(best.version), best.python, best.platform, location)
+            return SuppliedTorch(_fetched(best, progress), str(best.version), best.python, best.platform, location)
     cached = _best(_location_candidates(str(cache_dir() / "torch"), wanted))
     if cached is not None:
         return SuppliedTorch(Path(cached.location), str(cached.version), cached.python, cached.platform,

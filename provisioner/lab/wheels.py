@@ -309,7 +309,7 @@ def _module_wheel(out_dir: Path, module: str, dist: str, summary: str) -> Path:
         raise LabWheelError(f"LAB: this machine has no {dist} ({module}.py) for the lab's wheel index")
     version = importlib.metadata.version(dist)
     return make_wheel(out_dir, dist, version, "py3-none-any", {f"{module}.py": Path(spec.origin).read_bytes()},
-                      summary=f"{dist} {version} (a copy of this machine's, served by the LAB)")
+                      summary=f"{summary} ({dist} {version}: a copy of this machine's, served by the LAB)")
 
 
 class LabWheelError(Exception):
