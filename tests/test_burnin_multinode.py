@@ -279,8 +279,9 @@ def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
 
 # -- burnin.multinode: started from a playbook inventory -------------------------------------------
 
+#: the burn-in runs in the venv venv.build built (its own Python, no other interpreter: issue 22)
 LIGHT_KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start",
-               "driver.userspace", "gpu.detect")
+               "driver.userspace", "gpu.detect", "torch.resolve", "venv.build")
 
 
 def test_multinode_params_are_validated_before_any_shell() -> None:
@@ -374,7 +375,10 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
 
     try:
-        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(tmp_path / "lab-cache")}):
+        from tests.support.labcache import with_shared_wheels
+
+        lab_cache = with_shared_wheels(tmp_path / "lab-cache")
+        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
             for lab in labs:
                 lab.up()
         rc, recap, err = replay()
