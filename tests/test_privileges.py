@@ -78,7 +78,8 @@ def without(priv: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+async def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[dict[str, Any]]:
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path / "secrets"))  # file: secrets only from there
     require(os.geteuid() == 0, "the lab node sandbox needs root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
     from provisioner.lab.commands import write_node_bin
@@ -90,7 +91,8 @@ async def lab(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     state = Lab(tmp_path / "lab").create_state()
     write_node_bin(state.root)
     record_host_ns(state.root)
-    token_file = tmp_path / "token"
+    (tmp_path / "secrets").mkdir()
+    token_file = tmp_path / "secrets" / "token"
     token_file.write_text(state.credentials().token_value)
     token_file.chmod(0o600)
     api = LabApiServer(state).start()

@@ -25,10 +25,10 @@ from provisioner.steps.burnin_common import (
     REMOTE_DIR,
     TOOL,
     BurninCommonParams,
-    choose_interpreter,
-    fallback_warning,
     last_report,
+    runtime_problem,
     ship_package,
+    venv_runtime,
 )
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -93,8 +93,7 @@ class BurninMultinode(StepKind[MultinodeParams]):
     Params = MultinodeParams
 
     async def check(self, ctx: StepContext) -> Plan:
-        py, _ = await choose_interpreter(ctx, self.params)
-        if py is None:
+        if await venv_runtime(ctx, self.params) is None:
             if ctx.mode == "plan":
                 raise DependsOnEarlier(f"the venv {self.params.venv} does not exist yet")
             raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
@@ -117,13 +116,12 @@ class BurninMultinode(StepKind[MultinodeParams]):
             raise StepFailed("no GPUs visible in the container", fix="run gpu.detect; check the passthrough")
         ct = ctx.container()
         await ship_package(ctx)
-        py, runtime = await choose_interpreter(ctx, self.params)
-        if py is None or runtime is None:
-            raise StepFailed(f"no torch with torch.distributed at {self.params.venv} in CT {ctx.vmid}",
-                             fix="run venv.build first")
-        warning = fallback_warning(self.params, py)
-        if warning:
-            yield ctx.warning(warning)
+        py, runtime = self.params.venv_python, await venv_runtime(ctx, self.params)
+        problem = runtime_problem(runtime)
+        if problem is not None or runtime is None:
+            raise StepFailed(f"the venv's Python {py} {problem}: the burn-in cannot run in this venv "
+                             f"(CT {ctx.vmid})", fix="rebuild the venv (venv.build, recreate: true) with a full "
+                                                     "torch build")
         backend: str = self.params.backend
         if backend == "auto":
             backend = runtime.backend

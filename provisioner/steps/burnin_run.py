@@ -17,10 +17,10 @@ from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind,
 from provisioner.steps.burnin_common import (
     REMOTE_DIR,
     BurninCommonParams,
-    choose_interpreter,
-    fallback_warning,
     last_report,
+    runtime_problem,
     ship_package,
+    venv_runtime,
 )
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -139,20 +139,18 @@ class BurninRun(StepKind[BurninParams]):
             yield ctx.info(line)
 
     async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:
-        """The venv's Python and what its torch reports; the fallback interpreter when it has no
-        torch.distributed (a torch without it cannot run the burn-in)."""
-        py, runtime = await choose_interpreter(ctx, self.params)
-        if py is None or runtime is None:
-            version = runtime.version if runtime is not None else None
-            raise StepFailed(f"the venv's torch ({version or 'not importable'}) has no torch.distributed: "
-                             "the burn-in cannot run", fix="rebuild the venv (venv.build) with a full torch build")
+        """The venv's own Python and what its torch reports; the step fails when that torch cannot run
+        the burn-in (the burn-in proves the venv venv.build built, with no other interpreter)."""
+        py = self.params.venv_python
+        runtime = await venv_runtime(ctx, self.params)
+        problem = runtime_problem(runtime)
+        if problem is not None or runtime is None:
+            raise StepFailed(f"the venv's Python {py} {problem}: the burn-in cannot run in this venv",
+                             fix="rebuild the venv (venv.build, recreate: true) with a full torch build")
         return py, runtime
 
     async def _interpreter_notes(self, ctx: StepContext, py: str) -> AsyncIterator[Event]:
-        warning = fallback_warning(self.params, py)
-        if warning:
-            yield ctx.warning(warning)
-        yield ctx.info(f"burn-in sizes {self.params.sizes}, soak {self.params.duration_s}s"
+        yield ctx.info(f"burn-in with {py}: sizes {self.params.sizes}, soak {self.params.duration_s}s"
                        + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
 
     async def verify(self, ctx: StepContext) -> None:
