@@ -420,6 +420,22 @@ class StepPage(Screen[None]):
             if status not in ("ok", "changed"):
                 self.show_error(index)
                 return
+        if any(r.status == "outdated" for r in self.session.runs):
+            await self.replan_later()
+
+    async def replan_later(self) -> None:
+        """The steps after an edited one are planned again (`StepSession.replan_outdated`): unchanged ones
+        are done at once; the first with changes waits, its plan on its own page."""
+        self.phase = "plan"
+        self.log_line("── planning the later steps again after the edit")
+        stop = await self.session.replan_outdated()
+        self.phase = ""
+        self.after_step(self.indices[-1] if self.indices else 0)
+        if stop is not None:
+            run = self.session.runs[stop]
+            why = "has changes to confirm" if run.status == "planned" else f"is {run.status}"
+            self.log_line(f"{run.spec.name or run.spec.kind} {why}: see its page")
+            self.notify(f"{run.spec.name or run.spec.kind} {why}: see its page", markup=False)
 
     def after_step(self, index: int) -> None:
         self.wizard.flush_events()

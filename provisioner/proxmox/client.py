@@ -407,6 +407,11 @@ class PveClient:
         """``PUT .../config`` (synchronous in PVE)."""
         self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/config", {**(params or {}), **kw})
 
+    def resize_ct(self, vmid: int, disk: str, size: str, node: str | None = None) -> str:
+        """``PUT .../resize`` (`pct resize`): grow a volume to `size` (`64G`, or `+8G`) -> UPID."""
+        return str(self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/resize",
+                                {"disk": disk, "size": size}))
+
     def start_ct(self, vmid: int, node: str | None = None) -> str:
         return str(self.request("POST", f"nodes/{node or self.node}/lxc/{int(vmid)}/status/start"))
 

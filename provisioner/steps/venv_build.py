@@ -35,6 +35,7 @@ from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.torch_resolve import PYTORCH_INDEX, _gpus_for_resolve
 from provisioner.transport.base import CommandResult
+from provisioner.words import Words
 
 PYPI_INDEX = "https://pypi.org/simple"
 
@@ -212,7 +213,9 @@ _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connec
                 "network unreachable")
 
 
-def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult) -> StepFailed:
+def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
+                     words: Words | None = None) -> StepFailed:
+    words = words or Words()
     """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
     if _lines_match(result, *_NO_BUILD):
         fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
@@ -232,8 +235,9 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
     if _lines_match(result, "No space left on device", "os error 28"):
         return StepFailed(f"the container ran out of disk space while installing the {what} packages "
                           "(No space left on device)",
-                          fix="grow the container's volume (`pct resize <vmid> rootfs +20G`) or free space, then "
-                              "replay: the interrupted build is finished", result=result)
+                          fix=words.field("lxc.create", "rootfs_size_gb", "grow the container's disk (the Container "
+                                          "step grows it in place)") + f" or free space, {words.retry}: the "
+                              "interrupted build is finished", result=result)
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
@@ -426,11 +430,11 @@ class VenvBuild(StepKind[VenvParams]):
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
             if not compiled.ok:
-                raise _install_failure(name, reqs, index_desc, compiled)
+                raise _install_failure(name, reqs, index_desc, compiled, ctx.words)
         installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
                                   *(["--reinstall"] if build.repair else []), "-r", lockfile, *idx_args], timeout=3600)
         if not installed.ok:
-            raise _install_failure(name, reqs, index_desc, installed)
+            raise _install_failure(name, reqs, index_desc, installed, ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
         build.pins.update(parse_lock(text))
         build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
@@ -475,7 +479,7 @@ class VenvBuild(StepKind[VenvParams]):
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
                             "--index-url", req["pypi_url"], f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], req["pypi_url"], pip)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], req["pypi_url"], pip, ctx.words)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
