@@ -137,7 +137,7 @@ async def run_host(
     """Run every step of `playbook` against one host; failures stop this host only."""
     ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
     run = HostRun(ctx)
-    failed = False
+    failed: str = ""  # the step that failed (its name, number and outcome): later steps are skipped, naming it
     # plan changes nothing: it takes no lock, so a plan during a replay works. The one lock is the
     # node's (`provisioner.node_lock`: why not one in the controller's state dir too, it says).
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
@@ -149,7 +149,7 @@ async def run_host(
     try:
         for index, spec in enumerate(playbook.steps):
             if failed:
-                run.skip(index, spec, "skipped after an earlier failure")
+                run.skip(index, spec, f"skipped: {failed}")
                 continue
             if lock is not None and not lock.held and spec.kind != "node.connect":
                 await lock.acquire()  # on the node itself: other controllers and state dirs see it
@@ -157,7 +157,7 @@ async def run_host(
             if mode == "plan":
                 run.result.by_index[index] = status
             if status in ("failed", "interrupted"):
-                failed = True
+                failed = f"step {index + 1} ({spec.name or spec.kind}) {status}"
     except StepFailed as exc:  # a lock
         run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import requests
 from proxmoxer import AuthenticationError, ResourceException
@@ -60,6 +61,7 @@ from provisioner.proxmox.errors import (
 )
 from provisioner.proxmox.schema import PARAM_FAILED, ApiSchema, load_schema, schema_version_for
 from provisioner.proxmox.tasks import TaskResult, exitstatus_is_ok, exitstatus_warnings
+from provisioner.transport.plain_errors import connect_error
 
 if TYPE_CHECKING:
     import paramiko
@@ -473,6 +475,26 @@ class PveClient:
             interval = min(interval * 2, poll)
 
 
+def _plain_connect_error(exc: BaseException, target: str) -> str:
+    """requests' `HTTPSConnectionPool(…): Max retries exceeded … [Errno 111] …` in plain words: the socket
+    error at its root (urllib3's `reason`, the exception chain), said by `transport.plain_errors`."""
+    parts = urlsplit(target if "://" in target else f"https://{target}")
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and (cur.errno is not None or isinstance(cur, TimeoutError)) and parts.hostname:
+            return connect_error(cur, parts.hostname, parts.port or 8006)
+        stack.extend(e for e in (getattr(cur, "reason", None), cur.__cause__, cur.__context__, *cur.args)
+                     if isinstance(e, BaseException))
+    if isinstance(exc, requests.exceptions.Timeout) and parts.hostname:
+        return connect_error(TimeoutError(), parts.hostname, parts.port or 8006)
+    return str(exc)
+
+
 def _map_error(exc: BaseException, target: str) -> ProxmoxError:
     """Translate proxmoxer / requests / paramiko exceptions into our errors."""
     if isinstance(exc, ProxmoxError):
@@ -502,7 +524,7 @@ def _map_error(exc: BaseException, target: str) -> ProxmoxError:
             return TlsRejected(f"TLS certificate of {target} does not match the pinned fingerprint")
         return TlsRejected(f"TLS certificate of {target} was not accepted: {detail}")
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
-        return Unreachable(f"cannot reach {target}: {exc}")
+        return Unreachable(f"cannot reach {target}: {_plain_connect_error(exc, target)}")
     paramiko = sys.modules.get("paramiko")  # loaded by `PveClient.ssh`; without it no paramiko error exists
     if paramiko is None:
         if isinstance(exc, (OSError, socket.timeout)):

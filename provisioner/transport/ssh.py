@@ -30,6 +30,7 @@ from provisioner.transport.base import (
     TransportError,
     host_label,
 )
+from provisioner.transport.plain_errors import connect_error
 
 _PGID_MARKER = "__provisioner_pgid__="
 
@@ -134,7 +135,8 @@ class SshTransport(Transport):
         try:
             fp, status = await asyncio.wait_for(probe_host_key(t), t.connect_timeout)
         except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+            raise TransportError(f"{t.label}: cannot connect: "
+                                 f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
         if status == "changed":
             raise HostKeyError(
                 f"HOST KEY CHANGED for {t.label}: the server offers {fp}, which does not match "
@@ -171,7 +173,8 @@ class SshTransport(Transport):
         except asyncssh.PermissionDenied as exc:
             raise TransportError(f"{t.label}: authentication failed: {exc.reason}") from None
         except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+            raise TransportError(f"{t.label}: cannot connect: "
+                                 f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
 
     async def _run(
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
