@@ -27,10 +27,10 @@ class ParamsForm(Vertical):
     DEFAULT_CSS = """
     ParamsForm { height: auto; }
     ParamsForm .field { height: auto; }
-    ParamsForm .field-label { width: 22; padding: 0 1 0 0; }
+    ParamsForm .field-label { width: 21; padding: 0 1 0 0; }
     ParamsForm .field-input { width: 1fr; }
     ParamsForm Input { width: 1fr; }
-    ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
+    ParamsForm .field-help { color: $text-muted; padding-left: 21; height: auto; }
     ParamsForm .field-help.-empty { display: none; }
     ParamsForm .field-help.-error { color: $error; }
     ParamsForm .form-error { color: $error; height: auto; display: none; }
