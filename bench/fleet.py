@@ -47,6 +47,8 @@ from typing import Any
 
 import yaml
 
+from provisioner.lab.lab import inventory_entry
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_PLAYBOOK = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
 LIGHT_KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start",
@@ -179,7 +181,7 @@ def replay_with_quiet_timings(args: list[str]) -> None:
 
 def replay(work: Path, playbook: Path, labs: Labs, n: int, tag: str) -> dict[str, Any]:
     inventory = work / f"hosts-{tag}.yaml"
-    inventory.write_text(yaml.safe_dump({"hosts": [{"name": f"node{i:02d}", "lab_root": str(labs.roots[i])}
+    inventory.write_text(yaml.safe_dump({"hosts": [inventory_entry(labs.roots[i], f"node{i:02d}")
                                                    for i in range(n)]}))
     state, cache = work / f"state-{tag}", work / f"cache-{tag}"
     for d in (state, cache):

@@ -39,13 +39,15 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet import Labs, cpu_s, machine, write_light_playbook  # bench/fleet.py
 
+from provisioner.lab.lab import inventory_entry
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def check_run(work: Path, playbook: Path, labs: Labs, n: int, rep: int) -> dict[str, Any]:
     tag = f"{n}-{rep}"
     inventory = work / f"hosts-{n}.yaml"
-    inventory.write_text(yaml.safe_dump({"hosts": [{"name": f"node{i:02d}", "lab_root": str(labs.roots[i])}
+    inventory.write_text(yaml.safe_dump({"hosts": [inventory_entry(labs.roots[i], f"node{i:02d}")
                                                    for i in range(n)]}))
     state = work / f"state-{tag}"
     shutil.rmtree(state, ignore_errors=True)

@@ -9,8 +9,10 @@ Inventory (YAML)::
         container: 200            # optional: override the playbook's CT id
         ssh: {port: 22, key_file: ~/.ssh/id_ed25519}
         api: {password: env:PVE1_PASSWORD}
-      - name: lab-a
-        lab_root: /tmp/lab-a      # a running lab (provisioner lab up --root /tmp/lab-a)
+        site: /etc/gpu-provisioner/berlin.yaml   # optional: this host's site profile (provisioner.site)
+
+A running lab is a host like any other: `provisioner lab inventory --root DIR` prints its entry (its
+endpoints, and its own site profile as `site:`).
 """
 
 from __future__ import annotations
@@ -29,9 +31,19 @@ from provisioner import interrupts
 from provisioner.events import Bus, Message
 from provisioner.exitcodes import ExitCode
 from provisioner.paths import state_dir
-from provisioner.playbook import ApiSettings, Playbook, PlaybookError, SshSettings, read_yaml
+from provisioner.playbook import (
+    ApiSettings,
+    Playbook,
+    PlaybookError,
+    SshSettings,
+    Target,
+    line_of,
+    read_yaml,
+    target_file_problems,
+)
 from provisioner.runner import HostResult, run_host
-from provisioner.session import node_transport, point_at_lab, pve_factory
+from provisioner.session import node_transport, pve_factory
+from provisioner.site import SiteProfile, apply_site, load_site
 
 
 class InventoryHost(BaseModel):
@@ -42,11 +54,11 @@ class InventoryHost(BaseModel):
     container: int | None = None
     ssh: SshSettings | None = None
     api: ApiSettings | None = None
-    lab_root: str | None = None
+    site: str | None = None  # a site profile file (mirrors, sizes) applied to this host at run time
 
     @property
     def label(self) -> str:
-        return self.name or self.host or (Path(self.lab_root).name if self.lab_root else "?")
+        return self.name or self.host or "?"
 
 
 class Inventory(BaseModel):
@@ -54,13 +66,28 @@ class Inventory(BaseModel):
     hosts: list[InventoryHost] = Field(min_length=1)
 
 
-def load_inventory(path: str | Path) -> Inventory:
+def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
+    """Validate an inventory like a playbook's target: every problem as `file:line: field: message` (exit 2).
+    `check_files=False`: the schema only, not the files of this machine it names (an example inventory)."""
     p = Path(path)
-    _, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
+    root, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
     try:
         inv = Inventory.model_validate(data)
     except ValidationError as exc:
-        raise PlaybookError([f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]) from None
+        raise PlaybookError([f"{p}:{line_of(root, tuple(e['loc']))}: {'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors(include_url=False, include_input=False)]) from None
+    problems = []
+    for i, entry in enumerate(inv.hosts if check_files else []):  # the files each entry names (key, known_hosts, CA) as for a playbook
+        if entry.ssh is None and entry.api is None:
+            continue
+        target = Target(host="localhost", ssh=entry.ssh or SshSettings(), api=entry.api)
+        for loc, msg in target_file_problems(target):
+            where = ("hosts", i, *loc[1:])
+            if entry.ssh is None and loc[1] == "ssh":
+                continue  # the playbook's own SSH settings apply; checked with the playbook
+            problems.append(f"{p}:{line_of(root, where)}: {'.'.join(map(str, where))}: {msg}")
+    if problems:
+        raise PlaybookError(problems)
     labels = [h.label for h in inv.hosts]
     dupes = {x for x in labels if labels.count(x) > 1}
     if dupes:
@@ -68,20 +95,17 @@ def load_inventory(path: str | Path) -> Inventory:
     return inv
 
 
-def playbook_for(playbook: Playbook, entry: InventoryHost) -> Playbook:
-    """The playbook with its target replaced by the inventory entry (validated again); a lab entry
-    gets the lab's endpoints and settings (`session.point_at_lab`)."""
-    if entry.lab_root:
-        pb = point_at_lab(playbook, Path(entry.lab_root))
-        if entry.container is not None:
-            pb = pb.model_copy(update={"target": pb.target.model_copy(update={"container": entry.container})})
-        return pb
+def playbook_for(playbook: Playbook, entry: InventoryHost, site: SiteProfile | None = None) -> Playbook:
+    """The playbook with its target replaced by the inventory entry (validated again) and the site profile
+    applied: `site` (the command's `--site`) with the entry's own `site:` file on top."""
     update: dict[str, Any] = {k: v for k, v in
                               {"host": entry.host, "node": entry.node, "container": entry.container,
                                "ssh": entry.ssh, "api": entry.api}.items() if v is not None}
     target = type(playbook.target).model_validate({**playbook.target.model_dump(), **{
         k: (v.model_dump() if isinstance(v, BaseModel) else v) for k, v in update.items()}})
-    return playbook.model_copy(update={"target": target})
+    own = load_site(entry.site) if entry.site else None
+    profile = site.merged(own) if site is not None else own
+    return apply_site(playbook.model_copy(update={"target": target}), profile, target_from=playbook)
 
 
 def report_path(playbook_path: str, inventory_path: str) -> Path:
@@ -99,7 +123,7 @@ def failed_hosts(path: Path) -> set[str]:
 
 
 async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, *, mode: str, parallel: int,
-                    trust_new_host: bool = False) -> list[HostResult]:
+                    trust_new_host: bool = False, site: SiteProfile | None = None) -> list[HostResult]:
     # Proxmox task waits hold a worker thread each: size the pool for `parallel` hosts, not for the CPUs.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2 * max(1, parallel) + 4))
     sem = asyncio.Semaphore(max(1, parallel))
@@ -125,9 +149,9 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
     async def one_host(entry: InventoryHost) -> HostResult:
         async with sem:
             try:
-                pb = playbook_for(playbook, entry)
+                pb = playbook_for(playbook, entry, site)
                 node = node_transport(pb.target, bus, trust_new_host=trust_new_host)
-            except (ValidationError, ValueError) as exc:  # the entry does not make a valid target
+            except (ValidationError, ValueError) as exc:  # the entry (or its site file) is not valid
                 return failed(entry, str(exc), ExitCode.USAGE)
             except (RuntimeError, OSError) as exc:  # a lab that is not running, an unreadable key
                 return failed(entry, str(exc), ExitCode.UNREACHABLE)

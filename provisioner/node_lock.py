@@ -33,6 +33,7 @@ from typing import Any
 import asyncssh
 
 from provisioner import quoting
+from provisioner.exitcodes import ExitCode
 from provisioner.steps.base import StepFailed
 from provisioner.transport.base import Transport, TransportError
 from provisioner.transport.local import LocalTransport
@@ -88,7 +89,7 @@ class NodeLock:
         except TimeoutError:
             await self.release()
             raise StepFailed(f"could not take the node lock {self.lock_dir}/{self.name}.lock within "
-                             f"{_ACQUIRE_TIMEOUT_S:g} s", exit_code=4) from None
+                             f"{_ACQUIRE_TIMEOUT_S:g} s", exit_code=ExitCode.UNREACHABLE) from None
         if first == "LOCKED":
             self.held = True
             return
@@ -99,12 +100,12 @@ class NodeLock:
             raise StepFailed(f"another controller is provisioning {what} on this node: {holder}",
                              fix=f"wait for that run to finish; the lock ({self.lock_dir}/{self.name}.lock on the node) "
                                  "is released as soon as its controller ends or loses the connection",
-                             exit_code=1)
+                             exit_code=ExitCode.FAILED)
         if first == "NOFLOCK":
             raise StepFailed("the node has no flock(1) to take the node lock (util-linux)",
-                             fix="install util-linux on the node", exit_code=1)
+                             fix="install util-linux on the node", exit_code=ExitCode.FAILED)
         raise StepFailed(f"could not take the node lock {self.lock_dir}/{self.name}.lock: {first or 'no answer'}",
-                         exit_code=1)
+                         exit_code=ExitCode.FAILED)
 
     async def _start(self, script: str) -> str:
         if isinstance(self.node, SshTransport):

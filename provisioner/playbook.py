@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import stat
 import tempfile
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from provisioner import secrets, validate
 
@@ -38,13 +39,24 @@ class SshSettings(_Model):
 
 class ApiSettings(_Model):
     port: int = Field(8006, ge=1, le=65535)
-    user: str = "root@pam"
-    password: secrets.SecretRef | None = None  # env:NAME or file:PATH
-    token_name: str | None = None
+    user: validate.PveUserId = "root@pam"
+    password: secrets.SecretRef | None = None  # env:NAME or file:PATH (in a secrets directory)
+    token_name: validate.PveTokenName | None = None
     token_value: secrets.SecretRef | None = None
     verify_tls: bool = True
     ca_file: str | None = None
-    fingerprint: str | None = None
+    fingerprint: validate.TlsFingerprint | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ApiSettings:
+        # verify_tls: false alone would send the password to whoever answers: refused, not acknowledged.
+        # Pin the certificate (`fingerprint`, what `pvenode cert info` prints) or name its CA (`ca_file`).
+        if not self.verify_tls and self.fingerprint is None:
+            raise ValueError("verify_tls: false needs a pinned certificate: give fingerprint (the SHA-256 "
+                             "`pvenode cert info` prints) or keep verify_tls: true with ca_file")
+        if (self.token_name is None) != (self.token_value is None):
+            raise ValueError("token_name and token_value go together (the token id and a reference to its secret)")
+        return self
 
 
 class Target(_Model):
@@ -74,6 +86,9 @@ class Playbook(_Model):
     target: Target
     steps: list[StepSpec]
     resolved: dict[str, Any] = {}
+    #: (site profile, the playbook as written) when a site profile was applied at run time (`provisioner.site`);
+    #: never dumped: the recorder uses it to write back only what the user set
+    _site: tuple[Any, Any] | None = PrivateAttr(default=None)
 
 
 class PlaybookError(ValueError):
@@ -104,6 +119,11 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int:
         else:
             return line
     return line
+
+
+def line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+    """1-based line of the value at `loc` in a parsed YAML file (`parse_yaml`'s node tree), e.g. for inventories."""
+    return _line_of(root, loc)
 
 
 def _fmt_loc(loc: tuple[Any, ...]) -> str:
@@ -371,6 +391,9 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     except Exception as exc:  # a validator that raised something else: still a refusal with a place
         raise _problem(filename, 1, f"invalid playbook: {type(exc).__name__}: {_printable(str(exc))}") from None
 
+    for loc, msg in target_file_problems(playbook.target):
+        problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {_printable(msg)}")
+
     kinds = load_step_kinds() or STEP_KINDS
     for i, spec in enumerate(playbook.steps):
         cls = kinds.get(spec.kind)
@@ -448,27 +471,61 @@ LOCAL_FILE_LIMITS = {"ssh.key_file": 1 << 20, "ssh.known_hosts": 64 << 20, "api.
 
 
 def local_file_problems(target: Target) -> list[str]:
-    """The files of this machine a target names (SSH key, known_hosts, CA) must be regular files of
-    sane size: `/dev/zero` or a FIFO would hang the run before its first step. A missing file is
-    left to the step that uses it (known_hosts is created on first trust)."""
-    problems = []
+    """`target_file_problems` as `target.FIELD: message` lines (for a target built outside a file)."""
+    return [f"{_fmt_loc(loc)}: {msg}" for loc, msg in target_file_problems(target)]
+
+
+def target_file_problems(target: Target) -> list[tuple[tuple[str, ...], str]]:
+    """The files of this machine a target names, checked before anything runs: the SSH key, known_hosts
+    and CA must be regular files of sane size (`/dev/zero` or a FIFO would hang the run); an existing
+    `key_file` must hold a private key; a `ca_file` used to verify TLS must exist and hold a PEM
+    certificate. A missing key file or known_hosts is left to SSH (known_hosts is created on first trust)."""
+    problems: list[tuple[tuple[str, ...], str]] = []
+    api = target.api
     for field, path in (("ssh.key_file", target.ssh.key_file), ("ssh.known_hosts", target.ssh.known_hosts),
-                        ("api.ca_file", target.api.ca_file if target.api else None)):
+                        ("api.ca_file", api.ca_file if api else None)):
         if not path:
             continue
+        loc = ("target", *field.split("."))
         p = Path(path).expanduser()
         try:
             info = os.stat(p)
-        except FileNotFoundError:  # reported where it is used (SSH, TLS), as before
+        except FileNotFoundError:
+            if field == "api.ca_file" and api is not None and api.verify_tls and api.fingerprint is None:
+                problems.append((loc, f"{p} does not exist (the CA that signs the node's API certificate)"))
             continue
         except OSError as exc:
-            problems.append(f"target.{field}: cannot read {p}: {exc.strerror}")
+            problems.append((loc, f"cannot read {p}: {exc.strerror}"))
             continue
         if not stat.S_ISREG(info.st_mode):
-            problems.append(f"target.{field}: {p} is not a regular file")
+            problems.append((loc, f"{p} is not a regular file"))
         elif info.st_size > LOCAL_FILE_LIMITS[field]:
-            problems.append(f"target.{field}: {p} is larger than {LOCAL_FILE_LIMITS[field] >> 20} MiB")
+            problems.append((loc, f"{p} is larger than {LOCAL_FILE_LIMITS[field] >> 20} MiB"))
+        elif field != "ssh.known_hosts":
+            problem = _content_problem(field, p)
+            if problem:
+                problems.append((loc, problem))
     return problems
+
+
+def _content_problem(field: str, path: Path) -> str | None:
+    """A key file holds a private key (OpenSSH/PEM `-----BEGIN ... PRIVATE KEY-----` or PuTTY); a CA
+    file holds a PEM certificate. Only the verdict is reported, never the content."""
+    try:
+        text = secrets.read_bounded_text(path, LOCAL_FILE_LIMITS[field], field.split(".")[1])
+    except secrets.SecretError as exc:
+        return str(exc)
+    if field == "ssh.key_file":
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        if not (_PRIVATE_KEY_RE.fullmatch(first) or first.startswith("PuTTY-User-Key-File-")):
+            hint = " (that is the public key; give the private one)" if secrets.is_public_key_text(text) else ""
+            return f"{path} is not a private key{hint}"
+    elif "-----BEGIN CERTIFICATE-----" not in text:
+        return f"{path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+    return None
+
+
+_PRIVATE_KEY_RE = re.compile(r"-----BEGIN (OPENSSH |RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY-----")
 
 
 def dumps(playbook: Playbook) -> str:

@@ -10,6 +10,7 @@ from typing import IO, Any
 from provisioner.events import Event, StepFinished
 from provisioner.paths import runs_dir
 from provisioner.playbook import Playbook, StepSpec, Target
+from provisioner.site import origin_of, site_of, strip_step
 
 
 class JsonlRunLog:
@@ -50,8 +51,14 @@ class Recorder:
             self.steps.pop(event.index, None)
 
     def playbook(self, target: Target | None = None) -> Playbook:
-        update: dict[str, Any] = {"steps": [self.steps[i] for i in sorted(self.steps)],
-                                  "resolved": json.loads(json.dumps(self.resolved, default=str))}
-        if target is not None:
-            update["target"] = target
-        return self.base.model_copy(update=update)
+        """What ran, as the user wrote it: a site profile's values (mirrors, sizes, switches) and a target the
+        run was pointed at (`--lab`) are the site's, never the playbook's (`provisioner.site`)."""
+        site, origin = site_of(self.base), origin_of(self.base)
+        written = dict(enumerate(origin.steps)) if len(origin.steps) == len(self.base.steps) else {}
+        steps = [strip_step(self.steps[i], site, written.get(i)) for i in sorted(self.steps)]
+        update: dict[str, Any] = {"steps": steps, "resolved": json.loads(json.dumps(self.resolved, default=str))}
+        if target is not None and target != self.base.target:
+            update["target"] = target  # edited during the run (the wizard's connect page)
+        else:
+            update["target"] = origin.target
+        return origin.model_copy(update=update)

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from provisioner import interrupts, node_lock
+from provisioner import interrupts, node_lock, secrets
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
+from provisioner.facts.models import ParseError
 from provisioner.node_lock import NodeLock
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
@@ -41,7 +42,7 @@ class HostResult:
     host: str
     by_index: dict[int, StepStatus] = field(default_factory=dict)
     error: str = ""
-    exit_code: int = 0
+    exit_code: int = ExitCode.OK
     failures_outside_steps: int = 0  # the node lock, a host that could not even be reached
 
     @property
@@ -143,6 +144,9 @@ async def run_host(
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
         if mode == "apply" else None
     index = -1
+    if mode == "plan":
+        for text in secret_sources(playbook):
+            bus.emit(Message(host=host, level="info", text=text))
     load_step_kinds()  # what the first step would import; then the API client loads while commands run
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
@@ -159,11 +163,11 @@ async def run_host(
             if status in ("failed", "interrupted"):
                 failed = f"step {index + 1} ({spec.name or spec.kind}) {status}"
     except StepFailed as exc:  # a lock
-        run.result.fail(exc.message, exc.exit_code)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, exc.message, exc.exit_code)
     except TransportError as exc:  # taking the node lock
-        run.result.fail(str(exc), 4)
         bus.emit(Message(host=host, level="error", text=str(exc)))
+        _record_refusal(playbook, bus, host, run.result, index, str(exc), ExitCode.UNREACHABLE)
     except asyncio.CancelledError:
         if interrupts.received() is None:
             raise
@@ -173,6 +177,33 @@ async def run_host(
             await lock.release()
         await node.close()
     return run.result
+
+
+def secret_sources(playbook: Playbook) -> list[str]:
+    """Where each secret of the target comes from (never its value): what a plan shows before anything
+    is read, e.g. `secret target.api.password is read from file /home/op/.config/gpu-provisioner/pve-password`."""
+    api = playbook.target.api
+    if api is None:
+        return []
+    return [f"secret target.api.{name} is read from {secrets.source(ref)}"
+            for name, ref in (("password", api.password), ("token_value", api.token_value)) if ref]
+
+
+def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int, error: str,
+                    code: int) -> None:
+    """The node lock refused the run before step `index`: that step fails (it could not start), every later
+    one is skipped, so the recap counts every step of the playbook (not only those before the lock)."""
+    for i, spec in enumerate(playbook.steps):
+        if i in result.by_index or i < index:
+            continue
+        status: StepStatus = "failed" if i == index else "skipped"
+        result.by_index[i] = status
+        message = f"not run: {error}" if status == "failed" else "skipped: the node lock refused the run"
+        bus.emit(StepFinished(host=host, index=i, step=spec.kind, status=status, mode="apply", message=message))
+    if index < 0 or index >= len(playbook.steps):  # no step to carry the failure
+        result.failures_outside_steps += 1
+    result.error = error
+    result.exit_code = max(result.exit_code, code)
 
 
 def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:
@@ -275,14 +306,18 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         result.exit_code = max(result.exit_code, failure.exit_code)
         return finish("failed", failure.message + (f"\nfix: {failure.fix}" if failure.fix else ""))
     except SecretError as exc:
-        result.exit_code = max(result.exit_code, 2)
+        result.exit_code = max(result.exit_code, ExitCode.USAGE)
         return finish("failed", f"{step.kind}: {exc}")
     except TransportError as exc:
-        result.exit_code = max(result.exit_code, 4)
+        result.exit_code = max(result.exit_code, ExitCode.UNREACHABLE)
         status: StepStatus = "interrupted" if phase == "apply" else "failed"
         msg = f"{exc}" + ("\nthe step was interrupted while applying; replay the playbook to resume"
                           if phase == "apply" else "")
         return finish(status, msg)
+    except ParseError as exc:  # a probe's output no parser recognises: a finding about the host, not our bug
+        return finish("failed", f"{step.kind} ({phase}): unexpected output from a probe: {exc}\nfix: run the "
+                                "command on the host to see what it prints (the run log has its output), fix that, "
+                                "and replay")
     except Exception as exc:  # a bug in one step must not lose the host's recap or the run log
         return finish("failed", f"internal error in {step.kind} ({phase}): {type(exc).__name__}: {exc}\n"
                                 "this is a bug of gpu-provisioner; the run log has the steps before it")

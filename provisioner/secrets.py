@@ -1,5 +1,12 @@
 """Secrets are referenced, never written: `env:NAME` or `file:PATH`.
 
+A `file:` reference reads only from a secrets directory (`allowed_dirs`): the user's configuration
+directory for gpu-provisioner (`~/.config/gpu-provisioner`), the site's (`/etc/gpu-provisioner`), the
+directories named in `PROVISIONER_FILE_REF_DIRS` (separated by `:`) and, for a `--lab` run, the lab's own
+directory (the lab names it, `allow_dir`). Never a kernel file (`/proc`, `/sys`, `/dev`), never a key or
+certificate (`-----BEGIN`), never the lab's files from anywhere else: a playbook cannot send an
+arbitrary controller file to the endpoint it names.
+
 Resolved values are registered with the process-wide redactor (`provisioner.redaction.REDACTOR`) so that no sink (run log, console,
 recorded playbook, exception text) can print them.
 """
@@ -11,6 +18,7 @@ import binascii
 import os
 import re
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -36,6 +44,9 @@ def secret_ref(value: str) -> str:
     """Accept a reference, refuse a literal secret (the message never repeats the value)."""
     if not is_ref(value):
         raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
+    problem = file_ref_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -50,6 +61,45 @@ PUBLIC_KEY_TYPES = frozenset({
 })
 
 
+SECRETS_DIR_ENV = "PROVISIONER_FILE_REF_DIRS"
+SITE_CONFIG_DIR = "/etc/gpu-provisioner"
+KERNEL_TREES = ("/proc", "/sys", "/dev")
+_LAB_DIRS: set[str] = set()  # lab directories a `--lab` run allowed (`allow_dir`): its own password file
+
+
+def allow_dir(path: str | Path) -> None:
+    """Let this process read `file:` secrets from `path` (the lab names its own directory this way
+    for a `--lab` run; a playbook or inventory cannot)."""
+    _LAB_DIRS.add(os.path.realpath(Path(path).expanduser()))
+
+
+def allowed_dirs() -> list[Path]:
+    """Where `file:` secrets may live, in order: the user's and the site's config directory for
+    gpu-provisioner, then `PROVISIONER_FILE_REF_DIRS` (`:`-separated), then what `allow_dir` added."""
+    import platformdirs
+
+    named = [d for d in os.environ.get(SECRETS_DIR_ENV, "").split(os.pathsep) if d.strip()]
+    dirs = [platformdirs.user_config_dir("gpu-provisioner"), SITE_CONFIG_DIR, *named, *sorted(_LAB_DIRS)]
+    return [Path(d).expanduser() for d in dict.fromkeys(dirs)]
+
+
+def _within(path: str, dirs: Iterable[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def _lab_root() -> str | None:
+    """The default lab's directory (never a secrets directory unless that lab allowed it itself)."""
+    base = os.environ.get("PROVISIONER_LAB_ROOT")
+    if base:
+        return os.path.realpath(base)
+    state = os.environ.get("PROVISIONER_STATE_DIR")
+    if state:
+        return os.path.realpath(Path(state) / "lab")
+    import platformdirs
+
+    return os.path.realpath(Path(platformdirs.user_state_dir("gpu-provisioner")) / "lab")
+
+
 def resolve(ref: str) -> str:
     """Return the secret a reference points to; registers it for redaction."""
     m = REF_RE.fullmatch(ref)
@@ -61,19 +111,76 @@ def resolve(ref: str) -> str:
         if value is None:
             raise SecretError(f"environment variable {where} is not set")
     else:
-        value = read_bounded_text(secret_path(where), MAX_SECRET_BYTES, "secret file").strip()
+        path = secret_path(where)
+        value = read_bounded_text(path, MAX_SECRET_BYTES, "secret file")
+        refuse_key_material(value, path)
+        value = value.strip()
     REDACTOR.add(value)
     return value
 
 
+def refuse_key_material(text: str, path: Path) -> None:
+    """A password or token file never holds a PEM/OpenSSH key or certificate: such a file is refused
+    (its content never appears in the message)."""
+    if text.lstrip().startswith("-----BEGIN") or "PRIVATE KEY" in text:
+        raise SecretError(f"secret file {path} holds a key or certificate, not a password or token; "
+                          "refusing to send it anywhere")
+
+
 def secret_path(where: str) -> Path:
-    """The file a `file:` reference names. `..` is refused (relative or absolute): a reference says
-    exactly which file it means, e.g. `file:/etc/pve/priv/token` or `file:~/.config/pve-token`."""
+    """The file a `file:` reference names, checked without reading it (`SecretError` otherwise):
+    no `..` (a reference says exactly which file it means), not in /proc, /sys or /dev, and inside a
+    secrets directory (`allowed_dirs`), symbolic links resolved first. E.g.
+    `file:~/.config/gpu-provisioner/pve-password` or `file:/etc/gpu-provisioner/r2-token`."""
     if "\x00" in where:
         raise SecretError("secret file path contains a NUL character")
     if ".." in Path(where).parts:
         raise SecretError(f"secret file path {where!r} contains '..'; write the absolute path explicitly")
-    return Path(where).expanduser()
+    path = Path(where).expanduser().absolute()
+    real = os.path.realpath(path)
+    if _within(str(path), KERNEL_TREES) or _within(real, KERNEL_TREES):
+        raise SecretError(f"secret file {where!r} is a kernel file ({real}); a secret is a file in a secrets "
+                          "directory")
+    dirs = allowed_dirs()
+    allowed = [os.path.realpath(d) for d in dirs]
+    lab = _lab_root()
+    if lab is not None and _within(real, [lab]) and not _within(real, _LAB_DIRS):
+        raise SecretError(f"secret file {where!r} is one of the lab's files; only the lab itself names those")
+    if not _within(real, allowed):
+        raise SecretError(
+            f"secret file {where!r} is outside the secrets directories ({', '.join(map(str, dirs))}); "
+            f"put it there or name its directory in {SECRETS_DIR_ENV}")
+    return Path(real)
+
+
+def file_ref_problem(ref: str) -> str | None:
+    """At load: what is wrong with a `file:` reference (None for `env:` and for a good one). The
+    path rules always; the content (never a key) when the file is already there and readable."""
+    m = REF_RE.fullmatch(ref)
+    if not m or m.group(1) != "file":
+        return None
+    try:
+        path = secret_path(m.group(2))
+        if path.exists():
+            refuse_key_material(read_bounded_text(path, MAX_SECRET_BYTES, "secret file"), path)
+    except SecretError as exc:
+        return str(exc)
+    return None
+
+
+def source(ref: str) -> str:
+    """Where a reference's value comes from, for the plan (never the value): the environment
+    variable's name or the file's resolved path."""
+    m = REF_RE.fullmatch(ref)
+    if not m:
+        return "?"
+    kind, where = m.groups()
+    if kind == "env":
+        return f"environment variable {where}"
+    try:
+        return f"file {secret_path(where)}"
+    except SecretError:
+        return f"file {where} (refused)"
 
 
 def read_bounded_text(path: Path, limit: int, what: str) -> str:
@@ -116,6 +223,12 @@ def read_public_key(path: str | Path) -> str:
         if not _is_public_key_line(line):
             raise SecretError(f"{p}: line {number} is not an OpenSSH public key (type base64 [comment])")
     return "\n".join(lines)
+
+
+def is_public_key_text(text: str) -> bool:
+    """Every non-comment line of `text` is an OpenSSH public key line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and all(_is_public_key_line(line) for line in lines)
 
 
 def _is_public_key_line(line: str) -> bool:

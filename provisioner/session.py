@@ -13,6 +13,7 @@ from provisioner import secrets
 from provisioner.events import Bus
 from provisioner.paths import lab_dir
 from provisioner.playbook import ApiSettings, Playbook, SshSettings, Target
+from provisioner.site import SiteProfile, apply_site
 from provisioner.transport.base import Transport
 from provisioner.transport.base import host_label as transport_host_label
 from provisioner.transport.local import LocalTransport
@@ -31,17 +32,33 @@ def lab_connection(root: Path | None = None) -> dict[str, Any]:
     return data
 
 
-def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
-    """The same playbook with its target replaced by the running lab's endpoints and the lab's settings
-    (`lab_settings`) in its steps."""
+def allow_lab_secrets(root: Path | None = None) -> dict[str, Any]:
+    """A `--lab` run: the running lab names the directory of its own password file as a secrets directory
+    for this process (`secrets.allow_dir`), before the playbook loads (a recording of a lab run refers
+    to that file). Returns the lab's connection (LabNotRunning when none is up)."""
     conn = lab_connection(root)
+    password = str((conn.get("api") or {}).get("password", ""))
+    if password.startswith("file:"):
+        secrets.allow_dir(Path(password[len("file:"):]).parent)
+    return conn
+
+
+def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
+    """The same playbook with its target replaced by the running lab's endpoints and the lab's site profile
+    (`lab_site`) applied; the recorder writes back the playbook's own target and parameters."""
+    conn = allow_lab_secrets(root)
     ssh = SshSettings(user=conn["ssh"]["user"], port=conn["ssh"]["port"], key_file=conn["ssh"]["key_file"],
                       known_hosts=conn["ssh"]["known_hosts"])
     api = ApiSettings(port=conn["api"]["port"], user=conn["api"]["user"], password=conn["api"]["password"],
                       ca_file=conn["api"]["ca_file"], verify_tls=True)
     target = playbook.target.model_copy(update={"host": conn["ssh"]["host"], "node": conn["node"], "ssh": ssh,
                                                 "api": api, "local": False})
-    return with_settings(playbook.model_copy(update={"target": target}), lab_settings(root))
+    return apply_site(playbook.model_copy(update={"target": target}), lab_site(root), target_from=playbook)
+
+
+def lab_site(root: Path | None = None) -> SiteProfile:
+    """The running lab as a site: its mirrors and the sizes of its CPU-only node (`lab_settings`)."""
+    return SiteProfile(name="lab", steps=lab_settings(root))
 
 
 def host_label(target: Target) -> str:
@@ -49,13 +66,16 @@ def host_label(target: Target) -> str:
     return transport_host_label(target.host, target.ssh.port)
 
 
-def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False) -> Transport:
+def node_transport(target: Target, bus: Bus, *, trust_new_host: bool = False,
+                   confirmed_fingerprint: str | None = None) -> Transport:
+    """`confirmed_fingerprint`: the host key fingerprint the user confirmed (the wizard's dialog); with
+    `trust_new_host` only that key is written to known_hosts."""
     label = host_label(target)
     if target.local:
         return LocalTransport(bus, label)
     return SshTransport(SshTarget(host=target.host, port=target.ssh.port, user=target.ssh.user,
                                   key_file=target.ssh.key_file, known_hosts=target.ssh.known_hosts,
-                                  trust_new_host=trust_new_host), bus)
+                                  trust_new_host=trust_new_host, confirmed_fingerprint=confirmed_fingerprint), bus)
 
 
 #: the Proxmox API client and what it pulls in (requests, urllib3, proxmoxer): ~0.3 s of imports, ~1 s at load
@@ -143,7 +163,7 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
         # No network in the lab: without a lab PyPI its wheel index (which carries nvidia-ml-py) stands in.
         pypi = conn.get("pypi_url")
         out["venv.build"] = {"index_mirror": index.rstrip("/"),
-                             **({"pypi_url": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
+                             **({"pypi_mirror": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
     python = _torch_python()
     if python:
         out["burnin.run"]["fallback_python"] = python

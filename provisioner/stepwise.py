@@ -111,6 +111,7 @@ class StepSession:
         self.target: Target = playbook.target
         self.runs: list[StepRun] = [StepRun(i, spec) for i, spec in enumerate(playbook.steps)]
         self.trust_new_host = False
+        self.confirmed_fingerprint: str | None = None  # the host key fingerprint the user confirmed
         self.node: Transport | None = None
         self.ctx: StepContext | None = None
         self.state = RunState()
@@ -229,7 +230,7 @@ class StepSession:
     # --- running ---------------------------------------------------------------------------------
 
     async def probe_host_key(self) -> tuple[str, str]:
-        """(fingerprint, "known" | "unknown" | "changed") of the node's SSH host key."""
+        """(fingerprint, "known" | "unknown" | "changed" | "revoked") of the node's SSH host key."""
         from provisioner.transport.ssh import SshTarget, probe_host_key
 
         t = self.target
@@ -238,7 +239,8 @@ class StepSession:
 
     def host_run(self) -> HostRun:
         if self.ctx is None or self.node is None or self._host_run is None:
-            self.node = node_transport(self.target, self.bus, trust_new_host=self.trust_new_host)
+            self.node = node_transport(self.target, self.bus, trust_new_host=self.trust_new_host,
+                                       confirmed_fingerprint=self.confirmed_fingerprint)
             self.ctx = build_context(self.playbook(), self.bus, self.node, mode="apply", host=self.host,
                                      pve_factory=pve_factory(self.target), state=self.state)
             self.ctx.resolved.update(self.recorder.resolved)

@@ -24,6 +24,14 @@ PKG_SPEC_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9,._\-]+\])?"
                          rf"({_CLAUSE}([ ]*,{_CLAUSE})*)?\Z")
 VERSION_RE = re.compile(r"[0-9]+\.[0-9]+(\.[0-9]+)?\Z")
 USER_RE = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
+# Proxmox VE user and API token ids (pve-access-control PVE/Auth/Plugin.pm: `$realm_regex = qr/[A-Za-z][A-Za-z0-9\.\-_]+/`,
+# `$user_regex = qr![^\s:/]+!`, `verify_username`: 3..64 characters as `user@realm`; PVE/AccessControl.pm:
+# `$token_subid_regex = $realm_regex`). ASCII only and matched whole: Perl's `$` would accept a final newline.
+PVE_REALM_RE = r"[A-Za-z][A-Za-z0-9._-]+"
+PVE_USERID_RE = re.compile(rf"[!-~]+@{PVE_REALM_RE}\Z")
+PVE_TOKEN_NAME_RE = re.compile(rf"{PVE_REALM_RE}\Z")
+# A certificate's SHA-256 as `pvenode cert info` prints it: 32 colon-separated hex bytes (optionally `sha256:`).
+TLS_FINGERPRINT_RE = re.compile(r"(sha256:)?[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){31}\Z", re.IGNORECASE)
 # Linux interface names: at most 15 bytes (IFNAMSIZ - 1); PVE's pve-bridge-id is [-_.\w\d]+.
 BRIDGE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,14}\Z")
 
@@ -156,7 +164,33 @@ def user_name(value: str) -> str:
     return value
 
 
+def pve_userid(value: str) -> str:
+    """`name@realm` as Proxmox VE's `pve-userid` format accepts it (no space, ':' or '/' in the name)."""
+    name, at, _ = value.rpartition("@")
+    if not 3 <= len(value) <= 64 or not _full(PVE_USERID_RE, value) or not at or any(c in name for c in ":/"):
+        raise ValueError(f"not a Proxmox VE user id like root@pam or provisioner@pve: {value!r}")
+    return value
+
+
+def pve_token_name(value: str) -> str:
+    """The token id part of `user@realm!tokenid` (letters first, then letters, digits, '._-')."""
+    if len(value) > 64 or not _full(PVE_TOKEN_NAME_RE, value):
+        raise ValueError(f"not a Proxmox VE API token id (a letter, then letters, digits, '.', '-', '_'): {value!r}")
+    return value
+
+
+def tls_fingerprint(value: str) -> str:
+    """A certificate SHA-256 fingerprint `AB:CD:...` (32 bytes, as `pvenode cert info` prints it)."""
+    if not _full(TLS_FINGERPRINT_RE, value):
+        raise ValueError("not a SHA-256 certificate fingerprint (32 colon-separated hex bytes like "
+                         f"'AB:CD:...:EF', as `pvenode cert info` prints it): {value[:120]!r}")
+    return value
+
+
 # Field types for pydantic models: the playbook, step parameters and the TUI's forms share them.
+PveUserId = Annotated[str, AfterValidator(pve_userid)]
+PveTokenName = Annotated[str, AfterValidator(pve_token_name)]
+TlsFingerprint = Annotated[str, AfterValidator(tls_fingerprint)]
 HostName = Annotated[str, AfterValidator(hostname)]
 HostAddress = Annotated[str, AfterValidator(host_address)]
 StorageId = Annotated[str, AfterValidator(storage)]

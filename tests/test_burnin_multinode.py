@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
+from tests.support.lab_inventory import write_lab_inventory
 from tests.support.require import require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -359,7 +360,6 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     playbook.write_text(yaml.safe_dump(doc, sort_keys=False))
     roots = {n: tmp_path / f"lab-{n}" for n in ("a", "b")}
     inventory = tmp_path / "hosts.yaml"
-    inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)} for n, r in roots.items()]}))
     env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"), PROVISIONER_CACHE_DIR=str(tmp_path / "cache"),
                NO_COLOR="1", COLUMNS="200")
     env.pop("PROVISIONER_LAB_ROOT", None)
@@ -376,6 +376,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(tmp_path / "lab-cache")}):
             for lab in labs:
                 lab.up()
+        write_lab_inventory(inventory, roots)
         rc, recap, err = replay()
         assert rc == 0 and recap is not None, err[-5000:]
         for host in roots:

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from provisioner.drift import UNIT_NAME, UNIT_PATH
+from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import read_run_log
 from tests.test_fleet import lab_ready, start_labs, stop_labs
 
@@ -82,9 +83,7 @@ class Fleet:
     def __init__(self, base: Path) -> None:
         self.base = base
         self.roots = {n: base / f"lab-{n}" for n in HOSTS}
-        self.inventory = base / "hosts.yaml"
-        self.inventory.write_text(yaml.safe_dump({"hosts": [{"name": n, "lab_root": str(r)}
-                                                            for n, r in self.roots.items()]}))
+        self.inventory = base / "hosts.yaml"  # written once the labs are up (`write_lab_inventory`)
         doc = yaml.safe_load(SHIPPED.read_text())
         assert [s["kind"] for s in doc["steps"]] == list(KINDS)  # the shipped playbook, every step
         for step in doc["steps"]:
@@ -131,6 +130,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     f = Fleet(tmp_path_factory.mktemp("day2fleet"))
     try:
         start_labs({n: (f.roots[n], ()) for n in HOSTS}, f.base / "lab-cache")
+        write_lab_inventory(f.inventory, f.roots)
         yield f
     finally:
         stop_labs(list(f.roots.values()))

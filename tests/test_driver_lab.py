@@ -132,6 +132,33 @@ def _corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
         cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
 
 
+def _noop_replay_records_the_same_resolved_state(tmp_path: Path) -> None:
+    """issue 23: a recording holds the whole `resolved` state whatever the run's path. The install's recording
+    and a no-op replay's recording (of the same original playbook, which has no `resolved`) hold the same
+    section, the driver installer and its sha256 pin included; so does a no-op replay of the recording."""
+    import yaml
+
+    env = start_lab(tmp_path)
+    try:
+        pb = tmp_path / "light.yaml"
+        pb.write_text(LIGHT.format(ct=204, mode="dev"))
+        recordings = []
+        for name, book in (("install", pb), ("noop", pb), ("noop-of-recording", tmp_path / "install.yaml")):
+            out = tmp_path / f"{name}.yaml"
+            run = cli(env, "replay", str(book), "--lab", "--json", "--record", str(out))
+            assert run.returncode == 0, run.stderr[-4000:]
+            (counts,) = json.loads(run.stdout.strip().splitlines()[-1])["hosts"].values()
+            assert (counts["changed"] > 0) == (name == "install"), (name, counts)
+            recordings.append(yaml.safe_load(out.read_text())["resolved"])
+        driver = recordings[0]["driver"]
+        assert driver["version"] == "595.71.05" and len(driver["sha256"]) == 64, driver
+        int(driver["sha256"], 16)
+        assert recordings[1] == recordings[0], (recordings[0], recordings[1])
+        assert recordings[2] == recordings[0], (recordings[0], recordings[2])
+    finally:
+        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+
+
 PROFILE_NOISE = """# a site's login banner: to stdout and to stderr, as profile.d scripts do
 echo "Welcome to $(hostname) - managed by ops"
 echo "warning: proxy settings loaded" >&2
@@ -182,6 +209,7 @@ SCRIPTS: dict[str, Callable[[Path], None]] = {
     "test_installer_killed_after_its_libraries_is_reinstalled": _installer_killed_after_its_libraries_is_reinstalled,
     "test_corrupt_download_is_refused_and_nothing_runs": _corrupt_download_is_refused_and_nothing_runs,
     "test_facts_read_past_login_shell_noise_in_the_container": _facts_read_past_login_shell_noise_in_the_container,
+    "test_noop_replay_records_the_same_resolved_state": _noop_replay_records_the_same_resolved_state,
 }
 #: scripts at once: none runs a burn-in (the playbook ends at gpu.detect); each mostly waits on SSH and tasks
 WORKERS = int(os.environ.get("DRIVER_LAB_WORKERS", "4"))
@@ -206,3 +234,7 @@ def test_corrupt_download_is_refused_and_nothing_runs(played: dict[str, Future[N
 
 def test_facts_read_past_login_shell_noise_in_the_container(played: dict[str, Future[None]]) -> None:
     played["test_facts_read_past_login_shell_noise_in_the_container"].result()  # re-raises the script's failure (or skip)
+
+
+def test_noop_replay_records_the_same_resolved_state(played: dict[str, Future[None]]) -> None:
+    played["test_noop_replay_records_the_same_resolved_state"].result()  # re-raises the script's failure (or skip)

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import REPO, LabRun, lab_importable, read_run_log, write_test_playbook
 from tests.support.require import require
 
@@ -243,10 +244,12 @@ def test_container_with_our_name_but_not_our_tag_or_spec_is_refused(run: LabRun,
 @pytest.mark.parametrize(("change", "expect"), [
     (("rootfs", "local-lvm:vm-200-disk-0,size=100G"), ("rootfs", "local-lvm:vm-200-disk-0,size=200G")),
     (("features", "nesting=0"), ("features", "nesting=1")),
+    (("features", None), ("features", "nesting=1")),
+    (("features", "nesting=1,keyctl=1"), ("features", "nesting=1")),
     (("cores", "4"), ("cores", "64")),
 ])
-def test_our_container_with_another_spec_is_updated_in_place(run: LabRun, tmp_path: Path,
-                                                             change: tuple[str, str], expect: tuple[str, str]) -> None:
+def test_our_container_with_another_spec_is_updated_in_place(run: LabRun, tmp_path: Path, change: tuple[str, str | None],
+                                                             expect: tuple[str, str]) -> None:
     """Issue 28: ours (tagged) with a smaller disk, nesting off or other cores → `pct set`/`pct resize`
     through the API, then the replay after it changes nothing."""
     from provisioner.proxmox.lxc_conf import LxcConfig
@@ -258,7 +261,11 @@ def test_our_container_with_another_spec_is_updated_in_place(run: LabRun, tmp_pa
         assert ok.returncode == 0, ok.stderr[-3000:]
     original = conf_text(run)
     conf = LxcConfig.parse(original)
-    conf.set(*change)
+    key, value = change
+    if value is None:
+        conf.delete(key)
+    else:
+        conf.set(key, value)
     state.write_conf(VMID, conf)
     try:
         res = cli(run, "replay", str(pb), "--lab", "--json")
@@ -314,9 +321,7 @@ def test_sigint_during_a_fleet_run_still_gives_the_fleet_recap(run: LabRun, tmp_
     """Two hosts, one at a time: the first waits on a stuck create task, the second has not started."""
     pb = _playbook(tmp_path / "pb.yaml", task_timeout_s=600)
     inventory = tmp_path / "hosts.yaml"
-    inventory.write_text(yaml.safe_dump({"hosts": [
-        {"name": "first", "lab_root": str(run.root), "container": 210},
-        {"name": "second", "lab_root": str(run.root), "container": 211}]}))
+    write_lab_inventory(inventory, {"first": run.root, "second": run.root}, {"first": 210, "second": 211})
     run.set_scenarios("api-timeout")
     state = run.state()
     try:

@@ -35,6 +35,7 @@ from provisioner.steps.context import StepContext
 from provisioner.stepwise import StepSession
 from screens.runlog_view import describe
 from tests.support.step_kinds import FileStep, use_kinds
+from tests.test_fleet import closed_port
 
 SECRET = "Zq-nested-canary-9f3k1"
 
@@ -188,8 +189,9 @@ steps:
 
 
 @pytest.mark.parametrize(("hosts", "code"), [
-    # a lab that is not running is unreachable (4); an invalid address is a usage error (2)
-    (lambda t: f"hosts:\n  - {{name: gone, lab_root: {t}/no-lab}}\n  - {{name: bad, host: 'bad host!'}}\n",
+    # an address where nothing listens is unreachable (4); an invalid address is a usage error (2)
+    (lambda t: f"hosts:\n  - {{name: gone, host: 127.0.0.1, ssh: {{port: {closed_port()}, key_file: {t}/no-key, "
+               f"known_hosts: {t}/kh}}}}\n  - {{name: bad, host: 'bad host!'}}\n",
      ExitCode.UNREACHABLE),
     (lambda t: "hosts:\n  - {name: bad, host: 'bad host!'}\n", ExitCode.USAGE),
 ], ids=["unreachable-and-usage", "usage"])

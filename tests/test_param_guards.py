@@ -84,7 +84,8 @@ def test_good_parameters_still_pass() -> None:
 
 # --- file: secret references -------------------------------------------------------------------------
 
-def test_file_ref_reads_a_small_regular_file(tmp_path: Path) -> None:
+def test_file_ref_reads_a_small_regular_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))
     f = tmp_path / "token"
     f.write_text("s3cret-token-value\n")
     assert secrets.resolve(f"file:{f}") == "s3cret-token-value"
@@ -94,6 +95,7 @@ def test_file_ref_reads_a_small_regular_file(tmp_path: Path) -> None:
                                   "traversal-absolute", "binary", "newline-suffix"])
 def test_file_ref_refuses(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))  # refused for what they are, not where
     (tmp_path / "sub").mkdir()
     (tmp_path / "real").write_text("value-of-secret")
     ref = {

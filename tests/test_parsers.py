@@ -35,6 +35,7 @@ from provisioner.facts.system import (
     parse_os_release,
     parse_pip_freeze,
 )
+from provisioner.facts.vgpu import parse_smi_vgpu, parse_vgpu
 
 FIXTURES = Path(__file__).parent / "fixtures" / "outputs"
 
@@ -196,6 +197,41 @@ def test_smi_q_r460_legacy_keys() -> None:
     assert g.bus_id == "00000000:00:1E.0"
 
 
+def test_smi_q_r610_kmd_and_umd_fields_win_over_deprecated_ones() -> None:
+    # header verbatim from Jaded-Encoding-Thaumaturgy/vs-jetpack#295 (R610 610.47, 2026-05-29)
+    q = parse_smi_q(fx("smi_q_r610_kmd_umd.txt"))
+    assert (q.driver_version, q.cuda_version) == ("610.47", "13.3")
+    assert (q.kmd_version, q.cuda_umd_version) == ("610.47", "13.3")
+    assert q.deprecated_fields == ("Driver Version", "CUDA Version")
+    (g,) = q.gpus
+    assert g.product_name == "NVIDIA GeForce RTX 5090" and g.temperature_c == 38
+
+
+def test_smi_q_deprecated_or_unknown_fields_never_fail() -> None:
+    base = "==============NVSMI LOG==============\n\n"
+    gpu = "GPU 00000000:17:00.0\n    Product Name : NVIDIA H100\n    GPU UUID : GPU-1a2b\n"
+    # only the deprecated field, note and all (a driver between the rename and R610's KMD field)
+    q = parse_smi_q(base + "Driver Version : 610.43.02 [Deprecated; will be removed in CUDA 14.0. Use KMD"
+                    " Version instead]\nAttached GPUs : 1\n" + gpu)
+    assert q.driver_version == "610.43.02" and q.kmd_version is None
+    assert q.deprecated_fields == ("Driver Version",)
+    # the legacy field gone entirely; an unknown header field and a deprecated GPU field are ignored
+    q = parse_smi_q(base + "KMD Version : 615.10\nUMD Version : 615.10\nFuture Field : [Deprecated; gone]\n"
+                    "Attached GPUs : 1\n" + gpu + "    Persistence Mode : Enabled [Deprecated; use X]\n")
+    assert (q.driver_version, q.cuda_version) == ("615.10", None)
+    assert q.gpus[0].persistence_mode is True
+    # a KMD Version that is no version falls back to the legacy field rather than failing
+    q = parse_smi_q(base + "Driver Version : 610.47\nKMD Version : N/A\nAttached GPUs : 1\n" + gpu)
+    assert q.driver_version == "610.47"
+
+
+def test_query_csv_r610_driver_version_with_note() -> None:
+    line = ("0, NVIDIA B200, GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b, 00000000:63:00.0, 10.0, "
+            "610.43.02 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead], 183359 MiB\n")
+    (g,) = parse_gpu_query_csv(line)
+    assert g.driver_version == "610.43.02" and g.compute_cap == "10.0"
+
+
 def test_smi_q_filtered_single_gpu_keeps_attached_count() -> None:
     text = fx("smi_q_a100_x2_535.txt")
     cut = text.index("\nGPU 00000000:CA:00.0")
@@ -251,6 +287,15 @@ def test_smi_table_r470_narrow_layout() -> None:
     assert [g.name for g in t.gpus] == ["Tesla V100-SXM2...", "Tesla V100-SXM2..."]
     assert t.gpus[1].compute_mode == "E. Process"
     assert t.processes == ("No running processes found",)
+
+
+def test_smi_table_r610_kmd_umd_banner() -> None:
+    # sgl-project/sglang#27487 (B200 x2, 610.43.02): the title has no "Driver Version" any more
+    t = parse_smi_table(fx("smi_table_b200_x2_610.txt"))
+    assert (t.smi_version, t.driver_version, t.cuda_version) == ("610.43.02", "610.43.02", "13.3")
+    assert [g.bus_id for g in t.gpus] == ["00000000:63:00.0", "00000000:68:00.0"]
+    assert [g.power_cap_w for g in t.gpus] == [1000, 1000] and t.gpus[1].power_usage_w == 142
+    assert {g.memory_total_mib for g in t.gpus} == {183359} and t.gpus[0].mig_mode == "Disabled"
 
 
 def test_smi_table_mig_enabled_gpu_and_kmd_title() -> None:
@@ -809,6 +854,8 @@ PARSERS: list[Callable[[str], Any]] = [
     parse_ldd_version,
     parse_df,
     parse_pip_freeze,
+    parse_smi_vgpu,
+    parse_vgpu,
 ]
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".txt", ".log"))
 

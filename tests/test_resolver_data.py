@@ -62,7 +62,7 @@ def test_every_reference_build_is_in_the_data_with_its_arch_list(reference: dict
                 checked += 1
         assert rel.pypi_default["x86_64"] == raw["pypi_default_linux_x86_64"].split(" ")[0]
         want_py = [tag for p in raw["python"] for tag in p.split(" ")[0].split("/")]
-        assert [t.version for t in rel.python] == want_py
+        assert [t.version for t in rel.python if t.patches is None] == want_py
     assert checked >= 50
 
 

@@ -171,6 +171,10 @@ target: {{host: localhost, local: true, container: 300}}
 steps:
   - kind: test.file
     params: {{path: {tmp_path}/l.txt, content: l}}
+  - kind: test.file
+    params: {{path: {tmp_path}/m.txt, content: m}}
+  - kind: test.file
+    params: {{path: {tmp_path}/n.txt, content: n}}
 """)
     other = NodeLock(LocalTransport(None, "node"), 300, "127.0.0.1", node_lock.LOCK_DIR)
     await other.acquire()  # another run (other state dir, other spelling) holds the container
@@ -178,6 +182,11 @@ steps:
         events: list[Event] = []
         recap = await run(pb, "apply", events)
         assert recap["status"] == "failed"
+        # every step is counted: the one the lock stopped failed, the rest skipped (issue 23: "2 of 10")
+        assert recap["hosts"]["localhost"] == {"ok": 0, "changed": 0, "failed": 1, "skipped": 2}, recap
+        finished = [e for e in events if isinstance(e, StepFinished)]
+        assert [e.status for e in finished] == ["failed", "skipped", "skipped"]
+        assert "another controller is provisioning container 300" in finished[0].message
         assert any("another controller is provisioning container 300" in getattr(e, "text", "") for e in events)
         assert any("(target 127.0.0.1)" in getattr(e, "text", "") for e in events)
         assert not (tmp_path / "l.txt").exists()

@@ -118,6 +118,7 @@ async def test_bundle_redacts_env_playbook_refs_logs_and_probe_output(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     c = canaries()
     monkeypatch.setenv("PVE_PASSWORD", c["env"])
+    monkeypatch.setenv("PROVISIONER_FILE_REF_DIRS", str(tmp_path))  # `file:` reads only from a secrets directory
     ref = tmp_path / "pve-token"
     ref.write_text(c["file"] + "\n")
     playbook = load(playbook_with_refs(tmp_path, ref))
@@ -222,7 +223,7 @@ def test_cli_bundle_on_a_node_with_planted_secrets(tmp_path: Path) -> None:
     bindir = standin_bin(tmp_path)
     out = tmp_path / "out" / "bundle.tar.gz"
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "PVE_PASSWORD": c["env"],
-           "PROVISIONER_STATE_DIR": str(state), "PYTHONPATH": str(PROJECT)}
+           "PROVISIONER_STATE_DIR": str(state), "PYTHONPATH": str(PROJECT), "PROVISIONER_FILE_REF_DIRS": str(tmp_path)}
     script = (f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc && "
               f"mount --bind {varlog} /var/log && exec \"$@\"")
     proc = subprocess.run(

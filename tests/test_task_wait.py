@@ -73,6 +73,10 @@ async def test_finished_and_failed_tasks(make_lab: Callable[..., Lab]) -> None:
     assert "Proxmox task failed: startup for container '200' failed" in info.value.message
 
 
+_OURS = {"hostname": "gpu-ct", "cores": 8, "memory": 65536, "swap": 0, "unprivileged": 1, "tags": "gpu-provisioner",
+         "net0": "name=eth0,bridge=vmbr0,ip=dhcp,type=veth", "rootfs": "local-lvm:vm-200-disk-0,size=64G"}
+
+
 @pytest.mark.parametrize(("config", "ours", "diff_keys"), [
     ({"hostname": "gpu-ct", "cores": 8, "memory": 65536, "swap": 0, "unprivileged": 1, "tags": "gpu-provisioner",
       "net0": "name=eth0,bridge=vmbr0,ip=dhcp,type=veth", "rootfs": "local-lvm:vm-200-disk-0,size=64G",
@@ -83,6 +87,12 @@ async def test_finished_and_failed_tasks(make_lab: Callable[..., Lab]) -> None:
     ({"hostname": "gpu-ct", "cores": 8, "memory": 65536, "swap": 0, "unprivileged": 1,
       "net0": "name=eth0,bridge=vmbr0,ip=dhcp,type=veth", "rootfs": "local-lvm:vm-200-disk-0,size=32G"},
      False, ["rootfs.size_gb", "features.nesting"]),
+    # every feature is compared, not only nesting (issue 23): PVE's boolean spellings are the same value
+    ({**_OURS, "features": "nesting=yes,keyctl=0"}, True, []),
+    ({**_OURS, "features": "nesting=1,keyctl=1"}, True, ["features.keyctl"]),
+    ({**_OURS, "features": "fuse=1,nesting=1,mknod=1,force_rw_sys=1"}, True,
+     ["features.force_rw_sys", "features.fuse", "features.mknod"]),
+    ({**_OURS, "features": "nesting=1,mount=nfs;cifs"}, True, ["features.mount"]),
 ])
 def test_ownership_by_tag_and_spec(config: dict[str, Any], ours: bool, diff_keys: list[str]) -> None:
     params = CreateParams.model_validate({})

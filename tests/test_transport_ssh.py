@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from provisioner.events import Bus, CommandEnded, Event, OutputLine
+from provisioner.exitcodes import ExitCode
 from provisioner.transport.base import CommandTimeout, HostKeyError, TransportError
 from provisioner.transport.ssh import SshTarget, SshTransport
-from tests.support.sshd import Sshd
+from tests.support.sshd import Sshd, start_sshd, stop_sshd
 
 
 def descendants(root: int) -> list[int]:
@@ -86,10 +90,14 @@ async def test_unknown_host_refused_without_trust_flag(sshd: Sshd, tmp_path: Pat
 
 async def test_trust_new_host_records_key_then_connects(sshd: Sshd, tmp_path: Path) -> None:
     kh = tmp_path / "kh"
-    t = SshTransport(target(sshd, known_hosts=kh, trust_new_host=True))
+    events: list[Event] = []
+    t = SshTransport(target(sshd, known_hosts=kh, trust_new_host=True), Bus(events.append))
     assert (await t.run(["echo", "hi"])).lines == ["hi"]
     await t.close()
     assert sshd.host_pub.read_text().split()[1] in kh.read_text()
+    # the fingerprint trusted is shown (the one of the key written)
+    assert any(_fp(sshd.host_pub) in getattr(e, "text", "") and "trusted the new host key" in getattr(e, "text", "")
+               for e in events)
     # Second contact works without the flag: the key is now known.
     t2 = SshTransport(target(sshd, known_hosts=kh))
     assert (await t2.run(["true"])).exit_status == 0
@@ -146,3 +154,133 @@ async def test_unreachable_port_is_transport_error(tmp_path: Path) -> None:
     t = SshTransport(SshTarget(host="127.0.0.1", port=1, known_hosts=str(tmp_path / "kh")))
     with pytest.raises(TransportError, match="cannot connect"):
         await t.run(["true"])
+
+
+# --- trust on first use records what was confirmed (issue 23 item 5) ------------------------------------
+
+class SwitchingProxy:
+    """A TCP relay in front of two real OpenSSH servers: the first `first_n` connections go to `a`, every
+    later one to `b` (a host whose key changes between the probe and the connection)."""
+
+    def __init__(self, a: Sshd, b: Sshd, first_n: int = 1) -> None:
+        self.a, self.b, self.first_n = a, b, first_n
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> SwitchingProxy:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream = self.a if self.connections < self.first_n else self.b
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection(upstream.host, upstream.port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+@pytest.fixture
+def second_sshd(sshd: Sshd, tmp_path: Path) -> Iterator[Sshd]:
+    """Another real sshd with its own host key that accepts the first one's client key."""
+    other = start_sshd(tmp_path / "sshd-b")
+    (other.workdir / "authorized_keys").write_text((sshd.workdir / "id_ed25519.pub").read_text())
+    yield other
+    stop_sshd(other)
+
+
+def _fp(pub: Path) -> str:
+    out = subprocess.run(["ssh-keygen", "-lf", str(pub), "-E", "sha256"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[1]  # the fingerprint exactly as OpenSSH prints it
+
+
+async def test_key_switched_after_the_probe_is_never_written(sshd: Sshd, second_sshd: Sshd, tmp_path: Path) -> None:
+    """--trust-new-host: the probe sees key A (the fingerprint shown), the connection is offered key B →
+    refused, known_hosts untouched (before the fix, B was appended without anyone seeing it)."""
+    kh = tmp_path / "kh"
+    async with SwitchingProxy(sshd, second_sshd) as proxy:
+        t = SshTransport(SshTarget(host="127.0.0.1", port=proxy.port, user=sshd.user, key_file=str(sshd.client_key),
+                                   known_hosts=str(kh), trust_new_host=True))
+        with pytest.raises(HostKeyError, match="between connections") as info:
+            await t.run(["true"])
+        await t.close()
+        assert proxy.connections >= 2  # the switch really happened
+    assert _fp(sshd.host_pub) in str(info.value) and _fp(second_sshd.host_pub) in str(info.value)
+    assert not kh.exists() or kh.read_text() == ""
+
+
+async def test_tui_confirmed_fingerprint_is_the_only_key_trusted(sshd: Sshd, second_sshd: Sshd,
+                                                                 tmp_path: Path) -> None:
+    """The wizard's dialog showed and the user confirmed A; the host now offers B → refused, nothing written.
+    Confirming the key actually offered writes exactly that key."""
+    from provisioner.transport.ssh import probe_host_key
+
+    kh = tmp_path / "kh"
+    async with SwitchingProxy(sshd, second_sshd) as proxy:
+        base = SshTarget(host="127.0.0.1", port=proxy.port, user=sshd.user, key_file=str(sshd.client_key),
+                         known_hosts=str(kh))
+        shown, status = await probe_host_key(base)  # what the dialog shows (connection 1: A)
+        assert (shown, status) == (_fp(sshd.host_pub), "unknown")
+        t = SshTransport(SshTarget(**{**base.__dict__, "trust_new_host": True, "confirmed_fingerprint": shown}))
+        with pytest.raises(HostKeyError, match="HOST KEY CHANGED") as info:
+            await t.run(["true"])
+        await t.close()
+        assert shown in str(info.value) and _fp(second_sshd.host_pub) in str(info.value)
+        assert not kh.exists() or kh.read_text() == ""
+        # B confirmed (its fingerprint shown and accepted): B, and only B, is written
+        t = SshTransport(SshTarget(**{**base.__dict__, "trust_new_host": True,
+                                      "confirmed_fingerprint": _fp(second_sshd.host_pub)}))
+        assert (await t.run(["echo", "b"])).lines == ["b"]
+        await t.close()
+    kind, data = second_sshd.host_pub.read_text().split()[:2]
+    assert kh.read_text() == f"[127.0.0.1]:{proxy.port} {kind} {data}\n"
+
+
+async def test_revoked_key_is_named_revoked(sshd: Sshd, tmp_path: Path) -> None:
+    kind, data = sshd.host_pub.read_text().split()[:2]
+    kh = tmp_path / "kh"
+    kh.write_text(f"@revoked [{sshd.host}]:{sshd.port} {kind} {data}\n")
+    t = SshTransport(target(sshd, known_hosts=kh, trust_new_host=True))
+    with pytest.raises(HostKeyError, match="HOST KEY REVOKED") as info:
+        await t.run(["true"])
+    await t.close()
+    assert "CHANGED" not in str(info.value) and "@revoked" in str(info.value)
+    assert kh.read_text() == f"@revoked [{sshd.host}]:{sshd.port} {kind} {data}\n"
+
+
+def test_cli_refuses_a_switched_key_with_exit_4(sshd: Sshd, second_sshd: Sshd, tmp_path: Path) -> None:
+    """The same attack through `provisioner plan --trust-new-host`: exit 4, known_hosts untouched."""
+    kh = tmp_path / "kh"
+    pb = tmp_path / "pb.yaml"
+
+    async def scenario() -> subprocess.CompletedProcess[str]:
+        async with SwitchingProxy(sshd, second_sshd) as proxy:
+            pb.write_text(f"schema_version: 1\ntarget:\n  host: 127.0.0.1\n  ssh:\n    port: {proxy.port}\n"
+                          f"    key_file: {sshd.client_key}\n    known_hosts: {kh}\nsteps:\n  - kind: node.connect\n")
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PROVISIONER_STATE_DIR": str(tmp_path / "st")}
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "provisioner", "plan", str(pb), "--trust-new-host", env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(proc.communicate(), 120)
+            assert proc.returncode is not None
+            return subprocess.CompletedProcess([], proc.returncode, out.decode(), err.decode())
+
+    res = asyncio.run(scenario())
+    assert res.returncode == ExitCode.UNREACHABLE, res.stderr
+    assert "between connections" in res.stderr and "Traceback" not in res.stderr
+    assert not kh.exists() or kh.read_text() == ""

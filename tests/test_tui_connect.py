@@ -52,7 +52,8 @@ async def test_first_contact_asks_for_the_fingerprint_then_fails_without_pve_and
 
         page = app.screen
         assert page.name == "connect"
-        # The key was recorded only after the confirmation.
+        # The key was recorded only after the confirmation, and it is the key whose fingerprint was confirmed.
+        assert session.confirmed_fingerprint == dialog.fingerprint
         assert sshd.host_pub.read_text().split()[1] in known.read_text()
         # This sshd is not a Proxmox node: node.connect fails with a clear panel.
         run = session.runs[0]

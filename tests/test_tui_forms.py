@@ -289,3 +289,14 @@ def test_a_blank_field_names_the_playbooks_value_not_the_models_default() -> Non
     create = model("lxc.create")
     assert validate(create, {"cores": None}, {"cores": 64}) == {"cores": "a value is required (the playbook has 64)"}
     assert validate(create, {"cores": None}) == {"cores": "a value is required (default: 8)"}
+
+
+def test_connect_form_checks_the_api_user_and_secret_reference() -> None:
+    """The wizard's connect form takes the same PVE user id and `file:` rules as a playbook (issue 23)."""
+    from screens.pages.connect import ConnectForm
+
+    ok = {"host": "10.0.0.1", "key_file": "~/.ssh/id_ed25519"}
+    assert "api_user" not in validate(ConnectForm, {**ok, "api_user": "provisioner@pve"})
+    assert "api_user" in validate(ConnectForm, {**ok, "api_user": "root"})
+    assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:/proc/self/environ"})
+    assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:~/.ssh/id_ed25519"})

@@ -257,7 +257,7 @@ def test_page_with_a_plan(snap_compare: Any, tmp_path: Path, name: str, size: tu
         page = await show_plan(pilot, name)
         assert_fits(app, name, size)
         text = screen_text(app)
-        changes, notes = PLANS[name]
+        changes, _notes = PLANS[name]
         plan = str(page.query_one("#plan").render())
         if changes:
             assert "will change:" in text and f"Apply ({len(changes)})" in text

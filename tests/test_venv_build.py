@@ -222,7 +222,7 @@ def make_playbook(venv: Path, *, resolve: dict[str, Any] | None = None, build: d
 def lab(index: Index, *, pypi: bool = True) -> dict[str, Any]:
     """Two GPUs known, and the mirrors a site (here: the lab) sets on venv.build."""
     build: dict[str, Any] = {"index_mirror": f"{index.url}/whl"}
-    build.update({"pypi_url": f"{index.url}/pypi"} if pypi else {"extras_from_torch_index": True})
+    build.update({"pypi_mirror": f"{index.url}/pypi"} if pypi else {"extras_from_torch_index": True})
     return {"state": known_gpus(reference_gpus(2)), "settings": {"venv.build": build}}
 
 
@@ -254,11 +254,13 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     assert "exec 101 -- bash -lc" in calls and all(c.startswith("exec 101 -- ") for c in calls), calls
     assert {c for c in calls if "bash" not in c} <= {"exec 101 -- uname -m", "exec 101 -- ldd --version"}, calls
 
-    # runtime.json next to the venv: what was built and proven, from the lab index (rewritten URL).
+    # runtime.json next to the venv: what was built and proven, and from which index as the playbook names it
+    # (the site's mirror is where it was fetched, not what was asked for: a mirror that moves is not drift).
     runtime = json.loads((venv_a / "runtime.json").read_text())
     assert runtime["verified"] is True
     assert runtime["torch"] == "2.11.0+cu128" and runtime["cuda"] == "12.8"
-    assert runtime["index_url"] == f"{index.url}/whl/cu128"
+    assert runtime["index_url"] == "https://download.pytorch.org/whl/cu128"
+    assert index.url not in (venv_a / "runtime.json").read_text()
     assert runtime["driver"] == "595.71.05" and runtime["python"].startswith(PY + ".")
     assert [g["compute_cap"] for g in runtime["gpus"]] == ["12.0", "12.0"]
     assert not (venv_a / ".provisioner-building").exists()
@@ -267,8 +269,11 @@ async def test_build_records_lock_and_replay_reproduces_it(tmp_path: Path, index
     recorded = first.recorder.playbook()
     lock = recorded.resolved["venv_lock"]["groups"]
     assert set(lock) == {"torch", "extra"}
-    assert lock["torch"]["index_url"] == f"{index.url}/whl/cu128" and lock["torch"]["extra_index_url"] is None
-    assert lock["extra"]["index_url"] == f"{index.url}/pypi"
+    # PyPI is the index, the PyTorch index explicit for torch/torchvision (uv's documented way for PyTorch).
+    for group in ("torch", "extra"):
+        assert lock[group]["index_url"] == "https://pypi.org/simple"
+        assert lock[group]["torch_index_url"] == "https://download.pytorch.org/whl/cu128"
+    assert index.url not in json.dumps(recorded.resolved)
     torch_pins = parse_lock(lock["torch"]["text"])
     assert torch_pins == {"filelock": "3.20.0", "torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128"}
     served = (index.root / "whl/cu128/torch-2.11.0+cu128-py3-none-any.whl").read_bytes()
@@ -349,7 +354,8 @@ async def test_index_without_the_build_is_a_clear_resolver_failure(tmp_path: Pat
     assert (venv / ".provisioner-building").exists()
     plan = await run_playbook(node, make_playbook(venv), mode="plan", **lab(index))
     assert plan.plan("venv.build").changes == [f"finish the interrupted build of {venv}: torch 2.11.0 + torchvision "
-                                               f"0.26.0 from {index.url}/whl/cu128 + nvidia-ml-py, torch-addon "
+                                               "0.26.0 from https://download.pytorch.org/whl/cu128 + nvidia-ml-py, "
+                                               "torch-addon "
                                                f"(Python {PY})"]
     done = await run_playbook(node, make_playbook(venv), **lab(index))
     assert done.result.statuses == ["ok", "changed"]
@@ -391,13 +397,13 @@ async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index:
 
 async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Path, index: Index, node: Node) -> None:
     index.publish("whl/cu128", build_wheel(index.wheels, "nvidia-ml-py", "13.595.45", {"pynvml.py": "x = 1\n"}))
-    # A lab without a PyPI hands out its wheel index as pypi_url (session.lab_settings).
+    # A site without a PyPI mirror takes its extras from its wheel index (extras_from_torch_index).
     mirrors = lab(index, pypi=False)
     venv = tmp_path / "ct" / "opt" / "venv"
     out = await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"]}), **mirrors)
     assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
     extra = out.recorder.playbook().resolved["venv_lock"]["groups"]["extra"]
-    assert (extra["index_url"], extra["extra_index_url"]) == (f"{index.url}/whl/cu128", None)
+    assert (extra["index_url"], extra["torch_index_url"]) == ("https://download.pytorch.org/whl/cu128", None)
     assert "nvidia-ml-py==13.595.45" in freeze(venv)
 
 
@@ -431,7 +437,8 @@ def test_parse_lock_reads_uv_compile_output() -> None:
 
 
 def test_parse_state_refuses_a_runtime_json_not_written_by_us() -> None:
-    assert parse_state("@@state\nbuilt\n@@runtime\n{\"torch\": \"2.11.0\"}\n@@lock\n\n") == {"state": "foreign"}
+    assert parse_state("@@real\n/opt/v\n@@uvreal\n/opt/uv\n@@state\nbuilt\n@@runtime\n{\"torch\": \"2.11.0\"}\n"
+                       "@@lock\n\n") == {"state": "foreign", "real": "/opt/v", "uv_real": "/opt/uv"}
     ours = parse_state('@@state\nbuilt\n@@runtime\n{"built_by": "gpu-provisioner", "verified": true}\n@@lock\n{}\n')
     assert ours["state"] == "built" and ours["runtime"]["verified"] is True and ours["lock"] is None
-    assert parse_state("@@state\nabsent\n") == {"state": "absent"}
+    assert parse_state("@@state\nabsent\n") == {"state": "absent", "real": "", "uv_real": ""}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,13 @@ from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
-from provisioner.session import LabNotRunning, host_label, node_transport, point_at_lab, pve_factory
+from provisioner.session import LabNotRunning, allow_lab_secrets, host_label, node_transport, point_at_lab, pve_factory
+from provisioner.site import SiteProfile, apply_site, load_site
+
+#: `--site FILE` on plan, replay and tui
+site_option = click.option(
+    "--site", "site_path", type=click.Path(dir_okay=False), default=None,
+    help="A site profile (YAML: this site's mirrors, burn-in sizes) applied at run time, never recorded.")
 
 
 def load_or_exit(path: str) -> Playbook:
@@ -80,25 +87,41 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def with_lab(playbook: Playbook, lab: bool) -> Playbook:
-    """`--lab`: the playbook pointed at the running lab, with the settings the lab hands out."""
-    if not lab:
-        return playbook
+def load_site_or_exit(path: str | None) -> SiteProfile | None:
+    if path is None:
+        return None
     try:
-        return point_at_lab(playbook)
-    except LabNotRunning as exc:
-        raise click.ClickException(str(exc)) from None
+        return load_site(path)
+    except PlaybookError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(ExitCode.USAGE) from None
+
+
+def with_lab(playbook: Playbook, lab: bool, site_path: str | None = None) -> Playbook:
+    """`--lab`: the playbook pointed at the running lab, with the lab's site profile; `--site FILE`: that
+    site profile on top. The recorder writes back only what the playbook itself set (`provisioner.site`)."""
+    site = load_site_or_exit(site_path)
+    if lab:
+        try:
+            playbook = point_at_lab(playbook)
+        except LabNotRunning as exc:
+            raise click.ClickException(str(exc)) from None
+    return apply_site(playbook, site) if site is not None else playbook
 
 
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
-               check: bool = False, record_to: str | None = None) -> None:
-    playbook = with_lab(load_or_exit(playbook_path), lab)
+               check: bool = False, record_to: str | None = None, site_path: str | None = None,
+               quiet: bool = False) -> None:
+    if lab:
+        with contextlib.suppress(LabNotRunning):  # `with_lab` says so below
+            allow_lab_secrets()  # a recording of a lab run refers to the lab's password file
+    playbook = with_lab(load_or_exit(playbook_path), lab, site_path)
     if problems := local_file_problems(playbook.target):
         click.echo("error: " + "\n  ".join([f"{playbook_path}: invalid target files:", *problems]), err=True)
         raise SystemExit(ExitCode.USAGE)
     results, recap, log_path = asyncio.run(run_playbook(
         playbook, playbook_path, mode=mode, trust_new_host=trust_new_host,
-        record_to=Path(record_to) if record_to else None))
+        record_to=Path(record_to) if record_to else None, verbose=not quiet))
     stderr_console().print(f"run log: {log_path}", markup=False)
     if json_out:
         echo_json(recap)

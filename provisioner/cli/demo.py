@@ -122,7 +122,7 @@ def pin_unpublished_driver(book: Path, profile: str, lab_root: Path) -> None:
 @click.option("--profile", default=None, help="Lab host profile (docs/lab-hosts.md); its playbook is the default.")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Lab root (default: $PROVISIONER_LAB_ROOT, else a fresh temporary directory removed afterwards).")
-@click.option("--verbose", is_flag=True, help="Stream every command's output (default: per-step progress and recap).")
+@click.option("-v", "--verbose", is_flag=True, help="Stream every command's output (default: one line per step and the recap).")
 def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: str | None, root: Path | None,
             verbose: bool) -> None:
     """Start the LAB (a simulated Proxmox node with 8 x RTX PRO 6000 Blackwell), replay PLAYBOOK against it
@@ -134,9 +134,10 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
     given = root or (Path(env_root) if env_root else None)
     lab_root = given.resolve() if given else Path(tempfile.mkdtemp(prefix="gpu-provisioner-lab-"))
     lab_root.mkdir(parents=True, exist_ok=True)
-    saved = {k: os.environ.get(k) for k in ("PROVISIONER_LAB_ROOT", "PROVISIONER_STATE_DIR")}
+    saved = {k: os.environ.get(k) for k in ("PROVISIONER_LAB_ROOT",)}
     os.environ["PROVISIONER_LAB_ROOT"] = str(lab_root)
-    os.environ.setdefault("PROVISIONER_STATE_DIR", str(lab_root / "state"))
+    # the run logs go to the user's state dir (`provisioner.paths.runs_dir`), not into the lab root: they
+    # outlive the demo's lab, at the path each replay prints
     work = Path(tempfile.mkdtemp(prefix="gpu-provisioner-demo-"))
     code = 0
     try:

@@ -20,6 +20,14 @@ def _venv_path(playbook: Any) -> str:
     return "/opt/torch-venv"
 
 
+def _fetch_url(playbook: Any) -> Any:
+    """Where the venv's indexes are fetched from on this site (the playbook's venv.build mirrors, if any)."""
+    from provisioner.steps.venv_build import VenvBuild, VenvParams
+
+    spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
+    return VenvBuild(VenvParams.model_validate(spec.params if spec is not None else {}))._fetch_url
+
+
 async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
     from provisioner.events import Bus
     from provisioner.export import collect
@@ -34,7 +42,7 @@ async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
         ct = ContainerTransport(node, int(vmid))
         venv_rt = await collect.read_venv_runtime(ct, venv)
         torch_res = proof.resolved.get("torch") or {}
-        doc = await collect.make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"],
+        doc = await collect.make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"], fetch=_fetch_url(pb),
                                         variant=str(torch_res.get("variant") or ""),
                                         torch_index=str(venv_rt.get("index_url")), python=str(venv_rt.get("python")))
         return collect.build(proof, venv, venv_rt, doc, int(vmid))

@@ -110,6 +110,27 @@ def status(root: Path | None, json_out: bool) -> None:
         raise SystemExit(ExitCode.FAILED)
 
 
+@command.command("inventory")
+@_root_option
+@click.option("--name", default=None, help="The host's name in the inventory (default: the lab root's name).")
+@click.option("--container", type=int, default=None, help="Override the playbook's CT id for this host.")
+def inventory(root: Path | None, name: str | None, container: int | None) -> None:
+    """Print an inventory (YAML) whose one host is the running lab: its endpoints and its site profile.
+
+    Example: provisioner lab inventory --root /tmp/lab-a --name a > hosts.yaml
+    """
+    import yaml
+
+    from provisioner.lab.lab import inventory_entry
+
+    lab = Lab(root)
+    try:
+        entry = inventory_entry(lab.root, name, container)
+    except LabError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(yaml.safe_dump({"hosts": [entry]}, sort_keys=False), nl=False)
+
+
 def _lab_state(root: Path | None) -> LabState:
     lab = Lab(root)
     if lab.running_pid() is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from provisioner.cli.common import common_run
+from provisioner.cli.common import common_run, site_option
 from provisioner.exitcodes import PLAN_EXIT_CODES
 
 
@@ -20,8 +20,9 @@ from provisioner.exitcodes import PLAN_EXIT_CODES
               help="Hosts planned at the same time (with --inventory).")
 @click.option("--limit", default=None, help="Comma-separated host names of the inventory to plan for.")
 @click.option("--quiet", is_flag=True, help="Do not stream command output (recap only).")
+@site_option
 def command(playbook: str, lab: bool, json_out: bool, check: bool, trust_new_host: bool, inventory: str | None,
-            parallel: int, limit: str | None, quiet: bool) -> None:
+            parallel: int, limit: str | None, quiet: bool, site_path: str | None) -> None:
     """Show what PLAYBOOK would change, without changing anything.
 
     Example: provisioner plan playbooks/blackwell-8gpu-lxc.yaml --lab --check
@@ -32,8 +33,9 @@ def command(playbook: str, lab: bool, json_out: bool, check: bool, trust_new_hos
         from provisioner.cli.replay import fleet_run
 
         fleet_run(playbook, inventory, mode="plan", json_out=json_out, trust_new_host=trust_new_host,
-                  parallel=parallel, limit=limit, resume_failed=False, quiet=quiet, check=check)
+                  parallel=parallel, limit=limit, resume_failed=False, quiet=quiet, check=check, site_path=site_path)
         return
     if limit:
         raise click.UsageError("--limit needs --inventory")
-    common_run(playbook, mode="plan", json_out=json_out, lab=lab, trust_new_host=trust_new_host, check=check)
+    common_run(playbook, mode="plan", json_out=json_out, lab=lab, trust_new_host=trust_new_host, check=check,
+               site_path=site_path, quiet=quiet)

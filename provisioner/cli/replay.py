@@ -9,7 +9,7 @@ import click
 
 from provisioner import interrupts
 from provisioner.assembly import open_run
-from provisioner.cli.common import common_run, echo_json, load_or_exit, stderr_console
+from provisioner.cli.common import common_run, echo_json, load_or_exit, load_site_or_exit, site_option, stderr_console
 from provisioner.exitcodes import REPLAY_EXIT_CODES, ExitCode
 from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fleet, write_report
 from provisioner.playbook import PlaybookError
@@ -31,8 +31,10 @@ from provisioner.runner import Mode, exit_code, recap_json
 @click.option("--limit", default=None, help="Comma-separated host names of the inventory to run on.")
 @click.option("--resume-failed", is_flag=True, help="Only the hosts that failed in the last fleet run.")
 @click.option("--quiet", is_flag=True, help="Do not stream command output (recap only).")
+@site_option
 def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, record_to: str | None,
-            inventory: str | None, parallel: int, limit: str | None, resume_failed: bool, quiet: bool) -> None:
+            inventory: str | None, parallel: int, limit: str | None, resume_failed: bool, quiet: bool,
+            site_path: str | None) -> None:
     """Apply PLAYBOOK; a second replay reports no changes; an interrupted one resumes.
 
     Example: provisioner replay playbooks/blackwell-8gpu-lxc.yaml --lab --json
@@ -43,17 +45,19 @@ def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, reco
         if limit or resume_failed:
             raise click.UsageError("--limit and --resume-failed need --inventory")
         common_run(playbook, mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
-                   record_to=record_to)
+                   record_to=record_to, site_path=site_path, quiet=quiet)
         return
     fleet_run(playbook, inventory, mode="apply", json_out=json_out, trust_new_host=trust_new_host,
-              parallel=parallel, limit=limit, resume_failed=resume_failed, quiet=quiet)
+              parallel=parallel, limit=limit, resume_failed=resume_failed, quiet=quiet, site_path=site_path)
 
 
 def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trust_new_host: bool, parallel: int,
-              limit: str | None, resume_failed: bool, quiet: bool, check: bool = False) -> None:
+              limit: str | None, resume_failed: bool, quiet: bool, check: bool = False,
+              site_path: str | None = None) -> None:
     """Run PLAYBOOK on every host of INVENTORY (plan or apply), print the fleet recap; exit with the most
     specific code of its failed hosts (`runner.exit_code`)."""
     pb = load_or_exit(playbook)
+    site = load_site_or_exit(site_path)
     try:
         inv = load_inventory(inventory)
     except PlaybookError as exc:
@@ -79,7 +83,8 @@ def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trus
     run = open_run(playbook, mode, [e.label for e in entries],
                    sinks=[ConsoleRenderer(console, verbose=not quiet, multi_host=True)])
     started = time.time()
-    results = asyncio.run(run_fleet(pb, entries, run.bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host))
+    results = asyncio.run(run_fleet(pb, entries, run.bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host,
+                                    site=site))
     run.finish(results)
     doc = write_report(rpath, results, started) if mode == "apply" else recap_json(results)
     console.print(f"run log: {run.log_path}" + (f"\nfleet report: {rpath}" if mode == "apply" else ""),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ Examples:
 @click.option("--record", "record_to", type=click.Path(dir_okay=False), default=None,
               help="Where the recording (a playbook of the steps that completed, with the resolved facts) is saved "
                    "after every applied step and by ctrl+s (default: <state dir>/recorded/recorded-<run id>.yaml).")
+@click.option("--site", "site_path", type=click.Path(dir_okay=False), default=None,
+              help="A site profile (YAML: this site's mirrors, burn-in sizes) applied at run time, never recorded.")
 def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str | None, page: str,
-            record_to: str | None) -> None:
+            record_to: str | None, site_path: str | None) -> None:
     """The interactive wizard: each page shows a step's plan, applies it on confirmation and streams
     its output; the recording of what ran is saved as steps complete (replay it with `provisioner replay`).
 
@@ -50,11 +53,16 @@ def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str |
     def open_session() -> Any:
         """Load the playbook and the engine after the first frame (the wizard paints first)."""
         from provisioner.playbook import PlaybookError, load
-        from provisioner.session import LabNotRunning, point_at_lab
+        from provisioner.session import LabNotRunning, allow_lab_secrets, point_at_lab
+        from provisioner.site import apply_site, load_site
         from screens.wizard_session import WizardSession
 
+        if lab:
+            with contextlib.suppress(LabNotRunning):  # point_at_lab says so below
+                allow_lab_secrets()  # a recording of a lab run refers to the lab's password file
         try:
             playbook = load(path)
+            site = load_site(site_path) if site_path else None
         except PlaybookError as exc:
             raise click.UsageError(str(exc)) from None
         if lab:
@@ -62,6 +70,8 @@ def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str |
                 playbook = point_at_lab(playbook)
             except LabNotRunning as exc:
                 raise click.ClickException(str(exc)) from None
+        if site is not None:
+            playbook = apply_site(playbook, site)
         return WizardSession(playbook, playbook_path=path, lab=lab, record_to=record_to)
 
     started_lab = _ensure_lab() if lab else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ from provisioner.export.source import ExportRefused, Proof
 from provisioner.resolver.compat import variant_min_driver
 from provisioner.resolver.data import Variant, load_data
 from provisioner.resolver.versions import parse_version_tuple
-from provisioner.steps.venv_build import RUNTIME_FILE, VERIFY_SCRIPT
+from provisioner.steps.venv_build import RUNTIME_FILE, VERIFY_SCRIPT, split_lock
 from provisioner.transport.base import Transport
 
 VERIFY = VERIFY_SCRIPT  # the smoke test venv.build runs; import proves with the same one
@@ -52,8 +53,29 @@ async def read_venv_runtime(ct: Transport, venv: str) -> dict[str, Any]:
     return data
 
 
+def compile_groups(groups: dict[str, dict[str, Any]], fetch: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """The venv's lock groups as uv compiles them to pylock: a group resolved with the PyTorch index explicit
+    (`torch_index_url`) is split like venv.build installs it — its torch/torchvision lines from the PyTorch
+    index, the rest from its `index_url` (PyPI) — each part with the URL this site fetches it from. The torch
+    parts come first (merge keeps the first entry of a package)."""
+    torch_parts: dict[str, dict[str, Any]] = {}
+    rest: dict[str, dict[str, Any]] = {}
+    for name, group in groups.items():
+        explicit = group.get("torch_index_url") or group.get("extra_index_url")
+        if not explicit:
+            rest[name] = {**group, "index_url": fetch(str(group["index_url"])), "torch_index_url": None}
+            continue
+        parts = split_lock(str(group["text"]))
+        if parts["torch"].strip():
+            torch_parts[f"{name}torch"] = {"text": parts["torch"], "index_url": fetch(str(explicit))}
+        if parts["pypi"].strip():
+            rest[f"{name}pypi"] = {"text": parts["pypi"], "index_url": fetch(str(group["index_url"]))}
+    return {**torch_parts, **rest}
+
+
 async def make_pylock(ct: Transport, venv: str, groups: dict[str, dict[str, Any]], *, variant: str,
-                      torch_index: str, python: str) -> dict[str, Any]:
+                      torch_index: str, python: str, fetch: Callable[[str], str] = str) -> dict[str, Any]:
+    groups = compile_groups(groups, fetch)
     uv = await _uv(ct)
     made = await ct.run(["mktemp", "-d"], timeout=60, quiet=True, check=True)
     work = made.lines[-1].strip()

@@ -105,6 +105,7 @@ def merge(pylocks: dict[str, str], groups: dict[str, dict[str, Any]], *, variant
             entry = dict(pkg)
             entry.setdefault("index", str(groups[name]["index_url"]))
             packages[key] = entry
+    pypi = next((str(g["index_url"]) for n, g in groups.items() if not n.endswith("torch")), None)
     indexes = []
     for g in groups.values():
         for url in (g.get("index_url"), g.get("extra_index_url")):
@@ -113,7 +114,8 @@ def merge(pylocks: dict[str, str], groups: dict[str, dict[str, Any]], *, variant
     return {"lock-version": "1.0", "created-by": "gpu-provisioner (uv pip compile --format pylock.toml)",
             "requires-python": requires or f"=={python}.*",
             "packages": [packages[k] for k in sorted(packages)],
-            "tool": {"gpu-provisioner": {"torch-variant": variant, "torch-index": torch_index, "indexes": indexes}}}
+            "tool": {"gpu-provisioner": {"torch-variant": variant, "torch-index": torch_index, "indexes": indexes,
+                                         **({"pypi-index": pypi} if pypi else {})}}}
 
 
 def missing_sizes(doc: dict[str, Any]) -> list[str]:

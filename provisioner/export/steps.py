@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from provisioner import validate
+from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.export import pylock
@@ -126,7 +126,7 @@ class ExportInstall(StepKind[InstallParams]):
         return hashlib.sha256(self.params.pylock_text().encode()).hexdigest()
 
     async def check(self, ctx: StepContext) -> Plan:
-        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
+        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path, VenvParams().uv_dir)], timeout=60, quiet=True)
         if not result.ok:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container is not running yet")
@@ -152,9 +152,12 @@ class ExportInstall(StepKind[InstallParams]):
         doc = pylock.load(self.params.pylock_text())
         wheels = pylock.wheels(doc)
         meta = f"{path}/{META_DIR}"
-        await ct.run(["mkdir", "-p", f"{meta}/wheels"], timeout=60, check=True)
-        await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
-        builder = VenvBuild(VenvParams(path=path))
+        # the "ours" marker first, in one command (as venv.build): a kill leaves nothing the next run calls foreign
+        await ct.run(["sh", "-c", f"mkdir -p {quoting.join([path])} && : > {quoting.join([path + '/' + BUILDING_MARKER])}"
+                                  f" && mkdir -p {quoting.join([meta + '/wheels'])}"], timeout=60, check=True)
+        # uv from the same PyPI the export's other wheels came from (a site's mirror stays that site's)
+        pypi = str(doc.get("tool", {}).get("gpu-provisioner", {}).get("pypi-index") or PYPI_INDEX)
+        builder = VenvBuild(VenvParams(path=path, pypi_mirror=None if pypi.rstrip("/") == PYPI_INDEX else pypi))
         uv = await builder._ensure_uv(ctx, {"pypi_url": PYPI_INDEX})
         py = ".".join(runtime.python.split(".")[:2])
         yield ctx.info(f"creating venv {path} with Python {py} (proven on {runtime.python})")

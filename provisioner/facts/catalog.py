@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provisioner.facts import nvidia, proxmox, system
+from provisioner.facts import nvidia, proxmox, system, vgpu
 from provisioner.facts.base import Fact
 from provisioner.facts.models import (
     CgroupInfo,
@@ -65,6 +65,9 @@ FABRICMANAGER: Fact[UnitState] = Fact(
     "fabricmanager", ["systemctl", "is-active", "nvidia-fabricmanager"],
     lambda t: UnitState(unit="nvidia-fabricmanager", state=(t.strip().splitlines() or ["unknown"])[-1].strip()),
     ok_statuses=tuple(range(256)))
+
+#: NVIDIA's vGPU manager on the node (its kernel module, `nvidia-smi vgpu`): its driver has no public .run
+VGPU: Fact[vgpu.VgpuFacts] = Fact("vgpu", list(vgpu.VGPU_COMMAND), vgpu.parse_vgpu)
 
 # Container facts (same probes, other target) — the container's nvidia-smi may legitimately fail.
 SMI_STATUS: Fact[SmiStatus] = Fact(

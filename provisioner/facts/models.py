@@ -112,6 +112,12 @@ class SmiQuery(_Model):
     cuda_version: str | None
     attached_gpus: int
     gpus: tuple[SmiQGpu, ...]
+    #: R610+: ``KMD Version`` (kernel-mode driver) and ``CUDA UMD Version`` (user-mode driver's CUDA);
+    #: ``driver_version``/``cuda_version`` take them first. None on older drivers.
+    kmd_version: str | None = None
+    cuda_umd_version: str | None = None
+    #: fields whose value carried a ``[Deprecated; ...]`` note (R610: ``Driver Version``, ``CUDA Version``)
+    deprecated_fields: tuple[str, ...] = ()
 
 
 # --- default nvidia-smi table -----------------------------------------------------------------

@@ -122,8 +122,19 @@ def _raise_if_failed(text: str) -> None:
         raise NvidiaSmiFailed(failure)
 
 
+#: R610 appends a note to fields it deprecates: ``610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD
+#: Version instead]`` (Jaded-Encoding-Thaumaturgy/vs-jetpack#295, NVIDIA/ai-cloud-validation#473).
+_DEPRECATED_NOTE_RE = re.compile(r"^(?P<value>\S.*?)\s*\[\s*Deprecated\b[^\]]*\]\s*$", re.I)
+
+
+def strip_deprecation_note(value: str) -> tuple[str, bool]:
+    """``"610.47 [Deprecated; ...]"`` -> (``"610.47"``, True); any other value unchanged, False."""
+    m = _DEPRECATED_NOTE_RE.match(value.strip())
+    return (m.group("value"), True) if m else (value, False)
+
+
 def _na(value: str) -> str | None:
-    v = value.strip()
+    v = strip_deprecation_note(value)[0].strip()
     return None if v in _NA else v
 
 
@@ -203,7 +214,7 @@ def parse_gpu_query_csv(text: str, fields: Sequence[str] = QUERY_FIELDS) -> list
         cc = _na(cell("compute_cap"))
         if cc is not None and not re.match(r"^\d+\.\d+$", cc):
             raise ParseError(f"nvidia-smi --query-gpu line {lineno}: bad compute capability {cc!r}")
-        driver = cell("driver_version")
+        driver = strip_deprecation_note(cell("driver_version"))[0]
         if not DRIVER_VERSION_RE.match(driver):
             raise ParseError(f"nvidia-smi --query-gpu line {lineno}: bad driver version {driver!r}")
         mem_raw = _na(cell("memory.total"))
@@ -334,16 +345,33 @@ def _smi_q_gpu(block: SmiNode) -> SmiQGpu:
     )
 
 
+_CUDA_VERSION_RE = re.compile(r"^\d+\.\d+$")
+
+
+def _version_or_none(value: str | None, pattern: re.Pattern[str]) -> str | None:
+    return value if value is not None and pattern.match(value) else None
+
+
 def parse_smi_q(text: str) -> SmiQuery:
-    """Parse ``nvidia-smi -q`` (any driver from R450 on; absent fields become None)."""
+    """Parse ``nvidia-smi -q`` (any driver from R450 on; absent fields become None).
+
+    R610 deprecates ``Driver Version``/``CUDA Version`` (their values carry a ``[Deprecated; ...]`` note) in
+    favour of ``KMD Version``/``CUDA UMD Version``: the new fields win, the notes are stripped and listed in
+    ``deprecated_fields``; a field this parser does not know is ignored, never an error.
+    """
     _require_text(text, "nvidia-smi -q")
     _raise_if_failed(text)
     if "NVSMI LOG" not in text:
         raise ParseError("nvidia-smi -q: missing the '==============NVSMI LOG==============' header")
     tree = parse_smi_q_tree(text)
-    driver = tree.get("Driver Version")
+    deprecated = tuple(c.key for c in tree.children
+                       if c.value is not None and strip_deprecation_note(c.value)[1])
+    kmd = _version_or_none(tree.get("KMD Version"), DRIVER_VERSION_RE)
+    legacy = tree.get("Driver Version")
+    driver = kmd or legacy
     if driver is None or not DRIVER_VERSION_RE.match(driver):
-        raise ParseError(f"nvidia-smi -q: missing or bad 'Driver Version' ({driver!r})")
+        raise ParseError(f"nvidia-smi -q: missing or bad 'KMD Version' / 'Driver Version' ({legacy!r})")
+    umd = _version_or_none(tree.get("CUDA UMD Version"), _CUDA_VERSION_RE)
     attached = tree.get("Attached GPUs")
     if attached is None or not attached.isdigit():
         raise ParseError(f"nvidia-smi -q: missing or bad 'Attached GPUs' ({attached!r})")
@@ -351,9 +379,12 @@ def parse_smi_q(text: str) -> SmiQuery:
     return SmiQuery(
         timestamp=tree.get("Timestamp"),
         driver_version=driver,
-        cuda_version=tree.get("CUDA Version"),
+        cuda_version=umd or tree.get("CUDA Version"),
         attached_gpus=int(attached),
         gpus=tuple(_smi_q_gpu(b) for b in blocks),
+        kmd_version=kmd,
+        cuda_umd_version=umd,
+        deprecated_fields=deprecated,
     )
 
 

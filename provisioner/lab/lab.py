@@ -37,7 +37,9 @@ from provisioner.lab.state import KNOWN_SCENARIOS, LabState
 
 #: scenarios implemented on the node side (the API-side ones are in `provisioner.lab.state.KNOWN_SCENARIOS`)
 NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed")
-ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS)))
+#: scenarios of the package indexes (`provisioner.lab.index_shape`)
+INDEX_SCENARIOS = ("hashless-links", "changed-bytes")
+ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS, *INDEX_SCENARIOS)))
 #: scenarios that fire once; their markers live in <root>/run/once/
 ONCE_SCENARIOS = ("ssh-drop", "installer-killed", "corrupt-download")
 PVE_CHOICES = ("8.1", "8.4", "9")
@@ -96,10 +98,11 @@ class LabServices:
 
     def start(self) -> LabServices:
         from provisioner.lab.driver_files import DriverFileServer
+        from provisioner.lab.index_shape import ShapedIndexServer, build_side
         from provisioner.lab.node_ssh import LabSshServer
         from provisioner.lab.pve_api import LabApiServer
         from provisioner.lab.sandbox import make_device_nodes, record_host_ns, unshare_prefix
-        from provisioner.lab.wheels import WheelIndexServer, build_index
+        from provisioner.lab.wheels import build_index
         from provisioner.paths import cache_dir
 
         root = self.state.root
@@ -110,7 +113,9 @@ class LabServices:
         wheel_root = build_index(cache_dir() / "lab")
         self.api = LabApiServer(self.state, self.host).start()
         self.drivers = DriverFileServer(self.state, self.host).start()
-        self.wheels = WheelIndexServer(wheel_root, self.host).start()
+        # the PyTorch index and the PyPI mirror shaped like the real ones, files on a second host
+        self.wheels = ShapedIndexServer(wheel_root, build_side(cache_dir() / "lab"),
+                                        lambda: self.state.settings().scenarios, self.host).start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="lab-ssh")
         self._thread.start()
@@ -131,6 +136,8 @@ class LabServices:
             "api": {"port": self.api.port, "user": creds.user, "password": f"file:{password_file}",
                     "ca_file": str(self.api.cafile), "fingerprint": self.api.fingerprint},
             "index_url": self.wheels.base_url,
+            "pypi_url": self.wheels.pypi_url,
+            "files_url": self.wheels.files.base_url,
             "driver_mirror": self.drivers.base_url,
             "scenarios": list(settings.scenarios),
             "pve": settings.pve_version,
@@ -273,6 +280,45 @@ class Lab:
         return out
 
 
+def site_profile_path(root: Path) -> Path:
+    return root / "site.yaml"
+
+
+def write_site_profile(root: Path) -> Path:
+    """The lab as a site profile file (`provisioner.site`): its mirrors and the sizes of its CPU-only node,
+    for an inventory entry's `site:` (`inventory_entry`)."""
+    import yaml
+
+    from provisioner.session import lab_site
+
+    site = lab_site(root)
+    path = site_profile_path(root)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(site.model_dump(mode="json"), sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def inventory_entry(root: Path, name: str | None = None, container: int | None = None) -> dict[str, Any]:
+    """An inventory entry for the lab running at `root`: its endpoints like any host's, and its site
+    profile (`site:`). The inventory format knows no lab."""
+    conn = Lab(root).connection()
+    if conn is None:
+        raise LabError(f"the lab is not running (no {connection_path(Path(root))})")
+    ssh, api = conn["ssh"], conn["api"]
+    entry: dict[str, Any] = {
+        "name": name or Path(root).name, "host": ssh["host"], "node": conn["node"],
+        "ssh": {"user": ssh["user"], "port": ssh["port"], "key_file": ssh["key_file"],
+                "known_hosts": ssh["known_hosts"]},
+        "api": {"port": api["port"], "user": api["user"], "password": api["password"], "ca_file": api["ca_file"],
+                "verify_tls": True},
+        "site": str(site_profile_path(Path(root))),
+    }
+    if container is not None:
+        entry["container"] = container
+    return entry
+
+
 def serve_forever(root: Path) -> int:
     """Body of the lab daemon: start the services, publish connection.json, wait for SIGTERM."""
     state = LabState.load(root)
@@ -288,6 +334,7 @@ def serve_forever(root: Path) -> int:
         tmp.write_text(json.dumps(conn, indent=2) + "\n")
         os.chmod(tmp, 0o600)
         tmp.replace(connection_path(root))
+        write_site_profile(root)
         print(f"LAB: serving {root} (pid {os.getpid()})", flush=True)
         while not stop.wait(1.0):
             pass

@@ -55,7 +55,8 @@ class HostProfile:
     numa: tuple[int, ...] = ()
     driver_version: str = "595.71.05"
     #: where NVIDIA publishes the .run: XFree86/Linux-x86_64 (with .sha256sum), tesla/ (none), Linux-aarch64
-    driver_layout: Literal["XFree86/Linux-x86_64", "tesla", "XFree86/Linux-aarch64"] = "XFree86/Linux-x86_64"
+    #: "none": not published at all (a vGPU manager's host driver comes only from NVIDIA's licensing portal)
+    driver_layout: Literal["XFree86/Linux-x86_64", "tesla", "XFree86/Linux-aarch64", "none"] = "XFree86/Linux-x86_64"
     flavour: Literal["open", "proprietary"] = "open"
     arch: Literal["x86_64", "aarch64"] = "x86_64"
     cuda_version: str = "13.2"
@@ -71,6 +72,8 @@ class HostProfile:
     cpu_affinity: tuple[str, ...] = ("0-47,96-143", "48-95,144-191")
     #: extra container templates already downloaded to `local` (pveam download local <template>)
     extra_templates: tuple[str, ...] = ()
+    #: NVIDIA's vGPU manager is the host driver: /sys/module/nvidia_vgpu_vfio, `nvidia-smi vgpu` lists the GPUs
+    vgpu_manager: bool = False
     sources: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -181,6 +184,22 @@ PROFILES: dict[str, HostProfile] = {
                 "and later are supported only by the open kernel modules)",
                 "https://github.com/Start9Labs/start-technologies/pull/3693 (proprietary module on Blackwell: "
                 "'RmInitAdapter failed! (0x62:0x1a:2631)', nvidia-smi reports no devices)",
+            ),
+        ),
+        HostProfile(
+            name="vgpu",
+            summary="vGPU host: NVIDIA vGPU manager 570.148.06 (vGPU 18.2, nvidia_vgpu_vfio) on 8 x L40S; no public "
+                    ".run for it, its guest driver is 570.148.08",
+            gpu=L40S, bus_ids=REFERENCE_BUSES, numa=(0, 0, 0, 0, 1, 1, 1, 1), driver_version="570.148.06",
+            driver_layout="none", flavour="proprietary", cuda_version="N/A", vgpu_manager=True,
+            sources=(
+                "https://docs.nvidia.com/vgpu/18.0/grid-vgpu-user-guide/index.html (Virtual GPU Manager for Linux "
+                "KVM: kernel module nvidia_vgpu_vfio in `lsmod | grep vfio`; `nvidia-smi vgpu` on the host)",
+                "https://github.com/nvidiavgpuarchive/index/issues/1 (vGPU 18.2 package NVIDIA-GRID-Linux-KVM-"
+                "570.148.06-570.148.08-573.07: host 570.148.06, guest 570.148.08; the guest driver in an LXC "
+                "container: 'NVRM: API mismatch')",
+                "https://github.com/akb486/vgpu (README: a vGPU host's nvidia-smi 'CUDA Version: N/A' and its "
+                "`nvidia-smi vgpu` table)",
             ),
         ),
     )

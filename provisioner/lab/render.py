@@ -339,6 +339,26 @@ def _smi_q_gpu(host: LabHost, g: LabGpu) -> list[str]:
     return [_kv(level, key, value) for level, key, value in rows]
 
 
+def kmd_era(driver_version: str) -> bool:
+    """R610 on: "Driver Version"/"CUDA Version" deprecated for "KMD Version"/"CUDA UMD Version" in ``nvidia-smi
+    -q`` (header of Jaded-Encoding-Thaumaturgy/vs-jetpack#295) and in the table's title (sgl-project/sglang#27487)."""
+    return int(driver_version.split(".")[0]) >= 610
+
+
+_DEPRECATED = "[Deprecated; will be removed in CUDA 14.0. Use {} instead]"
+
+
+def _smi_q_versions(host: LabHost) -> list[str]:
+    if not kmd_era(host.driver_version):
+        return [_kv(0, "Driver Version", host.driver_version), _kv(0, "CUDA Version", host.cuda_version)]
+    return [
+        _kv(0, "Driver Version", f"{host.driver_version} {_DEPRECATED.format('KMD Version')}"),
+        _kv(0, "CUDA Version", f"{host.cuda_version} {_DEPRECATED.format('CUDA UMD Version')}"),
+        _kv(0, "KMD Version", host.driver_version),
+        _kv(0, "CUDA UMD Version", host.cuda_version),
+    ]
+
+
 def render_smi_q(host: LabHost, *, timestamp: str = DEFAULT_TIMESTAMP) -> str:
     """``nvidia-smi -q`` in the R570+ layout (header, then one block per GPU)."""
     out = [
@@ -346,8 +366,7 @@ def render_smi_q(host: LabHost, *, timestamp: str = DEFAULT_TIMESTAMP) -> str:
         "==============NVSMI LOG==============",
         "",
         _kv(0, "Timestamp", timestamp),
-        _kv(0, "Driver Version", host.driver_version),
-        _kv(0, "CUDA Version", host.cuda_version),
+        *_smi_q_versions(host),
         "",
         _kv(0, "Attached GPUs", len(host.gpus)),
     ]
@@ -390,6 +409,9 @@ def render_smi_table(host: LabHost, *, timestamp: str = DEFAULT_TIMESTAMP) -> st
         f"| NVIDIA-SMI {host.driver_version:<23}Driver Version: {host.driver_version:<15}"
         f"CUDA Version: {host.cuda_version:<9}|"
     )
+    if kmd_era(host.driver_version):
+        title = (f"| NVIDIA-SMI {host.driver_version:<23}KMD Version: {host.driver_version:<14}"
+                 f"CUDA UMD Version: {host.cuda_version:<9}|")
     out = [f"{timestamp}       ", _TABLE_TOP, title, _TABLE_RULE, *_TABLE_HEAD]
     pm = "On" if host.persistence else "Off"
     ecc = "0" if host.ecc else "Off"

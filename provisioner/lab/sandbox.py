@@ -189,6 +189,8 @@ def find_uv() -> Path | None:
     if given and Path(given).exists():
         return Path(given)
     candidates: list[Path] = [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
+    if os.environ.get("UV"):  # `uv run` names itself in $UV: a uv invoked by path, not on PATH
+        candidates.append(Path(os.environ["UV"]))
     which = shutil.which("uv")
     if which:
         candidates.append(Path(which))
@@ -403,6 +405,10 @@ def write_node_files(state: LabState) -> Path:
         devices = "".join(line for line in devices.splitlines(keepends=True) if not line.endswith(" nvidia-uvm\n"))
         shutil.rmtree(uvm, ignore_errors=True)
     _write(d / "proc-devices", devices)
+    from provisioner.lab.profiles import get_profile
+
+    if get_profile(settings.profile).vgpu_manager:  # the vGPU manager's module (every loaded module has initstate)
+        _write(d / "sys-module" / "nvidia_vgpu_vfio" / "initstate", "live\n")
     for g in host.gpus:
         _write(d / "proc-driver" / "nvidia" / "gpus" / render.proc_bus_dir(g) / "information",
                render.render_gpu_information(host, g))

@@ -34,6 +34,10 @@ STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipp
 
 
 class ConsoleRenderer:
+    """`verbose`: step headers, plans, every command and its output. Not verbose (`--quiet`, the demo): one
+    line per step (number, title, status, time, first line of its message), warnings and errors, what failed
+    in full, and the recap."""
+
     def __init__(self, console: Console | None = None, *, verbose: bool = True, multi_host: bool = False) -> None:
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.verbose = verbose
@@ -41,6 +45,7 @@ class ConsoleRenderer:
         self._progress: Progress | None = None
         self._tasks: dict[tuple[str, str], TaskID] = {}
         self._mode = "apply"
+        self._titles: dict[tuple[str, int], str] = {}
 
     def _prefix(self, event: Event) -> Text:
         return Text(f"[{plain(event.host)}] ", style="cyan") if self.multi_host and event.host else Text()
@@ -53,7 +58,11 @@ class ConsoleRenderer:
             c.rule(Text(plain(f"{event.mode.upper()} {event.playbook}  (run {event.run_id})")))
         elif isinstance(event, StepStarted):
             self._stop_progress()
-            c.print(p + Text(f"▶ {event.index + 1}. {plain(event.title)}", style="bold"))
+            self._titles[(event.host, event.index)] = event.title
+            if self.verbose:
+                c.print(p + Text(f"▶ {event.index + 1}. {plain(event.title)}", style="bold"))
+        elif isinstance(event, PlanReady) and not self.verbose:
+            return
         elif isinstance(event, PlanReady):
             for change in event.changes:
                 c.print(p + Text("   will change: ", style="yellow") + Text(plain(change, multiline=True)))
@@ -72,8 +81,13 @@ class ConsoleRenderer:
         elif isinstance(event, ProgressEvent):
             self._on_progress(event)
         elif isinstance(event, Message):
+            if not self.verbose and event.level == "info" and not _kept_info(event.text):
+                return
             style = {"info": "", "warning": "yellow", "error": "bold red"}[event.level]
             c.print(p + Text(f"   {event.level}: ", style=style) + Text(plain(event.text, multiline=True)))
+        elif isinstance(event, StepFinished) and not self.verbose:
+            self._stop_progress()
+            self._step_line(p, event)
         elif isinstance(event, StepFinished):
             self._stop_progress()
             style = STATUS_STYLE[event.status]
@@ -92,6 +106,25 @@ class ConsoleRenderer:
         elif isinstance(event, RunFinished):
             self._stop_progress()
             c.print(recap_table(event.recap, mode=self._mode))
+
+    def _step_line(self, p: Text, event: StepFinished) -> None:
+        """One line for a finished step; a failed one adds its message's other lines and the diagnosis."""
+        c = self.console
+        title = self._titles.get((event.host, event.index), event.step)
+        first = plain(event.message.splitlines()[0]) if event.message else ""
+        c.print(p + Text(f"{event.index + 1:>2}. {plain(title)}: ")
+                + Text(status_word(event.status, event.mode), style=STATUS_STYLE[event.status])
+                + Text(f" ({event.duration_s:.1f}s)" if event.duration_s else "")
+                + Text(f"  {first}"[:160], style="dim" if event.status in ("ok", "changed", "skipped") else ""),
+                crop=False, overflow="ignore")
+        if event.status in ("failed", "interrupted"):
+            for line in event.message.splitlines()[1:]:
+                c.print(p + Text("     " + plain(line)))
+            for finding in event.diagnosis:
+                c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
+                        Text(plain(str(finding.get("root_cause", "")), multiline=True)))
+                if finding.get("fix"):
+                    c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
 
     def _on_progress(self, event: ProgressEvent) -> None:
         if self._progress is None:
@@ -113,6 +146,12 @@ class ConsoleRenderer:
             self._progress.stop()
             self._progress = None
             self._tasks.clear()
+
+
+def _kept_info(text: str) -> bool:
+    """The info messages a quiet run still prints: verdicts (the burn-in's)."""
+    return "verdict" in text
+
 
 
 def status_word(status: str, mode: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from provisioner.resolver.data import SCHEMA_VERSION, parse_data
 
-DATA_VERSION = "2026.11.29"
+DATA_VERSION = "2026.12.03"
 DEFAULT_OUT = Path(__file__).parent / "data" / "torch-releases.json"
 INDEX_URL_TEMPLATE = "https://download.pytorch.org/whl/{variant}"
 
@@ -91,6 +91,27 @@ EXTRA_ARCH_BY_PATCH: dict[tuple[str, str, str], dict[str, list[str]]] = {
     ("2.13", "x86_64", "cu130"): {"2.13.0": ["compute_120"]},  # pytorch#188914
 }
 
+# Python tags only some patches of a release carry (added to the release's list with their patches).
+PYTHON_BY_PATCH: dict[tuple[str, str], dict[str, Any]] = {
+    # 2.12.0 still shipped cp313t (Linux x86_64 and aarch64); pypa/manylinux dropped 3.13t and
+    # pytorch#182951 took it out of the build matrix, so 2.12.1 has none.
+    ("2.12", "3.13t"): {
+        "patches": ["2.12.0"],
+        "sources": [
+            "https://github.com/pytorch/pytorch/pull/182951",
+            "https://github.com/SHI-Labs/NATTEN/issues/338",
+            "https://github.com/mjun0812/flash-attention-prebuild-wheels/pull/142",
+        ],
+    },
+}
+# Doubts checked against the release matrices (issue 24): the data was right; the check is recorded.
+CHECKED: dict[str, list[str]] = {
+    "2.9": ["no aarch64 cu129 build: the 12.9 sbsa build was removed for 2.9 "
+            "(https://github.com/pytorch/pytorch/pull/162364); cu129 2.9.x exists for x86_64 only"],
+    "2.14": ["no cu129 build in 2.14: test-infra release/2.14 CUDA_ARCHES 12.6/13.0/13.2 "
+             "(https://github.com/pytorch/pytorch/issues/187834)"],
+}
+
 MINOR_COMPAT_URL = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 CUDA_FLOORS: list[dict[str, Any]] = [
     {"cuda_major": 11, "min_driver": "450.80.02", "source": MINOR_COMPAT_URL},
@@ -154,6 +175,52 @@ GPU_DRIVER_CONSTRAINTS: list[dict[str, Any]] = [
         "sources": ["https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/"],
     },
 ]
+
+# What each CUDA release's runtime compiler (nvrtc) can target: torch JIT-compiles some kernels at run time
+# (jiterator, fused/compiled CUDA code) with the nvrtc bundled in the wheel and passes the device's own
+# sm_XY; from nvrtc 11.8 on torch no longer clamps it to what nvrtc knows (aten jit_utils.cpp
+# codegenOutputQuery, https://github.com/pytorch/pytorch/pull/87611), so a GPU newer than the build's CUDA
+# fails "nvrtc: error: invalid value for --gpu-architecture (-arch)" although its SASS runs
+# (https://github.com/NVIDIA/Isaac-GR00T/issues/474, https://github.com/isaac-sim/IsaacLab/issues/5520:
+# GB10/sm_121 on a cu128 torch; fixed by the cu130 build). nvrtc < 11.8 is clamped by torch: not listed.
+FEATURES = "https://docs.nvidia.com/cuda/cuda-features-archive/index.html"
+FEATURES_129 = "https://docs.nvidia.com/cuda/archive/12.9.1/cuda-features-archive/index.html"
+CMAKE_CUDA12 = "https://gitlab.kitware.com/cmake/cmake/-/merge_requests/8031"
+_CUDA12_BASE = ["5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0"]
+_CUDA13_BASE = ["7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"]
+NVRTC_REACH: dict[str, dict[str, Any]] = {
+    "11.8": {"targets": ["3.5", "3.7", *_CUDA12_BASE], "sources": [CMAKE_CUDA12],
+             "notes": ["CUDA 11.8 added sm_89 (Ada) and sm_90 (Hopper)"]},
+    **{v: {"targets": list(_CUDA12_BASE), "sources": [CMAKE_CUDA12, FEATURES],
+           "notes": ["CUDA 12.0 removed sm_35/sm_37; no new target until 12.8"]}
+       for v in ("12.0", "12.1", "12.4", "12.6")},
+    "12.8": {"targets": [*_CUDA12_BASE, "10.0", "10.1", "12.0"],
+             "sources": [FEATURES, "https://docs.nvidia.com/cuda/blackwell-compatibility-guide/ (\"Building "
+                         "Applications Using CUDA Toolkit 12.8\")"],
+             "notes": ["CUDA 12.8 added Blackwell sm_100, sm_101 (Thor) and sm_120; not sm_103 (B300) or sm_121 "
+                       "(GB10, DGX Spark)"]},
+    "12.9": {"targets": [*_CUDA12_BASE, "10.0", "10.1", "10.3", "12.0", "12.1"], "sources": [FEATURES_129],
+             "notes": ["CUDA 12.9 \"adds compiler target support for SM architecture 10.3 (sm_103, sm_103f, "
+                       "sm_103a) and 12.1 (sm_121)\""]},
+    "13.0": {"targets": list(_CUDA13_BASE), "sources": [FEATURES],
+             "notes": ["CUDA 13.0: \"SM101 has been renumbered as SM110\"; supports Turing through Grace Blackwell "
+                       "(Maxwell, Pascal, Volta dropped)"]},
+    "13.2": {"targets": list(_CUDA13_BASE), "sources": ["https://docs.nvidia.com/cuda/archive/13.2.1/cuda-features-archive/contents.html"],
+             "notes": ["no compiler target added in 13.1 or 13.2 (sm_107, Rubin, arrives with CUDA 13.4: "
+                       "https://www.mail-archive.com/gcc-patches@gcc.gnu.org/msg419655.html)"]},
+}
+# Jetson Thor: sm_101 up to CUDA 12.9, sm_110 from CUDA 13.0 (the driver reports the CUDA 13 name).
+CC_ALIASES = {"10.1": "11.0"}
+
+
+def _nvrtc_reach() -> dict[str, dict[str, Any]]:
+    def key(cc: str) -> tuple[int, int]:
+        major, minor = cc.split(".")
+        return int(major), int(minor)
+
+    return {cuda: {**row, "targets": sorted(row["targets"], key=key), "newest": max(row["targets"], key=key)}
+            for cuda, row in NVRTC_REACH.items()}
+
 
 # 2.15.0 (addendum of torch-matrix.md, measured 2026-11-29 from PyPI): only +cu132 was checked.
 ADDENDUM_215 = {
@@ -287,6 +354,16 @@ def build(reference: dict[str, Any], ref_path: Path | None = None) -> dict[str, 
         pypi = str(raw.get("pypi_default_linux_x86_64", "")).split(" ")[0] or None
         aarch64_pypi = "cpu" if "pypi_aarch64" in raw or tuple(map(int, rel.split("."))) <= (2, 10) else None
         notes = [str(raw[k]) for k in ("aarch64_note", "glibc_note", "release_note_conflict") if k in raw]
+        notes += CHECKED.get(rel, [])
+        python = _python_tags(raw["python"])
+        sources = list(raw.get("sources", []))
+        for (prel, tag), extra in PYTHON_BY_PATCH.items():
+            if prel == rel and all(t["version"] != tag for t in python):
+                like = next((t for r in reversed(reference["pytorch_releases"]) for t in _python_tags(r.get("python", []))
+                             if t["version"] == tag), {"experimental": False})
+                python.append({"version": tag, "experimental": like["experimental"], "patches": extra["patches"]})
+                notes.append(f"Python {tag} wheels only in {', '.join(extra['patches'])}")
+                sources += extra["sources"]
         releases.append(
             {
                 "version": rel,
@@ -294,11 +371,11 @@ def build(reference: dict[str, Any], ref_path: Path | None = None) -> dict[str, 
                 "patches": PATCHES[rel],
                 "torchvision": {p: TORCHVISION[p] for p in PATCHES[rel] if p in TORCHVISION},
                 "torchvision_verified": rel not in TORCHVISION_UNVERIFIED,
-                "python": _python_tags(raw["python"]),
+                "python": python,
                 "pypi_default": {"x86_64": pypi, "aarch64": aarch64_pypi},
                 "variants": variants,
                 "notes": notes,
-                "sources": list(raw.get("sources", [])),
+                "sources": sources,
             }
         )
     sass = {
@@ -349,6 +426,8 @@ def build(reference: dict[str, Any], ref_path: Path | None = None) -> dict[str, 
             "sources": [f"https://github.com/{ltt['repo']}/blob/{ltt['commit']}/light_the_torch/_cb.py"],
         },
         "releases": releases,
+        "nvrtc_reach": _nvrtc_reach(),
+        "cc_aliases": CC_ALIASES,
     }
     parse_data(json.dumps(data))  # validate against the schema before anyone writes it
     return data

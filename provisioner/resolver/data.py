@@ -57,6 +57,7 @@ class Variant(_Strict):
 class PythonTag(_Strict):
     version: str  # "3.12" or "3.13t"
     experimental: bool = False
+    patches: list[str] | None = None  # None: every patch of the release; else only these
 
 
 class Release(_Strict):
@@ -117,6 +118,15 @@ class ToolTable(_Strict):
     sources: list[str]
 
 
+class NvrtcReach(_Strict):
+    """The GPUs a CUDA release's runtime compiler (nvrtc, bundled in the wheel) can target."""
+
+    targets: list[str]  # compute capabilities accepted as --gpu-architecture=sm_XY, e.g. "12.0"
+    newest: str  # the newest of them
+    sources: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+
 class WheelData(_Strict):
     schema_version: int
     data_version: str
@@ -130,6 +140,10 @@ class WheelData(_Strict):
     uv_torch_backend: ToolTable
     light_the_torch: ToolTable
     releases: list[Release]
+    #: CUDA version ("12.8") -> what its nvrtc targets; versions absent here are not checked
+    nvrtc_reach: dict[str, NvrtcReach] = Field(default_factory=dict)
+    #: compute capabilities that are one GPU under two names (Thor: 10.1 up to CUDA 12.9, 11.0 from 13.0)
+    cc_aliases: dict[str, str] = Field(default_factory=dict)
 
     def index_url(self, variant: str) -> str:
         return self.index_url_template.format(variant=variant)

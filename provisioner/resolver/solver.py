@@ -2,8 +2,9 @@
 
 Policy: the newest torch that satisfies everything (pin, Python, glibc, platform, driver, every
 GPU), carried by the lowest CUDA variant that works here (`prefer="newest-cuda"` flips that);
-within one torch version a verified build beats an unverified one. When nothing works, the
-cheapest change that would make something work becomes the error's fix.
+within one torch version a verified build beats an unverified one. A build whose CUDA (and so its
+nvrtc) predates a GPU is partly broken and taken only when no whole build fits, with a warning.
+When nothing works, the cheapest change that would make something work becomes the error's fix.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from provisioner.resolver.compat import (
 )
 from provisioner.resolver.data import Release, Variant, WheelData, load_data
 from provisioner.resolver.models import ErrorCode, Rejected, Resolution, ResolveError, ResolveRequest
-from provisioner.resolver.versions import CC, cuda_tuple, driver_at_least, parse_glibc, parse_version_tuple
+from provisioner.resolver.versions import (
+    CC,
+    cc_from_text,
+    cuda_tuple,
+    driver_at_least,
+    parse_glibc,
+    parse_version_tuple,
+)
 
 # Order in which failure kinds name the error (first = most fundamental).
 KIND_ORDER = ["driver_new", "driver_old", "mixed", "pin", "python", "glibc", "platform", "gpu"]
@@ -68,10 +76,17 @@ class Evaluation:
     candidate: Candidate
     failures: list[Failure]
     coverage: dict[CC, Coverage] = field(default_factory=dict)
+    #: what fails although the build runs (a toolkit older than a GPU: its nvrtc cannot target it)
+    limits: list[Failure] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+    @property
+    def whole(self) -> bool:
+        """Runs here and nothing in it is known to fail."""
+        return not self.failures and not self.limits
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -113,10 +128,10 @@ def _manylinux(glibc: str) -> str:
     return "manylinux_" + glibc.replace(".", "_")
 
 
-def _python_ok(release: Release, python: str) -> tuple[bool, bool]:
-    """(has wheels, experimental) for a normalized Python tag."""
+def _python_ok(release: Release, python: str, patch: str | None = None) -> tuple[bool, bool]:
+    """(has wheels, experimental) for a normalized Python tag (of one patch release when given)."""
     for tag in release.python:
-        if tag.version == python:
+        if tag.version == python and (patch is None or tag.patches is None or patch in tag.patches):
             return True, tag.experimental
     return False, False
 
@@ -161,6 +176,8 @@ def candidates(data: WheelData, host: Host) -> list[Candidate]:
             if variant.patches is None:
                 patches += synthetic
             matching = [p for p in patches if _pin_matches(host.pin, p, name)]
+            # a Python some patches lack (cp313t left with 2.12.1): the newest patch that has it
+            matching = [p for p in matching if _python_ok(release, host.request.python, p)[0]] or matching
             if matching:
                 patch = max(matching, key=Version)
                 out.append(Candidate(release, variant, patch, True, synthetic=patch in synthetic))
@@ -185,12 +202,12 @@ def evaluate(candidate: Candidate, host: Host, data: WheelData) -> Evaluation:
                 f"{variant.platform}-only",
             )
         )
-    has_py, _ = _python_ok(release, req.python)
+    has_py, _ = _python_ok(release, req.python, candidate.patch)
     if not has_py:
         fails.append(
             Failure(
                 "python",
-                f"no Python {req.python} wheels (torch {release.version}: Python {_python_range(release)})",
+                f"no Python {req.python} wheels (torch {candidate.patch}: Python {_python_range(release)})",
                 f"no Python {req.python} wheels",
             )
         )
@@ -250,7 +267,36 @@ def evaluate(candidate: Candidate, host: Host, data: WheelData) -> Evaluation:
                 uncovered=uncovered,
             )
         )
-    return Evaluation(candidate, fails, coverage)
+    return Evaluation(candidate, fails, coverage, nvrtc_limits(variant, coverage, data))
+
+
+NVRTC_REPORT = "NVIDIA/Isaac-GR00T#474"
+
+
+def nvrtc_limits(variant: Variant, coverage: dict[CC, Coverage], data: WheelData) -> list[Failure]:
+    """GPUs the build runs on but whose CC its CUDA's nvrtc does not know (a toolkit older than the GPU):
+    every kernel torch JIT-compiles at run time fails there."""
+    reach = data.nvrtc_reach.get(variant.cuda)
+    if reach is None:
+        return []
+    known = {cc_from_text(c) for c in reach.targets}
+    aliases = {cc_from_text(a): cc_from_text(b) for a, b in data.cc_aliases.items()}
+    aliases.update({b: a for a, b in list(aliases.items())})
+    oldest = min(known)
+    out: list[Failure] = []
+    for cc, cov in coverage.items():
+        if not cov.ok or cc in known or aliases.get(cc) in known or cc < oldest:
+            continue
+        out.append(
+            Failure(
+                "nvrtc",
+                f"nvrtc of CUDA {variant.cuda} cannot target {cc.sm}: JIT-compiled kernels fail with "
+                f"'invalid value for --gpu-architecture' ({NVRTC_REPORT}; CUDA {variant.cuda} targets up to "
+                f"sm_{reach.newest.replace('.', '')})",
+                f"nvrtc of CUDA {variant.cuda} cannot target {cc.sm}",
+            )
+        )
+    return out
 
 
 def _cuda_key(e: Evaluation) -> tuple[int, int]:
@@ -273,7 +319,8 @@ def resolve(request: ResolveRequest, data: WheelData | None = None) -> Resolutio
     data = data or load_data()
     host = Host.of(request, data)
     evals = [evaluate(c, host, data) for c in candidates(data, host)]
-    good = rank([e for e in evals if e.ok], request.prefer)
+    # a build that runs but whose toolkit predates a GPU is taken only when no whole one fits
+    good = rank([e for e in evals if e.whole], request.prefer) or rank([e for e in evals if e.ok], request.prefer)
     if good:
         return _resolution(good[0], good, evals, host, data)
     return _error(evals, host, data)
@@ -334,8 +381,12 @@ def _resolution(
         reasons.append(f"glibc {req.glibc} ≥ {variant.min_glibc} ({_manylinux(variant.min_glibc)})")
     else:
         reasons.append(f"glibc not given: the wheel needs glibc ≥ {variant.min_glibc}")
-    _, experimental = _python_ok(release, req.python)
+    _, experimental = _python_ok(release, req.python, cand.patch)
     warnings = _warnings(host)
+    if best.limits:
+        fix = _whole_after_driver(evals, cand)
+        for limit in best.limits:
+            warnings.append(f"partly broken: {limit.message}; no build whose toolkit knows this GPU fits here{fix}")
     if experimental:
         warnings.append(f"Python {req.python} wheels of torch {release.version} are experimental")
     if not cand.verified:
@@ -370,6 +421,17 @@ def _resolution(
     )
 
 
+def _whole_after_driver(evals: list[Evaluation], chosen: Candidate) -> str:
+    """' (upgrade the driver to ≥ N: then X)' for the best whole build that only the driver keeps out."""
+    near = [e for e in evals if not e.limits and e.kinds == {"driver_old"}
+            and e.candidate.variant.platform == chosen.variant.platform]
+    if not near:
+        return ""
+    best = rank(near, "lowest-cuda")[0]
+    needs = max((f.needs_driver for f in best.failures if f.needs_driver), key=parse_version_tuple)
+    return f" (upgrade the driver to ≥ {needs}: then {best.candidate.label})"
+
+
 def _newer_summary(chosen: Candidate, evals: list[Evaluation]) -> list[str]:
     """Why newer releases were not taken, condensed (releases with the same story merged)."""
     newer: dict[str, list[Evaluation]] = {}
@@ -382,7 +444,7 @@ def _newer_summary(chosen: Candidate, evals: list[Evaluation]) -> list[str]:
             continue
         by_short: dict[str, list[str]] = {}
         for e in group:
-            for f in e.failures:
+            for f in [*e.failures, *e.limits]:
                 if f.kind not in ("pin", "driver_new"):
                     by_short.setdefault(f.short, []).append(e.candidate.variant.variant)
         story = "; ".join(f"{', '.join(dict.fromkeys(vs))}: {short}" for short, vs in by_short.items())
@@ -410,7 +472,10 @@ def _release_rank(e: Evaluation) -> float:
 def _rejected(e: Evaluation, best: Evaluation, prefer: str) -> Rejected:
     cand = e.candidate
     if e.failures:
-        reason = "; ".join(f.message for f in e.failures)
+        reason = "; ".join(f.message for f in [*e.failures, *e.limits])
+    elif e.limits and not best.limits:
+        reason = "; ".join(f.message for f in e.limits) + f" ({best.candidate.label} has a toolkit that does)"
+        return Rejected(variant=cand.variant.variant, torch=cand.patch, reason=reason, kinds=["nvrtc"])
     elif cand.version < best.candidate.version:
         reason = f"compatible, not chosen: older than {best.candidate.patch}"
     elif cand.verified != best.candidate.verified:
@@ -422,7 +487,7 @@ def _rejected(e: Evaluation, best: Evaluation, prefer: str) -> Rejected:
 
 def _works(release: Release, variant: Variant, patch: str, host: Host, data: WheelData) -> tuple[bool, str]:
     e = evaluate(Candidate(release, variant, patch, True), host, data)
-    return e.ok, "; ".join(f.message for f in e.failures)
+    return e.whole, "; ".join(f.message for f in [*e.failures, *e.limits])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,7 +526,7 @@ def _error(evals: list[Evaluation], host: Host, data: WheelData) -> ResolveError
         Rejected(
             variant=e.candidate.variant.variant,
             torch=e.candidate.patch,
-            reason="; ".join(f.message for f in e.failures),
+            reason="; ".join(f.message for f in [*e.failures, *e.limits]),
             kinds=sorted(e.kinds),
         )
         for e in _relevance(evals)

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -27,6 +27,7 @@ class Params(BaseModel):
 
 
 P = TypeVar("P", bound=Params)
+T_Parsed = TypeVar("T_Parsed")
 
 
 class Plan(BaseModel):
@@ -60,6 +61,19 @@ class StepFailed(Exception):
         self.evidence = evidence or (result.tail(20) if result else [])
         self.exit_code = exit_code
         super().__init__(message + (f"\nfix: {fix}" if fix else ""))
+
+
+def parse_output(result: CommandResult, parse: Callable[[str], T_Parsed], *, what: str = "") -> T_Parsed:
+    """`parse(result.output)`; output the parser does not recognise (a `ParseError`/`ValueError`) is a
+    finding that names the command and shows its output, never an internal error."""
+    try:
+        return parse(result.output)
+    except ValueError as exc:
+        raise StepFailed(f"unexpected output from `{result.command}`{f' ({what})' if what else ''}: {exc}",
+                         result=result, evidence=[f"$ {result.command}", *result.tail(20)],
+                         fix="the command printed something this tool cannot read (a wrapper, a locale, a mount "
+                             "error, another version); run it on the host to see, fix what it prints, and replay"
+                         ) from None
 
 
 class DependsOnEarlier(Exception):

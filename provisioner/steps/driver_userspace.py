@@ -19,13 +19,16 @@ from pydantic import Field, field_validator
 
 from provisioner import download as dl
 from provisioner import validate
+from provisioner.diagnose.model import Finding
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
+from provisioner.facts.vgpu import vgpu_host_problem
 from provisioner.paths import cache_dir
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.lxc_passthrough import visible_gpu_problem
@@ -127,6 +130,16 @@ def installer_url(version: str, arch: str, mirror: str | None) -> str:
     return f"{base}/Linux-{arch}/{version}/{installer_name(version, arch)}"
 
 
+def published_url(url: str, mirror: str | None) -> str:
+    """Where NVIDIA publishes the file a site's mirror served from `url` (what a playbook records)."""
+    if mirror is None:
+        return url
+    for base, real in ((mirror.rstrip("/"), NVIDIA_BASE), (tesla_base(mirror), TESLA_BASE)):
+        if url.startswith(base + "/"):
+            return real.rstrip("/") + url[len(base):]
+    return url
+
+
 def tesla_base(mirror: str | None) -> str:
     """The tesla/ tree next to the mirror's XFree86/ tree (NVIDIA's own: us.download.nvidia.com/tesla)."""
     if mirror is None:
@@ -194,10 +207,10 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.version not in ("host", host):
             raise StepFailed(f"the playbook asks for driver {self.params.version} but the host kernel module is {host}; "
                              "userspace must equal the module exactly",
-                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=2)
+                             fix=f"set version: host (or {host}), or change the host driver first", exit_code=ExitCode.USAGE)
         problems = branch_eol_problems([g.compute_cap for g in inv.gpus], host)
         if problems:
-            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=3)
+            raise StepFailed("; ".join(p.message for p in problems), fix=problems[0].rule.fix, exit_code=ExitCode.NO_SOLUTION)
         try:
             libs = await ctx.fact(ctx.container(), catalog.USERSPACE_LIBS)
         except FactUnavailable:
@@ -212,7 +225,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         arch = proc.arch if proc is not None and proc.arch else await ctx.fact(ctx.node, catalog.ARCH)
         if arch not in ("x86_64", "aarch64"):
             raise StepFailed(f"NVIDIA publishes no Linux driver for architecture {arch!r}",
-                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=3)
+                             fix="run on an x86_64 or aarch64 Proxmox node", exit_code=ExitCode.NO_SOLUTION)
         return arch
 
     def _pin(self, ctx: StepContext, filename: str) -> tuple[str | None, str]:
@@ -245,9 +258,19 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
                                            "url": source.url, "checksum_url": source.checksum_url}
                 return source
+        try:
+            vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
+        except FactUnavailable:
+            vgpu = None
+        if vgpu is not None:  # a vGPU manager's version is never public: say what the container needs instead
+            message, fix = vgpu
+            finding = Finding(category="driver_lib_mismatch", confidence=0.95, root_cause=message, fix=fix,
+                              evidence=tuple(tried), rule="driver.vgpu_host")
+            raise StepFailed(message, fix=fix, evidence=[f"not published: {url}" for url in tried],
+                             findings=[finding.to_dict()], exit_code=ExitCode.NO_SOLUTION)
         raise StepFailed(f"NVIDIA driver {version} for {arch} is published at none of: {', '.join(tried)}",
                          fix="check the version against the host module, or set driver_run (local .run) with sha256",
-                         exit_code=1)
+                         exit_code=ExitCode.FAILED)
 
     async def _source_notes(self, ctx: StepContext, host: str) -> tuple[str, list[str]]:
         """Where the installer comes from and how its SHA-256 is known (the downloaded file's where NVIDIA
@@ -286,7 +309,11 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             record = await ctx.fact(ctx.container(), catalog.INSTALLER_RECORD)
             unfinished = record.unfinished
             if unfinished is None:
-                return Plan.no_change(f"userspace {host} installed, equal to the host module")
+                notes = [f"userspace {host} installed, equal to the host module"]
+                if ctx.mode == "apply":  # a recording holds the driver pin whatever the run's path
+                    self._record, note = await self._installed_record(ctx, host)
+                    notes += [note] if note else []
+                return Plan.no_change(*notes)
         where, notes = await self._source_notes(ctx, host)
         commands = self.planned_commands(host, await self._arch(ctx), installed)
         if self.params.install_prereqs:
@@ -316,6 +343,45 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         out.append(shlex.join(["sh", remote, *self.installer_flags()]))
         out.append(shlex.join(["rm", "-f", remote]))
         return out
+
+    async def _installed_record(self, ctx: StepContext, version: str) -> tuple[dict[str, Any] | None, str]:
+        """A no-op: the `resolved.driver` record an install of `version` writes (the installer this playbook
+        installs and the SHA-256 a later replay verifies it against), so that a no-op replay's recording holds
+        the same pin as the install's. Known without downloading: the playbook's pin, the recorded one, the
+        published checksum, or the verified installer in the controller's cache. When none can be had (the
+        driver server unreachable), the step still succeeds; the note says the pin is not recorded."""
+        earlier = ctx.resolved.get("driver")
+        if isinstance(earlier, dict) and earlier.get("version") == version and isinstance(earlier.get("sha256"), str):
+            return dict(earlier), ""
+        try:
+            if self.params.driver_run:
+                path = Path(self.params.driver_run).expanduser()
+                expected, checksum = self.params.sha256, "pinned"
+                side = path.with_name(path.name + ".sha256sum")
+                if expected is None and side.is_file():
+                    expected, checksum = dl.parse_sha256sum(side.read_text(), path.name), "published"
+                if expected is None:
+                    return None, f"driver pin not recorded: {path} has no sha256 (pin it in the playbook)"
+                return {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
+                        "checksum": checksum}, ""
+            source = await self._source(ctx, version)
+            record: dict[str, Any] = {"version": version, "filename": source.filename, "url": source.url,
+                                      "layout": source.layout}
+            pin, _ = self._pin(ctx, source.filename)
+            if pin is not None:
+                return {**record, "sha256": pin, "checksum": "pinned" if self.params.sha256 else "recorded"}, ""
+            if source.checksum_url is not None:
+                published = dl.parse_sha256sum(await asyncio.to_thread(dl.fetch_text, source.checksum_url),
+                                               source.filename)
+                return {**record, "sha256": published.lower(), "checksum": "published"}, ""
+            cached = cache_dir() / "drivers" / source.filename  # only a verified copy is ever kept there
+            if cached.is_file():
+                sha = await asyncio.to_thread(dl.sha256_file, cached)
+                return {**record, "sha256": sha.lower(), "checksum": "cached"}, ""
+            return None, (f"driver pin not recorded: NVIDIA publishes no checksum for {source.filename} and no "
+                          "verified copy is cached (pin it in the playbook: driver.userspace params: sha256)")
+        except (StepFailed, dl.DownloadError, OSError, ValueError) as exc:
+            return None, f"driver pin not recorded: {exc}"
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         host, installed, _ = await self._versions(ctx)
@@ -394,7 +460,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             f"NVIDIA publishes no checksum for {source.where}{source.filename}; the downloaded file has sha256 {sha}. "
             "It is not installed until that sha256 is confirmed",
             fix=f"compare it with a trusted copy, then pin it in the playbook: driver.userspace params: sha256: {sha} "
-                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=2)
+                "(a replay with --save records it in resolved; the TUI asks on screen)", exit_code=ExitCode.USAGE)
 
     async def _obtain(self, ctx: StepContext, version: str, arch: str) -> AsyncIterator[Any]:
         """Yields events, then the local verified installer Path last."""
@@ -402,13 +468,13 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if self.params.driver_run:
             path = Path(self.params.driver_run).expanduser()
             if not path.is_file():
-                raise StepFailed(f"driver_run {path} does not exist", exit_code=2)
+                raise StepFailed(f"driver_run {path} does not exist", exit_code=ExitCode.USAGE)
             expected = self.params.sha256
             if expected is None:
                 side = path.with_name(path.name + ".sha256sum")
                 if not side.exists():
                     raise StepFailed(f"{path} has no checksum: an operator-supplied installer is never trusted blindly",
-                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=2)
+                                     fix=f"add sha256: <hex> to the step or place {side.name} next to it", exit_code=ExitCode.USAGE)
                 expected = dl.parse_sha256sum(side.read_text(), path.name)
             await self._verify(path, expected)
             self._record = {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
@@ -420,7 +486,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         cache = cache_dir() / "drivers"
         dest = cache / name
         expected = await self._expected(ctx, source)
-        self._record = {"version": version, "filename": name, "url": url, "layout": source.layout,
+        self._record = {"version": version, "filename": name, "url": published_url(url, self.params.driver_mirror),
+                        "layout": source.layout,
                         "sha256": expected.lower(), "checksum": self._checksum}
         async with cache_lock(dest):  # the hosts of a fleet (and concurrent replays) share this cache file
             if dest.exists() and await asyncio.to_thread(dl.sha256_file, dest) == expected:
@@ -456,7 +523,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             await asyncio.to_thread(dl.verify, path, expected)
         except dl.ChecksumMismatch as exc:
             raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then try again",
-                             exit_code=1) from None
+                             exit_code=ExitCode.FAILED) from None
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
         ct = ctx.container()
@@ -522,7 +589,7 @@ async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
-    gpus = nvidia.parse_gpu_query_csv(result.output)
+    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
     versions = {g.driver_version for g in gpus}
     selected = ctx.state.selected_gpus
     if selected is not None:

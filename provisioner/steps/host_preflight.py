@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Finding
+from provisioner.exitcodes import ExitCode
 from provisioner.facts.models import DriverVersionInfo, Gpu, NvSwitchFacts, PciDevice, UnitState
 from provisioner.steps.base import StepFailed
 
@@ -68,7 +69,7 @@ def open_module_failure(host: str, proc: DriverVersionInfo | None, gpus: list[Gp
                       root_cause="Blackwell GPUs need NVIDIA's open kernel module; the host loaded the proprietary one",
                       fix=OPEN_MODULE_FIX, evidence=(banner, *hits[:8]), rule="preflight.open_kernel_module")
     return StepFailed(message, fix=OPEN_MODULE_FIX, evidence=[banner, *hits], findings=[finding.to_dict()],
-                      exit_code=1)
+                      exit_code=ExitCode.FAILED)
 
 
 def fabric_manager_failure(host: str, nvswitch: NvSwitchFacts, fabric: dict[str, str],
@@ -89,4 +90,4 @@ def fabric_manager_failure(host: str, nvswitch: NvSwitchFacts, fabric: dict[str,
                       root_cause="NVSwitch system without a running nvidia-fabricmanager: the NVLink fabric is not "
                                  "set up, so CUDA is not ready",
                       fix=FABRIC_MANAGER_FIX, evidence=tuple(evidence), rule="preflight.fabric_manager")
-    return StepFailed(message, fix=FABRIC_MANAGER_FIX, evidence=evidence, findings=[finding.to_dict()], exit_code=1)
+    return StepFailed(message, fix=FABRIC_MANAGER_FIX, evidence=evidence, findings=[finding.to_dict()], exit_code=ExitCode.FAILED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from provisioner.exitcodes import ExitCode
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.steps.base import DependsOnEarlier, StepFailed
 from provisioner.steps.context import StepContext
@@ -19,7 +20,7 @@ def target_vmid(ctx: StepContext, vmid: int | None) -> int:
     if vmid is not None:
         if ctx.playbook.target.container not in (None, vmid):
             raise StepFailed(f"step vmid {vmid} differs from the playbook's target container "
-                             f"{ctx.playbook.target.container}", exit_code=2)
+                             f"{ctx.playbook.target.container}", exit_code=ExitCode.USAGE)
         return vmid
     return ctx.vmid
 

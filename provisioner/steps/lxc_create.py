@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from provisioner import secrets, validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.steps import lxc_spec, ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -123,7 +124,7 @@ def public_key(path: str) -> str:
         return secrets.read_public_key(path)
     except secrets.SecretError as exc:
         raise StepFailed(f"ssh_public_key_file: {exc}", fix="point ssh_public_key_file at a .pub file",
-                         exit_code=2) from None
+                         exit_code=ExitCode.USAGE) from None
 
 
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
@@ -169,7 +170,7 @@ class LxcCreate(StepKind[CreateParams]):
                     f"CT {vmid} on {node_name(ctx)} is being created by someone else (lock: create, no marker of "
                     f"gpu-provisioner in {ownership.MARKER_DIR}); it is left untouched",
                     fix=ctx.words.field(self.kind, "vmid", "choose another container id, or finish/remove "
-                                                            f"CT {vmid} on the node"), exit_code=1)
+                                                            f"CT {vmid} on the node"), exit_code=ExitCode.FAILED)
             if half.task == "ok":
                 existing = await container_exists(ctx, vmid)  # the worker finished since: compare it below
             elif half.task == "running":
@@ -183,7 +184,7 @@ class LxcCreate(StepKind[CreateParams]):
         if existing is not None and ownership.is_half_created(existing):
             raise StepFailed(f"CT {vmid} is still locked (lock: create) although its create task finished",
                              fix=f"check CT {vmid} on the node (`pct config {vmid}`); `pct unlock {vmid}` if it "
-                                 f"is complete, {ctx.words.retry}", exit_code=1)
+                                 f"is complete, {ctx.words.retry}", exit_code=ExitCode.FAILED)
         if existing is not None:
             if not ownership.is_ours(existing):
                 raise StepFailed(
@@ -192,7 +193,7 @@ class LxcCreate(StepKind[CreateParams]):
                     + "\n  ".join([f"tags: existing {existing.get('tags', '')!r}, ours {ownership.OWNER_TAG!r}",
                                     *ownership.differences(self.params, existing)]),
                     fix=ctx.words.field(self.kind, "vmid", "choose another container id, or remove "
-                                                f"CT {vmid} on the node yourself"), exit_code=1)
+                                                f"CT {vmid} on the node yourself"), exit_code=ExitCode.FAILED)
             ctx.state.ct_created = False
             update = lxc_spec.plan_update(self.params, existing, vmid,
                                             onboot=lxc_spec.manages_onboot(self.params, ctx.playbook.steps))
@@ -202,7 +203,7 @@ class LxcCreate(StepKind[CreateParams]):
                     "untouched:\n  "
                     + "\n  ".join(update.refused),
                     fix=ctx.words.field(self.kind, "vmid", f"keep CT {vmid}'s values, or choose another "
-                                                "container id for a new container"), exit_code=1)
+                                                "container id for a new container"), exit_code=ExitCode.FAILED)
             if update.changes:
                 return Plan(changes=[f"update CT {vmid} in place: {c}" for c in update.changes],
                             commands=update.commands())
@@ -213,7 +214,7 @@ class LxcCreate(StepKind[CreateParams]):
             if not self.params.download_template:
                 raise StepFailed(f"template {self.params.template} is not on storage {storage}",
                                  fix="set download_template: true, or `pveam download "
-                                     f"{storage} {volume.removeprefix('vztmpl/')}` on the node", exit_code=1)
+                                     f"{storage} {volume.removeprefix('vztmpl/')}` on the node", exit_code=ExitCode.FAILED)
             changes.append(f"download template {volume.removeprefix('vztmpl/')} to {storage}")
         p = self.params
         changes.append(f"create CT {vmid} '{p.hostname}': {p.cores} cores, {p.memory} MiB RAM, {p.swap} MiB swap, "

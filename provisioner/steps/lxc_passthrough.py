@@ -11,10 +11,11 @@ from pydantic import BeforeValidator, Field
 
 from provisioner import validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog, nvidia
 from provisioner.facts.models import Gpu
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
-from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory, read_conf
 from provisioner.steps.node_inventory import gather_inventory
@@ -55,7 +56,7 @@ def device_selection(inventory: HostInventory, params: PassthroughParams) -> Dev
     indices = [g.index for g in gpus] if params.gpus == "all" else list(params.gpus)
     unknown = [i for i in indices if i not in {g.index for g in gpus}]
     if unknown:
-        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=2)
+        raise StepFailed(f"GPU indices {unknown} are not on the node (it has {[g.index for g in gpus]})", exit_code=ExitCode.USAGE)
     selected = [g for g in gpus if g.index in set(indices)]
     present = set(inventory.device_nodes)
     gpu_nodes = [f"/dev/nvidia{inventory.minor_of(g)}" for g in sorted(selected, key=inventory.minor_of)]
@@ -135,7 +136,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
         release = tuple(inv.pve_release or (0, 0))
         if self.params.mode == "dev" and release < (8, 1):
             raise StepFailed(f"devN passthrough needs Proxmox VE ≥ 8.1; this node runs {inv.pve_version}",
-                             fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=2)
+                             fix="use mode: raw (lxc.* lines) or upgrade Proxmox VE", exit_code=ExitCode.USAGE)
         mode = self.params.mode if self.params.mode != "auto" else ("dev" if release >= (8, 1) else "raw")
         target = ctx.playbook.target
         if not target.local and target.ssh.user != "root":
@@ -143,7 +144,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
                 f"{mode} passthrough needs root on the node: devN may only be set by root@pam (`pct set` as root "
                 "or a root@pam password ticket; PVE refuses API tokens with 403) and raw lxc.* lines need a root edit "
                 f"of /etc/pve/lxc/<vmid>.conf; the playbook logs in as {target.ssh.user!r}",
-                fix="set target.ssh.user: root (key authentication) for this step", exit_code=2)
+                fix="set target.ssh.user: root (key authentication) for this step", exit_code=ExitCode.USAGE)
         return mode
 
     async def _plan(self, ctx: StepContext) -> tuple[str, list[str], LxcConfig, list[str], bool]:
@@ -290,7 +291,7 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
     inv = await ensure_inventory(ctx)
     ct = ctx.container()
     result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
-    inside = nvidia.parse_ls_dev(result.output).by_path()
+    inside = parse_output(result, nvidia.parse_ls_dev, what="the device nodes in the container").by_path()
     host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
     problems = []
     for dev in devices:

@@ -101,12 +101,15 @@ def plan_update(params: Any, config: dict[str, Any], vmid: int, *, onboot: bool 
         upd.config["net0"] = _net_value(net, params.net.bridge, params.net.ip, params.net.gw)
         upd.changes.append(f"net0 {_short_net(net) or '(none)'} → {_short_net(want_net)}")
 
-    features = parse_property_string(str(config.get("features", "")))
-    have_nesting, want_nesting = features.get("nesting", "0"), "1" if params.nesting else "0"
-    if have_nesting != want_nesting:
-        upd.config["features"] = format_property_string({**features, "nesting": want_nesting})
-        upd.changes.append(f"features nesting={have_nesting} → nesting={want_nesting} "
-                           "(takes effect at the container's next start)")
+    wanted_features = "nesting=1" if params.nesting else "nesting=0"  # what `api_params` creates
+    have_f = ownership.features_of(str(config.get("features", "")))
+    want_f = ownership.features_of(wanted_features)
+    differ = [k for k in sorted(set(have_f) | set(want_f)) if have_f.get(k, "") != want_f.get(k, "")]
+    if differ:
+        upd.config["features"] = wanted_features
+        said = ", ".join(f"{k.removeprefix('features.')}={have_f.get(k) or '(unset)'} → "
+                         f"{want_f.get(k) or '(unset)'}" for k in differ)
+        upd.changes.append(f"features {said} (takes effect at the container's next start)")
 
     have_unpriv = _flag(config.get("unprivileged"))
     want_unpriv = "1" if params.unprivileged else "0"

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pydantic import Field
 
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
@@ -30,7 +31,7 @@ class NodeConnect(StepKind[ConnectParams]):
         try:
             who = await ctx.node.run(["id", "-un"], timeout=30, quiet=True)
         except TransportError as exc:
-            raise StepFailed(str(exc), fix="check the address, SSH key and known_hosts entry", exit_code=4) from None
+            raise StepFailed(str(exc), fix="check the address, SSH key and known_hosts entry", exit_code=ExitCode.UNREACHABLE) from None
         notes = [f"logged in as {who.output.strip() or '?'} on {ctx.host}"]
         if self.params.require_pve:
             try:

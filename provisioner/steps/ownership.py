@@ -2,7 +2,8 @@
 
 `lxc.create` adopts an existing container only when it carries our owner tag AND matches the
 playbook's spec (hostname, cores, memory, swap, privilege, network, rootfs storage and size,
-features). A container with our hostname and spec but without the tag belongs to someone else.
+every feature: nesting, keyctl, fuse, mknod, mount, force_rw_sys). A container with our hostname
+and spec but without the tag belongs to someone else.
 
 A create that timed out (scenario `api-timeout`, a stuck pvedaemon worker) leaves a config
 holding only `lock: create` — PVE writes it first (`PVE::LXC::Config->create_and_lock_config`)
@@ -53,11 +54,32 @@ def size_gb(value: str) -> float | None:
     return float(m.group(1)) * _SIZE_GB[m.group(2)] if m else None
 
 
+#: every key of PVE's `features` property (pve-schema, lxc config `features`: booleans default 0, `mount` a
+#: `fstype;fstype` list); an adopted container must have each one as the playbook creates it.
+FEATURE_BOOLEANS = ("force_rw_sys", "fuse", "keyctl", "mknod", "nesting")
+_TRUE = {"1", "yes", "on", "true"}  # PVE::JSONSchema's boolean parse (case-insensitive)
+_FALSE = {"0", "no", "off", "false"}
+
+
+def _feature_bool(value: str) -> str:
+    low = value.strip().lower()
+    return "1" if low in _TRUE else "0" if low in _FALSE else value
+
+
+def features_of(value: str) -> dict[str, str]:
+    """`nesting=1,keyctl=yes,mount=nfs;cifs` → every feature key, normalised (absent: PVE's default)."""
+    given = parse_property_string(value)
+    out = {f"features.{k}": _feature_bool(given.get(k, "0")) for k in FEATURE_BOOLEANS}
+    out["features.mount"] = ";".join(sorted(x for x in given.get("mount", "").split(";") if x))
+    for key in sorted(set(given) - {*FEATURE_BOOLEANS, "mount"}):  # a key this tool does not know is a difference
+        out[f"features.{key}"] = given[key]
+    return out
+
+
 def spec_of_config(config: dict[str, Any]) -> dict[str, str]:
     """The comparable settings of an existing container (PVE's defaults where a key is absent)."""
     net = parse_property_string(str(config.get("net0", "")))
     rootfs = parse_property_string(str(config.get("rootfs", "")), "volume")
-    features = parse_property_string(str(config.get("features", "")))
     size = size_gb(rootfs.get("size", ""))
     return {
         "hostname": str(config.get("hostname", "")),
@@ -69,7 +91,7 @@ def spec_of_config(config: dict[str, Any]) -> dict[str, str]:
         "net0.ip": net.get("ip", ""),
         "rootfs.storage": rootfs.get("volume", "").split(":", 1)[0],
         "rootfs.size_gb": f"{size:g}" if size is not None else "",
-        "features.nesting": features.get("nesting", "0"),
+        **features_of(str(config.get("features", ""))),
     }
 
 
@@ -85,13 +107,14 @@ def spec_of_params(p: Any) -> dict[str, str]:
         "net0.ip": p.net.ip,
         "rootfs.storage": p.rootfs_storage,
         "rootfs.size_gb": f"{float(p.rootfs_size_gb):g}",
-        "features.nesting": "1" if p.nesting else "0",
+        **features_of("nesting=1" if p.nesting else "nesting=0"),  # what `api_params` creates
     }
 
 
 def differences(params: Any, config: dict[str, Any]) -> list[str]:
     want, have = spec_of_params(params), spec_of_config(config)
-    return [f"{k}: existing {have[k]!r}, playbook {want[k]!r}" for k in want if have[k] != want[k]]
+    return [f"{k}: existing {have.get(k, '')!r}, playbook {want.get(k, '')!r}"
+            for k in dict.fromkeys([*want, *have]) if have.get(k, "") != want.get(k, "")]
 
 
 # --- the create marker on the node ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from provisioner.exitcodes import ExitCode
 from provisioner.proxmox import errors as pve_errors
 from provisioner.steps.base import StepFailed
 from provisioner.steps.context import StepContext
@@ -28,12 +29,12 @@ def as_step_failed(what: str, exc: pve_errors.ProxmoxError) -> StepFailed:
     """The StepFailed (message, fix, exit code) for an error of the Proxmox client."""
     if isinstance(exc, pve_errors.AuthFailed):
         return StepFailed(f"{what}: Proxmox API authentication failed ({exc})",
-                          fix="check the API user and the password/token reference in the playbook", exit_code=4)
+                          fix="check the API user and the password/token reference in the playbook", exit_code=ExitCode.UNREACHABLE)
     if isinstance(exc, pve_errors.PermissionDenied):
         return StepFailed(f"{what}: {exc.message}",
                           fix="use root@pam with a password ticket (API tokens cannot set devN) or a root SSH shell")
     if isinstance(exc, pve_errors.InvalidRequest):
-        return StepFailed(f"{what}: Proxmox rejected the request: {exc}", exit_code=2)
+        return StepFailed(f"{what}: Proxmox rejected the request: {exc}", exit_code=ExitCode.USAGE)
     if isinstance(exc, pve_errors.TaskFailed):
         tail = [line for line in exc.log if line.strip() and not line.startswith("TASK ")][-6:]
         return StepFailed(f"{what}: Proxmox task failed: {exc.exitstatus}" +
@@ -45,9 +46,9 @@ def as_step_failed(what: str, exc: pve_errors.ProxmoxError) -> StepFailed:
     if isinstance(exc, pve_errors.TlsRejected):
         return StepFailed(f"{what}: refusing the Proxmox API: {exc}",
                           fix="set target.api.ca_file to the node's CA (/etc/pve/pve-root-ca.pem) or pin "
-                              "target.api.fingerprint (`pvenode cert info` on the node)", exit_code=4)
+                              "target.api.fingerprint (`pvenode cert info` on the node)", exit_code=ExitCode.UNREACHABLE)
     if isinstance(exc, pve_errors.HostKeyRejected):
-        return StepFailed(f"{what}: {exc}", exit_code=4)
+        return StepFailed(f"{what}: {exc}", exit_code=ExitCode.UNREACHABLE)
     return StepFailed(f"{what}: {exc}", exit_code=4 if isinstance(exc, pve_errors.Unreachable) else 1)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
@@ -53,7 +54,7 @@ async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
     arch = {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
     if arch not in ("x86_64", "aarch64"):
         raise StepFailed(f"PyTorch publishes CUDA wheels for x86_64 and aarch64 only; this machine is {arch}",
-                         exit_code=3)
+                         exit_code=ExitCode.NO_SOLUTION)
     glibc: str | None = None
     try:
         libc = await ctx.fact(ct, catalog.LIBC)
@@ -62,7 +63,7 @@ async def _platform(ctx: StepContext) -> tuple[str, str | None, list[str]]:
     else:
         if libc.family != "glibc":
             raise StepFailed(f"the container's C library is {libc.family} {libc.version}; PyTorch wheels need glibc",
-                             fix="use a glibc-based template (Debian, Ubuntu, Rocky) for the container", exit_code=3)
+                             fix="use a glibc-based template (Debian, Ubuntu, Rocky) for the container", exit_code=ExitCode.NO_SOLUTION)
         glibc = ".".join(libc.version.split(".")[:2])
     return arch, glibc, notes
 
@@ -94,7 +95,7 @@ class TorchResolve(StepKind[ResolveParams]):
         except ValidationError as exc:
             message = "; ".join(str(e.get("msg", "invalid")).removeprefix("Value error, ") for e in exc.errors())
             raise StepFailed(f"no PyTorch build fits this host (invalid_input): {message}",
-                             fix="correct the host facts or the step's parameters", exit_code=2) from None
+                             fix="correct the host facts or the step's parameters", exit_code=ExitCode.USAGE) from None
         return resolve(request)
 
     async def check(self, ctx: StepContext) -> Plan:
@@ -120,7 +121,7 @@ class TorchResolve(StepKind[ResolveParams]):
             outcome = self._resolve(base, self.params.torch)
         if isinstance(outcome, ResolveError):
             raise StepFailed(f"no PyTorch build fits this host ({outcome.code}): {outcome.message}",
-                             fix=outcome.fix, evidence=list(outcome.reasons) + _rejected_notes(outcome), exit_code=3)
+                             fix=outcome.fix, evidence=list(outcome.reasons) + _rejected_notes(outcome), exit_code=ExitCode.NO_SOLUTION)
         if self.params.variant and self.params.variant != outcome.variant:
             outcome = outcome.model_copy(update={
                 "reasons": [f"variant overridden by the playbook: {self.params.variant} "

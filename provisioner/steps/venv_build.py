@@ -1,19 +1,25 @@
 """`venv.build`: a uv venv in the container, torch from the chosen index with a hashed lock, proven on every GPU.
 
 venv.build installs in two groups, each resolved with `uv pip compile --generate-hashes` and installed
-with `uv pip install --require-hashes`:
+with `uv pip install --require-hashes`, the way uv documents for PyTorch: PyPI is the index, the PyTorch
+index is declared `explicit = true` and torch/torchvision are sourced from it (`[tool.uv.sources]` of a
+generated request `pyproject.toml`), so nothing else is ever taken from the PyTorch index (whose old numpy,
+pillow, filelock, … would win under uv's first-index rule as an extra index: astral-sh/uv#7554, #2840):
 
-1. `torch` (+ `torchvision`) from the chosen PyTorch index only (`--index-url <index>`): PyPI is not
-   consulted, so its default build can never shadow the chosen variant;
-2. the playbook's extra packages from PyPI, with torch/torchvision constrained to what group 1
-   installed and the PyTorch index as `--extra-index-url` (uv consults extra indexes *before*
-   `--index-url` and stops at the first index that has a package), so an extra that depends on torch
-   gets the same torch, never PyPI's.
+1. `torch` (+ `torchvision`): the chosen CUDA build from the PyTorch index, its dependencies from PyPI;
+2. the playbook's extra packages from PyPI, with the torch group's pins requested again (sources apply to
+   the request's own dependencies), so an extra that depends on torch gets the same torch, never PyPI's.
+
+Each lock is installed the same way: its torch/torchvision lines from the PyTorch index, the rest from
+PyPI, `--no-deps`. A site without PyPI (`extras_from_torch_index`) resolves everything from its wheel index.
+A site's mirrors (`index_mirror`, `pypi_mirror`) are where the files are fetched; the request, the lock and
+runtime.json name the indexes as published, so a mirror that moves is no drift.
 
 The locks (exact versions and hashes) go to the playbook's `resolved.venv_lock`; a replay whose
 requirements and indexes match installs from them instead of resolving again. `runtime.json` in the
 venv records what was built and proven; a venv without it is not ours and is never deleted unless
-the step says `recreate: true`.
+the step says `recreate: true`. The venv path and `uv_dir` are resolved in the container before anything
+else: a path that reaches elsewhere through a symbolic link, or a system directory, is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
+from provisioner.exitcodes import ExitCode
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
@@ -52,6 +59,10 @@ RUNTIME_FILE = "runtime.json"
 META_DIR = ".provisioner"
 
 
+#: uv_dir's "made by us" marker (written before the venv that holds uv)
+UV_MARKER = ".provisioner-uv"
+
+
 BUILT_BY = "gpu-provisioner"
 
 
@@ -70,6 +81,8 @@ class VenvParams(Params):
     index_mirror: str | None = Field(None, description="A site mirror of https://download.pytorch.org/whl "
                                                        "(replaces that prefix of the index URL)")
     pypi_url: str | None = Field(None, description="Simple index for extra_packages (default: PyPI)")
+    pypi_mirror: str | None = Field(None, description="A site mirror of https://pypi.org/simple (fetched from in its "
+                                                      "place; the venv still records PyPI)")
     extras_from_torch_index: bool = Field(False, description="Take extra_packages from the torch wheel index "
                                                              "(a site mirror that carries them; no PyPI)")
     extra_packages: list[str] = Field(default_factory=lambda: ["nvidia-ml-py"],
@@ -86,7 +99,11 @@ class VenvParams(Params):
     @field_validator("uv_dir")
     @classmethod
     def _uv_dir(cls, v: str) -> str:
-        return validate.abs_path(v)
+        # the same rules as the venv path: uv's venv is made (and re-made) there
+        try:
+            return validate.deletable_path(v)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("as venv path", "as uv_dir")) from None
 
     @field_validator("extra_packages")
     @classmethod
@@ -104,7 +121,7 @@ class VenvParams(Params):
             raise ValueError(f"not an exact version: {v!r}")
         return v
 
-    @field_validator("index_url", "index_mirror", "pypi_url")
+    @field_validator("index_url", "index_mirror", "pypi_url", "pypi_mirror")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
         if v is not None and not _URL_RE.fullmatch(v):
@@ -158,7 +175,8 @@ def parse_lock(text: str) -> dict[str, str]:
 
 
 def parse_state(text: str) -> dict[str, Any]:
-    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...}."""
+    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...,
+    "real": the venv path resolved in the container, "uv_real": uv_dir resolved}."""
     sections: dict[str, list[str]] = {}
     current = ""
     for line in text.splitlines():
@@ -168,14 +186,15 @@ def parse_state(text: str) -> dict[str, Any]:
         elif current:
             sections[current].append(line)
     state = (sections.get("state") or ["foreign"])[0].strip()
-    out: dict[str, Any] = {"state": state}
+    real = {k: (sections.get(s) or [""])[0].strip() for k, s in (("real", "real"), ("uv_real", "uvreal"))}
+    out: dict[str, Any] = {"state": state, **real}
     if state == "built":
         try:
             runtime = json.loads("\n".join(sections.get("runtime", [])))
         except json.JSONDecodeError:
             runtime = None
         if not isinstance(runtime, dict) or runtime.get("built_by") != BUILT_BY:
-            return {"state": "foreign"}
+            return {"state": "foreign", **real}
         out["runtime"] = runtime
         try:
             out["lock"] = json.loads("\n".join(sections.get("lock", []))) or None
@@ -184,10 +203,19 @@ def parse_state(text: str) -> dict[str, Any]:
     return out
 
 
-def _probe_script(path: str) -> str:
+def _resolve_lines(var: str, section: str) -> list[str]:
+    """Print `@@section` and the variable's path resolved in the container (every symlink followed; the
+    last components need not exist): GNU `realpath -m`, else `readlink -f` (busybox)."""
+    return [f"echo @@{section}", f'realpath -m -- "${var}" 2>/dev/null || readlink -f -- "${var}" 2>/dev/null || echo']
+
+
+def _probe_script(path: str, uv_dir: str) -> str:
     p = quoting.join([path])
     return quoting.script(
         f"p={p}",
+        f"u={quoting.join([uv_dir])}",
+        *_resolve_lines("p", "real"),
+        *_resolve_lines("u", "uvreal"),
         'if [ ! -e "$p" ]; then echo @@state; echo absent; exit 0; fi',
         'if [ ! -d "$p" ]; then echo @@state; echo notdir; exit 0; fi',
         'if [ -z "$(ls -A "$p")" ]; then echo @@state; echo empty; exit 0; fi',
@@ -199,6 +227,68 @@ def _probe_script(path: str) -> str:
         "fi",
         "echo @@state; echo foreign",
     )
+
+
+def request_pyproject(requirements: list[str], torch_index: str) -> str:
+    """The request as uv documents it for PyTorch: the PyTorch index explicit, torch/torchvision from it."""
+    deps = "".join(f"  {json.dumps(r)},\n" for r in requirements)
+    sources = "".join(f'{n} = {{ index = "pytorch" }}\n' for n in TORCH_FAMILY)
+    return (f'[project]\nname = "gpu-provisioner-venv"\nversion = "0"\ndependencies = [\n{deps}]\n\n'
+            f"[tool.uv.sources]\n{sources}\n"
+            f'[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n')
+
+
+def split_lock(text: str) -> dict[str, str]:
+    """A `uv pip compile` lock split into its torch/torchvision entries ("torch") and the rest ("pypi")."""
+    out = {"torch": [], "pypi": []}  # type: dict[str, list[str]]
+    current = "pypi"
+    for line in text.splitlines():
+        if line.strip() and not line[0].isspace() and not line.startswith("#"):
+            current = "torch" if _req_name(line) in TORCH_FAMILY else "pypi"
+        out[current].append(line)
+    return {k: "\n".join(v) + "\n" if v else "" for k, v in out.items()}
+
+
+_MISMATCH_RE = re.compile(r"Hash mismatch for `([A-Za-z0-9._\-]+)==([^`\s]+)`")
+_SHA_RE = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def parse_hash_mismatch(text: str) -> dict[str, Any] | None:
+    """uv's "Hash mismatch for `name==version`" with its Expected/Computed sha256 lines (None: not one)."""
+    m = _MISMATCH_RE.search(text)
+    if m is None:
+        return None
+    rest = text[m.end():]
+    expected_part, _, computed_part = rest.partition("Computed:")
+    return {"name": _req_name(m.group(1)), "version": m.group(2), "expected": _SHA_RE.findall(expected_part),
+            "computed": (_SHA_RE.findall(computed_part) or [None])[0]}
+
+
+#: prints `href<TAB>text` for each link of a PEP 503 project page (run with the venv's Python, argv: URL)
+LIST_LINKS = (
+    "import html, re, sys, urllib.request\n"
+    "page = urllib.request.urlopen(sys.argv[1], timeout=60).read().decode('utf-8', 'replace')\n"
+    "for href, text in re.findall(r'<a[^>]*href=\"([^\"]*)\"[^>]*>([^<]*)</a>', page):\n"
+    "    print(html.unescape(href) + '\\t' + html.unescape(text).strip())\n")
+
+
+def pick_file(listing: str, page_url: str, name: str, version: str, python: str) -> dict[str, str] | None:
+    """The file of `name==version` a Python `python` (e.g. 3.12) installs, from a project page's links:
+    {"file", "url", "host", "sha256" (the link's, or "")}."""
+    from urllib.parse import urljoin, urlsplit
+
+    tag = "cp" + python.replace(".", "")
+    wanted = f"{name.replace('-', '_')}-{version}-".lower()
+    for line in listing.splitlines():
+        href, _, text = line.partition("\t")
+        if not text.lower().startswith(wanted) or not text.endswith(".whl"):
+            continue
+        if f"-{tag}-" not in text and "-py3-none-any" not in text:
+            continue
+        url, _, frag = urljoin(page_url, href).partition("#")
+        return {"file": text, "url": url, "host": urlsplit(url).netloc,
+                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
+    return None
 
 
 def _lines_match(result: CommandResult, *needles: str) -> bool:
@@ -215,19 +305,19 @@ _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connec
 
 def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
                      words: Words | None = None) -> StepFailed:
-    words = words or Words()
     """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
+    words = words or Words()
     if _lines_match(result, *_NO_BUILD):
         fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
                "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
               ("check the names and versions in extra_packages; an extra that needs another torch than the one "
                "installed cannot be added to this venv")
         return StepFailed(f"resolver_failure: the index {index_desc} has no build satisfying {' '.join(reqs)} "
-                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=3)
+                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=ExitCode.NO_SOLUTION)
     if _lines_match(result, *_UNREACHABLE):
         return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
                           fix="check the container's network/DNS and proxy settings, or point index_url: at a "
-                              "reachable mirror", result=result, exit_code=4)
+                              "reachable mirror", result=result, exit_code=ExitCode.UNREACHABLE)
     if _lines_match(result, "hash mismatch", "hashes do not match"):
         return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
                           fix="the index served different bytes than when the lock was made; check the mirror, or "
@@ -246,7 +336,7 @@ def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any])
     prior = ((ctx.resolved.get("venv_lock") or {}).get("groups") or {}).get(group["name"])
     if not isinstance(prior, dict) or not prior.get("text"):
         return None
-    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "extra_index_url"))
+    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "torch_index_url"))
     return prior if same and prior.get("python") == req["python"] else None
 
 
@@ -278,26 +368,37 @@ class VenvBuild(StepKind[VenvParams]):
         res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
-            raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=2)
+            raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=ExitCode.USAGE)
         index = self.params.index_url or res.get("index_url")
         if not index:
-            raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=2)
-        mirror = self.params.index_mirror
-        if mirror and index.startswith(PYTORCH_INDEX):
-            index = mirror.rstrip("/") + "/" + index[len(PYTORCH_INDEX):]
+            raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=ExitCode.USAGE)
         index = index.rstrip("/")
         tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
         python = self.params.python or res.get("python") or "3.12"
         pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
+        # What the user asked for (the real index URLs): a site's mirror is where they are fetched from
+        # (`_fetch_url`), never part of the request, so a mirror that moves is not drift.
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 
+    def _fetch_url(self, url: str) -> str:
+        """Where `url` (an index the request names) is fetched from on this site: its mirror, if one is set."""
+        mirror, real = self.params.index_mirror, PYTORCH_INDEX.rstrip("/")
+        if mirror and (url == real or url.startswith(real + "/")):
+            return mirror.rstrip("/") + url[len(real):]
+        if self.params.pypi_mirror and url.rstrip("/") == PYPI_INDEX:
+            return self.params.pypi_mirror.rstrip("/")
+        return url
+
     def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
+        """torch (+ torchvision), then the extras; each resolved with PyPI as the index and the PyTorch index
+        explicit for torch/torchvision (None when the site has no PyPI: then the PyTorch index is the index)."""
         torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
-        groups = [{"name": "torch", "requirements": torch_reqs, "index_url": req["index_url"], "extra_index_url": None}]
+        explicit = None if req["pypi_url"] == req["index_url"] else req["index_url"]
+        indexes = {"index_url": req["pypi_url"], "torch_index_url": explicit}
+        groups = [{"name": "torch", "requirements": torch_reqs, **indexes}]
         if req["extra_packages"]:
-            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), "index_url": req["pypi_url"],
-                           "extra_index_url": None if req["pypi_url"] == req["index_url"] else req["index_url"]})
+            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), **indexes})
         return groups
 
     @staticmethod
@@ -310,12 +411,36 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is there ----------------------------------------------------------------------------
     async def _state(self, ctx: StepContext) -> dict[str, Any]:
-        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path)], timeout=60, quiet=True)
+        """What is at the venv path, with the venv path and uv_dir resolved in the container and guarded
+        (`_guard_resolved`) before anything else runs: one read-only command."""
+        script = _probe_script(self.params.path, self.params.uv_dir)
+        result = await ctx.container().run(["sh", "-c", script], timeout=60, quiet=True)
         if not result.ok:
             if ctx.mode == "plan":
                 raise DependsOnEarlier("the container is not running yet")
             raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
-        return parse_state(result.output)
+        state = parse_state(result.output)
+        self._guard_resolved(ctx, state, result)
+        return state
+
+    def _guard_resolved(self, ctx: StepContext, state: dict[str, Any], result: CommandResult) -> None:
+        """The venv path and uv_dir as the container resolves them: a path that reaches another directory
+        through a symbolic link (`/opt/link -> /`) or a system directory is refused before any command
+        changes anything, and every later command uses the path as given, which is then the real one."""
+        for name, given, real in (("path", self.params.path, state.get("real")),
+                                  ("uv_dir", self.params.uv_dir, state.get("uv_real"))):
+            if not real or not real.startswith("/"):
+                raise StepFailed(f"cannot resolve {name} {given} in CT {ctx.vmid} (realpath/readlink)",
+                                 result=result, fix="check that coreutils or busybox is installed in the container")
+            try:
+                (validate.deletable_path if name == "path" else VenvParams._uv_dir)(real)
+            except ValueError as exc:
+                raise StepFailed(f"{name} {given} is {real} in CT {ctx.vmid}: {exc}; nothing was changed",
+                                 fix=f"choose another {name}", exit_code=ExitCode.USAGE) from None
+            if real != given:
+                raise StepFailed(f"{name} {given} resolves to {real} in CT {ctx.vmid} through a symbolic link; "
+                                 "it is left untouched (a venv is created, replaced or removed only at its real "
+                                 "path)", fix=f"set {name}: {real} if that is the directory you mean", exit_code=ExitCode.USAGE)
 
     async def check(self, ctx: StepContext) -> Plan:
         req = self._request(ctx)
@@ -325,7 +450,7 @@ class VenvBuild(StepKind[VenvParams]):
         kind = state["state"]
         if kind == "notdir":
             raise StepFailed(f"{path} exists in CT {ctx.vmid} and is not a directory; it is left untouched",
-                             fix="choose another path for the venv", exit_code=2)
+                             fix="choose another path for the venv", exit_code=ExitCode.USAGE)
         if kind == "built":
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
@@ -383,8 +508,11 @@ class VenvBuild(StepKind[VenvParams]):
                 raise StepFailed(f"{path} changed since the check; it is left untouched")
             yield ctx.info(f"removing {path} ({state['state']}, recreate: true)")
             await ct.run(["rm", "-rf", "--one-file-system", path], timeout=600, check=True)
-        await ct.run(["mkdir", "-p", build.meta(path)], timeout=60, check=True)
-        await ct.run(["touch", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
+        # The "ours" marker is the first thing in the directory: a run killed at any point leaves the path
+        # absent, empty, or marked as an interrupted build of ours (never a half-made venv called foreign).
+        p = quoting.join([path])
+        await ct.run(["sh", "-c", f'mkdir -p {p} && : > {p}/{BUILDING_MARKER} && mkdir -p {p}/{META_DIR}'],
+                     timeout=60, check=True)
 
     async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
@@ -404,14 +532,20 @@ class VenvBuild(StepKind[VenvParams]):
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
 
     async def _install_group(self, ctx: StepContext, build: _Build, group: dict[str, Any]) -> AsyncIterator[Event]:
-        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that."""
+        """Resolve (or take the recorded lock of) one group with hashes, then install exactly that.
+
+        With a PyTorch index and a PyPI, the resolution is uv's documented one for PyTorch: a request
+        (`pyproject.toml`) with the PyTorch index declared `explicit = true` and torch/torchvision sourced from
+        it (`[tool.uv.sources]`), everything else from PyPI (`--index-url`); never the PyTorch index as an
+        extra index, whose old numpy/pillow/… would win under uv's first-index rule (astral-sh/uv#7554). The
+        lock is installed the same way: its torch/torchvision lines from the PyTorch index, the rest from PyPI,
+        each with `--require-hashes --no-deps`."""
         ct, uv, req = ctx.container(), build.uv, build.req
         meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
         name, reqs = group["name"], group["requirements"]
-        idx_args = ["--index-url", group["index_url"]]
-        if group["extra_index_url"]:
-            idx_args += ["--extra-index-url", group["extra_index_url"]]
-        index_desc = group["index_url"] + (f" (+ {group['extra_index_url']})" if group["extra_index_url"] else "")
+        default = self._fetch_url(group["index_url"])
+        explicit = self._fetch_url(group["torch_index_url"]) if group["torch_index_url"] else None
+        index_desc = default + (f" (torch, torchvision: {explicit})" if explicit else "")
         lockfile = f"{meta}/{name}.lock.txt"
         prior = _recorded_lock(ctx, group, req)
         if prior:
@@ -419,26 +553,79 @@ class VenvBuild(StepKind[VenvParams]):
             await ct.write_file(lockfile, str(prior["text"]).encode())
         else:
             yield ctx.info(f"resolving {' '.join(reqs)} from {index_desc} with hashes")
-            infile = f"{meta}/{name}.in"
-            await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
+            if explicit:
+                infile = f"{meta}/{name}-request/pyproject.toml"
+                await ct.run(["mkdir", "-p", f"{meta}/{name}-request"], timeout=60, check=True)
+                # uv applies a source to the request's own dependencies only: the torch group's pins are
+                # requested again, so an extra that depends on torch gets exactly that torch, from that index
+                pinned = [f"{n}=={v}" for n, v in build.pins.items() if n in TORCH_FAMILY and name != "torch"]
+                await ct.write_file(infile, request_pyproject([*reqs, *pinned], explicit).encode())
+            else:
+                infile = f"{meta}/{name}.in"
+                await ct.write_file(infile, ("\n".join(reqs) + "\n").encode())
             cmd = [uv, "pip", "compile", infile, "--generate-hashes", "--no-header", "--no-annotate", "--python", py,
-                   "--no-progress", *idx_args, "-o", lockfile]
+                   "--no-progress", "--index-url", default, "-o", lockfile]
             if name != "torch":
                 constraints = f"{meta}/constraints.txt"
                 text = "".join(f"{n}=={v}\n" for n, v in build.pins.items() if n in TORCH_FAMILY)
                 await ct.write_file(constraints, text.encode())
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
-            if not compiled.ok:
-                raise _install_failure(name, reqs, index_desc, compiled, ctx.words)
-        installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
-                                  *(["--reinstall"] if build.repair else []), "-r", lockfile, *idx_args], timeout=3600)
-        if not installed.ok:
-            raise _install_failure(name, reqs, index_desc, installed, ctx.words)
+            if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
+                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
+                                       ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
+        parts = split_lock(text) if explicit else {"": text}
+        for part, part_text in parts.items():
+            if not part_text.strip():
+                continue
+            source = explicit if part == "torch" else default
+            part_file = lockfile if not explicit else f"{meta}/{name}.{part}.lock.txt"
+            if explicit:
+                await ct.write_file(part_file, part_text.encode())
+            installed = await ct.run([uv, "pip", "install", "--python", py, "--require-hashes", "--no-progress",
+                                      *(["--no-deps"] if explicit else []), *(["--reinstall"] if build.repair else []),
+                                      "-r", part_file, "--index-url", str(source)], timeout=3600)
+            if not installed.ok:
+                mismatch = parse_hash_mismatch(installed.output)
+                if mismatch is not None:
+                    raise await self._hash_failure(ctx, mismatch, str(source), installed, recorded=bool(prior),
+                                                   python=req["python"])
+                raise _install_failure(name, reqs, str(source), installed, ctx.words)
         build.pins.update(parse_lock(text))
-        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "extra_index_url")},
+        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
+
+    async def _hash_failure(self, ctx: StepContext, mismatch: dict[str, Any], index: str, result: CommandResult, *,
+                            recorded: bool, python: str) -> StepFailed:
+        """A file whose bytes are not the sha256 the lock holds: which file, from which host, and whose the
+        fault is. The link's own hash (read from the index page) tells an index that links a wrong hash
+        (pytorch/pytorch#181056) from a file that changed since the playbook's lock was recorded."""
+        name, version = mismatch["name"], mismatch["version"]
+        page = f"{index.rstrip('/')}/{name}/"
+        listing = await ctx.container().run([f"{self.params.path}/bin/python", "-c", LIST_LINKS, page], timeout=120,
+                                            quiet=True)
+        found = pick_file(listing.output, page, name, version, python) if listing.ok else None
+        what = (f"{found['file']} from {found['host']}" if found
+                else f"the file of {name}=={version} (linked by {page})")
+        got = f"; its bytes have sha256 {mismatch['computed']}" if mismatch.get("computed") else ""
+        if found and found["sha256"] and found["sha256"] not in mismatch["expected"] and recorded:
+            return StepFailed(
+                f"{what} is not the file the playbook's lock recorded for {name}=={version}: the index now links "
+                f"sha256 {found['sha256']}{got} (linked by {page})", result=result, exit_code=ExitCode.FAILED,
+                fix="the file was re-published since the lock was recorded: if that is expected, remove "
+                    "resolved.venv_lock from the playbook to lock afresh; otherwise ask the index's owner")
+        if found and found["sha256"] and mismatch.get("computed") and found["sha256"] != mismatch["computed"]:
+            return StepFailed(
+                f"{what} does not match the sha256 the index links it with ({found['sha256']}{got}): the index "
+                f"{page} itself publishes a wrong hash for this file (as pytorch/pytorch#181056 did), not your "
+                "mirror or network", result=result, exit_code=ExitCode.FAILED,
+                fix=f"pin another {name} version or Python (another file), or wait until the index is fixed; "
+                    "report it to the index's owner with this file name")
+        return StepFailed(f"{what} does not match the hash in the lock ({', '.join(mismatch['expected'])[:200]}"
+                          f"{got})", result=result, exit_code=ExitCode.FAILED,
+                          fix="compare the file on its host with the index's link; if the file was re-published, "
+                              "remove resolved.venv_lock from the playbook to lock afresh")
 
     async def _record(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         """The lock and runtime.json beside the venv (and in the run state), then the marker removed."""
@@ -461,7 +648,9 @@ class VenvBuild(StepKind[VenvParams]):
         await ctx.container().write_file(f"{self.params.path}/{RUNTIME_FILE}", json.dumps(runtime, indent=1).encode())
 
     async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any]) -> str:
-        """uv from PATH, else the one we installed before, else pip-install the pinned uv into a venv."""
+        """uv from PATH, else the one we installed before, else pip-install the pinned uv (from PyPI or the
+        site's PyPI mirror, never from the PyTorch index) into a venv at uv_dir. uv_dir is made by us
+        (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared."""
         ct = ctx.container()
         uv_bin = f"{self.params.uv_dir}/bin/uv"
         probe = await ct.run(["sh", "-c", f"command -v uv || {{ test -x {quoting.join([uv_bin])} && "
@@ -470,16 +659,27 @@ class VenvBuild(StepKind[VenvParams]):
         if found:
             return found[-1]
         d = quoting.join([self.params.uv_dir])
-        made = await ct.run(["sh", "-c", f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; "
-                                         f"apt-get update -qq && apt-get install -y -qq python3-venv && "
-                                         f"python3 -m venv --clear {d}; }}"], timeout=900)
+        mark = quoting.join([f"{self.params.uv_dir}/{UV_MARKER}"])
+        made = await ct.run(["sh", "-c", quoting.script(
+            f'if [ -e {d} ] && [ ! -e {mark} ] && [ -n "$(ls -A {d} 2>/dev/null)" ]; then',
+            f"  echo 'uv_dir {self.params.uv_dir} exists and was not made by gpu-provisioner' >&2; exit 3",
+            "fi",
+            f"mkdir -p {d} && : > {mark} || exit 1",
+            # no --clear: a venv that python3-venv could not finish is completed in place
+            f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
+            f"apt-get install -y -qq python3-venv && python3 -m venv {d}; }}")], timeout=900)
+        if made.exit_status == 3:
+            raise StepFailed(f"uv is not installed in the container and uv_dir {self.params.uv_dir} holds files "
+                             "gpu-provisioner did not make; it is left untouched", result=made, exit_code=ExitCode.USAGE,
+                             fix="install uv in the container (on PATH), or set uv_dir: to an empty or new directory")
         if not made.ok:
             raise StepFailed("uv is not installed in the container and no Python venv could be made to install it",
                              result=made, fix="install python3 and python3-venv in the container, or install uv")
+        pypi = self._fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
-                            "--index-url", req["pypi_url"], f"uv=={UV_PIN}"], timeout=900)
+                            "--index-url", pypi, f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], req["pypi_url"], pip, ctx.words)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip, ctx.words)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)

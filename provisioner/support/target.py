@@ -52,6 +52,8 @@ def lab_spec(root: Path | None = None) -> tuple[NodeSpec, list[str]]:
     api = conn.get("api") or {}
     for key in ("password", "token_value"):
         value = api.get(key)
+        if isinstance(value, str) and value.startswith("file:"):  # the lab's own secrets directory
+            secrets.allow_dir(Path(value[len("file:"):]).parent)
         if isinstance(value, str) and value:
             try:
                 known.append(secrets.resolve(value) if secrets.is_ref(value) else value)

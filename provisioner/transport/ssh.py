@@ -1,16 +1,18 @@
 """SSH with asyncssh: host keys checked against known_hosts, explicit trust-on-first-use.
 
 - An unknown host is refused unless `trust_new_host` is set (the `--trust-new-host` flag or the
-  TUI's fingerprint dialog); the accepted key is then appended to known_hosts.
-- A host whose key differs from known_hosts is always refused, loudly.
+  TUI's fingerprint dialog). The key appended to known_hosts is the key of the connection that was
+  made, and only when its fingerprint is the one shown and confirmed (`confirmed_fingerprint`, else
+  the one the probe showed): a server that offers another key the second time gets nothing written
+  and the connection is refused.
+- A host whose key differs from known_hosts is always refused, loudly; a key marked `@revoked` is
+  named as revoked.
 - stdout and stderr are merged and streamed line by line; timeouts kill the remote command.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # asyncssh (~0.9 s) is imported when a connection is made, not at start-up
     import asyncssh
 
-from provisioner.events import Bus
+from provisioner.events import Bus, Message
 from provisioner.transport.base import (
     CommandTimeout,
     HostKeyError,
@@ -44,6 +46,8 @@ class SshTarget:
     known_hosts: str = "~/.ssh/known_hosts"
     trust_new_host: bool = False
     connect_timeout: float = 15.0
+    #: the fingerprint the user saw and confirmed (the TUI's dialog): the only key that may be trusted
+    confirmed_fingerprint: str | None = None
 
     @property
     def label(self) -> str:
@@ -51,9 +55,8 @@ class SshTarget:
 
 
 def fingerprint(key: asyncssh.SSHKey) -> str:
-    """OpenSSH-style SHA256 fingerprint of a public key."""
-    digest = hashlib.sha256(key.public_data).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+    """OpenSSH-style SHA256 fingerprint of a public key (asyncssh's own, `SHA256:...`)."""
+    return str(key.get_fingerprint("sha256"))
 
 
 def _known_host_pattern(host: str, port: int) -> str:
@@ -63,7 +66,7 @@ def _known_host_pattern(host: str, port: int) -> str:
 async def probe_host_key(target: SshTarget) -> tuple[str, str]:
     """Fetch the server's host key without authenticating: (fingerprint, status).
 
-    status is "known", "unknown" or "changed" relative to known_hosts.
+    status is "known", "unknown", "changed" or "revoked" (marked `@revoked`) relative to known_hosts.
     """
     import asyncssh
     conn_key = await asyncssh.get_server_host_key(target.host, target.port)
@@ -105,7 +108,7 @@ def known_keys(target: SshTarget) -> KnownKeys:
 def _known_status(target: SshTarget, key: asyncssh.SSHKey) -> str:
     trusted, _, revoked = known_keys(target)
     if any(k.public_data == key.public_data for k in revoked):
-        return "changed"
+        return "revoked"
     if any(k.public_data == key.public_data for k in trusted):
         return "known"
     return "changed" if trusted else "unknown"
@@ -137,6 +140,10 @@ class SshTransport(Transport):
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             raise TransportError(f"{t.label}: cannot connect: "
                                  f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
+        if status == "revoked":
+            raise HostKeyError(
+                f"HOST KEY REVOKED for {t.label}: the server offers {fp}, which {known_path} marks @revoked. "
+                "Refusing to connect. A revoked key is never trusted again; the host needs a new key.")
         if status == "changed":
             raise HostKeyError(
                 f"HOST KEY CHANGED for {t.label}: the server offers {fp}, which does not match "
@@ -144,6 +151,7 @@ class SshTransport(Transport):
                 f"Refusing to connect. If the change is expected, remove the old entry with "
                 f"`ssh-keygen -R {_known_host_pattern(t.host, t.port)!s}` and connect again."
             )
+        expected: str | None = None
         if status == "unknown":
             if not t.trust_new_host:
                 raise HostKeyError(
@@ -151,11 +159,12 @@ class SshTransport(Transport):
                     "on the host (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and rerun with "
                     "--trust-new-host, or confirm it in the TUI."
                 )
-            key = await asyncssh.get_server_host_key(t.host, t.port)
-            assert key is not None
-            known_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(known_path, "a") as fh:
-                fh.write(f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}\n")
+            expected = t.confirmed_fingerprint or fp
+            if expected != fp:
+                raise HostKeyError(
+                    f"HOST KEY CHANGED for {t.label} since it was confirmed: confirmed {expected}, the server "
+                    f"now offers {fp}. Nothing was written to {known_path}; refusing to connect.")
+        seen: list[asyncssh.SSHKey] = []
         options: dict[str, object] = {
             "username": t.user,
             # exactly the keys our port-aware match trusts (not asyncssh's fallback to a bare host entry)
@@ -163,18 +172,40 @@ class SshTransport(Transport):
             "connect_timeout": t.connect_timeout,
             "keepalive_interval": 5,
             "keepalive_count_max": 3,
+            # first contact: this very connection's key is accepted only if it is the confirmed one
+            "client_factory": lambda: _confirmed_key_client(expected, seen),
         }
         if t.key_file:
             options["client_keys"] = [os.path.expanduser(t.key_file)]
         try:
-            return await asyncssh.connect(t.host, t.port, **options)
+            conn = await asyncssh.connect(t.host, t.port, **options)
         except asyncssh.HostKeyNotVerifiable as exc:
+            if expected is not None and seen:
+                raise HostKeyError(
+                    f"HOST KEY CHANGED for {t.label} between connections: {fp} was shown and confirmed, the "
+                    f"server then offered {fingerprint(seen[-1])}. Nothing was written to {known_path}; "
+                    "refusing to connect.") from None
             raise HostKeyError(f"{t.label}: host key not verifiable: {exc}") from None
         except asyncssh.PermissionDenied as exc:
             raise TransportError(f"{t.label}: authentication failed: {exc.reason}") from None
         except (OSError, asyncssh.Error, TimeoutError) as exc:
             raise TransportError(f"{t.label}: cannot connect: "
                                  f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
+        if expected is not None:
+            key = conn.get_server_host_key()
+            if key is None or fingerprint(key) != expected:  # the accepted key is the confirmed one, or nothing
+                conn.close()
+                raise HostKeyError(f"{t.label}: the connection's host key is not the confirmed {expected}; "
+                                   f"nothing was written to {known_path}")
+            known_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(known_path, "a") as fh:
+                fh.write(f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}\n")
+            if self.bus is not None:
+                how = "confirmed" if t.confirmed_fingerprint else "--trust-new-host"
+                self.bus.emit(Message(host=self.host_label, level="warning",
+                                      text=f"trusted the new host key {expected} of {t.label} ({how}); "
+                                           f"added to {known_path}"))
+        return conn
 
     async def _run(
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
@@ -257,6 +288,28 @@ class SshTransport(Transport):
             except (OSError, asyncssh.Error):
                 pass
             self._conn = None
+
+
+def _confirmed_key_client_class() -> type[asyncssh.SSHClient]:
+    import asyncssh
+
+    class ConfirmedKeyClient(asyncssh.SSHClient):
+        """Accepts a host key known_hosts does not list only when its fingerprint is the confirmed one
+        (asyncssh asks this after known_hosts and `@revoked`); records every such key offered."""
+
+        def __init__(self, expected: str | None, seen: list[asyncssh.SSHKey]) -> None:
+            self.expected = expected
+            self.seen = seen
+
+        def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+            self.seen.append(key)
+            return self.expected is not None and fingerprint(key) == self.expected
+
+    return ConfirmedKeyClient
+
+
+def _confirmed_key_client(expected: str | None, seen: list[asyncssh.SSHKey]) -> asyncssh.SSHClient:
+    return _confirmed_key_client_class()(expected, seen)  # type: ignore[call-arg]
 
 
 async def _chunks(stream: asyncssh.SSHReader[str]) -> asyncssh.AsyncIterator[str]:  # type: ignore[name-defined]

@@ -30,7 +30,7 @@ class ConnectForm(BaseModel):
     key_file: str | None = Field(None, description="Private key file (auth: key file).")
     known_hosts: str = Field("~/.ssh/known_hosts", description="Host keys checked on connect.")
     node: validate.HostName = Field("pve", description="Proxmox node name (as in the API).")
-    api_user: str = Field("root@pam", description="Proxmox API user (devN passthrough needs root@pam).")
+    api_user: validate.PveUserId = Field("root@pam", description="Proxmox API user, name@realm (devN passthrough needs root@pam).")
     api_password: secrets.SecretRef | None = Field(None, description="API password as a reference: env:NAME or file:PATH.")
 
     @model_validator(mode="after")
@@ -94,8 +94,8 @@ class ConnectPage(StepPage):
         if status == "known":
             self.query_one("#hostkey", Static).update(f"host key {fingerprint}: known")
             return True
-        if status == "changed":
-            self.query_one("#hostkey", Static).update(f"HOST KEY CHANGED: {fingerprint} — refusing to connect")
+        if status in ("changed", "revoked"):
+            self.query_one("#hostkey", Static).update(f"HOST KEY {status.upper()}: {fingerprint} — refusing to connect")
             return True  # the connect step fails with the full warning and the fix
         dialog = HostKeyDialog(label, fingerprint, self.session.target.ssh.known_hosts)
         trusted = await self.app.push_screen_wait(dialog)
@@ -103,6 +103,7 @@ class ConnectPage(StepPage):
             self.query_one("#hostkey", Static).update(f"host key {fingerprint}: not trusted; not connecting")
             return False
         self.session.trust_new_host = True
+        self.session.confirmed_fingerprint = fingerprint  # only this key is written to known_hosts
         self.session.node = None
         self.query_one("#hostkey", Static).update(f"host key {fingerprint}: trusted (added to known_hosts)")
         return True

@@ -212,10 +212,10 @@ class LabRun:
 
     # -- runs ---------------------------------------------------------------------------------
     def replay(self, playbook: Path, *, timeout: float = REPLAY_TIMEOUT_S,
-               after_step: tuple[str, Callable[[], None]] | None = None) -> Replay:
+               after_step: tuple[str, Callable[[], None]] | None = None, extra: Sequence[str] = ()) -> Replay:
         """`provisioner replay PLAYBOOK --lab --json`; `after_step=(kind, fn)` calls fn() as soon as
         the run log records that step as finished (to change the lab while the run goes on)."""
-        argv = [sys.executable, "-m", "provisioner", "replay", str(playbook), "--lab", "--json"]
+        argv = [sys.executable, "-m", "provisioner", "replay", str(playbook), "--lab", "--json", *extra]
         runs = self.state_dir / "runs"
         before = set(runs.glob("*.jsonl")) if runs.is_dir() else set()
         started = time.monotonic()

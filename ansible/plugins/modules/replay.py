@@ -39,7 +39,12 @@ options:
     description: CT id overriding the playbook's.
     type: int
   lab_root:
-    description: A running gpu-provisioner lab (C(provisioner lab up --root DIR)) instead of a real node.
+    description: >-
+      A running gpu-provisioner lab (C(provisioner lab up --root DIR)) instead of a real node: its entry
+      (endpoints and site profile) comes from C(provisioner lab inventory --root DIR).
+    type: path
+  site:
+    description: A site profile (YAML with this site's mirrors and sizes) applied at run time, never recorded.
     type: path
   ssh:
     description: SSH settings for the node.
@@ -164,14 +169,9 @@ EXIT_MEANING = {1: "failed", 2: "invalid input (playbook, inventory or flag)", 3
 
 
 def _entry(params):
-    """The one-host gpu-provisioner inventory entry (provisioner/fleet.py InventoryHost)."""
-    entry = {"name": params["name"] or params["host"] or os.path.basename(str(params["lab_root"]).rstrip("/"))}
-    if params["lab_root"]:
-        entry["lab_root"] = params["lab_root"]
-        if params["container"] is not None:
-            entry["container"] = params["container"]
-        return entry
-    for key in ("host", "node", "container"):
+    """The one-host gpu-provisioner inventory entry (provisioner/fleet.py InventoryHost) of a real node."""
+    entry = {"name": params["name"] or params["host"]}
+    for key in ("host", "node", "container", "site"):
         if params[key] is not None:
             entry[key] = params[key]
     ssh = params["ssh"]
@@ -182,6 +182,22 @@ def _entry(params):
         renamed = {"password_ref": "password", "token_value_ref": "token_value"}
         entry["api"] = {renamed.get(k, k): v for k, v in api.items() if v is not None}
     return entry
+
+
+def _lab_inventory(params, name):
+    """`provisioner lab inventory`: the running lab's entry (the inventory format knows no lab);
+    (inventory text, None) or (None, why)."""
+    argv = [*params["command"], "lab", "inventory", "--root", params["lab_root"], "--name", name]
+    if params["container"] is not None:
+        argv += ["--container", str(params["container"])]
+    try:
+        proc = subprocess.run(argv, cwd=params["chdir"], capture_output=True, text=True, timeout=120, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if proc.returncode != 0:
+        return None, (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+    return proc.stdout, None
 
 
 def _events(path):
@@ -233,6 +249,7 @@ def main():
             "node": {"type": "str"},
             "container": {"type": "int"},
             "lab_root": {"type": "path"},
+            "site": {"type": "path"},
             "ssh": {"type": "dict", "options": {
                 "user": {"type": "str", "default": "root"},
                 "port": {"type": "int", "default": 22},
@@ -268,16 +285,26 @@ def main():
         if value is not None and not REF_RE.match(value):
             module.fail_json(msg=f"api.{key} must be a secret reference (env:NAME or file:PATH), not the secret "
                                  f"itself; the value given is not shown", **result)
-    entry = _entry(p)
-    label = entry["name"]
+    if p["lab_root"]:
+        label = p["name"] or os.path.basename(str(p["lab_root"]).rstrip("/"))
+        text, why = _lab_inventory(p, label)
+        if text is None:
+            module.fail_json(msg=f"the lab at {p['lab_root']}: {' '.join(why) if isinstance(why, list) else why}",
+                             **result)
+    else:
+        entry = _entry(p)
+        label = entry["name"]
+        text = json.dumps({"hosts": [entry]})  # JSON is YAML
     work = tempfile.mkdtemp(prefix="gpu-provisioner-ansible-")
     try:
         os.chmod(work, 0o700)
         inventory = os.path.join(work, "inventory.yaml")
         fd = os.open(inventory, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"hosts": [entry]}, fh)  # JSON is YAML
+            fh.write(text)
         argv = [*p["command"], "plan" if mode == "plan" else "replay", p["playbook"], "--inventory", inventory, "--json", "--quiet"]
+        if p["site"] and p["lab_root"]:
+            argv += ["--site", p["site"]]
         argv += ["--check"] if mode == "plan" else ["--parallel", "1"]
         if p["trust_new_host"]:
             argv.append("--trust-new-host")

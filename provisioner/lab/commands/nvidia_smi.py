@@ -116,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             out(NVML_NOT_FOUND)
             return 12
         userspace = os.readlink(NVML_LINK).rsplit("libnvidia-ml.so.", 1)[-1] if NVML_LINK.is_symlink() else ""
+    if args in (["--version"], ["-v"]) and render.kmd_era(host_version):
+        # R610: the old keys point to the new ones (NVIDIA/aicr#1667)
+        out(f"NVIDIA-SMI version  : {userspace}\nNVML version        : {_short(userspace)}\n"
+            'DRIVER version      : Deprecated, see "KMD version" instead\n'
+            'CUDA version        : Deprecated, see "CUDA UMD version" instead\n'
+            f"KMD version         : {host_version}\nCUDA UMD version    : {model.cuda_version}\n")
+        return 0
     if args in (["--version"], ["-v"]):
         out(f"NVIDIA-SMI version  : {userspace}\nNVML version        : {_short(userspace)}\n"
             f"DRIVER version      : {host_version}\nCUDA Version        : {model.cuda_version}\n")
@@ -150,6 +157,31 @@ def main(argv: list[str] | None = None) -> int:
     gpus = tuple(g.model_copy(update={"index": i}) for i, g in enumerate(visible))
     host = model.model_copy(update={"gpus": gpus, "driver_version": host_version})
     return _dispatch(host, args)
+
+
+#: what the host's nvidia-smi says when no GPU runs in vGPU mode (quoted in a public vGPU setup guide)
+NO_VGPU = "No supported devices in vGPU mode\n"
+
+
+def render_vgpu(host: render.LabHost) -> str:
+    """``nvidia-smi vgpu`` on the node: a vGPU manager's table of GPUs (no VMs run in the lab, so no vGPU
+    rows), laid out as a real host prints it (https://github.com/akb486/vgpu README, driver 525.147.01)."""
+    from provisioner.lab.profiles import get_profile
+
+    if not get_profile(state().settings().profile).vgpu_manager:
+        return NO_VGPU
+    rule = "+---------------------------------+------------------------------+------------+"
+    v = host.driver_version
+    rows = []
+    for g in host.gpus:
+        name = g.name if len(g.name) <= 25 else g.name[:22] + "..."
+        rows.append(f"| {g.index:>3}  {name:<27}| {g.bus_id:<29}|{'0%':>5}       |")
+    return "\n".join([
+        "+" + "-" * 77 + "+", f"| NVIDIA-SMI {v:<23}Driver Version: {v:<26}|", "|" + rule[1:],
+        "| GPU  Name                       | Bus-Id                       | GPU-Util   |",
+        "|      vGPU ID     Name           | VM ID     VM Name            | vGPU-Util  |",
+        "|=================================+==============================+============|",
+        *rows, rule, ""])
 
 
 def _create_nodes() -> bool:
@@ -195,6 +227,9 @@ def _dispatch(host: render.LabHost, args: list[str]) -> int:
         die("Invalid combination of input arguments. Please run 'nvidia-smi topo -h' for help.", 2)
     if args[0] in ("-L", "--list-gpus"):
         out("".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in host.gpus))
+        return 0
+    if args[0] == "vgpu":
+        out(render_vgpu(host))
         return 0
     if args[0] in ("-h", "--help"):
         out("NVIDIA System Management Interface -- LAB stand-in (gpu-provisioner lab)\n")

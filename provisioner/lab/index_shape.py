@@ -1,0 +1,290 @@
+"""The lab's package indexes shaped like the real ones: a PyTorch index with side packages, files on another host,
+and a PyPI mirror.
+
+What the real download.pytorch.org/whl/<variant>/ looks like (reference/real-world.md, "The PyTorch index and uv"):
+
+- it carries, besides torch and torchvision, the packages they need (numpy, pillow, filelock, jinja2, markupsafe,
+  typing-extensions, sympy, networkx, fsspec, …) **in a few old versions**, so under uv's first-index rule an
+  extra index that is the PyTorch index pins those to its old versions: `numpy>=2.3` fails "No solution found"
+  (astral-sh/uv#7554, #2840, #5001);
+- its project pages link the files on **another host** (download-r2.pytorch.org): here a second loopback
+  address (127.0.0.2, else another port of 127.0.0.1) serves every file, the pages only link;
+- some links carry **no `#sha256=`** (scenario `hashless-links`: torch's files but cp310's, `_hashless`) and some
+  files **changed after their hash was published** (scenario `changed-bytes`: torch 2.11.0+cu128 serves other
+  bytes than its link's hash; pytorch/pytorch#181056 is that file, 2026-04; pytorch/pytorch#195141 triton);
+- PyPI (`/pypi/simple/`) has the current versions, nvidia-ml-py and packages that themselves require torch
+  (`torchmetrics` needs `torch>=2.0.0` and `numpy>1.20.0`, as its METADATA on PyPI says).
+
+The side packages are LAB stand-ins (pure-Python wheels named and versioned like the real ones, whose modules
+only carry `__version__`): the resolver and installer paths are what is modelled, not numpy itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import html
+import os
+import socket
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.wheels import NVML_PY_VERSION, VARIANTS, _pynvml_source, make_wheel
+
+SHAPE_VERSION = "1"
+#: (project, old versions on download.pytorch.org/whl/<variant>/) — "a few old versions" of each side package
+TORCH_INDEX_SIDE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("numpy", ("1.26.4", "2.1.2")), ("pillow", ("10.2.0", "11.0.0")), ("filelock", ("3.13.1",)),
+    ("jinja2", ("3.1.4",)), ("markupsafe", ("2.1.5",)), ("typing-extensions", ("4.12.2",)),
+    ("sympy", ("1.13.3",)), ("networkx", ("3.3",)), ("fsspec", ("2024.6.1",)),
+)
+#: (project, versions on PyPI, Requires-Dist)
+PYPI: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("numpy", ("2.1.2", "2.3.4"), ()), ("pillow", ("11.3.0",), ()), ("filelock", ("3.20.0",), ()),
+    ("jinja2", ("3.1.6",), ("MarkupSafe>=2.0",)), ("markupsafe", ("3.0.3",), ()),
+    ("typing-extensions", ("4.15.0",), ()), ("sympy", ("1.14.0",), ()), ("networkx", ("3.5",), ()),
+    ("fsspec", ("2025.9.0",), ()), ("packaging", ("25.0",), ()),
+    ("torchmetrics", ("1.8.2",), ("numpy>1.20.0", "packaging>17.1", "torch>=2.0.0")),
+)
+#: the files scenario `changed-bytes` serves altered (pytorch/pytorch#181056: torch 2.11.0+cu128)
+CHANGED_PREFIX = "torch-2.11.0+cu128-"
+INDEX_SCENARIOS = ("hashless-links", "changed-bytes")
+
+
+def _module(project: str) -> str:
+    return {"pillow": "PIL", "typing-extensions": "typing_extensions"}.get(project, project.replace("-", "_"))
+
+
+def _side_wheel(out: Path, project: str, version: str, requires: tuple[str, ...] = ()) -> Path:
+    mod = _module(project)
+    path = f"{mod}.py" if project == "typing-extensions" else f"{mod}/__init__.py"
+    return make_wheel(out, project, version, "py3-none-any",
+                      {path: f'"""LAB stand-in for {project} {version}."""\n__version__ = "{version}"\n'.encode()},
+                      requires=list(requires), summary=f"LAB stand-in for {project} (gpu-provisioner lab)")
+
+
+def build_side(base: Path) -> Path:
+    """Side packages of the PyTorch index (`torch-side/`) and the PyPI mirror (`pypi/`), built once under `base`."""
+    root = base / f"index-shape-{SHAPE_VERSION}-{hashlib.sha256(_pynvml_source()).hexdigest()[:8]}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f".index-shape-{SHAPE_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            for project, versions in TORCH_INDEX_SIDE:
+                for v in versions:
+                    _side_wheel(root / "torch-side", project, v)
+            for project, versions, requires in PYPI:
+                for v in versions:
+                    _side_wheel(root / "pypi", project, v, requires)
+            make_wheel(root / "pypi", "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any",
+                       {"pynvml.py": _pynvml_source()},
+                       summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)")
+            done.write_text("ok\n")
+    return root
+
+
+def rebuilt(wheel: Path) -> Path:
+    """The same wheel re-published with other bytes (one more file in it): a valid wheel of the same name whose
+    sha256 is not the one the index links (what pytorch/pytorch#181056 and #195141 saw)."""
+    out = wheel.with_name(wheel.name + ".changed")
+    if not out.exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                dst.writestr(info, src.read(info))
+            dst.writestr("torch/_lab_republished.txt", "LAB: scenario changed-bytes: re-published after its hash\n")
+        tmp.replace(out)
+    return out
+
+
+def _project(filename: str) -> str:
+    return filename.split("-", 1)[0].lower().replace("_", "-")
+
+
+def _sha256(path: Path) -> str:
+    cache = path.with_name(path.name + ".sha256")
+    if cache.exists():
+        return cache.read_text().strip()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    cache.write_text(digest + "\n")
+    return digest
+
+
+class Shelves:
+    """Which wheel files each index holds: `/whl/<variant>/` (torch + side packages) and `/pypi/`."""
+
+    def __init__(self, wheel_root: Path, side_root: Path) -> None:
+        self.wheel_root, self.side_root = wheel_root, side_root
+
+    def files(self, shelf: str) -> list[Path]:
+        if shelf == "pypi":
+            return sorted((self.side_root / "pypi").glob("*.whl"))
+        if shelf in VARIANTS and (self.wheel_root / shelf).is_dir():
+            return sorted([*(self.wheel_root / shelf).glob("*.whl"), *(self.side_root / "torch-side").glob("*.whl")])
+        return []
+
+    def find(self, shelf: str, name: str) -> Path | None:
+        return next((f for f in self.files(shelf) if f.name == name), None)
+
+
+def _hashless(filename: str) -> bool:
+    """Scenario `hashless-links`: the torch files of every Python but cp310 lose their `#sha256=`, the way the
+    real index gave hashes for only some files of a release (astral-sh/uv#13195: torch 2.7.0+cu128 aarch64
+    links without, x86_64 with); uv expects all or none of a project's files hashed."""
+    return _project(filename) == "torch" and "-cp310-" not in filename
+
+
+def _page(title: str, links: list[tuple[str, str]]) -> bytes:
+    body = "\n".join(f'    <a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
+    return (f"<!DOCTYPE html>\n<html>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n  </body>\n</html>\n"
+            "<!-- LAB: gpu-provisioner lab package index (stand-in wheels) -->\n").encode()
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self._dispatch(head=True)
+
+    def do_GET(self) -> None:
+        self._dispatch(head=False)
+
+    def _dispatch(self, head: bool) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _parts(self) -> list[str]:
+        return [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
+
+
+class _FilesHandler(_Quiet):
+    """The files host (download-r2.pytorch.org / files.pythonhosted.org): `/<shelf>/<file>`."""
+
+    server_version = "LAB-files"
+
+    def _dispatch(self, head: bool) -> None:
+        srv: Any = self.server
+        parts = self._parts()
+        shelf = parts[1] if parts[:1] == ["whl"] and len(parts) == 3 else ("pypi" if parts[:1] == ["packages"] else "")
+        found = srv.shelves.find(shelf, parts[-1]) if shelf and len(parts) >= 2 else None
+        if found is None:
+            self._send(404, b"LAB: no such file\n", "text/plain", head)
+            return
+        changed = found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios()
+        data = rebuilt(found).read_bytes() if changed else found.read_bytes()
+        self._send(200, data, "application/octet-stream", head)
+
+
+class _PagesHandler(_Quiet):
+    """The index pages: `/whl/<variant>/<project>/` and `/pypi/simple/<project>/` (PEP 503), files linked on
+    the files host."""
+
+    server_version = "LAB-package-index"
+
+    def _dispatch(self, head: bool) -> None:
+        srv: Any = self.server
+        parts = self._parts()
+        if parts[:2] == ["pypi", "simple"]:
+            shelf, rest, prefix = "pypi", parts[2:], "/pypi/simple"
+        elif parts[:1] == ["whl"] and len(parts) >= 2:
+            shelf, rest, prefix = parts[1], parts[2:], f"/whl/{parts[1]}"
+        elif parts == ["whl"]:
+            self._send(200, _page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
+            return
+        else:
+            self._send(404, b"LAB: not found\n", "text/plain", head)
+            return
+        files = srv.shelves.files(shelf)
+        if not files:
+            self._send(404, b"LAB: no such index\n", "text/plain", head)
+            return
+        if not rest:
+            projects = sorted({_project(f.name) for f in files})
+            self._send(200, _page(f"Links for {shelf}", [(f"{prefix}/{p}/", p) for p in projects]), head=head)
+            return
+        project = rest[0].lower().replace("_", "-").replace(".", "-")
+        hashless = shelf != "pypi" and "hashless-links" in srv.scenarios()
+        base = srv.files_url + ("/packages" if shelf == "pypi" else f"/whl/{shelf}")
+        links = []
+        for f in files:
+            if _project(f.name) != project:
+                continue
+            frag = "" if hashless and _hashless(f.name) else f"#sha256={_sha256(f)}"
+            links.append((f"{base}/{quote(f.name)}{frag}", f.name))
+        if not links:
+            self._send(404, b"LAB: no such project\n", "text/plain", head)
+            return
+        self._send(200, _page(f"Links for {project}", links), head=head)
+
+
+def _files_host(preferred: str) -> str:
+    """A second loopback address for the files host when this machine answers on it (Linux: all of 127/8)."""
+    with contextlib.suppress(OSError), socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        return "127.0.0.2"
+    return preferred
+
+
+class FilesServer(BackgroundHttpServer):
+    thread_name = "lab-files-host"
+
+    def __init__(self, shelves: Shelves, scenarios: Any, host: str) -> None:
+        self.host = host
+        self._httpd = ThreadingHTTPServer((host, 0), _FilesHandler)
+        self._httpd.daemon_threads = True
+        self._httpd.shelves = shelves  # type: ignore[attr-defined]
+        self._httpd.scenarios = scenarios  # type: ignore[attr-defined]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class ShapedIndexServer(BackgroundHttpServer):
+    """The PyTorch index (`base_url` = `/whl/`) and the PyPI mirror (`pypi_url` = `/pypi/simple`) on `host`,
+    every file served by a `FilesServer` on another loopback address."""
+
+    thread_name = "lab-package-index"
+
+    def __init__(self, wheel_root: Path, side_root: Path, scenarios: Any, host: str = "127.0.0.1") -> None:
+        self.host = host
+        shelves = Shelves(wheel_root, side_root)
+        self.files = FilesServer(shelves, scenarios, _files_host(host))
+        self._httpd = ThreadingHTTPServer((host, 0), _PagesHandler)
+        self._httpd.daemon_threads = True
+        self._httpd.shelves = shelves  # type: ignore[attr-defined]
+        self._httpd.scenarios = scenarios  # type: ignore[attr-defined]
+        self._httpd.files_url = self.files.base_url  # type: ignore[attr-defined]
+
+    def start(self) -> ShapedIndexServer:
+        self.files.start()
+        super().start()
+        return self
+
+    def stop(self) -> None:
+        super().stop()
+        self.files.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/whl/"
+
+    @property
+    def pypi_url(self) -> str:
+        return f"http://{self.host}:{self.port}/pypi/simple"

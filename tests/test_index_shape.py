@@ -1,0 +1,176 @@
+"""venv.build against the lab's indexes shaped like the real ones (`provisioner.lab.index_shape`), with real uv.
+
+- The PyTorch index carries numpy, pillow, filelock, jinja2, … in old versions and links every file on a
+  second host; PyPI has the current ones. `extra_packages: [numpy>=2.3, torchmetrics]` (torchmetrics itself
+  requires torch) builds: numpy 2.3.4 from PyPI, the same torch as the torch group, from the PyTorch index.
+  The same request with the PyTorch index as an extra index (the way uv's first-index rule breaks it,
+  astral-sh/uv#7554) fails "No solution found" with real uv: the shape is what makes the difference.
+- Scenario `changed-bytes` (pytorch/pytorch#181056) and `hashless-links` each fail with a message that names
+  the file, the host it came from and the fix.
+
+Commands reach the "container" through the test-only `pct` stand-in (tests/support/fake_pct.py); the lab's
+torch answers CUDA queries from /dev/nvidia* nodes this machine lacks, so the smoke test is off here (the lab
+end-to-end tests run it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.lab import index_shape, wheels
+from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
+from tests.support.require import require
+from tests.test_venv_build import freeze, make_playbook
+
+
+class Lab:
+    def __init__(self, base: Path) -> None:
+        self.scenarios: list[str] = []
+        self.wheel_root = wheels.build_index(base / "wheels")
+        self.server = index_shape.ShapedIndexServer(self.wheel_root,
+                                                    index_shape.build_side(base / "side"),
+                                                    lambda: self.scenarios).start()
+
+    def settings(self) -> dict[str, Any]:
+        """The lab's site profile for venv.build: its PyTorch index and PyPI mirrors."""
+        return {"venv.build": {"index_mirror": self.server.base_url.rstrip("/"),
+                               "pypi_mirror": self.server.pypi_url, "smoke_test": False}}
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    shaped = Lab(tmp_path / "lab")
+    yield shaped
+    shaped.server.stop()
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
+    require(real_uv() is not None, "uv is not on PATH")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    return Node(tmp_path / "node")
+
+
+def _run(node: Node, lab: Lab, venv: Path, extras: list[str]) -> Any:
+    return run_playbook(node, make_playbook(venv, build={"extra_packages": extras}),
+                        state=known_gpus(reference_gpus(2)), settings=lab.settings())
+
+
+def test_the_index_links_files_on_another_host_and_carries_old_side_packages(lab: Lab) -> None:
+    page = urllib.request.urlopen(f"{lab.server.base_url}cu128/numpy/").read().decode()
+    assert "numpy-1.26.4-py3-none-any.whl" in page and "numpy-2.1.2-py3-none-any.whl" in page
+    assert "numpy-2.3" not in page
+    assert f'href="{lab.server.files.base_url}/whl/cu128/numpy-1.26.4' in page
+    assert lab.server.files.base_url.split(":")[1] != lab.server.base_url.split(":")[1] or \
+        lab.server.files.port != lab.server.port
+    pypi = urllib.request.urlopen(f"{lab.server.pypi_url}/numpy/").read().decode()
+    assert "numpy-2.3.4-py3-none-any.whl" in pypi and "#sha256=" in pypi
+
+
+async def test_numpy_2_3_and_a_package_needing_torch_build_from_pypi_with_the_same_torch(
+        tmp_path: Path, lab: Lab, node: Node) -> None:
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await _run(node, lab, venv, ["numpy>=2.3", "torchmetrics"])
+    assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
+    frozen = set(freeze(venv))
+    assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128", "numpy==2.3.4", "torchmetrics==1.8.2",
+            "packaging==25.0"} <= frozen, frozen
+    lock = out.recorder.playbook().resolved["venv_lock"]["groups"]
+    assert "torch==2.11.0+cu128" in lock["extra"]["text"] and "numpy==2.3.4" in lock["extra"]["text"]
+
+    # The way that breaks (the PyTorch index as an extra index): real uv's first-index rule.
+    uv = real_uv()
+    assert uv is not None
+    req = tmp_path / "req.in"
+    req.write_text("numpy>=2.3\n")
+    first_index = subprocess.run(
+        [uv, "pip", "compile", str(req), "--python", str(venv / "bin/python"), "--no-header", "--index-url",
+         lab.server.pypi_url, "--extra-index-url", f"{lab.server.base_url}cu128"],
+        capture_output=True, text=True, env=node.env(), check=False)
+    assert first_index.returncode != 0 and "No solution found" in first_index.stderr, first_index.stderr
+
+
+async def test_changed_bytes_names_the_file_the_host_and_the_fix(tmp_path: Path, lab: Lab, node: Node) -> None:
+    lab.scenarios = ["changed-bytes"]
+    out = await _run(node, lab, tmp_path / "ct" / "opt" / "venv", ["nvidia-ml-py"])
+    assert out.result.statuses == ["ok", "failed"]
+    message = out.finished("venv.build").message
+    assert "torch-2.11.0+cu128-" in message, message
+    files_host = lab.server.files.base_url.split("//")[1]
+    assert f"torch-2.11.0+cu128-cp{sys.version_info[0]}{sys.version_info[1]}-" in message
+    assert f"from {files_host}" in message, message
+    assert "publishes a wrong hash" in message and "not your mirror" in message, message
+    assert "fix: pin another torch version or Python" in message and "check the mirror" not in message, message
+
+    # Replayed from a lock recorded before the file changed (resolved.venv_lock): the index still links the old
+    # hash, so the cause is the same and named the same way (not "the lock is stale").
+    lab.scenarios = []
+    good = await _run(node, lab, tmp_path / "ct" / "opt" / "venv-good", ["nvidia-ml-py"])
+    assert good.result.statuses == ["ok", "changed"]
+    lab.scenarios = ["changed-bytes"]
+    node.extra_env["UV_CACHE_DIR"] = str(tmp_path / "another-uv-cache")  # another container: nothing cached
+    recorded = good.recorder.playbook()
+    again = await run_playbook(node, make_playbook(tmp_path / "ct" / "opt" / "venv-2",
+                                                   build={"extra_packages": ["nvidia-ml-py"]},
+                                                   resolved=recorded.resolved),
+                               state=known_gpus(reference_gpus(2)), settings=lab.settings())
+    message = again.finished("venv.build").message
+    assert f"from {files_host}" in message and "torch-2.11.0+cu128-" in message, message
+    assert "publishes a wrong hash" in message, message
+
+
+async def test_hashless_links_are_hashed_from_the_download(tmp_path: Path, lab: Lab, node: Node) -> None:
+    """Links without `#sha256=` for some of torch's files (astral-sh/uv#13195): uv 0.13.9 hashes the file it
+    downloads, so the lock still pins every file by its sha256 and the build succeeds (older uv refused)."""
+    lab.scenarios = ["hashless-links"]
+    page = urllib.request.urlopen(f"{lab.server.base_url}cu128/torch/").read().decode()
+    assert "-cp310-" in page and page.count("#sha256=") == 1  # only cp310's link keeps its hash
+    venv = tmp_path / "ct" / "opt" / "venv"
+    out = await _run(node, lab, venv, ["nvidia-ml-py"])
+    assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
+    lock = out.recorder.playbook().resolved["venv_lock"]["groups"]["torch"]["text"]
+    py = "cp" + "".join(map(str, sys.version_info[:2]))
+    served = next((lab.wheel_root / "cu128").glob(f"torch-*-{py}-*.whl"))
+    assert f"--hash=sha256:{hashlib.sha256(served.read_bytes()).hexdigest()}" in lock
+    assert "torch==2.11.0+cu128" in freeze(venv)
+
+
+def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named(tmp_path: Path) -> None:
+    """The same in a lab container (its sandbox, its own Python): the extras build; in a lab with scenario
+    changed-bytes a fresh container's venv fails with the file, the files host and the fix (a container whose
+    uv cache already holds the good file would not even notice: uv installs from its cache)."""
+    import json
+    import os
+
+    from tests.support.labrun import LabRun, lab_importable, write_test_playbook
+
+    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+    require(lab_importable(), "the embedded lab is not in this build")
+    extras = {"extra_packages": ["nvidia-ml-py", "numpy>=2.3", "torchmetrics"]}
+    book = write_test_playbook(tmp_path / "pb.yaml", upto="venv.build", params={"venv.build": extras})
+    lab = LabRun(tmp_path / "a", Path(os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "lab-cache"))))
+    with lab.running():
+        run = lab.replay(book)
+        assert run.rc == 0, run.describe()
+        runtime = json.loads((lab.root / "ct" / "200" / "rootfs" / "opt" / "torch-venv" / "runtime.json").read_text())
+        assert {"numpy==2.3.4", "torchmetrics==1.8.2", "torch==2.11.0+cu128"} <= set(runtime["packages"]), runtime
+
+
+    # A fresh container (no uv cache holding the good file) on a lab whose index serves the changed file.
+    changed = LabRun(tmp_path / "b", lab.lab_cache, scenarios=["changed-bytes"])
+    with changed.running():
+        failed = changed.replay(book)
+        assert failed.rc != 0 and failed.status_of("venv.build") == "failed", failed.describe()
+        message = failed.message_of("venv.build")
+        conn = json.loads((changed.root / "connection.json").read_text())
+        files_host = conn["files_url"].split("//")[1]
+        assert "torch-2.11.0+cu128-cp" in message and f"from {files_host}" in message, message
+        assert "publishes a wrong hash" in message and "fix:" in message, message
