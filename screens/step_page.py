@@ -288,7 +288,7 @@ class StepPage(Screen[None]):
         width = max(30, (self.app.size.width or 80) - 6)
 
         def item(line: str, bullet: str, style: str = "") -> None:
-            for n, part in enumerate(textwrap.wrap(line, width - len(bullet), break_on_hyphens=False) or [""]):
+            for n, part in enumerate(textwrap.wrap(line, width - len(bullet), break_on_hyphens=False, break_long_words=False) or [""]):
                 text.append((bullet if n == 0 else " " * len(bullet)) + part + "\n", style=style)
 
         for index in self.indices:

@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
 from provisioner.events import Metric, Progress
-from provisioner.steps.burnin_run import PHASE_TASK, SIZES_TASK, SOAK_TASK
+from provisioner.steps.burnin_run import PHASE_TASK, SIZES_TASK, SOAK_TASK, BurninParams
 from screens.step_page import StepPage
 from screens.widgets.busbw_chart import BusbwChart
 
@@ -97,8 +97,12 @@ class BurninPage(StepPage):
         yield table
         yield BusbwChart(id="busbw")
 
+    def now(self) -> float:
+        """The page's clock (time in a phase, the ETA)."""
+        return time.monotonic()
+
     def on_progress(self, event: Progress) -> None:
-        now = time.monotonic()
+        now = self.now()
         if event.task.startswith(PHASE_TASK):
             name = event.task.removeprefix(PHASE_TASK)
             self.live.phase, self.live.done, self.live.total = name, int(event.completed), int(event.total or 0)
@@ -117,18 +121,26 @@ class BurninPage(StepPage):
 
     _ticker: Any = None
 
-    def phases_asked(self) -> list[str]:
+    def step_params(self) -> Any:
+        """The burn-in step's parameters as the step reads them (the model's defaults filled in)."""
         index = self.indices[0] if self.indices else None
-        value = str(self.session.runs[index].spec.params.get("phases", "")) if index is not None else ""
-        return [p for p in (value or "preflight,gemm,collectives,soak,nvshmem").split(",") if p]
+        if index is None:
+            return None
+        try:
+            return BurninParams.model_validate(self.session.runs[index].spec.params)
+        except ValueError:
+            return None
+
+    def phases_asked(self) -> list[str]:
+        params = self.step_params()
+        return [p for p in (params.phases if params is not None else "").split(",") if p]
 
     def soak_seconds(self) -> int:
-        index = self.indices[0] if self.indices else None
-        value = self.session.runs[index].spec.params.get("duration_s", 0) if index is not None else 0
-        return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else 0
+        params = self.step_params()
+        return int(params.duration_s) if params is not None else 0
 
     def refresh_live(self) -> None:
-        now = time.monotonic()
+        now = self.now()
         running = self.wizard.busy and bool(self.live.phase)
         self.query_one("#phase", Static).update(self.live.text(now) if running else Text())
         bar = self.query_one("#phase-bar", ProgressBar)
