@@ -140,7 +140,7 @@ async def run_host(
     """Run every step of `playbook` against one host; failures stop this host only."""
     ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
     run = HostRun(ctx)
-    failed = False
+    failed: str = ""  # the step that failed (its name, number and outcome): later steps are skipped, naming it
     # plan changes nothing: it takes no lock, so a plan during a replay works. The one lock is the
     # node's (`provisioner.node_lock`: why not one in the controller's state dir too, it says).
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
@@ -163,7 +163,7 @@ async def run_host(
             return run.result
         for index, spec in enumerate(playbook.steps):
             if failed:
-                run.skip(index, spec, "skipped after an earlier failure")
+                run.skip(index, spec, f"skipped: {failed}")
                 continue
             if index in denied and mode == "plan":
                 run.result.by_index[index] = "failed"
@@ -177,7 +177,7 @@ async def run_host(
             if mode == "plan":
                 run.result.by_index[index] = status
             if status in ("failed", "interrupted"):
-                failed = True
+                failed = f"step {index + 1} ({spec.name or spec.kind}) {status}"
     except StepFailed as exc:  # a lock
         bus.emit(Message(host=host, level="error", text=str(exc)))
         _record_refusal(playbook, bus, host, run.result, index, exc.message, exc.exit_code)

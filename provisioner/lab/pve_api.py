@@ -193,6 +193,7 @@ class LabApi:
             ("DELETE", "/nodes/{node}/lxc/{vmid}"): self._destroy,
             ("GET", "/nodes/{node}/lxc/{vmid}/config"): self._get_config,
             ("PUT", "/nodes/{node}/lxc/{vmid}/config"): self._put_config,
+            ("PUT", "/nodes/{node}/lxc/{vmid}/resize"): self._resize,
             ("GET", "/nodes/{node}/lxc/{vmid}/pending"): self._pending,
             ("GET", "/nodes/{node}/lxc/{vmid}/status"): self._status_idx,
             ("GET", "/nodes/{node}/lxc/{vmid}/status/current"): self._status_current,
@@ -733,6 +734,37 @@ class LabApi:
                     conf.set(key, value)
             conf.set_pending({})
             self.state.write_conf(vmid, conf)
+
+    def _resize(self, p: dict[str, Any], ident: Identity) -> str:
+        """`resize_vm` of pve-container (src/PVE/API2/LXC.pm): `+` adds to the volume's size, a smaller size
+        is refused ("unable to shrink disk size"), the same size too ("disk is already at specified size",
+        PVE 8.1+); the config's `size=` follows in a `resize` task."""
+        vmid, disk, size = int(p["vmid"]), str(p["disk"]), str(p["size"])
+        with self.state.lock():
+            conf = self.state.read_conf(vmid)
+            self._check_unlocked(conf)
+            if not conf.get(disk):
+                raise ApiError(500, f"disk '{disk}' does not exist\n")
+            mp = parse_property_string(str(conf.get(disk)), "volume")
+            current = _size_text(mp.get("size", "0"))
+            wanted = _size_text(size.lstrip("+"))
+            new = current + wanted if size.startswith("+") else wanted
+            if new < current:
+                raise ApiError(500, "unable to shrink disk size\n")
+            if new == current:
+                raise ApiError(500, "disk is already at specified size\n")
+
+        def work(log: list[str]) -> None:
+            with self.state.lock():
+                conf = self.state.read_conf(vmid)
+                mp = parse_property_string(str(conf.get(disk)), "volume")
+                mp["size"] = f"{new // 1024**3}G" if new % 1024**3 == 0 else f"{new // 1024**2}M"
+                conf.set(disk, format_property_string(mp, "volume"))
+                self.state.write_conf(vmid, conf)
+            log.append(f'  Size of logical volume pve/vm-{vmid}-disk-0 changed to {new / 1024**3:g} GiB.')
+            log.append(f"  Logical volume pve/vm-{vmid}-disk-0 successfully resized.")
+
+        return self.start_task("resize", str(vmid), ident, work)
 
     def _pending(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
         """``vm_pending``: PVE::GuestHelpers::config_with_pending_array (current value, pending value,

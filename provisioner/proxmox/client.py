@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import requests
 from proxmoxer import AuthenticationError, ResourceException
@@ -50,6 +51,7 @@ from provisioner.proxmox.errors import (
 )
 from provisioner.proxmox.schema import PARAM_FAILED, ApiSchema, load_schema, schema_version_for
 from provisioner.proxmox.tasks import TaskResult, exitstatus_is_ok, exitstatus_warnings
+from provisioner.transport.plain_errors import connect_error
 
 AuthKind = Literal["ticket", "token"]
 
@@ -328,6 +330,11 @@ class PveClient:
         """``PUT .../config`` (synchronous in PVE)."""
         self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/config", {**(params or {}), **kw})
 
+    def resize_ct(self, vmid: int, disk: str, size: str, node: str | None = None) -> str:
+        """``PUT .../resize`` (`pct resize`): grow a volume to `size` (`64G`, or `+8G`) -> UPID."""
+        return str(self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/resize",
+                                {"disk": disk, "size": size}))
+
     def start_ct(self, vmid: int, node: str | None = None) -> str:
         return str(self.request("POST", f"nodes/{node or self.node}/lxc/{int(vmid)}/status/start"))
 
@@ -389,6 +396,26 @@ class PveClient:
             interval = min(interval * 2, poll)
 
 
+def _plain_connect_error(exc: BaseException, target: str) -> str:
+    """requests' `HTTPSConnectionPool(…): Max retries exceeded … [Errno 111] …` in plain words: the socket
+    error at its root (urllib3's `reason`, the exception chain), said by `transport.plain_errors`."""
+    parts = urlsplit(target if "://" in target else f"https://{target}")
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and (cur.errno is not None or isinstance(cur, TimeoutError)) and parts.hostname:
+            return connect_error(cur, parts.hostname, parts.port or 8006)
+        stack.extend(e for e in (getattr(cur, "reason", None), cur.__cause__, cur.__context__, *cur.args)
+                     if isinstance(e, BaseException))
+    if isinstance(exc, requests.exceptions.Timeout) and parts.hostname:
+        return connect_error(TimeoutError(), parts.hostname, parts.port or 8006)
+    return str(exc)
+
+
 def _map_error(exc: BaseException, target: str) -> ProxmoxError:
     """Translate proxmoxer / requests exceptions into our errors."""
     if isinstance(exc, ProxmoxError):
@@ -413,7 +440,7 @@ def _map_error(exc: BaseException, target: str) -> ProxmoxError:
             return TlsRejected(f"TLS certificate of {target} does not match the pinned fingerprint")
         return TlsRejected(f"TLS certificate of {target} was not accepted: {detail}")
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
-        return Unreachable(f"cannot reach {target}: {exc}")
+        return Unreachable(f"cannot reach {target}: {_plain_connect_error(exc, target)}")
     if isinstance(exc, (OSError, socket.timeout)):
         return Unreachable(f"cannot reach {target}: {exc}")
     return ProxmoxError(f"{target}: {exc}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field, ValidationError
 
 from provisioner import quoting
+from provisioner.burnin.config import ConfigError, parse_sizes
 from provisioner.events import Event, Metric
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
@@ -124,9 +127,10 @@ class BurninRun(StepKind[BurninParams]):
             argv += ["--threshold", f"{key}={value}"]
         # the result document (one JSON line, ~30 KB) goes to a file, not to the screen: the step
         # prints a summary of it below
+        live = LiveProgress.of(self.params)
         script = (f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} {quoting.join(argv)} > {RESULT_LINE}")
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
-                              on_line=lambda line: _metric_from_line(ctx, line))
+                              on_line=lambda line: _metric_from_line(ctx, line, live))
         full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
         doc = last_report(full.lines, BurninReport)
         if doc is None:
@@ -197,14 +201,50 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
-def _metric_from_line(ctx: StepContext, line: str) -> None:
-    """nccl-tests style rows become live busbw metrics for the TUI's chart."""
+@dataclass
+class LiveProgress:
+    """What the live lines are measured against: the phases asked for, the sizes per collective, the soak."""
+
+    phases: list[str]
+    sizes: int
+    soak_s: int
+    rows: int = 0
+
+    @classmethod
+    def of(cls, params: Any) -> LiveProgress:
+        try:
+            sizes = len(parse_sizes(params.sizes))
+        except ConfigError:
+            sizes = 0
+        return cls([p for p in params.phases.split(",") if p], sizes, int(params.duration_s))
+
+
+#: Progress tasks the burn-in emits (the wizard's Burn-in page reads them): the phase (completed = phases
+#: before it, total = phases asked for), the sizes done in the current collective, the soak's seconds
+PHASE_TASK, SIZES_TASK, SOAK_TASK = "burn-in phase: ", "burn-in sizes: ", "burn-in soak"
+
+
+def _metric_from_line(ctx: StepContext, line: str, live: LiveProgress | None = None) -> None:
+    """nccl-tests style rows become live busbw metrics for the TUI's chart; with `live`, the burn-in's
+    `[burnin] phase NAME` lines (worker.py `_set_phase`) and the rows become Progress events."""
     parts = line.split()
     if len(parts) >= 9 and parts[0].isdigit() and parts[1].isdigit():
         try:
             ctx.bus.emit(Metric(host=ctx.host, name="busbw", value=float(parts[7]),
                                 labels={"size": parts[0], "collective": ctx.state.burnin_collective}))
         except ValueError:
-            pass
+            return
+        if live is not None and live.sizes:
+            live.rows += 1
+            ctx.bus.emit(ctx.progress(SIZES_TASK + (ctx.state.burnin_collective or "collective"),
+                                      min(live.rows, live.sizes), live.sizes, "sizes"))
     elif line.startswith("# Collective test starting:") or line.startswith("# collective:"):
         ctx.state.burnin_collective = line.split(":", 1)[1].strip()
+        if live is not None:
+            live.rows = 0
+    elif live is not None and line.startswith("[burnin] phase "):
+        name = line.removeprefix("[burnin] phase ").strip()
+        done = live.phases.index(name) if name in live.phases else len(live.phases)
+        ctx.bus.emit(ctx.progress(PHASE_TASK + name, done, max(len(live.phases), 1), "phases"))
+        if name == "soak" and live.soak_s > 0:
+            ctx.bus.emit(ctx.progress(SOAK_TASK, 0, live.soak_s, "s"))

@@ -13,6 +13,7 @@ from provisioner.playbook import Playbook
 from provisioner.steps.state import RunState
 from provisioner.transport.base import Transport
 from provisioner.transport.container import ContainerTransport
+from provisioner.words import Words
 
 T = TypeVar("T")
 
@@ -49,6 +50,7 @@ class StepContext:
     # Set by an interactive front end (the TUI): asked before an unpublished checksum is trusted.
     # Headless (None) the playbook must pin it (`sha256:`) or have it in `resolved`.
     confirm_checksum: ConfirmChecksum | None = None
+    words: Words = field(default_factory=Words)  # fixes in the words of the face in use (provisioner/words.py)
     _pve: Any = None
     _containers: dict[int, ContainerTransport] = field(default_factory=dict)
 

@@ -523,7 +523,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         try:
             await asyncio.to_thread(dl.verify, path, expected)
         except dl.ChecksumMismatch as exc:
-            raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then replay",
+            raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then try again",
                              exit_code=ExitCode.FAILED) from None
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
@@ -546,7 +546,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             raise StepFailed("installing kmod/pkg-config in the container failed", result=result,
                              fix="check the container's network and package sources (apt-get update)")
         raise StepFailed("the apt/dpkg lock in the container stayed held", fix="wait for the other apt run to finish "
-                         "(unattended-upgrades?), then replay")
+                         f"(unattended-upgrades?), {ctx.words.retry}")
 
     async def _installer_failed(self, ctx: StepContext, result: CommandResult) -> None:
         log = await ctx.container().run(["cat", INSTALLER_LOG], timeout=60, quiet=True)

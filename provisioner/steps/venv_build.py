@@ -43,6 +43,7 @@ from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, S
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.transport.base import CommandResult
+from provisioner.words import Words
 
 PYPI_INDEX = "https://pypi.org/simple"
 
@@ -303,8 +304,10 @@ _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connec
                 "network unreachable")
 
 
-def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult) -> StepFailed:
+def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
+                     words: Words | None = None) -> StepFailed:
     """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
+    words = words or Words()
     if _lines_match(result, *_NO_BUILD):
         fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
                "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
@@ -323,8 +326,9 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
     if _lines_match(result, "No space left on device", "os error 28"):
         return StepFailed(f"the container ran out of disk space while installing the {what} packages "
                           "(No space left on device)",
-                          fix="grow the container's volume (`pct resize <vmid> rootfs +20G`) or free space, then "
-                              "replay: the interrupted build is finished", result=result)
+                          fix=words.field("lxc.create", "rootfs_size_gb", "grow the container's disk (the Container "
+                                          "step grows it in place)") + f" or free space, {words.retry}: the "
+                              "interrupted build is finished", result=result)
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
@@ -571,7 +575,8 @@ class VenvBuild(StepKind[VenvParams]):
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
             if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
-                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled)
+                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
+                                       ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
         parts = split_lock(text) if explicit else {"": text}
         for part, part_text in parts.items():
@@ -589,7 +594,7 @@ class VenvBuild(StepKind[VenvParams]):
                 if mismatch is not None:
                     raise await self._hash_failure(ctx, mismatch, str(source), installed, recorded=bool(prior),
                                                    python=req["python"])
-                raise _install_failure(name, reqs, str(source), installed)
+                raise _install_failure(name, reqs, str(source), installed, ctx.words)
         build.pins.update(parse_lock(text))
         build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
@@ -677,7 +682,7 @@ class VenvBuild(StepKind[VenvParams]):
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
                             "--index-url", pypi, f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip, ctx.words)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
