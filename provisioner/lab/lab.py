@@ -2,13 +2,14 @@
 
 ``Lab(root, scenarios, pve).up()`` starts everything in one background daemon process
 (``python -m provisioner.lab.serve --root ROOT``), waits until every service answers, and returns
-the connection info it wrote to ``<root>/connection.json``::
+the connection info it wrote to ``<root>/private/connection.json`` (``private/`` is in no view of the
+lab: a lab container or the lab node cannot read or rewrite what `--lab` runs trust)::
 
     {"lab": "LAB", "node": "pve", "root": "...",
-     "ssh": {"host": "127.0.0.1", "port": P, "user": "root", "key_file": "<root>/client_key",
-             "known_hosts": "<root>/known_hosts"},
-     "api": {"port": P, "user": "root@pam", "password": "file:<root>/api-password",
-             "ca_file": "<root>/tls/...", "fingerprint": "AB:CD:..."},
+     "ssh": {"host": "127.0.0.1", "port": P, "user": "root", "key_file": "<root>/private/client_key",
+             "known_hosts": "<root>/private/known_hosts"},
+     "api": {"port": P, "user": "root@pam", "password": "file:<root>/private/api-password",
+             "ca_file": "<root>/private/tls/...", "fingerprint": "AB:CD:..."},
      "index_url": "http://127.0.0.1:P/whl/", "driver_mirror": "http://127.0.0.1:P",
      "scenarios": [...], "pve": "8.4", "pid": N}
 
@@ -32,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provisioner.lab import safe_fs
 from provisioner.lab.commands import write_node_bin
-from provisioner.lab.state import KNOWN_SCENARIOS, LabState
+from provisioner.lab.state import KNOWN_SCENARIOS, LabState, private_dir
 
 #: scenarios implemented on the node side (the API-side ones are in `provisioner.lab.state.KNOWN_SCENARIOS`)
 NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed")
@@ -49,7 +51,7 @@ class LabError(RuntimeError):
 
 
 def connection_path(root: Path) -> Path:
-    return root / "connection.json"
+    return private_dir(root) / "connection.json"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -66,11 +68,8 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _write_secret(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
-    os.chmod(path, 0o600)
+def _write_secret(root: Path, path: Path, value: str) -> None:
+    safe_fs.write_bytes(root, path, (value + "\n").encode(), 0o600)
 
 
 def _answers(host: str, port: int) -> bool:
@@ -120,8 +119,8 @@ class LabServices:
     def connection(self) -> dict[str, Any]:
         settings = self.state.settings()
         creds = self.state.credentials()
-        password_file = self.state.root / "api-password"
-        _write_secret(password_file, creds.password)
+        password_file = private_dir(self.state.root) / "api-password"
+        _write_secret(self.state.root, password_file, creds.password)
         return {
             "lab": "LAB",
             "node": settings.node,
@@ -284,10 +283,7 @@ def serve_forever(root: Path) -> int:
     services = LabServices(state).start()
     try:
         conn = services.connection()
-        tmp = connection_path(root).with_suffix(".tmp")
-        tmp.write_text(json.dumps(conn, indent=2) + "\n")
-        os.chmod(tmp, 0o600)
-        tmp.replace(connection_path(root))
+        safe_fs.write_bytes(root, connection_path(root), (json.dumps(conn, indent=2) + "\n").encode(), 0o600)
         print(f"LAB: serving {root} (pid {os.getpid()})", flush=True)
         while not stop.wait(1.0):
             pass
