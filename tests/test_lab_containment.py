@@ -189,7 +189,8 @@ def test_no_view_reads_the_labs_secrets(served: tuple[LabState, dict[str, Any]])
     secrets_ = [key, state.credentials_path, Path(conn["ssh"]["known_hosts"]), state.root / "private" / "connection.json",
                 state.root / "private" / "api-password"]
     script = "; ".join(f"head -c 64 {p} 2>/dev/null | grep -q . && echo READ:{p.name}" for p in secrets_)
-    script += (f"; grep -rl BEGIN {state.root} 2>/dev/null | head -3 | sed 's/^/FOUND:/'"
+    key_line = key.read_text().splitlines()[1]  # a line of the key's own base64, nowhere else
+    script += (f"; grep -rlF {key_line} {state.root} 2>/dev/null | head -3 | sed 's/^/FOUND:/'"
                f"; umount -l {state.root}/private 2>/dev/null; mount -o remount,rw {state.root} 2>/dev/null"
                f"; head -c 64 {key} 2>/dev/null | grep -q . && echo READ-AFTER-UMOUNT"
                f"; ls {state.root}/ct 2>/dev/null | grep -q . && echo SEES-CONTAINERS; true")
@@ -198,7 +199,7 @@ def test_no_view_reads_the_labs_secrets(served: tuple[LabState, dict[str, Any]])
     assert "READ" not in out and "FOUND" not in out and "SEES-CONTAINERS" not in out, out
     # the node (its commands run as root in the node view) cannot read them either, nor rewrite them
     status, out = _ssh(conn, script.replace("SEES-CONTAINERS", "node-sees-its-containers")
-                       + f"; echo evil > {state.root}/private/connection.json 2>/dev/null && echo WROTE")
+                       + f"; echo evil > {state.root}/private/connection.json 2>/dev/null && echo WROTE; true")
     assert status == 0, out
     assert "READ" not in out and "FOUND" not in out and "WROTE" not in out, out
     assert not (state.root / "private" / "connection.json").exists(), "the node wrote into the lab's secrets"

@@ -828,11 +828,12 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     s.run("mkdir", "-p", *(f"{r}{top}" for top in CT_OVERLAY_DIRS))
     s.raw("if [ -d /.lab/usr ]; then lower=/.lab; else lower=; fi")
     for top in CT_OVERLAY_DIRS:
-        lower = "$lower" + top
-        opts = f"upperdir={rootfs / top.strip('/')},workdir={work / top.strip('/')}"
-        s.raw(f"mount -n -t overlay lab-ct{vmid}-{top.strip('/')} -o \"lowerdir={lower}\",{_q(opts + ',index=off')} "
-              f"{_q(r + top)} 2>/dev/null || mount -n -t overlay lab-ct{vmid}-{top.strip('/')} "
-              f"-o \"lowerdir={lower}\",{_q(opts)} {_q(r + top)}")
+        subs = submounts_under(top)
+        if subs:
+            _split_overlay(s, f"lab-ct{vmid}-{top.strip('/')}", top, rootfs, work, r, subs)
+        else:
+            _ct_overlay(s, f"lab-ct{vmid}-{top.strip('/')}", top, rootfs / top.strip("/"), work / top.strip("/"),
+                        r + top)
     for top in SYSTEM_DIRS:
         if top != "usr":
             s.raw(f"if [ -L /{top} ]; then ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
@@ -858,6 +859,76 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     _bind_node_facts(s, d, r)
     _enter(s, r, cwd)
     return s.text()
+
+
+def _ct_overlay(s: _Script, name: str, lower: str, upper: Path, work: Path, target: str) -> None:
+    """overlay `lower` (a path of the parent view; under /.lab when the node view has its pristine copy)."""
+    opts = f"upperdir={upper},workdir={work}"
+    s.raw(f"mount -n -t overlay {name} -o \"lowerdir=$lower{lower}\",{_q(opts + ',index=off')} "
+          f"{_q(target)} 2>/dev/null || mount -n -t overlay {name} -o \"lowerdir=$lower{lower}\",{_q(opts)} "
+          f"{_q(target)}")
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _lower_base(top: str) -> str:
+    """Where a container's overlay of `top` takes its lower layer: the node view's pristine copy
+    (``/.lab/usr``...: the node's own /usr carries the view's tools) or, outside it, `top` itself."""
+    return "/.lab" if os.path.isdir("/.lab" + top) else ""
+
+
+def submounts_under(top: str) -> list[str]:
+    """Mount points strictly below `top`'s lower layer (`_lower_base`), as paths under `top` (WSL2's
+    /usr/lib/wsl, a container runtime's binds under /etc or /usr)."""
+    base = _lower_base(top) + top.rstrip("/")
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            points = {_unescape_mountinfo(line.split()[4]) for line in fh if len(line.split()) > 4}
+    except OSError:
+        return []
+    return sorted(top.rstrip("/") + p[len(base):] for p in points if p.startswith(base + "/"))
+
+
+def _split_overlay(s: _Script, name: str, top: str, rootfs: Path, work: Path, r: str, subs: list[str]) -> None:
+    """A container's `top` where the machine's has mounts below it: in a user namespace those are locked
+    to their parent and overlayfs refuses a lower layer with a locked mount below it (clone_private_mount,
+    fs/namespace.c). The container's directory is then its own upper directory, each entry of the lower
+    one an overlay of its own (same upper paths as the whole-directory overlay), a directory holding a
+    mount split again, the mount itself and a plain file read-only binds, a link a copy."""
+    upper = rootfs / top.strip("/")
+    upper.mkdir(parents=True, exist_ok=True)
+    target = r + top
+    s.run("mkdir", "-p", target)
+    s.mount("--bind", upper, target)
+    try:
+        entries = sorted(os.scandir(_lower_base(top) + top), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        path, t, up = f"{top}/{e.name}", f"{target}/{e.name}", upper / e.name
+        if os.path.lexists(up) and not (up.is_dir() and not up.is_symlink()):
+            continue  # the container's own file, link or whiteout there hides the machine's
+        if path in subs:
+            if e.is_dir(follow_symlinks=False):
+                up.mkdir(exist_ok=True)
+            else:
+                up.touch()
+            s.raw(f"mount -n --rbind \"$lower\"{_q(path)} {_q(t)} && mount -n -o remount,bind,ro {_q(t)} 2>/dev/null || true")
+        elif e.is_symlink():
+            os.symlink(os.readlink(e.path), up)
+        elif e.is_dir(follow_symlinks=False):
+            up.mkdir(exist_ok=True)
+            if any(p.startswith(path + "/") for p in subs):
+                _split_overlay(s, name, path, rootfs, work, r, subs)
+            else:
+                w = work / "split" / path.strip("/")
+                w.mkdir(parents=True, exist_ok=True)
+                _ct_overlay(s, name, path, up, w, t)
+        elif e.is_file(follow_symlinks=False):
+            up.touch()
+            s.raw(f"mount -n --bind \"$lower\"{_q(path)} {_q(t)} && mount -n -o remount,bind,ro {_q(t)} 2>/dev/null || true")
 
 
 def denied_paths(state: LabState, conf: LxcConfig) -> list[str]:
