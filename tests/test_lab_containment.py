@@ -20,7 +20,7 @@ import pytest
 
 from provisioner import quoting
 from provisioner.lab import render
-from provisioner.lab.lab import Lab, LabServices
+from provisioner.lab.lab import LAB_MARKER, Lab, LabError, LabServices
 from provisioner.lab.sandbox import lab_host, node_fs, project_dir
 from provisioner.lab.state import LabState
 from tests.support.require import require
@@ -203,3 +203,21 @@ def test_no_view_reads_the_labs_secrets(served: tuple[LabState, dict[str, Any]])
     assert status == 0, out
     assert "READ" not in out and "FOUND" not in out and "WROTE" not in out, out
     assert not (state.root / "private" / "connection.json").exists(), "the node wrote into the lab's secrets"
+
+
+def test_lab_up_never_wipes_a_directory_it_did_not_make(tmp_path: Path) -> None:
+    """`lab up --root DIR` wiped DIR whenever it held a lab.json (issue 23, item 7)."""
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "lab.json").write_text("{}")
+    (foreign / "thesis.tex").write_text("years of work\n")
+    with pytest.raises(LabError, match="not made by the lab"):
+        Lab(foreign).create_state()
+    assert sorted(p.name for p in foreign.iterdir()) == ["lab.json", "thesis.tex"]
+    # a directory the lab made is its own to wipe and make again
+    made = tmp_path / "made"
+    first = Lab(made).create_state()
+    (made / "ct" / "leftover").write_text("from the last lab\n")
+    second = Lab(made).create_state()
+    assert second.root == first.root and not (made / "ct" / "leftover").exists()
+    assert (made / LAB_MARKER).is_file() and (made / "private").stat().st_mode & 0o777 == 0o700

@@ -44,6 +44,8 @@ ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS)))
 ONCE_SCENARIOS = ("ssh-drop", "installer-killed", "corrupt-download")
 PVE_CHOICES = ("8.1", "8.4", "9")
 UP_TIMEOUT_S = 180.0
+#: written into a lab root the lab made: only such a directory (or the default lab directory) is ever wiped
+LAB_MARKER = ".gpu-provisioner-lab"
 
 
 class LabError(RuntimeError):
@@ -193,12 +195,22 @@ class Lab:
         return int(pid) if _pid_alive(int(pid)) else None
 
     def create_state(self) -> LabState:
-        """A fresh lab at `root` (an earlier, stopped lab there is wiped)."""
+        """A fresh lab at `root`. An earlier, stopped lab there is wiped only where the lab made that
+        directory (its marker, `LAB_MARKER`) or it is the tool's own default lab directory; any other
+        directory that is not empty is refused (LabError), never deleted."""
         from provisioner.lab.sandbox import release_mounts
+        from provisioner.paths import lab_dir
 
-        if (self.root / "lab.json").exists():
+        if self.root.exists() and any(self.root.iterdir()):
+            ours = (self.root / LAB_MARKER).is_file() or (
+                self.root == lab_dir().resolve() and (self.root / "lab.json").is_file())
+            if not ours:
+                raise LabError(f"LAB: {self.root} is not empty and was not made by the lab; the lab wipes only "
+                               "directories it made: name a new or empty directory with --root")
             release_mounts(self.root)
             shutil.rmtree(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / LAB_MARKER).write_text("LAB: made by `provisioner lab`; `lab up` may wipe this directory\n")
         state = LabState.create(self.root, profile=self.profile, pve_version=self.pve, scenarios=self.scenarios)
         once = self.root / "run" / "once"
         once.mkdir(parents=True, exist_ok=True)
