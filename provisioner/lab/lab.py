@@ -287,8 +287,7 @@ class Lab:
 def serve_forever(root: Path) -> int:
     """Body of the lab daemon: start the services, publish connection.json, wait for SIGTERM."""
     state = LabState.load(root)
-    (root / "run").mkdir(parents=True, exist_ok=True)
-    (root / "run" / "serve.pid").write_text(f"{os.getpid()}\n")
+    safe_fs.write_bytes(root, root / "run" / "serve.pid", f"{os.getpid()}\n".encode())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -304,6 +303,6 @@ def serve_forever(root: Path) -> int:
         conn_now = Lab(root).connection()
         if conn_now is not None and conn_now.get("pid") == os.getpid():
             connection_path(root).unlink(missing_ok=True)
-        (root / "run" / "serve.pid").unlink(missing_ok=True)
+        safe_fs.remove_tree(root, root / "run" / "serve.pid")
         print("LAB: stopped", flush=True)
     return 0

@@ -287,9 +287,9 @@ class LabSshServer:
         old = self._holder
         self._holder_gen += 1
         run = self.state.root / "run" / "resident"
-        run.mkdir(parents=True, exist_ok=True)
+        safe_fs.make_dirs(self.state.root, run)
         sock = resident_socket(self.state.root)
-        with open(run / "holder.log", "ab") as log:
+        with os.fdopen(safe_fs.open_append(self.state.root, run / "holder.log"), "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *node_holder_argv(script, sock), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, env=node_env(self.state, {"PYTHONPATH": os.pathsep.join(str(p) for p in lab_pythonpath())}), start_new_session=True)
@@ -365,5 +365,4 @@ class LabSshServer:
     def dropped(self, command: str) -> None:
         self._drop_marker().unlink(missing_ok=True)
         log = self.state.root / "run" / "ssh-drop.log"
-        with open(log, "a") as fh:
-            fh.write(f"LAB: dropped the connection during: {command}\n")
+        safe_fs.append_bytes(self.state.root, log, f"LAB: dropped the connection during: {command}\n".encode())

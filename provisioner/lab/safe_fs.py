@@ -9,7 +9,7 @@ component's descriptor), a final component that is a link or not a regular file 
 itself is the caller's (the user named it).
 
     write_bytes(root, path, data, mode=0o644, in_place=False)   # in place: the inode stays (bind mounts)
-    append_bytes(root, path, data); read_bytes(root, path)
+    append_bytes(root, path, data); open_append(root, path) -> fd; read_bytes(root, path)
     make_dirs(root, path); remove_tree(root, path); mknod(root, path, mode, device); chmod(root, path, mode)
     open_dir(root, path, create=False) -> fd   (the caller closes it)
 """
@@ -135,17 +135,27 @@ def write_bytes(root: Path, path: Path, data: bytes, mode: int = 0o644, *, in_pl
             raise
 
 
-def append_bytes(root: Path, path: Path, data: bytes, mode: int = 0o644) -> None:
+def open_append(root: Path, path: Path, mode: int = 0o644) -> int:
+    """An fd appending to regular file `path` (made where missing); the caller closes it."""
     with _parent(root, path, create=True) as (dfd, name):
         fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
                      mode, dir_fd=dfd)
         try:
             _check_regular(fd, path)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        return fd
+
+
+def append_bytes(root: Path, path: Path, data: bytes, mode: int = 0o644) -> None:
+    fd = open_append(root, path, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def read_bytes(root: Path, path: Path) -> bytes:

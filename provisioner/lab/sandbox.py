@@ -551,6 +551,8 @@ def _lab_window_ct(s: _Script, r: str, root: Path) -> None:
     for sub in ("resident", "once"):
         s.run("mkdir", "-p", f"{run}/{sub}")
         s.mount("--bind", root / "run" / sub, f"{run}/{sub}")
+    # the socket is reached through a read-only mount too (connect(2) does not write the file system)
+    s.raw(f"mount -n -o remount,bind,ro {_q(run + '/resident')}")
     s.raw(f": > {_q(run + '/apt-lock-attempts')}")
     s.mount("--bind", root / "run" / "apt-lock-attempts", f"{run}/apt-lock-attempts")
     s.raw(f"mount -n -o remount,bind,ro {_q(run)}")
