@@ -76,8 +76,9 @@ def _allow_named_labs(data: Any, base: Path) -> None:
         site = entry.get("site") if isinstance(entry, dict) else None
         if not isinstance(site, str):
             continue
-        lab_root = (base / Path(site).expanduser()).parent
-        if (lab_root / "lab.json").is_file() and (lab_root / "connection.json").is_file():
+        private = (base / Path(site).expanduser()).parent  # a lab keeps its site.yaml in <root>/private/
+        lab_root = private.parent
+        if private.name == "private" and (lab_root / "lab.json").is_file() and (private / "connection.json").is_file():
             with contextlib.suppress(LabNotRunning, OSError, ValueError):
                 allow_lab_secrets(lab_root)
 
