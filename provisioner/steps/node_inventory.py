@@ -13,7 +13,7 @@ from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import PciDevice, UnitState
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
+from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure, vgpu_failure
 from provisioner.steps.state import HostInventory
 
 
@@ -159,3 +159,12 @@ async def preflight(ctx: StepContext, inv: HostInventory) -> None:
     failure = fabric_manager_failure(ctx.host, nvswitch, fabric, unit)
     if failure is not None:
         raise failure
+    public_driver = any(s.kind == "driver.userspace" and not s.params.get("driver_run") for s in ctx.playbook.steps)
+    if public_driver and inv.driver_version:
+        try:
+            vgpu = await ctx.fact(ctx.node, catalog.VGPU)
+        except FactUnavailable:
+            return
+        failure = vgpu_failure(vgpu, inv.driver_version, public_driver=public_driver)
+        if failure is not None:
+            raise failure
