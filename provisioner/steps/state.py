@@ -91,6 +91,7 @@ class RunState:
     venv_lock: dict[str, Any] | None = None
     venv_freeze: list[str] = field(default_factory=list)
     venv_runtime: dict[str, Any] | None = None
+    template: dict[str, Any] | None = None  # lxc.create: the template's name and aplinfo sha512
     burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
     burnin_collective: str = ""
     burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report

@@ -531,7 +531,7 @@ class VenvBuild(StepKind[VenvParams]):
         if (state["state"] == "built" and rt.get("request") == build.req
                 and (rt.get("verified") or not self.params.smoke_test)):
             # a current venv whose uv drifted: install the recorded uv, nothing else
-            build.uv = await self._ensure_uv(ctx, build)
+            build.uv = await self._ensure_uv(ctx, build.req, build)
             runtime = {**rt, "toolchain": {**(rt.get("toolchain") or {}), "uv": self._uv_record(build)}}
             ctx.state.venv_runtime = runtime
             await self._write_runtime(ctx, runtime)
@@ -550,7 +550,7 @@ class VenvBuild(StepKind[VenvParams]):
     async def _prepare(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path = ctx.container(), self.params.path
         state = await self._state(ctx)
-        build.uv = await self._ensure_uv(ctx, build)
+        build.uv = await self._ensure_uv(ctx, build.req, build)
         yield ctx.info(f"using {build.uv} (uv {build.uv_version})")
         stale = state["state"] == "foreign" or (state["state"] == "built"
                                                  and state["runtime"].get("request") != build.req)
@@ -713,13 +713,13 @@ class VenvBuild(StepKind[VenvParams]):
     def _uv_record(build: _Build) -> dict[str, str]:
         return {"version": build.uv_version, "source": build.uv_source}
 
-    async def _ensure_uv(self, ctx: StepContext, build: _Build) -> str:
+    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any], build: _Build | None = None) -> str:
         """uv from PATH, else the one we installed before, else pip-install the pinned uv (from PyPI or the
         site's PyPI mirror, never from the PyTorch index) into a venv at uv_dir. uv_dir is made by us
         (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared.
         With a uv version in the playbook's `resolved.toolchain`, only that version is used: a uv of another
         version on PATH is passed over and the recorded one installed into uv_dir."""
-        ct, req = ctx.container(), build.req
+        ct, build = ctx.container(), build or _Build(req=req)
         recorded = (recorded_toolchain(ctx.resolved).get("uv") or {}).get("version")
         pin = str(recorded) if recorded else UV_PIN
         uv_bin = f"{self.params.uv_dir}/bin/uv"
