@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
+from provisioner.diagnose.source import bound_text
 from provisioner.runner import diagnose_lines
 from screens.plain_text import plain_line
 
@@ -54,7 +55,7 @@ class DiagnoseScreen(Screen[None]):
 
     @on(Button.Pressed, "#diag-run")
     def action_diagnose(self) -> None:
-        lines = self.query_one(TextArea).text.splitlines()
+        lines = bound_text(self.query_one(TextArea).text).splitlines()
         self.findings = diagnose_lines(lines)
         self.query_one("#findings", Static).update(findings_text(self.findings))
 

@@ -84,7 +84,7 @@ def _ct(run: LabRun, *parts: str) -> Path:
 
 
 def _driver_mirror(run: LabRun) -> str:
-    return str(json.loads((run.root / "connection.json").read_text())["driver_mirror"])
+    return str(json.loads((run.root / "private" / "connection.json").read_text())["driver_mirror"])
 
 
 def _mirror_playbook(run: LabRun, mirror: FlakyMirror) -> Path:
@@ -139,7 +139,8 @@ def play_disk_full(p: Played, playbook: Path) -> None:
     opt = _ct(p.run, "opt")
     p.after_first["building_marker"] = (opt / "torch-venv" / ".provisioner-building").exists()
     # The operator grows the volume (what is on it stays).
-    subprocess.run(["mount", "-o", "remount,size=256m", str(opt)], check=True)
+    # (the lab's torch is a real CPU PyTorch: about 800 MB installed with numpy)
+    subprocess.run(["mount", "-o", "remount,size=1536m", str(opt)], check=True)
     p.replay_again(playbook)
 
 

@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Callable
 
 from provisioner.events import Bus, Event
+from provisioner.payloads import Resolved
 from provisioner.playbook import loads
 from provisioner.proxmox.client import PveClient
 from provisioner.steps.context import StepContext
@@ -26,7 +27,7 @@ def _ctx(lab: Lab, resolved: dict[str, object] | None = None) -> StepContext:
     bus = Bus(events.append)
     ctx = StepContext(playbook=loads(PB), host="lab", bus=bus, node=LocalTransport(bus, "lab"),
                       pve_factory=lambda: client)
-    ctx.resolved.update(resolved or {})
+    ctx.resolved = Resolved.from_recorded(resolved or {})
     return ctx
 
 

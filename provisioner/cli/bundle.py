@@ -2,7 +2,8 @@
 
 With --json the last stdout line is
   {"bundle": PATH, "size": bytes, "sha256": ..., "members": n, "probes": {"ok": n, "absent": n, "failed": n,
-   "timeout": n, "unreachable": n, "skipped": n}, "unreachable": null|reason, "redacted_members": [...],
+   "timeout": n, "unreachable": n, "skipped": n}, "failed_probes": [{"name", "status", "why"}],
+   "unreachable": null|reason, "redacted_members": [...],
    "findings": [{"category", "confidence", "root_cause", "fix", "evidence", "rule", "rules"}]}
 Exit 0 when the bundle is written, 4 when the node could not be reached (the bundle is still
 written: it records why), 2 on bad options, 1 when the bundle cannot be written.
@@ -30,6 +31,7 @@ from provisioner.playbook import MAX_BYTES, PlaybookError, load
 from provisioner.session import LabNotRunning
 from provisioner.support.bundle import write_bundle
 from provisioner.support.collect import collect
+from provisioner.support.doctor import check_of
 from provisioner.support.scrub import Scrubber
 from provisioner.support.target import NodeSpec, lab_spec, node_transport
 
@@ -193,9 +195,11 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
     findings = [scrub.scrub_obj(f.to_dict()) for f in diagnose("", evidence.facts, scrub.secrets)]
     digest = hashlib.sha256(result.path.read_bytes()).hexdigest()
     counts = evidence.counts()
+    failed = [{"name": r.name, "status": r.status, "why": scrub(check_of(r).detail)}
+              for r in evidence.records if r.status in ("failed", "timeout", "unreachable")]
     if json_out:
         click.echo(json.dumps({"bundle": str(result.path), "size": result.size, "sha256": digest,
-                               "members": len(result.members) + 1, "probes": counts,
+                               "members": len(result.members) + 1, "probes": counts, "failed_probes": failed,
                                "unreachable": scrub(evidence.unreachable) if evidence.unreachable else None,
                                "container_unreachable": scrub(evidence.container_unreachable)
                                if evidence.container_unreachable else None,
@@ -205,6 +209,8 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
         console.print(Text.assemble(("bundle: ", "bold"), str(result.path),
                                     f"  ({result.size} bytes, {len(result.members) + 1} members, sha256 {digest[:16]}…)"))
         console.print("probes: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), markup=False)
+        for fp in failed:
+            console.print(Text.assemble(("  ✗ ", "red"), (str(fp["name"]), "bold"), f"  {fp['why']}"))
         if result.redacted_members:
             console.print(f"redacted: {', '.join(result.redacted_members)}", markup=False)
         for f in findings[:3]:

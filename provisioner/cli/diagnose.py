@@ -1,17 +1,20 @@
 """`provisioner diagnose`: find why an install failed, from a log and/or live facts (ARCHITECTURE §7-8).
 
 With --json the last stdout line is
-  {"findings": [{"category", "confidence", "root_cause", "fix", "evidence": [lines], "rule", "rules"}]}
-best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis ran (findings or not),
-2 on unusable input (no --log/--facts, unreadable file, facts not a JSON object).
+  {"findings": [{"category", "confidence", "root_cause", "fix", "evidence": [lines], "rule", "rules"}],
+   "input": {"bytes", "bytes_read", "partial", "note"},   (input: only when --log was read in part)
+   "checks": [{"name", "ok": true|false|null, "detail"}]}  (checks: a live check, one per probe)
+best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis of a log/facts/bundle ran
+(findings or not); a live check (--host/--local/--lab) exits 1 when it finds a fault. Exit 2 on unusable
+input (no --log/--facts, unreadable file, a FIFO/device given as --log, facts not a JSON object).
+The log is read bounded (provisioner/diagnose/source.py): a file over 64 MiB is diagnosed from its
+head and tail, and the output says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -21,8 +24,9 @@ from rich.text import Text
 
 from provisioner.cli.bundle import target_from_options, target_options
 from provisioner.diagnose import Finding, diagnose
+from provisioner.diagnose.source import LogInput, LogRefused, read_log
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
-from provisioner.support.diagnose_sources import BundleError, HostUnreachable, bundle_findings, live_findings
+from provisioner.support.diagnose_sources import BundleError, Check, HostUnreachable, bundle_findings, live_report
 from provisioner.support.target import node_transport
 
 
@@ -31,19 +35,24 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(ExitCode.USAGE)
 
 
-def _read_log(source: str) -> str:
+def _read_log(source: str) -> LogInput:
     try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        return read_log(source)
+    except LogRefused as exc:
+        _fail(f"cannot read log: {exc}")
     except OSError as exc:
         _fail(f"cannot read log {source}: {exc.strerror or exc}")
-    return data.decode("utf-8", errors="replace")
 
 
 def _read_facts(source: str) -> dict[str, Any]:
     try:
-        raw = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-        facts = json.loads(raw)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = read_log(source)
+        if raw.partial:
+            _fail(f"facts {source} are larger than a facts file can be ({raw.size} bytes)")
+        facts = json.loads(raw.text)
+    except LogRefused as exc:
+        _fail(f"cannot read facts: {exc}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         _fail(f"cannot read facts {source}: {exc}")
     if not isinstance(facts, dict):
         _fail(f"facts {source} must be a JSON object (probe name -> output)")
@@ -85,7 +94,9 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         _fail("give --log FILE (or - for stdin), --host/--local/--lab, --bundle FILE.tar.gz and/or --facts FILE.json")
     if log_path == "-" and facts_path == "-":
         _fail("only one of --log and --facts can read stdin")
-    text = _read_log(log_path) if log_path else ""
+    checks: list[Check] = []
+    log_in = _read_log(log_path) if log_path else None
+    text = log_in.text if log_in else ""
     facts = _read_facts(facts_path) if facts_path else None
     if bundle_path:
         try:
@@ -95,19 +106,35 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     elif live:
         choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv)
         try:
-            findings = asyncio.run(live_findings(node_transport(choice.spec), choice.vmid, choice.venv,
-                                                 log_text=text, known_secrets=choice.known_secrets))
+            findings, checks = asyncio.run(live_report(node_transport(choice.spec), choice.vmid, choice.venv,
+                                                       log_text=text, known_secrets=choice.known_secrets))
         except HostUnreachable as exc:
             Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {exc}", style="bold red"))
             raise SystemExit(ExitCode.UNREACHABLE) from None
     else:
         findings = diagnose(text, facts)
+    fault = ExitCode.FAILED if live and findings else ExitCode.OK
     if json_out:
-        click.echo(json.dumps({"findings": [f.to_dict() for f in findings]}, ensure_ascii=False))
-        return
+        out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
+        if log_in is not None and log_in.note:  # only when the reader left part of the log out
+            out["input"] = log_in.to_dict()
+        if live:
+            out["checks"] = [c.to_dict() for c in checks]
+        click.echo(json.dumps(out, ensure_ascii=False))
+        raise SystemExit(fault)
     console = Console(highlight=False)
+    if log_in is not None and log_in.note:
+        console.print(Text(f"Note: {log_in.note}", style="yellow"))
+    if live:
+        passed = sum(1 for c in checks if c.ok)
+        failed = sum(1 for c in checks if c.ok is False)
+        console.print(Text(f"Checked ({passed} ✓, {failed} ✗):", style="bold"))
+        for c in checks:
+            style = "green" if c.ok else ("red" if c.ok is False else "dim")
+            console.print(Text.assemble(("  " + c.mark + " ", style), (c.name, "bold"), f"  {c.detail}"))
     if not findings:
         console.print(Text("No known failure signature found.", style="green"))
-        return
+        raise SystemExit(fault)
     for finding in findings:
         console.print(_panel(finding))
+    raise SystemExit(fault)

@@ -12,6 +12,7 @@ from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, Runn
 from provisioner.diagnose.normalize import CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
+from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, literal_regex, next_span, required_literals
 
 STRONG = 0.7  # a specific finding this sure makes generic-only findings redundant
 AGREEMENT_BONUS = 0.03  # per additional rule agreeing on the same category
@@ -66,9 +67,9 @@ def to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=1024)
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(to_regex(pattern), re.IGNORECASE | re.MULTILINE)
+def compile_pattern(pattern: str) -> Regex:
+    """A rule pattern as a linear-time RE2 regex (case-insensitive, `^`/`$` per line)."""
+    return compile_rx(to_regex(pattern))
 
 
 def render(template: str, fields: Mapping[str, str]) -> str:
@@ -94,15 +95,17 @@ class RuleHit:
 def _rule_applies(rule: Rule, text: str) -> bool:
     if rule.context is not None and not compile_pattern(rule.context).search(text):
         return False
+    if not all(compile_pattern(r).search(text) for r in rule.requires):
+        return False
     return not (rule.unless is not None and compile_pattern(rule.unless).search(text))
 
 
-def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES) -> list[RuleHit]:
-    """Every rule that matches the log, with the visible lines it matched."""
+def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str | None = None) -> list[RuleHit]:
+    """Every rule that matches the log, with the visible lines it matched. `context_text` (default: the
+    log's own text) is where `context`/`unless` are looked for: the whole log when `log` holds only the
+    prefilter's windows of it."""
     hits: list[RuleHit] = []
     for rule in rules:
-        if not _rule_applies(rule, log.full_text):
-            continue
         lines: list[int] = []
         for pattern in rule.patterns:
             rx = compile_pattern(pattern)
@@ -115,7 +118,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES) -> list[RuleHit]:
                             lines.append(idx)
                 if lines:
                     break  # the plain view matched; the unwrapped view would repeat it
-        if lines:
+        if lines and _rule_applies(rule, log.full_text if context_text is None else context_text):
             hits.append(RuleHit(rule, sorted(lines)))
     return hits
 
@@ -250,10 +253,115 @@ def _redacted(r: RunnerUp, secrets: tuple[str, ...]) -> RunnerUp:
     return RunnerUp(r.category, r.confidence, r.root_cause, tuple(redact(e, secrets) for e in r.evidence), r.rule)
 
 
+FAST_PATH_CHARS = 256 * 1024  # a longer log is first cut down to the windows the literal prefilter selects
+WINDOW_LINES = 2  # lines kept either side of a prefilter hit (messages wrapped over a few lines)
+HEAD_CHARS = 64 * 1024  # the log's head is always kept too: fields (driver, GPU, versions) are read there
+MAX_WINDOW_CHARS = 8 << 20  # the windows kept when hits are everywhere: the first ones and the last ones
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """One RE2 alternation of the rules' required literals (lower case), and the patterns without a usable
+    literal (each searched once over the whole log)."""
+
+    regex: Regex
+    bare: tuple[Regex, ...]
+
+
+@lru_cache(maxsize=4)
+def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
+    literals: set[str] = set()
+    bare: list[Regex] = []
+    for rule in rules:
+        for pattern in rule.patterns:
+            lits = required_literals(to_regex(pattern))
+            if lits is None:
+                bare.append(compile_rx_bytes(to_regex(pattern)))
+            else:
+                literals |= lits
+    alternation = "|".join(literal_regex(x) for x in sorted(literals, key=len, reverse=True))
+    return Prefilter(compile_rx_bytes(alternation, exact=True), tuple(bare))
+
+
+def _window(data: bytes, pos: int, floor: int) -> tuple[int, int]:
+    """The lines around offset `pos` (WINDOW_LINES either side), starting after `floor`."""
+    start = pos
+    for _ in range(WINDOW_LINES + 1):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:
+            break
+    end = pos
+    for _ in range(WINDOW_LINES + 1):
+        nxt = data.find(b"\n", end + 1)
+        if nxt < 0:
+            end = len(data)
+            break
+        end = nxt
+    return max(start + 1, floor, 0), end
+
+
+def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> str:
+    """The log's head and the lines near a prefilter literal (each distinct window once): one linear pass
+    over the text (RE2 on the lower-cased bytes) before any rule pattern runs."""
+    pf = prefilter(rules)
+    data = text.encode("utf-8", errors="replace")
+    spans: list[tuple[int, int]] = []
+    for rx in pf.bare:
+        for n, m in enumerate(rx.finditer(data)):
+            if n >= HITS_PER_PATTERN:
+                break
+            spans.append(_window(data, m.start(), 0))
+    low = data.lower()  # ASCII-only: offsets stay those of `data`
+    end = -1
+    while True:
+        hit = next_span(pf.regex, low, end + 1)
+        if hit is None:
+            break
+        start, end = _window(data, hit[0], end + 1)
+        spans.append((start, end))
+    head_end = data.rfind(b"\n", 0, HEAD_CHARS)
+    windows: list[bytes] = [data[: max(head_end, 0)]]
+    seen: set[bytes] = set()
+    for start, end in sorted(spans):
+        window = data[start:end]
+        if window not in seen:
+            seen.add(window)
+            windows.append(window)
+    return _cap_windows(windows).decode("utf-8", errors="replace")
+
+
+def _cap_windows(windows: list[bytes]) -> bytes:
+    """The windows joined; when they exceed MAX_WINDOW_CHARS, the first eighth and the last seven."""
+    total = sum(len(w) + 1 for w in windows)
+    if total <= MAX_WINDOW_CHARS:
+        return b"\n".join(windows)
+    head: list[bytes] = []
+    size = 0
+    for w in windows:
+        if size + len(w) > MAX_WINDOW_CHARS // 8:
+            break
+        head.append(w)
+        size += len(w) + 1
+    tail: list[bytes] = []
+    size = 0
+    for w in reversed(windows[len(head) :]):
+        if size + len(w) > MAX_WINDOW_CHARS - MAX_WINDOW_CHARS // 8:
+            break
+        tail.append(w)
+        size += len(w) + 1
+    return b"\n".join([*head, *reversed(tail)])
+
+
 def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
-    """Candidates from a log text (no ranking)."""
+    """Candidates from a log text (no ranking). A long log is first reduced to the windows around the
+    literals some rule or field needs (the rules then run on those windows only; `context`/`unless` still
+    look at the whole log)."""
+    rules: tuple[Rule, ...] = RULES
+    context_text: str | None = None
+    if len(text) > FAST_PATH_CHARS:
+        context_text, text = text, select_windows(text)
     log = clean_log(text)
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
         fields.update(log_fields(view.text))
-    return _candidates_from_hits(match_rules(log), log, fields)
+    return _candidates_from_hits(match_rules(log, rules, context_text), log, fields)

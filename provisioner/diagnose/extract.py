@@ -2,51 +2,59 @@
 
 from __future__ import annotations
 
-import re
-
 from provisioner.burnin import xid as xid_table
+from provisioner.diagnose.rx import Regex, compile_rx
 
-_I = re.IGNORECASE
-_XID_RE = re.compile(r"\bXid\s*(?:\(PCI:[^)\n]{0,40}\))?[\s:,=]*(\d{1,3})\b", _I)
+_I = 0  # every field regex is case-insensitive and multi-line (rx.compile_rx)
+
+
+def _rx(regex: str, _flags: int = 0) -> Regex:
+    return compile_rx(regex)
+
+
+_XID_RE = _rx(r"\bXid\s*(?:\(PCI:[^)\n]{0,40}\))?[\s:,=]*(\d{1,3})\b", _I)
 
 # (field, regex with one group). The first regex that matches wins for each field.
-_FIELD_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("gpu", re.compile(r"(NVIDIA[^\n]{2,60}?|GeForce[^\n]{2,40}?|Tesla[^\n]{2,40}?)\s+with\s+CUDA\s+capability", _I)),
-    ("gpu", re.compile(r"Found\s+GPU\d+\s+(.{3,60}?)\s+which\s+is\s+of\s+(?:cuda|compute)", _I)),
-    ("sm", re.compile(r"CUDA\s+capability\s+sm_(\d{2,3})", _I)),
-    ("sm", re.compile(r"Unsupported\s+gpu\s+architecture\s+'compute_(\d{2,3})'", _I)),
-    ("sm", re.compile(r"Value\s+'sm_(\d{2,3})a?'\s+is\s+not\s+defined", _I)),
-    ("cc", re.compile(r"(?:cuda|compute)\s+capability(?:\s+\(CC\))?\s+(\d{1,2}\.\d)", _I)),
-    ("archs", re.compile(r"supports\s+CUDA\s+capabilities\s+((?:sm_\d+[a-z]?\s*)+)", _I)),
-    ("driver", re.compile(r"(?:Driver|KMD)\s+Version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
-    ("module_version", re.compile(r"Kernel\s+Module(?:\s+for\s+\S+)?\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
-    ("module_version", re.compile(r"kernel\s+module\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
-    ("module_version", re.compile(r"kernel\s+version\s+(?:is\s+)?(\d{3}\.\d+(?:\.\d+)?)\s+does\s+not\s+match", _I)),
-    ("lib_version", re.compile(r"NVML\s+library\s+version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
+_FIELD_PATTERNS: tuple[tuple[str, Regex], ...] = (
+    ("gpu", _rx(r"(NVIDIA[^\n]{2,60}?|GeForce[^\n]{2,40}?|Tesla[^\n]{2,40}?)\s+with\s+CUDA\s+capability", _I)),
+    ("gpu", _rx(r"Found\s+GPU\d+\s+(.{3,60}?)\s+which\s+is\s+of\s+(?:cuda|compute)", _I)),
+    ("sm", _rx(r"CUDA\s+capability\s+sm_(\d{2,3})", _I)),
+    ("sm", _rx(r"Unsupported\s+gpu\s+architecture\s+'compute_(\d{2,3})'", _I)),
+    ("sm", _rx(r"Value\s+'sm_(\d{2,3})a?'\s+is\s+not\s+defined", _I)),
+    ("cc", _rx(r"(?:cuda|compute)\s+capability(?:\s+\(CC\))?\s+(\d{1,2}\.\d)", _I)),
+    ("archs", _rx(r"supports\s+CUDA\s+capabilities\s+((?:sm_\d+[a-z]?\s*)+)", _I)),
+    ("driver", _rx(r"(?:Driver|KMD)\s+Version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", _rx(r"Kernel\s+Module(?:\s+for\s+\S+)?\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", _rx(r"kernel\s+module\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("module_version", _rx(r"kernel\s+version\s+(?:is\s+)?(\d{3}\.\d+(?:\.\d+)?)\s+does\s+not\s+match", _I)),
+    ("lib_version", _rx(r"NVML\s+library\s+version:\s*(\d{3}\.\d+(?:\.\d+)?)", _I)),
     (
         "lib_version",
-        re.compile(r"(?:driver\s+component|client)\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I),
+        _rx(r"(?:driver\s+component|client)\s+has\s+(?:the\s+)?version\s+\"?(\d{3}\.\d+(?:\.\d+)?)", _I),
     ),
-    ("lib_version", re.compile(r"DSO\s+version\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
-    ("driver_cuda", re.compile(r"CUDA\s+(?:UMD\s+)?Version:\s*(\d{2}\.\d)", _I)),
+    ("lib_version", _rx(r"DSO\s+version\s+(\d{3}\.\d+(?:\.\d+)?)", _I)),
+    ("driver_cuda", _rx(r"CUDA\s+(?:UMD\s+)?Version:\s*(\d{2}\.\d)", _I)),
     (
         "driver_cuda_raw",
-        re.compile(r"driver\s+on\s+your\s+system\s+is\s+too\s+old\s+\(found\s+version\s+(\d{4,5})\)", _I),
+        _rx(r"driver\s+on\s+your\s+system\s+is\s+too\s+old\s+\(found\s+version\s+(\d{4,5})\)", _I),
     ),
-    ("required_cuda", re.compile(r"unsatisfied\s+condition:\s*cuda\s*>=\s*(\d+\.\d+)", _I)),
-    ("torch_version", re.compile(r"PyTorch\s+version\s*:\s*(\d+\.\d+\S*)", _I)),
-    ("torch_version", re.compile(r"\btorch[-=]=?\s*(\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+\w+)", _I)),
-    ("torch_version", re.compile(r"\btorch(?:==|-)(\d+\.\d+(?:\.\d+)?)\b", _I)),
-    ("torch_cuda", re.compile(r"CUDA\s+used\s+to\s+build\s+PyTorch\s*:\s*(\d+\.\d+)", _I)),
-    ("torch_cuda_tag", re.compile(r"\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+(cu\d{3})", _I)),
-    ("library", re.compile(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+cannot\s+open\s+shared\s+object", _I)),
-    ("library", re.compile(r"`((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'\s+not\s+found", _I)),
-    ("library", re.compile(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
-    ("vmid", re.compile(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
-    ("package", re.compile(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
-    ("package", re.compile(r"Distribution\s+`([^`\s]+)", _I)),
-    ("package", re.compile(r"there\s+is\s+no\s+version\s+of\s+(\S+?)(?:\s+and|,|\s*$)", _I | re.MULTILINE)),
+    ("required_cuda", _rx(r"unsatisfied\s+condition:\s*cuda\s*>=\s*(\d+\.\d+)", _I)),
+    ("torch_version", _rx(r"PyTorch\s+version\s*:\s*(\d+\.\d+\S*)", _I)),
+    ("torch_version", _rx(r"\btorch[-=]=?\s*(\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+\w+)", _I)),
+    ("torch_version", _rx(r"\btorch(?:==|-)(\d+\.\d+(?:\.\d+)?)\b", _I)),
+    ("torch_cuda", _rx(r"CUDA\s+used\s+to\s+build\s+PyTorch\s*:\s*(\d+\.\d+)", _I)),
+    ("torch_cuda_tag", _rx(r"\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+(cu\d{3})", _I)),
+    ("library", _rx(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+cannot\s+open\s+shared\s+object", _I)),
+    ("library", _rx(r"`((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'\s+not\s+found", _I)),
+    ("library", _rx(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
+    ("vmid", _rx(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
+    ("package", _rx(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
+    ("package", _rx(r"Distribution\s+`([^`\s]+)", _I)),
+    ("package", _rx(r"there\s+is\s+no\s+version\s+of\s+(\S+?)(?:\s+and|,|\s*$)", _I)),
 )
+
+
+FIELD_REGEXES: tuple[str, ...] = (_XID_RE.pattern, *(rx.pattern for _, rx in _FIELD_PATTERNS))
 
 
 def cuda_from_driver_int(raw: str) -> str:

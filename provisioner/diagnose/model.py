@@ -39,6 +39,8 @@ class Rule:
       evidence to a category that a non-supporting rule already found.
     - `context`: a regex that must also occur somewhere in the log for the rule to fire.
     - `unless`: a regex that, if it occurs anywhere in the log, stops the rule.
+    - `requires`: regexes that must all occur somewhere in the log too: a rule that joins facts
+      (e.g. "nvidia-smi works" and "is_available() is False" in one container log -> the uvm nodes).
     - `root_cause` / `fix`: templates with `{field}` slots filled from named groups of the
       match and from what `extract.log_fields` read elsewhere in the log.
     - `examples`: real log lines (corpus, reference docs, public issue threads) the rule must
@@ -60,6 +62,7 @@ class Rule:
     context: str | None = None
     unless: str | None = None
     demotes: tuple[Category, ...] = ()
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 MAX_LOG_CHARS = 20_000_000
+MAX_LINE_CHARS = 4096  # a longer line keeps its head: no message a rule reads is longer
 EVIDENCE_MAX_CHARS = 400
 
 _ANSI_RE = re.compile(
@@ -145,6 +146,8 @@ def clean_log(text: str) -> CleanLog:
         text = text[-MAX_LOG_CHARS:]
     visible: list[str] = []
     for raw in split_lines(text):
+        if len(raw) > MAX_LINE_CHARS:
+            raw = raw[:MAX_LINE_CHARS]
         line = _CONTROL_RE.sub("", strip_ansi(raw)).replace("\t", "    ").rstrip()
         visible.append(line)
     matchable = [strip_prefix(line) for line in visible]

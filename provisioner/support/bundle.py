@@ -261,6 +261,57 @@ def _read_members(path: Path) -> dict[str, bytes]:
     return out
 
 
+MAX_MANIFEST_DEPTH = 16  # ours is 4 deep; a deeper one is hostile (json.loads would recurse)
+
+
+def _nesting(raw: bytes) -> int:
+    """The deepest [ / { nesting of a JSON text, counted without parsing it (strings skipped)."""
+    depth = deepest = 0
+    in_str = escaped = False
+    for byte in raw:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_str = False
+        elif byte == 0x22:
+            in_str = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_MANIFEST_DEPTH:
+                return deepest
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _check_manifest(p: Path, manifest: dict[str, Any]) -> None:
+    """Every part read below has the type written by `write_bundle` (else exit 2, not a traceback)."""
+
+    def bad(what: str) -> BundleError:
+        return BundleError(f"{p}: {MANIFEST}: {what}")
+
+    for key in ("members", "probes"):
+        value = manifest.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+            raise bad(f"'{key}' must be a list of objects")
+    for entry in manifest.get("members", []):
+        if not isinstance(entry.get("path"), str) or not isinstance(entry.get("sha256", ""), str):
+            raise bad("a member needs a string 'path' and 'sha256'")
+    for meta in manifest.get("probes", []):
+        if not isinstance(meta.get("file", ""), (str, type(None))):
+            raise bad("a probe's 'file' must be a string")
+    col = manifest.get("collection", {})
+    if not isinstance(col, dict):
+        raise bad("'collection' must be an object")
+    for key in ("host", "started", "finished", "venv", "unreachable", "container_unreachable"):
+        if not isinstance(col.get(key), (str, type(None))):
+            raise bad(f"collection.{key} must be a string")
+
+
 def read_bundle(path: str | Path) -> Evidence:
     """The evidence a bundle holds; facts are re-derived from the (redacted) probe outputs."""
     p = Path(path)
@@ -268,12 +319,15 @@ def read_bundle(path: str | Path) -> Evidence:
     raw = members.get(MANIFEST)
     if raw is None:
         raise BundleError(f"{p}: no {MANIFEST} (not a provisioner support bundle)")
+    if _nesting(raw) > MAX_MANIFEST_DEPTH:
+        raise BundleError(f"{p}: {MANIFEST} is nested deeper than {MAX_MANIFEST_DEPTH} levels")
     try:
         manifest = json.loads(raw.decode("utf-8", errors="replace"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise BundleError(f"{p}: {MANIFEST} is not JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleError(f"{p}: {MANIFEST} is not a {FORMAT} manifest")
+    _check_manifest(p, manifest)
     notes: list[str] = []
     for entry in manifest.get("members", []):
         data = members.get(str(entry.get("path")))

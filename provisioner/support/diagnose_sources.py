@@ -18,11 +18,13 @@ from provisioner import drift
 from provisioner.diagnose import Category, Finding, diagnose
 from provisioner.support.bundle import BundleError, read_bundle
 from provisioner.support.collect import collect
+from provisioner.support.doctor import Check, checks_of, merge_by_cause
 from provisioner.support.evidence import Evidence
 from provisioner.support.scrub import Scrubber
 from provisioner.transport.base import Transport, TransportError
 
-__all__ = ["BundleError", "HostUnreachable", "bundle_findings", "evidence_findings", "live_findings"]
+__all__ = ["BundleError", "Check", "HostUnreachable", "bundle_findings", "evidence_findings", "live_findings",
+           "live_report"]
 
 
 class HostUnreachable(TransportError):
@@ -43,6 +45,19 @@ async def live_findings(
     known_secrets: Iterable[str] = (),
 ) -> list[Finding]:
     """Probe the node (and container `vmid`, torch in `venv`) now and diagnose what is found."""
+    findings, _ = await live_report(node, vmid, venv, log_text=log_text, known_secrets=known_secrets)
+    return findings
+
+
+async def live_report(
+    node: Transport,
+    vmid: int | None = None,
+    venv: str | None = None,
+    *,
+    log_text: str = "",
+    known_secrets: Iterable[str] = (),
+) -> tuple[list[Finding], list[Check]]:
+    """`live_findings` plus what was checked (one ✓/✗ per probe); findings merged by root cause, best first."""
     drifted: list[Finding] = []
     try:
         evidence = await collect(node, vmid, venv)
@@ -52,7 +67,8 @@ async def live_findings(
         await node.close()
     if evidence.unreachable is not None:
         raise HostUnreachable(evidence.unreachable)
-    return drifted + evidence_findings(evidence, log_text, known_secrets)
+    findings = merge_by_cause(drifted + evidence_findings(evidence, log_text, known_secrets))
+    return findings, checks_of(evidence)
 
 
 #: drift kind -> the diagnosis category it belongs to (provisioner.drift names the finding itself)

@@ -11,9 +11,9 @@ RULES: tuple[Rule, ...] = (
         category="container_device_missing",
         patterns=(
             r"bpf_prog_query\(BPF_CGROUP_DEVICE\) failed",
-            r"nvidia-container-cli: mount error",
+            r"nvidia-container-cli(?:\.real)?: mount error",
             r"failed to add device rules",
-            r"nvidia-container-cli: device error",
+            r"nvidia-container-cli(?:\.real)?: device error",
         ),
         confidence=0.88,
         root_cause=(
@@ -38,7 +38,7 @@ RULES: tuple[Rule, ...] = (
             r"Device /dev/nvidia[\w-]* does not exist",
             r"Could not get mode or device ID of /dev/nvidia",
             r"cudaGetDeviceCount returned 30\b",
-            r"Failed to mount [\"']?/dev/nvidia[\w-]*[\"']? onto",
+            r"Failed to mount [\"']?[^\"'\s]{0,200}(?:/dev/|dev-)nvidia[\w-]*[\"']? (?:onto|on) ",
             r"lstat /dev/nvidia[\w-]*: no such file or directory",
         ),
         confidence=0.85,
@@ -169,6 +169,58 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        name="container.lxc_userspace_missing",
+        category="container_device_missing",
+        patterns=(
+            r"load library failed: libnvidia-ml\.so\.1",
+            r"libnvidia-ml\.so(?:\.1)?: cannot open shared object file",
+            r"NVIDIA-SMI couldn't find libnvidia-ml\.so library",
+        ),
+        confidence=0.9,
+        # the context steers: inside a Proxmox/LXC/LXD container whose host has the driver, a missing
+        # libnvidia-ml is the container's userspace (this project's first hypothesis), not "no driver"
+        context=r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b",
+        demotes=("no_driver_loaded",),
+        root_cause=(
+            "Inside the LXC container the NVIDIA driver's userspace (libnvidia-ml.so.1) is missing: the host has "
+            "the kernel module, the container needs the user-space libraries at exactly the host's version."
+        ),
+        fix=(
+            "Check `nvidia-smi` on the Proxmox host and note its driver version; in the container install only the "
+            "userspace at that version (`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`), with "
+            "/dev/nvidia* passed in; then nvidia-container-toolkit inside the container finds libnvidia-ml.so.1."
+        ),
+        examples=(
+            "Proxmox / LXC: Unable to start docker container, nvidia-container-cli: initialization error: load "
+            "library failed: libnvidia-ml.so.1",
+        ),
+    ),
+    Rule(
+        name="container.smi_works_cuda_unavailable",
+        category="container_device_missing",
+        patterns=(r"is_available\(\)[^\n]{0,120}(?:\n[^\n]{0,300}){0,3}\n\s*(?:>>>\s*)?False\b",),
+        confidence=0.8,
+        # a join of two facts in one container log: NVML works (nvidia-smi needs only /dev/nvidiactl and
+        # /dev/nvidiaN) while CUDA does not initialise (it needs /dev/nvidia-uvm too)
+        requires=(r"NVIDIA-SMI \d+\.\d+|nvidia-smi[^\n]{0,40}\b(?:works?|worked|working|fine)\b",),
+        context=r"\b(?:container|docker|podman|lxc|lxd|incus|pct|kubernetes|k8s|kubectl)\b",
+        unless=r"\+cpu\b|CUDA used to build PyTorch\s*:\s*None|torch\.version\.cuda\)?[^\n]{0,20}\n\s*None",
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
+        root_cause=(
+            "nvidia-smi works in the container but CUDA does not: the container has /dev/nvidiactl and /dev/nvidiaN "
+            "(all NVML needs) but not /dev/nvidia-uvm and /dev/nvidia-uvm-tools, which CUDA needs."
+        ),
+        fix=(
+            "Create the UVM nodes on the host (`nvidia-modprobe -u -c=0`) and pass /dev/nvidia-uvm and "
+            "/dev/nvidia-uvm-tools into the container (docker: `--device /dev/nvidia-uvm`; LXC: `devN:` lines or "
+            "mount entries plus the cgroup allow for nvidia-uvm's major)."
+        ),
+        examples=(
+            "In the container, \"nvidia-smi,nvcc -V\" worked.\nBut when use the cuda, it failded!\n\nimport torch\n"
+            "torch.cuda.is_available()\nFalse",
+        ),
+    ),
+    Rule(
         name="container.no_device_in_container",
         category="container_device_missing",
         patterns=(
@@ -194,8 +246,9 @@ RULES: tuple[Rule, ...] = (
         name="container.nvidia_container_cli_error",
         category="container_device_missing",
         patterns=(
-            r"nvidia-container-cli: [\w ]*error",
+            r"nvidia-container-cli(?:\.real)?: [\w ]{0,40}error",
             r"error running hook #\d+: error running hook: exit status \d+",
+            r"error executing hook `?[^`\s]*nvidia-container-(?:toolkit|runtime-hook|cli)",
         ),
         confidence=0.6,
         root_cause="The NVIDIA container runtime hook failed, so the container got no GPU devices.",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from provisioner.diagnose.model import Rule
 
 AARCH64 = (
-    r"(?<![a-z0-9])(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin"
-    r"|Xavier|L4T|JetPack)(?![a-z0-9])"
+    r"(?:^|[^a-z0-9])(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin"
+    r"|Xavier|L4T|JetPack)(?:[^a-z0-9]|$)"
 )
 AARCH64_CAUSE = (
     "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "

@@ -166,7 +166,7 @@ RULES: tuple[Rule, ...] = (
         category="driver_lib_mismatch",
         patterns=(
             r"API mismatch: the NVIDIA kernel module has (?:the )?version",
-            r"NVRM: API mismatch: the client has the version",
+            r"NVRM: API mismatch: the client (?:'[^'\n]{1,80}' \(pid \d+\) )?(?:NVRM: )?has the version",
             r"kernel version [\d.]+ does not match DSO version",
         ),
         confidence=0.93,

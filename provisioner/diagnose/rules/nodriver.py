@@ -107,7 +107,7 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(
             r"Found no NVIDIA driver on your system",
-            r"nvidia-container-cli: initialization error: load library failed: libnvidia-ml\.so\.1",
+            r"nvidia-container-cli(?:\.real)?: initialization error: load library failed: libnvidia-ml\.so\.1",
             r"NVIDIA driver is not loaded",
         ),
         confidence=0.88,

@@ -168,7 +168,7 @@ RULES: tuple[Rule, ...] = (
             r"Could not get mode or device ID of /dev/\S+",
             r"Device /dev/\S+ does not exist",
             r"/dev/\S+ is not a (?:character |block )?device",
-            r"Failed to mount [\"']?/dev/[\w/.-]+[\"']? onto [\"']?\S*/(?:lxc|rootfs)\S*",
+            r"Failed to mount [\"']?/dev/[\w/.-]+[\"']? (?:onto|on) [\"']?\S*/(?:lxc|rootfs)\S*",
         ),
         confidence=0.88,
         demotes=("container_device_missing",),

@@ -88,7 +88,7 @@ RULES: tuple[Rule, ...] = (
             r"is not a supported wheel on this platform",
         ),
         confidence=0.9,
-        context=r"(?<![a-z0-9])(?:aarch64|arm64|sbsa)(?![a-z0-9])",
+        context=r"(?:^|[^a-z0-9])(?:aarch64|arm64|sbsa)(?:[^a-z0-9]|$)",
         demotes=("cpu_only_wheel",),
         root_cause=(
             "The pinned package[ ({package})] has no aarch64 build on the configured index (only x86_64/Windows "
