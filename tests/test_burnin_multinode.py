@@ -32,7 +32,7 @@ import pytest
 
 from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
 from tests.support.lab_inventory import write_lab_inventory
-from tests.support.require import require
+from tests.support.require import require, require_torch
 
 REPO = Path(__file__).resolve().parents[1]
 SBATCH = REPO / "playbooks" / "fleet" / "slurm-burnin.sbatch"
@@ -57,6 +57,7 @@ def two_nodes() -> Iterator[TwoNodes]:
     require(os.geteuid() == 0, "network namespaces need root")
     require(shutil.which("ip") is not None, "`ip` (iproute2) is not installed")
     require(shutil.which("unshare") is not None, "`unshare` (util-linux) is not installed")
+    require_torch()  # the supply puts a CPU torch (and its torchrun) into this venv, as for every torch test
     require(Path(sys.executable).with_name("torchrun").exists(), "torch is not installed in this Python")
     tag = uuid.uuid4().hex[:6]
     ns = (f"gpb-{tag}-a", f"gpb-{tag}-b")
@@ -367,9 +368,10 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     env.pop("PROVISIONER_LAB_ROOT", None)
     labs = [Lab(r, []) for r in roots.values()]
 
-    def replay() -> tuple[int, dict[str, Any] | None, str]:
+    def replay(quiet: bool = True) -> tuple[int, dict[str, Any] | None, str]:
         proc = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(playbook), "--inventory",
-                               str(inventory), "--parallel", "2", "--json", "--quiet"], capture_output=True, text=True,
+                               str(inventory), "--parallel", "2", "--json", *(["--quiet"] if quiet else [])],
+                              capture_output=True, text=True,
                               env=env, cwd=REPO, timeout=JOB_TIMEOUT_S + 300, check=False)
         lines = proc.stdout.strip().splitlines()
         return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
@@ -399,7 +401,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         # one run, seen from both nodes: the same rendezvous, the same measurements
         assert results["a"]["phases"]["fabric"]["pairs"] == results["b"]["phases"]["fabric"]["pairs"]
         assert sum(1 for r in results.values() if r.get("relayed_to")) == 1  # one node printed rank 0's own
-        rc2, recap2, err2 = replay()
+        rc2, recap2, err2 = replay(quiet=False)  # the plan's notes say why nothing runs
         assert rc2 == 0 and recap2 is not None, err2[-4000:]
         for host in roots:
             assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0}
