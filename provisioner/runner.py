@@ -362,5 +362,6 @@ def start_event(run_id: str, playbook_path: str, mode: Mode, hosts: list[str]) -
 
 def finish_event(run_id: str, results: list[HostResult]) -> RunFinished:
     recap = recap_json(results)
-    interrupted = any(status == "interrupted" for r in results for status in r.by_index.values())
+    # a run stopped on purpose (SIGINT/SIGTERM, "stop safely" in the wizard), not a step cut by a dropped link
+    interrupted = any(r.error.startswith("interrupted") for r in results)
     return RunFinished(run_id=run_id, status="interrupted" if interrupted else recap["status"], recap=recap["hosts"])

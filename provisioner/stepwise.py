@@ -386,6 +386,7 @@ class StepSession:
             status: StepStatus = "interrupted" if mode == "apply" else "skipped"
             if mode == "apply":
                 self._result.by_index[index] = "interrupted"
+                self._result.error = "interrupted: stopped in the wizard"
             run.status = status
             self.bus.emit(StepFinished(host=self.host, index=index, step=run.spec.kind, status=status, mode=mode,
                                        message="stopped in the wizard; resume with `provisioner tui PLAYBOOK` "

@@ -366,7 +366,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                 return {"version": version, "filename": path.name, "url": str(path), "sha256": expected.lower(),
                         "checksum": checksum}, ""
             source = await self._source(ctx, version)
-            record: dict[str, Any] = {"version": version, "filename": source.filename, "url": source.url,
+            record: dict[str, Any] = {"version": version, "filename": source.filename, "url": published_url(source.url, self.params.driver_mirror),
                                       "layout": source.layout}
             pin, _ = self._pin(ctx, source.filename)
             if pin is not None:
