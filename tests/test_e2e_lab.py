@@ -109,9 +109,9 @@ def _foreign_container_is_left_untouched(tmp_path: Path) -> None:
     try:
         from provisioner import secrets
         from provisioner.proxmox.client import PveClient
-        from provisioner.session import lab_connection
+        from provisioner.session import allow_lab_secrets
 
-        conn = lab_connection(root)
+        conn = allow_lab_secrets(root)  # the lab's own password file, allowed as `--lab` allows it
         client = PveClient.https("127.0.0.1", port=conn["api"]["port"], user="root@pam",
                                  password=secrets.resolve(conn["api"]["password"]), verify=conn["api"]["ca_file"])
         upid = client.create_ct("pve", {"vmid": 200, "ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",

@@ -40,7 +40,7 @@ import yaml
 
 from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import read_run_log
-from tests.support.require import require
+from tests.support.require import require, require_torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED_PLAYBOOK = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
@@ -399,6 +399,7 @@ exit $rc
 def test_slurm_burnin_script_runs_two_nodes_with_torchrun(tmp_path: Path) -> None:
     """playbooks/fleet/slurm-burnin.sbatch outside Slurm: two "nodes" on this machine (a stand-in
     srun), torchrun's c10d rendezvous, the burn-in on CPU with gloo: one verdict for the job."""
+    require_torch()  # the supply puts a CPU torch (and its torchrun) into this venv, as for every torch test
     torchrun = Path(sys.executable).with_name("torchrun")
     require(torchrun.exists(), "torchrun is not installed next to this Python (torch missing)")
     bin_dir = tmp_path / "bin"
