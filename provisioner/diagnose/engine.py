@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from provisioner.diagnose.evidence import LogEvidence, decide, extract_evidence
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import CleanLog, clean_log
@@ -364,4 +365,12 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
         fields.update(log_fields(view.text))
-    return _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
+    out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
+    return out + evidence_candidates(extract_evidence(log.full_text, fields))
+
+
+def evidence_candidates(ev: LogEvidence) -> list[Candidate]:
+    """The conclusions the log's typed evidence supports (`diagnose.evidence.decide`), as candidates."""
+    return [Candidate(category=h.category, confidence=h.confidence, best=h.name, root_cause=h.root_cause, fix=h.fix,
+                      rules=[h.name], evidence=list(h.evidence), generic_only=False, demotes=frozenset(h.demotes))
+            for h in decide(ev)]
