@@ -88,3 +88,18 @@ def test_healthy_outputs_yield_no_decision() -> None:
     assert rows
     for row in rows:
         assert decide(extract_evidence(row["log"])) == [], row["id"]
+
+
+def test_cli_prints_the_evidence_on_request(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from provisioner.cli.diagnose import command
+
+    log = tmp_path / "strace.log"
+    log.write_text(_log("lxd-strace-proc-readable-nvidiactl-enoent"))
+    res = CliRunner().invoke(command, ["--log", str(log), "--json", "--evidence"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output.strip().splitlines()[-1])
+    assert doc["evidence"]["driver_loaded"] is True and doc["evidence"]["nodes_missing"] == ["/dev/nvidiactl"]
+    plain = CliRunner().invoke(command, ["--log", str(log), "--json"])
+    assert "evidence" not in json.loads(plain.output.strip().splitlines()[-1])

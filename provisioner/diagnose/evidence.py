@@ -169,6 +169,18 @@ def extract_evidence(text: str, fields: Mapping[str, str] | None = None) -> LogE
     return ev
 
 
+def log_evidence(text: str) -> LogEvidence:
+    """The evidence of a whole log as `diagnose` reads it (cleaned; the field readers' values included)."""
+    from provisioner.diagnose.extract import log_fields
+    from provisioner.diagnose.normalize import clean_log
+
+    log = clean_log(text)
+    fields: dict[str, str] = {}
+    for view in reversed(log.views):
+        fields.update(log_fields(view.text))
+    return extract_evidence(log.full_text, fields)
+
+
 def _apply(ev: LogEvidence, key: str, m: Match, line: str) -> None:
     group = m.group
     if key.startswith("place:"):
