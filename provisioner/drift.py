@@ -24,6 +24,7 @@ Facts are gathered by `gather` (a command plus a pure parser each); every check 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,31 @@ DriftKind = Literal["driver", "nodes", "boot_unit", "config", "gpus", "container
 
 UNIT_NAME = evidence.BOOT_UNIT_NAME
 UNIT_PATH = evidence.BOOT_UNIT_PATH
+
+UNIT_HEADER = (
+    "# Managed by gpu-provisioner (step lxc.boot_persistence): creates the NVIDIA device nodes passed to\n"
+    "# containers before pve-guests.service starts them. Remove: replay the step with `state: absent`, or\n"
+    f"#   systemctl disable --now {UNIT_NAME} && rm {UNIT_PATH}\n"
+)
+
+
+def render_unit(devices: list[str], persistence_mode: bool = True) -> str:
+    """The unit for the passed `devices` (systemd.unit(5): Before= orders this unit's start before
+    pve-guests.service when both are started in one transaction, i.e. at boot)."""
+    lines = [UNIT_HEADER.rstrip("\n"), "[Unit]",
+             "Description=NVIDIA device nodes for GPU containers (gpu-provisioner)",
+             "After=systemd-modules-load.service", "Before=pve-guests.service", "",
+             "[Service]", "Type=oneshot", "RemainAfterExit=yes",
+             "ExecStart=/usr/bin/nvidia-modprobe -u -c=0"]
+    if "/dev/nvidia-modeset" in devices:
+        lines.append("ExecStart=/usr/bin/nvidia-modprobe -m")
+    lines.append("ExecStart=/usr/bin/nvidia-smi")
+    if persistence_mode:
+        lines.append("ExecStart=/usr/bin/nvidia-smi -pm 1")
+    lines += ["", "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"
+
+
 MANIFEST_DIR = evidence.MANIFEST_DIR
 
 
@@ -119,23 +145,50 @@ def boot_unit_drift(text: str | None, expected: str, enabled: bool) -> list[Drif
     return out
 
 
-def dev_entries(conf: LxcConfig) -> dict[str, tuple[int, dict[str, str]]]:
-    """devN entries of the config by device path: path -> (index, properties)."""
+def dev_entries(conf: LxcConfig, *, effective: bool = False) -> dict[str, tuple[int, dict[str, str]]]:
+    """devN entries of the config by device path: path -> (index, properties). `effective`: of the config
+    the container gets at its next start (``[pve:pending]`` applied), not of the main section."""
     out: dict[str, tuple[int, dict[str, str]]] = {}
-    for index, value in sorted(conf.indexed("dev").items()):
+    if effective:
+        items = sorted((int(k[3:]), v) for k, v in conf.effective().items() if re.fullmatch(r"dev\d+", k))
+    else:
+        items = sorted(conf.indexed("dev").items())
+    for index, value in items:
         props = parse_property_string(value, "path")
         if "path" in props:
             out.setdefault(props["path"], (index, props))
     return out
 
 
-def config_drift(conf: LxcConfig, manifest: Manifest) -> list[DriftFinding]:
+def stale_allow_majors(conf: LxcConfig, char_majors: set[int]) -> list[int]:
+    """Majors of ``c MAJOR:* rwm`` allow lines that no character driver of the node registers any more
+    (/proc/devices): what a changed nvidia-uvm major (dynamic; it moves after kernel updates:
+    jammsen/proxmox-setup-scripts#7) leaves behind. Only for configs with a raw bind mount of
+    /dev/nvidia-uvm (raw passthrough)."""
+    mounted = {v.split()[0] for _, v in conf.raw_lines("lxc.mount.entry") if v.split()}
+    if "/dev/nvidia-uvm" not in mounted:
+        return []
+    out: list[int] = []
+    for key, value in conf.raw_lines():
+        if key not in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
+            continue
+        m = re.fullmatch(r"c (\d+):\* rwm", value.strip())
+        if m and int(m.group(1)) not in char_majors and int(m.group(1)) not in out:
+            out.append(int(m.group(1)))
+    return out
+
+
+def config_drift(conf: LxcConfig, manifest: Manifest, char_majors: dict[str, int] | None = None
+                 ) -> list[DriftFinding]:
     """The CT config against what provisioning wrote (the manifest): passed devN entries removed or with
-    another mode, and `onboot` changed."""
+    another mode (in the config the container gets at its next start: a value waiting in ``[pve:pending]``
+    counts, and is named so), `onboot` changed; in raw mode an allow line for a device major no driver
+    registers now (`char_majors`: /proc/devices' character devices)."""
     out: list[DriftFinding] = []
     vmid = manifest.vmid
     if manifest.passthrough == "dev":
-        have = dev_entries(conf)
+        have = dev_entries(conf, effective=True)
+        pending = conf.pending()
         gone = [d for d in manifest.devices if d not in have and not d.startswith("/dev/nvidia-caps/")]
         if gone:
             out.append(DriftFinding("config", f"CT {vmid} config: devN entries for {', '.join(gone)} were removed",
@@ -144,16 +197,27 @@ def config_drift(conf: LxcConfig, manifest: Manifest) -> list[DriftFinding]:
             if dev in have:
                 index, props = have[dev]
                 mode = props.get("mode", "")
+                where = " pending in [pve:pending] (applies at the next restart)" if f"dev{index}" in pending else ""
                 if mode != manifest.dev_mode:
                     out.append(DriftFinding("config", f"CT {vmid} config: dev{index} ({dev}) has mode "
-                                                      f"{mode or 'unset'}, the playbook wrote {manifest.dev_mode}",
-                                            "lxc.gpu_passthrough"))
+                                                      f"{mode or 'unset'}{where}, the playbook wrote "
+                                                      f"{manifest.dev_mode}", "lxc.gpu_passthrough"))
     else:
         mounted = {v.split()[0] for k, v in conf.raw_lines("lxc.mount.entry") if v.split()}
         gone = [d for d in manifest.devices if d not in mounted and not d.startswith("/dev/nvidia-caps/")]
         if gone:
             out.append(DriftFinding("config", f"CT {vmid} config: bind-mount lines for {', '.join(gone)} were "
                                               "removed", "lxc.gpu_passthrough"))
+        if char_majors is not None:
+            stale = stale_allow_majors(conf, set(char_majors.values()))
+            if stale:
+                uvm = char_majors.get("nvidia-uvm")
+                out.append(DriftFinding(
+                    "config", f"CT {vmid} config: lxc.cgroup2.devices.allow names device major(s) "
+                              f"{', '.join(map(str, stale))} that no driver registers now (nvidia-uvm is "
+                              f"{uvm if uvm is not None else 'not loaded'}: its major changed, e.g. after a kernel "
+                              "update); CUDA in the container fails until the line names the new major",
+                    "lxc.gpu_passthrough"))
     if manifest.onboot is not None:
         onboot = str(conf.get("onboot") or "0") in ("1", "yes", "on", "true")
         if onboot != manifest.onboot:
@@ -213,7 +277,6 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
     manifest provisioning left on the node; without a manifest the checks that need it say so."""
     from provisioner.facts import catalog
     from provisioner.facts.base import FactCache, FactUnavailable
-    from provisioner.steps.lxc_boot_persistence import render_unit
     from provisioner.transport.container import ContainerTransport
 
     cache = facts if facts is not None else FactCache()
@@ -240,7 +303,11 @@ async def gather(node: Any, vmid: int, *, host: str = "", facts: Any = None) -> 
         if conf_text is None:
             report.findings.append(DriftFinding("container", f"CT {vmid} no longer exists on the node", ""))
             return report
-        report.findings += config_drift(LxcConfig.parse(conf_text), manifest)
+        try:
+            char_majors: dict[str, int] | None = dict((await cache.get(node, catalog.PROC_DEVICES)).char)
+        except FactUnavailable:
+            char_majors = None
+        report.findings += config_drift(LxcConfig.parse(conf_text), manifest, char_majors)
         try:
             gpus = await cache.get(node, catalog.GPUS)
             report.findings += gpus_drift(manifest.gpus, [(g.index, g.uuid) for g in gpus])

@@ -7,18 +7,21 @@ The recorder writes exactly this format, and load → dump → load round-trips.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 import stat
 import tempfile
 import time
+import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from provisioner import secrets, validate
+from provisioner import secrets, step_registry, validate
 
 SCHEMA_VERSION = 1
 
@@ -363,8 +366,6 @@ def _read_bounded(p: Path) -> bytes:
 
 def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     """Parse and validate a playbook; raise PlaybookError naming file:line and field (never anything else)."""
-    from provisioner.steps.base import STEP_KINDS, load_step_kinds
-
     root, data = parse_yaml(text, filename)
     problems: list[str] = []
     if not isinstance(data, dict):
@@ -384,25 +385,26 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
         # not silently converted.
         playbook = Playbook.model_validate(data, strict=True)
     except ValidationError as exc:
-        raise PlaybookError(_validation_problems(exc, root, filename, ())) from None
+        raise PlaybookError(_validation_problems(exc, root, filename, (), Playbook)) from None
     except Exception as exc:  # a validator that raised something else: still a refusal with a place
         raise _problem(filename, 1, f"invalid playbook: {type(exc).__name__}: {_printable(str(exc))}") from None
 
     for loc, msg in target_file_problems(playbook.target):
         problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {_printable(msg)}")
 
-    kinds = load_step_kinds() or STEP_KINDS
+    kinds = step_registry.load_step_modules()
     for i, spec in enumerate(playbook.steps):
         cls = kinds.get(spec.kind)
         if cls is None:
             loc = ("steps", i, "kind")
             problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: unknown step kind "
-                            f"{_printable(spec.kind)!r} (known: {', '.join(sorted(kinds))})")
+                            f"{_printable(spec.kind)!r}{_did_you_mean(spec.kind, kinds)} "
+                            f"(known: {', '.join(sorted(kinds))})")
             continue
         try:
             cls.Params.model_validate(spec.params, strict=True)
         except ValidationError as exc:
-            problems += _validation_problems(exc, root, filename, ("steps", i, "params"))
+            problems += _validation_problems(exc, root, filename, ("steps", i, "params"), cls.Params, spec.kind)
         except Exception as exc:
             loc = ("steps", i, "params")
             problems.append(f"{filename}:{_line_of(root, loc)}: {_fmt_loc(loc)}: {type(exc).__name__}: "
@@ -412,12 +414,48 @@ def loads(text: str | bytes, filename: str = "<playbook>") -> Playbook:
     return playbook
 
 
-def _validation_problems(exc: ValidationError, root: yaml.Node, filename: str,
-                         prefix: tuple[Any, ...]) -> list[str]:
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The fields of the (nested) model that holds `loc`'s last key: what a misspelling is compared with."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            continue
+        info = current.model_fields.get(part)
+        if info is None:
+            return []
+        nested = [t for t in (info.annotation, *typing.get_args(info.annotation))
+                  if isinstance(t, type) and issubclass(t, BaseModel)]
+        args = [a for t in typing.get_args(info.annotation) for a in typing.get_args(t)]
+        nested += [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        current = nested[0] if nested else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _validation_problems(exc: ValidationError, root: yaml.Node, filename: str, prefix: tuple[Any, ...],
+                         model: type[BaseModel] | None = None, kind: str = "") -> list[str]:
+    """pydantic's errors as `file:line: field: message`; a misspelled key is named with the closest field
+    (`unknown field 'coers' in lxc.create (did you mean 'cores'?)`), not "Extra inputs are not permitted"."""
     out = []
     for err in exc.errors(include_url=False, include_input=False):
         loc = (*prefix, *err["loc"])
-        out.append(f"{filename}:{_line_of(root, loc)}: {_printable(_fmt_loc(loc))}: {_printable(err['msg'])}")
+        msg = str(err["msg"])
+        if err["type"] == "extra_forbidden" and err["loc"] and isinstance(err["loc"][-1], str):
+            name = err["loc"][-1]
+            known = _field_names(model, tuple(err["loc"])) if model is not None else []
+            inner = _fmt_loc(tuple(err["loc"][:-1])) if len(err["loc"]) > 1 else ""
+            where = " ".join(w for w in (kind, inner) if w) or "the playbook"
+            guess = _did_you_mean(name, known)
+            msg = f"unknown field {name!r} in {where}{guess}"
+            if known and not guess:
+                msg += f"; known: {', '.join(known)}"
+        out.append(f"{filename}:{_line_of(root, loc)}: {_printable(_fmt_loc(loc))}: {_printable(msg)}")
     return out
 
 

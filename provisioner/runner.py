@@ -15,10 +15,12 @@ from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import ParseError
 from provisioner.node_lock import NodeLock
+from provisioner.payloads import Resolved
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
 from provisioner.redaction import REDACTOR
 from provisioner.secrets import SecretError
+from provisioner.steps import privilege_check
 from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_step_kinds
 from provisioner.steps.context import StepContext
 from provisioner.steps.pve_ops import as_step_failed
@@ -138,7 +140,7 @@ async def run_host(
     """Run every step of `playbook` against one host; failures stop this host only."""
     ctx = build_context(playbook, bus, node, mode=mode, host=host, pve_factory=pve_factory, state=state)
     run = HostRun(ctx)
-    failed = False
+    failed: str = ""  # the step that failed (its name, number and outcome): later steps are skipped, naming it
     # plan changes nothing: it takes no lock, so a plan during a replay works. The one lock is the
     # node's (`provisioner.node_lock`: why not one in the controller's state dir too, it says).
     lock = NodeLock(node, playbook.target.container, host, node_lock.LOCK_DIR) \
@@ -150,10 +152,24 @@ async def run_host(
     load_step_kinds()  # what the first step would import; then the API client loads while commands run
     if isinstance(pve_factory, Warmable):
         pve_factory.warm()
+    denied = await _privileges(ctx, playbook)
     try:
+        if denied and mode == "apply":  # privileges known before any change: stop before the first one
+            text = privilege_check.describe(playbook.steps, denied, str(getattr(ctx.pve(), "user", "")))
+            bus.emit(Message(host=host, level="error", text=text))
+            for index, spec in enumerate(playbook.steps):
+                run.skip(index, spec, "not run: the API user lacks privileges (see above)")
+            run.result.fail(text, ExitCode.PERMISSION_DENIED)
+            return run.result
         for index, spec in enumerate(playbook.steps):
             if failed:
-                run.skip(index, spec, "skipped after an earlier failure")
+                run.skip(index, spec, f"skipped: {failed}")
+                continue
+            if index in denied and mode == "plan":
+                run.result.by_index[index] = "failed"
+                run.result.exit_code = max(run.result.exit_code, ExitCode.PERMISSION_DENIED)
+                bus.emit(StepFinished(host=host, index=index, step=spec.kind, status="failed", mode="plan",
+                                      message="missing privileges: " + "; ".join(n.text() for n in denied[index])))
                 continue
             if lock is not None and not lock.held and spec.kind != "node.connect":
                 await lock.acquire()  # on the node itself: other controllers and state dirs see it
@@ -161,7 +177,7 @@ async def run_host(
             if mode == "plan":
                 run.result.by_index[index] = status
             if status in ("failed", "interrupted"):
-                failed = True
+                failed = f"step {index + 1} ({spec.name or spec.kind}) {status}"
     except StepFailed as exc:  # a lock
         bus.emit(Message(host=host, level="error", text=str(exc)))
         _record_refusal(playbook, bus, host, run.result, index, exc.message, exc.exit_code)
@@ -206,6 +222,17 @@ def _record_refusal(playbook: Playbook, bus: Bus, host: str, result: HostResult,
     result.exit_code = max(result.exit_code, code)
 
 
+async def _privileges(ctx: StepContext, playbook: Playbook) -> dict[int, list[Any]]:
+    """Per step, the PVE privileges the API user lacks (`provisioner.steps.privilege_check`); a node whose
+    permissions cannot be read is left to the steps (they report what PVE answers)."""
+    try:
+        return await privilege_check.missing_by_step(ctx, playbook.steps)
+    except (StepFailed, ProxmoxError, RuntimeError) as exc:
+        text = exc.message if isinstance(exc, StepFailed) else str(exc)
+        ctx.bus.emit(Message(host=ctx.host, level="warning", text=f"privileges not checked up front: {text}"))
+        return {}
+
+
 def _record_interrupt(playbook: Playbook, bus: Bus, host: str, result: HostResult, index: int) -> None:
     """SIGINT/SIGTERM: the step in progress is interrupted, the rest skipped; the recap still comes."""
     task = asyncio.current_task()
@@ -235,7 +262,7 @@ def build_context(playbook: Playbook, bus: Bus, node: Transport, *, mode: Mode, 
     """The context the runner (or the TUI, one step at a time) passes to steps."""
     ctx = StepContext(playbook=playbook, host=host, bus=bus, node=node, mode=mode, pve_factory=pve_factory,
                       state=state if state is not None else RunState())
-    ctx.resolved.update(playbook.resolved)
+    ctx.resolved = Resolved.from_recorded(playbook.resolved)
     return ctx
 
 

@@ -57,8 +57,28 @@ def point_at_lab(playbook: Playbook, root: Path | None = None) -> Playbook:
 
 
 def lab_site(root: Path | None = None) -> SiteProfile:
-    """The running lab as a site: its mirrors and the sizes of its CPU-only node (`lab_settings`)."""
-    return SiteProfile(name="lab", steps=lab_settings(root))
+    """The running lab as a site: its mirrors and the sizes of its CPU-only node (`lab_settings`), and the one
+    Python its wheel index serves a real torch for, forced (and given back to the playbook's own on record)."""
+    conn = lab_connection(root)
+    python = str(conn.get("torch_python") or "")
+    force = {kind: {"python": python} for kind in PYTHON_STEPS} if python else {}
+    return SiteProfile(name="lab", steps=lab_settings(root), force=force)
+
+
+#: the steps whose `python` chooses the venv's interpreter
+PYTHON_STEPS = ("torch.resolve", "venv.build")
+
+
+def python_notice(before: Playbook, after: Playbook) -> str | None:
+    """One line when the lab's site profile changed the Python a step asked for."""
+    asked = {str(a.params.get("python", "3.12" if a.kind == "torch.resolve" else ""))
+             for a in before.steps if a.kind in PYTHON_STEPS} - {""}
+    given = {str(b.params["python"]) for b in after.steps if b.kind in PYTHON_STEPS and "python" in b.params}
+    if len(given) != 1 or asked <= given:
+        return None
+    (python,) = given
+    return (f"LAB: the lab's wheel index serves torch for Python {python} only (its CPU PyTorch's cp tag): "
+            f"the venv uses {python} (the playbook asks {', '.join(sorted(asked - given))}; not recorded)")
 
 
 def host_label(target: Target) -> str:
@@ -164,10 +184,6 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
         pypi = conn.get("pypi_url")
         out["venv.build"] = {"index_mirror": index.rstrip("/"),
                              **({"pypi_mirror": pypi.rstrip("/")} if pypi else {"extras_from_torch_index": True})}
-    python = _torch_python()
-    if python:
-        out["burnin.run"]["fallback_python"] = python
-        out["burnin.multinode"]["fallback_python"] = python
     return out
 
 
@@ -177,12 +193,3 @@ def with_settings(playbook: Playbook, settings: dict[str, dict[str, Any]]) -> Pl
     steps = [spec.model_copy(update={"params": {**settings[spec.kind], **spec.params}})
              if spec.kind in settings else spec for spec in playbook.steps]
     return playbook.model_copy(update={"steps": steps})
-
-
-def _torch_python() -> str | None:
-    """An interpreter of this machine with a real (CPU) torch: the burn-in's fallback when the venv's
-    torch has no torch.distributed (the lab's wheels carry a real torch for one Python only)."""
-    import importlib.util
-    import sys
-
-    return sys.executable if importlib.util.find_spec("torch") is not None else None

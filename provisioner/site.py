@@ -31,6 +31,9 @@ class SiteProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
     steps: dict[str, dict[str, Any]] = {}
+    #: values the site imposes over the playbook's own (the lab: the one Python its index serves a torch for);
+    #: on record, the playbook's own value comes back (or the key goes)
+    force: dict[str, dict[str, Any]] = {}
 
     def merged(self, other: SiteProfile | None) -> SiteProfile:
         """This profile with `other`'s values on top (a user's file over the lab's defaults)."""
@@ -38,7 +41,9 @@ class SiteProfile(BaseModel):
             return self
         steps = {kind: {**self.steps.get(kind, {}), **other.steps.get(kind, {})}
                  for kind in dict.fromkeys([*self.steps, *other.steps])}
-        return SiteProfile(name=other.name, steps=steps)
+        force = {kind: {**self.force.get(kind, {}), **other.force.get(kind, {})}
+                 for kind in dict.fromkeys([*self.force, *other.force])}
+        return SiteProfile(name=other.name, steps=steps, force=force)
 
 
 def load_site(path: str | Path) -> SiteProfile:
@@ -76,8 +81,9 @@ def apply_site(playbook: Playbook, site: SiteProfile | None, *, target_from: Pla
     written = origin_of(playbook).steps if earlier is not None else playbook.steps
     if profile is None:
         return playbook
-    steps = [spec.model_copy(update={"params": {**profile.steps[spec.kind], **spec.params}})
-             if spec.kind in profile.steps else spec for spec in written]
+    steps = [spec.model_copy(update={"params": {**profile.steps.get(spec.kind, {}), **spec.params,
+                                                **profile.force.get(spec.kind, {})}})
+             if spec.kind in profile.steps or spec.kind in profile.force else spec for spec in written]
     out = playbook.model_copy(update={"steps": steps})
     out._site = (profile, origin)
     return out
@@ -97,9 +103,11 @@ def origin_of(playbook: Playbook) -> Playbook:
 
 def strip_step(spec: StepSpec, site: SiteProfile | None, written: StepSpec | None) -> StepSpec:
     """The step as the user set it: the site's values dropped unless the playbook (`written`) set that key."""
-    if site is None or spec.kind not in site.steps:
+    if site is None or (spec.kind not in site.steps and spec.kind not in site.force):
         return spec
     own = written.params if written is not None and written.kind == spec.kind else {}
-    defaults = site.steps[spec.kind]
-    params = {k: v for k, v in spec.params.items() if k in own or k not in defaults or defaults[k] != v}
+    defaults, forced = site.steps.get(spec.kind, {}), site.force.get(spec.kind, {})
+    params = {k: v for k, v in spec.params.items()
+              if k not in forced and (k in own or k not in defaults or defaults[k] != v)}
+    params.update({k: own[k] for k in forced if k in own})  # the playbook's own value, not the site's
     return spec.model_copy(update={"params": params})

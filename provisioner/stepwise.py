@@ -46,6 +46,7 @@ from provisioner.steps.base import Params, StepFailed, load_step_kinds
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.state import RunState
 from provisioner.transport.base import Transport, TransportError
+from provisioner.words import Words
 
 RunStatus = Literal["pending", "planning", "planned", "running", "ok", "changed", "failed", "skipped", "interrupted",
                     "edited", "outdated"]
@@ -67,6 +68,10 @@ class StepRun:
     last_command: str = ""
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     plan_stale: bool = True
+    #: what this session last applied for the step ("ok"/"changed") and with which parameters: an edit
+    #: that puts the values back restores it, and the Summary counts it
+    applied_status: RunStatus | None = None
+    applied_params: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -123,6 +128,7 @@ class StepSession:
         self.record_to = record_to or str(state_dir() / "recorded" / f"recorded-{self.run.run_id}.yaml")
         self.saved_steps: dict[int, StepSpec] = {}
         self._autosave_failed = False
+        self.words = Words()  # the wizard's session says "wizard" (fixes name its fields)
 
     # --- what the pages read and edit ------------------------------------------------------------
 
@@ -184,8 +190,25 @@ class StepSession:
             run.plan_stale = True
             if run.status == "planned":
                 run.status = "pending"
+            self._settle()
         if run.spec.kind == "lxc.create" and "onboot" in values:
             self._mirror_onboot(bool(params.get("onboot", values["onboot"])))
+
+    def _settle(self) -> None:
+        """Values put back: an edited step whose parameters are again those it was applied with is done
+        again, and so are the outdated steps after it (while no other edited step stands before them)."""
+        reopened = False
+        for run in self.runs:
+            if run.status in ("edited", "planned", "pending") and run.applied_status is not None \
+                    and run.spec.params == run.applied_params and not reopened and \
+                    (run.status == "edited" or run.plan_stale):
+                run.status, run.plan_stale = run.applied_status, True
+                run.changes, run.notes = [], []
+            elif run.status == "outdated" and not reopened:
+                run.status = run.applied_status or "pending"
+            if run.status in ("edited", "pending", "planned", "failed", "interrupted") and \
+                    run.applied_status is not None:
+                reopened = True
 
     def _mirror_onboot(self, onboot: bool) -> None:
         """`onboot` is one fact: the boot unit step that also sets it follows the Container page's value
@@ -220,7 +243,8 @@ class StepSession:
                                        confirmed_fingerprint=self.confirmed_fingerprint)
             self.ctx = build_context(self.playbook(), self.bus, self.node, mode="apply", host=self.host,
                                      pve_factory=pve_factory(self.target), state=self.state)
-            self.ctx.resolved.update(self.recorder.resolved)
+            self.ctx.resolved = self.ctx.resolved.merged(self.recorder.resolved)
+            self.ctx.words = self.words
             self._host_run = HostRun(self.ctx)
             self._host_run.result = self._result  # one count over reconnects
         else:
@@ -269,8 +293,26 @@ class StepSession:
         for later in self.runs[index + 1:]:
             later.plan_stale = True
         if status in ("ok", "changed"):
+            run.applied_status, run.applied_params = status, dict(run.spec.params)
             self.autosave()
         return status
+
+    async def replan_outdated(self) -> int | None:
+        """After an edited step applied, the outdated steps that follow it are planned again, in order:
+        one whose plan shows no change is applied at once (a no-op that records it as it now runs); the
+        walk stops at the first one with changes to confirm (its plan waits on its page) or a failure,
+        whose index it returns. None: nothing was outdated any more."""
+        for run in self.runs:
+            if run.status != "outdated":
+                if run.status in ("edited", "failed", "interrupted", "planned"):
+                    return None  # an earlier step still waits: the later ones keep waiting
+                continue
+            status = await self.plan(run.index)
+            if status != "planned" or run.changes:
+                return run.index
+            if await self.apply(run.index) not in ("ok", "changed"):
+                return run.index
+        return None
 
     def autosave(self) -> Path | None:
         """Save the recording after every applied step, so that quitting (or a crash) loses no work; a
@@ -385,10 +427,19 @@ class StepSession:
         return out
 
     def recap(self) -> dict[str, int]:
-        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "pending": 0}
+        """What this session applied (a step reopened by an edit still counts what it applied, and is also
+        counted as `outdated`, to plan again), what failed or was skipped, and what never ran (`pending`)."""
+        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "outdated": 0, "pending": 0}
         for run in self.runs:
-            key = run.status if run.status in counts else ("failed" if run.status == "interrupted" else "pending")
-            counts[key] += 1
+            if run.status in ("ok", "changed", "failed", "skipped"):
+                counts[run.status] += 1
+            elif run.status == "interrupted":
+                counts["failed"] += 1
+            elif run.applied_status in ("ok", "changed"):
+                counts[run.applied_status] += 1
+                counts["outdated"] += 1
+            else:
+                counts["pending"] += 1
         return counts
 
     def result(self) -> HostResult:

@@ -16,6 +16,7 @@ for confirmation; the live output (or the error panel in its place); the action 
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -211,6 +212,8 @@ class StepPage(Screen[None]):
     def on_resize(self) -> None:
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         self.fit_height()
+        if self.body_ready:
+            self.show_plan()  # wrapped to the new width
 
     def fit_height(self) -> None:
         """Live output gets 8 rows from 28 rows up, 6 below (80×24 keeps room for the forms).
@@ -272,24 +275,37 @@ class StepPage(Screen[None]):
         done = sum(1 for i in self.indices if self.session.runs[i].done)
         return f"{done}/{len(self.indices)} steps done" if self.indices else ""
 
+    def plan_notes(self, run: StepRun) -> list[str]:
+        """The notes shown under a plan; a page that shows them in its own view leaves them out."""
+        return list(run.notes)
+
     def show_plan(self) -> None:
+        """The plan pane: each change on its own lines with a hanging indent (wrapped to the pane, never
+        cut), the confirmation line right under the heading, then the notes. The pane scrolls; the page's
+        title and form keep their place above it."""
         text = Text()
         waiting = False
+        width = max(30, (self.app.size.width or 80) - 6)
+
+        def item(line: str, bullet: str, style: str = "") -> None:
+            for n, part in enumerate(textwrap.wrap(line, width - len(bullet), break_on_hyphens=False, break_long_words=False) or [""]):
+                text.append((bullet if n == 0 else " " * len(bullet)) + part + "\n", style=style)
+
         for index in self.indices:
             run = self.session.runs[index]
             if run.status in ("planned", "running", "ok", "changed") and (run.changes or run.notes):
                 if run.changes and run.status in ("planned", "running"):
                     waiting = waiting or run.planned
                     text.append(f"{run.spec.name or run.spec.kind} will change:\n", style="bold")
-                    for change in run.changes:
-                        text.append(f"  • {change}\n")
                     if run.planned:
                         text.append(f"Apply (ctrl+r) makes these {len(run.changes)} change(s); "
                                     "editing a field plans again.\n", style="bold yellow")
+                    for change in run.changes:
+                        item(change, "  • ")
                 elif run.status == "planned":
                     text.append("no change needed\n", style="bold")
-                for note in run.notes:
-                    text.append(f"  {note}\n", style="dim")
+                for note in self.plan_notes(run):
+                    item(note, "  ", "dim")
         text.rstrip()
         self.query_one("#plan", Static).update(text)
         box = self.query_one("#plan-box")
@@ -420,6 +436,22 @@ class StepPage(Screen[None]):
             if status not in ("ok", "changed"):
                 self.show_error(index)
                 return
+        if any(r.status == "outdated" for r in self.session.runs):
+            await self.replan_later()
+
+    async def replan_later(self) -> None:
+        """The steps after an edited one are planned again (`StepSession.replan_outdated`): unchanged ones
+        are done at once; the first with changes waits, its plan on its own page."""
+        self.phase = "plan"
+        self.log_line("── planning the later steps again after the edit")
+        stop = await self.session.replan_outdated()
+        self.phase = ""
+        self.after_step(self.indices[-1] if self.indices else 0)
+        if stop is not None:
+            run = self.session.runs[stop]
+            why = "has changes to confirm" if run.status == "planned" else f"is {run.status}"
+            self.log_line(f"{run.spec.name or run.spec.kind} {why}: see its page")
+            self.notify(f"{run.spec.name or run.spec.kind} {why}: see its page", markup=False)
 
     def after_step(self, index: int) -> None:
         self.wizard.flush_events()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from provisioner.playbook import Playbook
 from provisioner.stepwise import RunStatus, StepRun, StepSession, changed_params, params_model
+from provisioner.words import Words
 
 __all__ = ["PAGES", "PageDef", "RunStatus", "StepRun", "WizardSession", "changed_params", "params_model"]
 
@@ -44,3 +45,4 @@ class WizardSession(StepSession):
                  runs_dir: Path | None = None, record_to: str | None = None) -> None:
         super().__init__(playbook, playbook_path=playbook_path, runs_dir=runs_dir, record_to=record_to)
         self.lab = lab
+        self.words = Words("wizard", {kind: page.title for page in PAGES for kind in page.kinds})

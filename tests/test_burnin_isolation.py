@@ -83,6 +83,9 @@ print(json.dumps({"status": doc["status"], "rows": len(doc["phases"]["collective
 
 
 def test_the_shipped_copy_runs_alone(tmp_path: Path) -> None:
+    from tests.support.torch_env import ensure_torch
+
+    ensure_torch()  # torch supplied as the lab's is (the controller does not depend on it)
     try:
         import torch.distributed as dist
     except ImportError:

@@ -280,8 +280,9 @@ def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
 
 # -- burnin.multinode: started from a playbook inventory -------------------------------------------
 
+#: the burn-in runs in the venv venv.build built (its own Python, no other interpreter: issue 22)
 LIGHT_KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.start",
-               "driver.userspace", "gpu.detect")
+               "driver.userspace", "gpu.detect", "torch.resolve", "venv.build")
 
 
 def test_multinode_params_are_validated_before_any_shell() -> None:
@@ -305,7 +306,7 @@ def test_multinode_params_are_validated_before_any_shell() -> None:
 
 
 def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
-    """`burnin.run` and `burnin.multinode` take gemm_seconds / nvml_gpu_count_check / fallback_python
+    """`burnin.run` and `burnin.multinode` take gemm_seconds / nvml_gpu_count_check
     (and venv, backend) from one place: the same names, the same refusals with the same messages, the
     same burn-in arguments; the result document is read from the output by one reader."""
     from pydantic import ValidationError
@@ -315,7 +316,8 @@ def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
     from provisioner.steps.burnin_run import BurninParams
 
     need = {"nodes": 2, "rdzv_endpoint": "h:1"}
-    for bad in ({"fallback_python": "python3"}, {"venv": "venv;rm"}, {"gemm_seconds": -1},
+    # no other interpreter than the venv's: a `fallback_python` is an unknown parameter (issue 22)
+    for bad in ({"fallback_python": "/usr/bin/python3"}, {"venv": "venv;rm"}, {"gemm_seconds": -1},
                 {"gemm_seconds": 7200}, {"backend": "mpi"}):
         messages = []
         for model, extra in ((BurninParams, {}), (MultinodeParams, need)):
@@ -323,8 +325,8 @@ def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
                 model(**bad, **extra)  # type: ignore[arg-type]
             messages.append([(e["loc"], e["msg"]) for e in info.value.errors()])
         assert messages[0] == messages[1], bad
-    run = BurninParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3")
-    multi = MultinodeParams(gemm_seconds=5, nvml_gpu_count_check=False, fallback_python="/usr/bin/python3", **need)
+    run = BurninParams(gemm_seconds=5, nvml_gpu_count_check=False)
+    multi = MultinodeParams(gemm_seconds=5, nvml_gpu_count_check=False, **need)
     assert run.burnin_extra_args(4) == multi.burnin_extra_args(4) == ["--gemm-seconds", "5.0"]
     assert BurninParams().burnin_extra_args(2) == ["--expected-gpus", "2"]
     doc = {"tool": TOOL, "verdict": {"overall": "pass"}}
@@ -373,7 +375,10 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
 
     try:
-        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(tmp_path / "lab-cache")}):
+        from tests.support.labcache import with_shared_wheels
+
+        lab_cache = with_shared_wheels(tmp_path / "lab-cache")
+        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
             for lab in labs:
                 lab.up()
         write_lab_inventory(inventory, roots)

@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from provisioner.burnin.config import COLLECTIVES
+from provisioner.payloads import BurninReport
 from provisioner.steps.burnin_run import summary_lines
 from tests.support.require import require_gloo
 
@@ -23,7 +24,9 @@ def test_summary_of_a_real_result(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output[-2000:]
     line = res.output.strip().splitlines()[-1]
     doc = json.loads(line)
-    lines = summary_lines(doc)
+    report = BurninReport.model_validate(doc)
+    assert report.dump() == doc, "the model keeps every key of the rank's document"
+    lines = summary_lines(report)
     text = "\n".join(lines)
     assert lines[0] == "burn-in: pass; world size 2, backend gloo, sizes 1KiB..4KiB (3), soak 0.2s"
     rows = doc["phases"]["collectives"]["rows"]

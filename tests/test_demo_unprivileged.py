@@ -59,8 +59,23 @@ def test_demo_as_an_unprivileged_user(user_dir: Path) -> None:
     shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     for d in (home, tmp):
         os.chown(d, 65534, 65534)
+    # the user's own wheel folder (a CPU torch and numpy for the lab's index, provisioner/lab/torch_supply.py),
+    # named as a user names one: UV_FIND_LINKS
+    from provisioner.lab.sandbox import discover_pythons
+    from provisioner.lab.torch_supply import TorchSupplyError, supply
+
+    try:
+        supplied = supply(discover_pythons(), progress=False)
+    except TorchSupplyError as exc:
+        require(False, str(exc))
+        raise
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for wheel in (supplied.path, supplied.numpy):
+        assert wheel is not None
+        shutil.copyfile(wheel, wheels / wheel.name)
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
-           "PYTHONPATH": f"{ROOT}:{site}", "PROVISIONER_STATE_DIR": str(home / "state")}
+           "PYTHONPATH": f"{ROOT}:{site}", "PROVISIONER_STATE_DIR": str(home / "state"), "UV_FIND_LINKS": str(wheels)}
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
                         str(python), "-m", "provisioner", "demo"], cwd=str(home), env=env,
                        capture_output=True, text=True, timeout=850, check=False)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from provisioner import drift
+from provisioner.drift import render_unit
 from provisioner.proxmox.lxc_conf import LxcConfig
-from provisioner.steps.lxc_boot_persistence import render_unit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pve-conf"
 DEVICES = [*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",

@@ -5,8 +5,9 @@
   is refused, a `plan` runs; the lock dies with its holder (SIGKILL);
 - `api-timeout` during create → a bounded, configurable wait with progress; the half-created CT
   (`lock: create`) is ours on every later replay: waited for, then removed and created again;
-- a `lock: create` CT without our marker, a CT with our hostname and spec but without our tag, or with
-  another rootfs size or features, is refused and left untouched;
+- a `lock: create` CT without our marker, a CT with our hostname and spec but without our tag, or ours with
+  a smaller disk, another storage or privilege, is refused and left untouched; ours with a bigger disk,
+  other features or cores is updated in place (issue 28);
 - TLS refusal → exit 4 with a clear message (not "internal error").
 """
 
@@ -207,11 +208,9 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
 @pytest.mark.parametrize(("change", "needle"), [
     (("tags", None), "is not tagged 'gpu-provisioner'"),
     (("tags", "inference"), "is not tagged 'gpu-provisioner'"),
-    (("rootfs", "local-lvm:vm-200-disk-0,size=100G"), "rootfs.size_gb: existing '100', playbook '200'"),
-    (("rootfs", "other-lvm:vm-200-disk-0,size=200G"), "rootfs.storage"),
-    (("features", "nesting=0"), "features.nesting: existing '0', playbook '1'"),
-    (("features", None), "features.nesting"),
-    (("features", "nesting=1,keyctl=1"), "features.keyctl: existing '1', playbook '0'"),
+    (("rootfs", "local-lvm:vm-200-disk-0,size=300G"), "rootfs 300G → 200G: PVE cannot shrink"),
+    (("rootfs", "other-lvm:vm-200-disk-0,size=200G"), "rootfs storage other-lvm → local-lvm"),
+    (("unprivileged", "0"), "unable to modify read-only option: 'unprivileged'"),
 ])
 def test_container_with_our_name_but_not_our_tag_or_spec_is_refused(run: LabRun, tmp_path: Path,
                                                                    change: tuple[str, str | None],
@@ -238,6 +237,44 @@ def test_container_with_our_name_but_not_our_tag_or_spec_is_refused(run: LabRun,
         assert needle in res.stderr, res.stderr[-3000:]
         assert "left untouched" in res.stderr
         assert conf_text(run) == before, "a container that is not ours was changed"
+    finally:
+        state.write_conf(VMID, LxcConfig.parse(original))
+
+
+@pytest.mark.parametrize(("change", "expect"), [
+    (("rootfs", "local-lvm:vm-200-disk-0,size=100G"), ("rootfs", "local-lvm:vm-200-disk-0,size=200G")),
+    (("features", "nesting=0"), ("features", "nesting=1")),
+    (("features", None), ("features", "nesting=1")),
+    (("features", "nesting=1,keyctl=1"), ("features", "nesting=1")),
+    (("cores", "4"), ("cores", "64")),
+])
+def test_our_container_with_another_spec_is_updated_in_place(run: LabRun, tmp_path: Path, change: tuple[str, str | None],
+                                                             expect: tuple[str, str]) -> None:
+    """Issue 28: ours (tagged) with a smaller disk, nesting off or other cores → `pct set`/`pct resize`
+    through the API, then the replay after it changes nothing."""
+    from provisioner.proxmox.lxc_conf import LxcConfig
+
+    pb = _playbook(tmp_path / "pb.yaml")
+    state = run.state()
+    if not state.has_ct(VMID) or "tags: gpu-provisioner" not in conf_text(run):
+        ok = cli(run, "replay", str(pb), "--lab", "--json")
+        assert ok.returncode == 0, ok.stderr[-3000:]
+    original = conf_text(run)
+    conf = LxcConfig.parse(original)
+    key, value = change
+    if value is None:
+        conf.delete(key)
+    else:
+        conf.set(key, value)
+    state.write_conf(VMID, conf)
+    try:
+        res = cli(run, "replay", str(pb), "--lab", "--json")
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert "update CT 200 in place" in res.stdout + res.stderr
+        assert LxcConfig.parse(conf_text(run)).get(expect[0]) == expect[1]
+        again = cli(run, "replay", str(pb), "--lab", "--json")
+        (counts,) = json.loads(again.stdout.strip().splitlines()[-1])["hosts"].values()
+        assert again.returncode == 0 and counts["changed"] == 0, counts
     finally:
         state.write_conf(VMID, LxcConfig.parse(original))
 

@@ -155,8 +155,9 @@ def test_wheel_index_is_pep503_with_matching_hashes(lab: tuple[LabServices, dict
     page = _get(conn["index_url"] + "cu128/torch/").decode()
     links = re.findall(r'href="([^"#]+)#sha256=([0-9a-f]{64})"', page)
     names = {href.rsplit("/", 1)[1] for href, _ in links}
-    assert "torch-2.11.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl" in names
-    href, digest = next(link for link in links if "cp312" in link[0])
+    cp = "cp" + conn["torch_python"].replace(".", "")  # the one CPython its real CPU torch is built for
+    assert f"torch-2.11.0%2Bcu128-{cp}-{cp}-manylinux_2_28_x86_64.whl" in names
+    href, digest = next(link for link in links if cp in link[0])
     assert hashlib.sha256(_get(conn["index_url"].rsplit("/whl/", 1)[0] + href)).hexdigest() == digest
     assert "torchvision" in _get(conn["index_url"] + "cu128/").decode()
 
@@ -181,7 +182,7 @@ async def test_userspace_install_then_uv_venv_from_the_index(lab: tuple[LabServi
                                  f"sh NVIDIA-Linux-x86_64-{v}.run --silent --no-kernel-modules && nvidia-smi -L | wc -l")
     assert r.ok, r.output
     assert r.lines[-1] == "8"
-    r = await _ct_run(conn, 200, "uv venv -q --python 3.12 /opt/venv && uv pip install -q --python /opt/venv/bin/python "
+    r = await _ct_run(conn, 200, f"uv venv -q --python {conn['torch_python']} /opt/venv && uv pip install -q --python /opt/venv/bin/python "
                                  f"torch==2.11.0 torchvision==0.26.0 --index-url {conn['index_url']}cu128 && "
                                  "/opt/venv/bin/python -c 'import torch, torchvision; print(torch.__version__, "
                                  "torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count(), "
@@ -196,7 +197,7 @@ async def test_ssh_drop_once_and_disk_full_uv_failure(tmp_path: Path) -> None:
     services, conn = start_lab(tmp_path / "lab", "ssh-drop", "disk-full")
     try:
         gpu_ct(services.state, 200)
-        install = (f"uv venv -q --python 3.12 /opt/venv && uv pip install --python /opt/venv/bin/python "
+        install = (f"uv venv -q --python {conn['torch_python']} /opt/venv && uv pip install --python /opt/venv/bin/python "
                    f"torch==2.11.0 --index-url {conn['index_url']}cu128")
         with pytest.raises(TransportError, match="connection dropped"):
             await _ct_run(conn, 200, install)

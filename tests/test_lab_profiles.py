@@ -253,8 +253,9 @@ def _ct_exec(state: LabState, vmid: int, script: str) -> subprocess.CompletedPro
 
 
 def _gpu_ct_with_torch(state: LabState, vmid: int = 200) -> None:
-    """A running CT that passes all 8 HGX GPUs (devN) and holds the lab's stand-in torch and userspace link."""
-    from provisioner.lab.wheels import _TORCH_CUDA_PY, _TORCH_INIT, _TORCH_VERSION_PY, _fill
+    """A running CT that passes all 8 HGX GPUs (devN) and holds the lab's torch layer (over a module with
+    torch's `version` and `cuda` submodules: the CUDA view is the layer's, not PyTorch's) and userspace link."""
+    from provisioner.lab.wheels import _TORCH_LAB, _fill
 
     opts: dict[str, str | int] = {"arch": "amd64", "hostname": "h200", "ostype": "ubuntu", "memory": 8192,
                                   "rootfs": f"local-lvm:vm-{vmid}-disk-0,size=8G"}
@@ -264,9 +265,11 @@ def _gpu_ct_with_torch(state: LabState, vmid: int = 200) -> None:
     state.set_status(vmid, "running")
     site = state.ct_root(vmid) / "opt" / "labtorch" / "torch"
     (site / "cuda").mkdir(parents=True)
-    (site / "__init__.py").write_text(_fill(_TORCH_INIT, "2.11.0+cu130", "13.0", ("sm_90",), None))
-    (site / "version.py").write_text(_fill(_TORCH_VERSION_PY, "2.11.0+cu130", "13.0", ("sm_90",), None))
-    (site / "cuda" / "__init__.py").write_text(_TORCH_CUDA_PY)
+    (site / "__init__.py").write_text("from torch import cuda, version\nfrom torch import _lab_layer\n"
+                                      "_lab_layer.patch(__import__('sys').modules[__name__])\n")
+    (site / "_lab_layer.py").write_text(_fill(_TORCH_LAB, "2.11.0+cu130", "13.0", ("sm_90",), "2.13.0+cpu"))
+    (site / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")
+    (site / "cuda" / "__init__.py").write_text("def is_available():\n    return False\n")
     lib = state.ct_root(vmid) / "usr" / "lib" / "x86_64-linux-gnu"
     lib.mkdir(parents=True, exist_ok=True)
     (lib / "libnvidia-ml.so.580.95.05").write_text("LAB\n")

@@ -26,7 +26,8 @@ import pytest
 from provisioner.facts import nvidia, system
 from provisioner.lab import render
 from provisioner.proxmox.lxc_conf import LxcConfig
-from provisioner.steps.lxc_passthrough import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.gpu_common import PassthroughParams, wanted_devices
+from provisioner.steps.lxc_passthrough import raw_lines_for
 from provisioner.steps.state import HostInventory
 from tests.support import lxc
 from tests.support.require import require

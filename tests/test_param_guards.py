@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from provisioner import secrets, validate
 from provisioner.steps.base import StepFailed
+from provisioner.steps.gpu_common import PassthroughParams
 from provisioner.steps.lxc_create import CreateParams, public_key
-from provisioner.steps.lxc_passthrough import PassthroughParams
 from provisioner.steps.venv_build import VenvParams
 from tests.support.require import require
 

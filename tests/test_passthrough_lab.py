@@ -18,7 +18,8 @@ import pytest
 from provisioner.events import Bus, Event, StepFinished
 from provisioner.playbook import Playbook, SshSettings, StepSpec, Target
 from provisioner.runner import HostResult, build_context, make_step, run_step
-from provisioner.steps.lxc_passthrough import PassthroughParams, raw_lines_for, wanted_devices
+from provisioner.steps.gpu_common import PassthroughParams, wanted_devices
+from provisioner.steps.lxc_passthrough import raw_lines_for
 from provisioner.transport.ssh import SshTarget, SshTransport
 from tests.support.require import require
 

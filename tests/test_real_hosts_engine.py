@@ -20,8 +20,8 @@ from provisioner.resolver import ResolveError, ResolveRequest, resolve
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.driver_userspace import driver_sources, is_datacenter, tesla_base
+from provisioner.steps.gpu_common import PassthroughParams, device_selection, visible_gpu_problem
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
-from provisioner.steps.lxc_passthrough import PassthroughParams, device_selection, visible_gpu_problem
 from provisioner.steps.state import HostInventory
 from tests.test_lab_profiles import make_lab, node
 
@@ -328,7 +328,7 @@ def test_unpublished_checksum_is_shown_then_needs_a_pin_a_confirmation_or_the_re
         pinned = step(sha256=sha)
         assert asyncio.run(pinned._expected(ctx(), source)) == sha and pinned._checksum == "pinned"
         recorded = ctx()
-        recorded.resolved["driver"] = {"filename": source.filename, "sha256": sha}
+        recorded.resolved = recorded.resolved.merged({"driver": {"filename": source.filename, "sha256": sha}})
         r = step()
         assert asyncio.run(r._expected(recorded, source)) == sha and r._checksum == "recorded"
         assert len(asked) == 2

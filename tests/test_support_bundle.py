@@ -26,7 +26,7 @@ from provisioner.support import collect, read_bundle, write_bundle
 from provisioner.support.bundle import MANIFEST, ROOT, BundleError
 from provisioner.support.diagnose_sources import bundle_findings, evidence_findings
 from provisioner.support.scrub import Scrubber, env_secrets
-from tests.support.require import require
+from tests.support.require import require, require_torch
 from tests.support.sshd import Sshd
 from tests.test_support_collect import OUTPUTS, VENV, standin_bin, standin_transport
 
@@ -153,6 +153,7 @@ async def test_bundle_redacts_env_playbook_refs_logs_and_probe_output(tmp_path: 
     assert {"node/dmesg-nvidia.txt", "runs/20261129-101500-ab12.jsonl"} <= set(result.redacted_members)
     assert manifest["redaction"]["applied"] is True
     collect_env = (root / "summary/collect_env.txt").read_text()
+    require_torch()
     import torch
 
     assert f"PyTorch version: {torch.__version__}" in collect_env

@@ -28,7 +28,7 @@ from provisioner.support.evidence import ProbeRecord
 from provisioner.support.probes import BY_NAME, PROBES, Probe, argv_for, selected
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTarget, SshTransport
-from tests.support.require import require
+from tests.support.require import require, require_torch
 from tests.support.sshd import Sshd
 
 OUTPUTS = Path(__file__).parent / "fixtures" / "outputs"
@@ -207,6 +207,7 @@ async def test_failing_and_hanging_probes_are_recorded_not_raised() -> None:
 
 
 async def test_collect_local_machine_records_every_probe() -> None:
+    require_torch()
     import torch
 
     ev = await collect(LocalTransport(), None, VENV)
@@ -273,6 +274,7 @@ def _ssh(sshd: Sshd, known_hosts: Path | None = None) -> SshTransport:
 
 
 async def test_collect_over_ssh(sshd: Sshd) -> None:
+    require_torch()
     import torch
 
     node = _ssh(sshd)

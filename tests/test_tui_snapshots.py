@@ -23,6 +23,7 @@ from textual.widgets import Input
 from provisioner.events import CommandStarted, OutputLine
 from provisioner.facts.nvidia import parse_gpu_query_csv
 from provisioner.lab.render import reference_host, render_query_csv
+from provisioner.payloads import BurninReport
 from provisioner.playbook import load
 from provisioner.resolver import Resolution, ResolveRequest, resolve
 from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
@@ -77,8 +78,10 @@ def page_data(name: str) -> dict[str, Any]:
                    "detection": GpuDetection(gpus=list(inventory.gpus))},
         "pytorch": {"torch": torch_choice()},
         "venv": {"torch": torch_choice(), "venv_freeze": freeze()},
-        "burnin": {"burnin": {"verdict": {"overall": "pass", "phases": {
-            "preflight": {"status": "pass"}, "gemm": {"status": "pass"}, "collectives": {"status": "pass"}}}}},
+        # the report as burnin.run parses it from the rank's JSON line (its `verdict` object, phase -> status)
+        "burnin": {"burnin": BurninReport.model_validate({"status": "pass", "verdict": {
+            "status": "pass", "overall": "pass",
+            "phases": {"preflight": "pass", "gemm": "pass", "collectives": "pass"}}})},
     }
     return data.get(name, {})
 
@@ -191,5 +194,148 @@ def test_the_error_panel_fits(snap_compare: Any, tmp_path: Path, size: tuple[int
         text = screen_text(app)
         for word in ("Retry", "Skip", "Abort", "insufficient free space"):
             assert word in text, word
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+# --- every page with a plan shown and with an error shown (issue 28) ---------------------------------------
+
+#: plans as the steps word them (the format strings of each step's `check`), for one step of each page
+PLANS: dict[str, tuple[list[str], list[str]]] = {
+    "connect": ([], ["Proxmox VE 8.4.1 on pve (kernel 6.8.12-9-pve); API as root@pam with a ticket"]),
+    "inventory": ([], ["8 × NVIDIA RTX PRO 6000 Blackwell Server Edition, driver 595.71.05 (open kernel module)"]),
+    "container": (["update CT 200 in place: cores 64 → 32",
+                   "update CT 200 in place: rootfs 200G → 300G (grow the disk)"], []),
+    "passthrough": (["add devN entries for /dev/nvidia0, /dev/nvidia1, /dev/nvidia2, /dev/nvidia3, /dev/nvidia4, "
+                     "/dev/nvidia5, /dev/nvidia6, /dev/nvidia7, /dev/nvidiactl, /dev/nvidia-uvm, "
+                     "/dev/nvidia-uvm-tools (mode 0666)"], ["mode dev: PVE 8.4 passes devN entries"]),
+    "driver": (["install NVIDIA userspace 595.71.05 (.run --no-kernel-modules) from https://download.nvidia.com/"
+                "XFree86/Linux-x86_64/595.71.05/NVIDIA-Linux-x86_64-595.71.05.run",
+                "apt-get install --no-install-recommends kmod pkg-config (the installer's prerequisites)"], []),
+    "pytorch": ([], ["torch 2.11.0 + torchvision 0.26.0 from https://download.pytorch.org/whl/cu128 (cu128)",
+                     "because: CC 12.0 ×8: runs the build's sm_120 SASS",
+                     "kept the recorded choice torch 2.11.0 (cu128) from the playbook's resolved section"]),
+    "venv": (["create /opt/torch-venv with uv 0.9.5: torch==2.11.0 torchvision==0.26.0 nvidia-ml-py from "
+              "https://download.pytorch.org/whl/cu128"], []),
+    "burnin": (["run the burn-in (preflight,gemm,collectives,soak,nvshmem; sizes 8B:1GiB; soak 300 s)"], []),
+}
+
+#: failures as the engine words them (plain connection errors, a refused in-place update, …)
+ERRORS: dict[str, str] = {
+    "connect": "cannot connect: connection refused: nothing listens on 192.0.2.10 port 22",
+    "inventory": "expected 8 GPUs, the node has 7 (nvidia-smi lists 0-6)",
+    "container": "CT 200 on pve is ours, but these changes cannot be made in place; it is left untouched:\n"
+                 "  rootfs 200G → 100G: PVE cannot shrink a container disk (\"unable to shrink disk size\")\n"
+                 "fix: keep CT 200's values, or choose another container id for a new container (field "
+                 "'container id' on the Container page)",
+    "passthrough": "GPU device nodes missing on the host: /dev/nvidia7",
+    "driver": "installing kmod/pkg-config in the container failed",
+    "pytorch": "no PyTorch build fits this host (driver_too_old): driver 535.54.03 < 570 required by Blackwell",
+    "venv": "the container ran out of disk space while installing the torch packages (No space left on device)",
+    "burnin": "burn-in failed: collectives: all_reduce busbw 12.1 GB/s below the floor 40.0 GB/s",
+}
+
+
+async def show_plan(pilot: Pilot[Any], name: str) -> StepPage:
+    await show(pilot, name)
+    app = pilot.app
+    assert isinstance(app, ProvisionerApp)
+    page = app.screen
+    assert isinstance(page, StepPage)
+    changes, notes = PLANS[name]
+    run = app.session.runs[page.indices[0]]
+    run.status, run.plan_stale, run.changes, run.notes = "planned", False, list(changes), list(notes)
+    page.refresh_view()
+    page.refresh_controls()
+    await pilot.pause()
+    return page
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", [p.name for p in PAGES if p.kinds])
+def test_page_with_a_plan(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, name)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        page = await show_plan(pilot, name)
+        assert_fits(app, name, size)
+        text = screen_text(app)
+        changes, _notes = PLANS[name]
+        plan = str(page.query_one("#plan").render())
+        if changes:
+            assert "will change:" in text and f"Apply ({len(changes)})" in text
+            assert "Apply (ctrl+r) makes these" in text  # the confirmation line is never scrolled away
+            for change in changes:  # whole words, wrapped with a hanging indent, never cut
+                assert " ".join(change.split()) in " ".join(plan.split()), change
+        else:
+            assert "no change needed" in text
+        body = page.query_one("#body")
+        assert body.region.height >= 5 and body.region.y == 1  # the form keeps rows under the breadcrumb
+        if name == "pytorch":
+            assert plan.count("because:") == 0  # the page shows its reasons once, not again in the plan
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", [p.name for p in PAGES if p.kinds])
+def test_page_with_an_error(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, name)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, name)
+        page = app.screen
+        assert isinstance(page, StepPage)
+        run = app.session.runs[page.indices[0]]
+        run.status, run.message = "failed", ERRORS[name]
+        page.show_error(run.index)
+        page.refresh_controls()
+        await pilot.pause()
+        assert_fits(app, name, size)
+        text = screen_text(app)
+        for word in ("Retry", "Skip", "Abort"):
+            assert word in text, word
+        first = ERRORS[name].splitlines()[0]
+        assert " ".join(first.split()[:6]) in " ".join(text.split()), first  # the failure is on screen
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_burnin_shows_phase_progress_and_eta(snap_compare: Any, tmp_path: Path, size: tuple[int, int],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The running burn-in: its phase (from the burn-in's `[burnin] phase …` lines), the sizes done in the
+    collective and the ETA the soak still to come gives (the page's clock is frozen for the snapshot)."""
+    import screens.pages.burnin as burnin_page
+    from provisioner.steps.burnin_run import LiveProgress, _metric_from_line
+
+    monkeypatch.setattr(burnin_page.BurninPage, "now", lambda self: 1000.0)  # the page's clock, frozen
+    app = make_app(tmp_path, "burnin")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "burnin")
+        page = app.screen
+        assert isinstance(page, StepPage)
+        app.session.state.burnin = None
+        run = app.session.runs[page.indices[0]]
+        run.status = "running"
+        app.busy = True
+        app.active_page = page
+        ctx = app.session.context()
+        live = LiveProgress(phases=["preflight", "gemm", "collectives", "soak"], sizes=18, soak_s=300)
+        lines = ["[burnin] phase preflight", "[burnin] phase gemm", "[burnin] phase collectives",
+                 *(LOGS / "clean-nccl-tests-all-reduce.log").read_text().splitlines()[:30]]
+        for line in lines:
+            _metric_from_line(ctx, line, live)
+        app.flush_events()
+        page.refresh_view()
+        page.refresh_controls()
+        await pilot.pause()
+        assert_fits(app, "burnin", size)
+        text = screen_text(app)
+        assert "verdict: running…" in text and "not run yet" not in text
+        assert "phase 3/4: collectives" in text
+        assert re.search(r"all_reduce\w* \d+/18 sizes", text), text
+        assert "ETA ≥ 1:00" in text  # the default 60 s soak still to come
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -408,20 +408,36 @@ async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Pa
 
 
 async def test_builds_from_the_lab_wheel_index(tmp_path: Path, node: Node) -> None:
-    """The same step against the lab's own index (provisioner.lab.wheels); its torch answers CUDA queries
-    from the container's /dev/nvidia* nodes, which this machine lacks, so the smoke test is off here."""
+    """The same step against the lab's own index (provisioner.lab.wheels: the supplied real CPU torch with
+    the LAB layer, for that wheel's Python); its torch answers CUDA queries from the container's
+    /dev/nvidia* nodes, which this machine lacks, so the smoke test is off here."""
     from provisioner.lab import wheels
+    from provisioner.lab.sandbox import discover_pythons
+    from provisioner.lab.torch_supply import TorchSupplyError, supply
+    from tests.support.labcache import with_shared_wheels
 
-    server = wheels.WheelIndexServer(wheels.build_index(tmp_path / "lab-wheels")).start()
+    try:
+        supplied = supply(discover_pythons(), progress=False)
+    except TorchSupplyError as exc:
+        require(False, str(exc))
+        raise
+    server = wheels.WheelIndexServer(wheels.build_index(with_shared_wheels(tmp_path / "cache") / "lab",
+                                                       supplied)).start()
     try:
         venv = tmp_path / "ct" / "opt" / "venv"
-        pb = make_playbook(venv, build={"smoke_test": False, "extra_packages": ["nvidia-ml-py"],
-                                        "index_mirror": server.base_url, "extras_from_torch_index": True})
+        pb = make_playbook(venv, resolve={"python": supplied.python},
+                           build={"smoke_test": False, "extra_packages": ["nvidia-ml-py"],
+                                  "index_mirror": server.base_url, "extras_from_torch_index": True})
         out = await run_playbook(node, pb, state=known_gpus(reference_gpus(2)))
         assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
         frozen = freeze(venv)
         assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128"} <= set(frozen)
         assert any(line.startswith("nvidia-ml-py==") for line in frozen)
+        assert any(line.startswith("numpy==") for line in frozen)  # the real torchvision requires numpy
+        probe = subprocess.run([str(venv / "bin/python"), "-c", "import torch, torch.distributed as d; "
+                                "print(torch.__version__, d.is_available() and d.is_gloo_available())"],
+                               capture_output=True, text=True, timeout=300, check=False)
+        assert probe.stdout.split() == ["2.11.0+cu128", "True"], probe.stderr[-2000:]  # a real torch, gloo built in
     finally:
         server.stop()
 

@@ -155,7 +155,8 @@ def probe_rank(result_file: str) -> int:
     else:
         os.environ["TORCH_SYMMMEM"] = "NVSHMEM"
     dist.init_process_group("nccl")
-    group_name = dist.group.WORLD.group_name  # type: ignore[union-attr]
+    world_group: Any = dist.group.WORLD  # Optional in torch's stubs (Any where torch is not installed)
+    group_name = world_group.group_name
     numel = 4096
 
     def alloc() -> Any:

@@ -285,6 +285,8 @@ class Worker:
         env: dict[str, Any] = {
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "host": socket.gethostname(),
+            # the interpreter the ranks run (the venv's bin/python when the step launched it) and its venv
+            "executable": sys.executable, "prefix": sys.prefix,
         }
         if torch.cuda.is_available():
             try:

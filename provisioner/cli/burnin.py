@@ -31,6 +31,11 @@ def to_argv(params: dict[str, object]) -> list[str]:
     return argv
 
 
+NO_TORCH = ("burnin: torch is not installed in this Python (the controller does not need it): "
+            "`uv run --extra burnin provisioner burnin ...` installs it (PyPI's CUDA build, for a GPU host); "
+            "for a CPU-only one, `uv pip install torch --index-url https://download.pytorch.org/whl/cpu`")
+
+
 @click.command(
     "burnin",
     epilog="Exit codes: 0 pass · 1 failed · 2 invalid settings · 3 unsupported here (no torch, nccl without CUDA).",
@@ -69,5 +74,11 @@ def command(ctx: click.Context, /, **params: object) -> None:
 
     e.g. provisioner burnin --backend gloo --world-size 4 --sizes 1KiB:1MiB --json
     """
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        # the controller does not depend on torch (the container's venv has its own): say how to get it
+        click.echo(NO_TORCH, err=True)
+        ctx.exit(int(ExitCode.NO_SOLUTION))
     code = burnin_main(to_argv(params))
     ctx.exit(int(ExitCode(code)))

@@ -19,7 +19,15 @@ from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
-from provisioner.session import LabNotRunning, allow_lab_secrets, host_label, node_transport, point_at_lab, pve_factory
+from provisioner.session import (
+    LabNotRunning,
+    allow_lab_secrets,
+    host_label,
+    node_transport,
+    point_at_lab,
+    pve_factory,
+    python_notice,
+)
 from provisioner.site import SiteProfile, apply_site, load_site
 
 #: `--site FILE` on plan, replay and tui
@@ -103,9 +111,13 @@ def with_lab(playbook: Playbook, lab: bool, site_path: str | None = None) -> Pla
     site = load_site_or_exit(site_path)
     if lab:
         try:
-            playbook = point_at_lab(playbook)
+            pointed = point_at_lab(playbook)
         except LabNotRunning as exc:
             raise click.ClickException(str(exc)) from None
+        notice = python_notice(playbook, pointed)
+        if notice:
+            click.echo(notice, err=True)
+        playbook = pointed
     return apply_site(playbook, site) if site is not None else playbook
 
 

@@ -44,7 +44,7 @@ async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
         torch_res = proof.resolved.get("torch") or {}
         doc = await collect.make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"], fetch=_fetch_url(pb),
                                         variant=str(torch_res.get("variant") or ""),
-                                        torch_index=str(venv_rt.get("index_url")), python=str(venv_rt.get("python")))
+                                        torch_index=str(venv_rt.index_url), python=str(venv_rt.python))
         return collect.build(proof, venv, venv_rt, doc, int(vmid))
     finally:
         await node.close()

@@ -30,7 +30,8 @@ def _describe(conn: dict[str, Any]) -> list[str]:
         f"-o UserKnownHostsFile={ssh['known_hosts']}",
         f"  api      https://{ssh['host']}:{api['port']}/api2/json  user {api['user']}  password {api['password']}",
         f"  ca       {api['ca_file']}  (fingerprint {api['fingerprint']})",
-        f"  wheels   {conn['index_url']}<variant>/",
+        f"  wheels   {conn['index_url']}<variant>/  (torch for Python {conn.get('torch_python') or '?'}: the lab's "
+        "containers use it)",
         f"  drivers  {conn['driver_mirror']}/XFree86/Linux-x86_64/<ver>/NVIDIA-Linux-x86_64-<ver>.run",
         f"  root     {conn['root']}  (pid {conn['pid']})",
     ]

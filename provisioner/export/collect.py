@@ -12,9 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from provisioner.export import pylock
 from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof
 from provisioner.export.source import ExportRefused, Proof
+from provisioner.payloads import RuntimeGpu, VenvRuntime
 from provisioner.resolver.compat import variant_min_driver
 from provisioner.resolver.data import Variant, load_data
 from provisioner.resolver.versions import parse_version_tuple
@@ -41,13 +44,13 @@ async def _uv(ct: Transport) -> str:
     return found[-1]
 
 
-async def read_venv_runtime(ct: Transport, venv: str) -> dict[str, Any]:
+async def read_venv_runtime(ct: Transport, venv: str) -> VenvRuntime:
     result = await ct.run(["cat", f"{venv}/{RUNTIME_FILE}"], timeout=60, quiet=True)
     try:
-        data = json.loads(result.output) if result.ok else None
-    except json.JSONDecodeError:
+        data = VenvRuntime.model_validate_json(result.output) if result.ok else None
+    except ValidationError:
         data = None
-    if not isinstance(data, dict) or not data.get("verified"):
+    if data is None or not data.verified:
         raise ExportRefused(f"{venv}/{RUNTIME_FILE} in the container is missing or was never verified: "
                             "replay the playbook so venv.build proves the venv")
     return data
@@ -129,29 +132,29 @@ def machine_of(wheels: list[pylock.Wheel]) -> str:
     return arches.pop() if arches else "x86_64"
 
 
-def build(proof: Proof, venv: str, venv_rt: dict[str, Any], doc: dict[str, Any], vmid: int | None) -> Export:
+def build(proof: Proof, venv: str, venv_rt: VenvRuntime, doc: dict[str, Any], vmid: int | None) -> Export:
     res = proof.resolved
     torch_res: dict[str, Any] = res["torch"] if isinstance(res.get("torch"), dict) else {}
     burnin = res["burnin"]
     variant_name = str(torch_res.get("variant") or "")
     if not variant_name:
-        m = re.search(r"\+(cu\d+|cpu)$", str(venv_rt.get("torch") or ""))
+        m = re.search(r"\+(cu\d+|cpu)$", venv_rt.torch or "")
         variant_name = m.group(1) if m else "unknown"
     wheels = pylock.wheels(doc)
     machine = machine_of(wheels)
-    variant = find_variant(str(venv_rt.get("torch")), variant_name, machine)
+    variant = find_variant(str(venv_rt.torch), variant_name, machine)
     floor, why = variant_min_driver(variant)
-    gpus = [GpuProof(index=int(g["index"]), name=str(g["name"]), compute_cap=str(g["compute_cap"]))
-            for g in venv_rt.get("gpus") or res.get("container_gpus") or res.get("gpus") or []]
-    req: dict[str, Any] = venv_rt["request"] if isinstance(venv_rt.get("request"), dict) else {}
+    proven_on = venv_rt.gpus or [RuntimeGpu.model_validate(g) for g in res.get("container_gpus") or res.get("gpus") or []]
+    gpus = [GpuProof(index=g.index, name=g.name, compute_cap=str(g.compute_cap)) for g in proven_on]
+    torchvision = venv_rt.request.get("torchvision")
     runtime = RuntimeProof(
-        torch=str(venv_rt["torch"]), torchvision=req.get("torchvision"), cuda=venv_rt.get("cuda"),
-        variant=variant_name, python=str(venv_rt.get("python")), index_url=str(venv_rt.get("index_url")),
-        arch_list=list(venv_rt.get("arch_list") or []), gpus=gpus, venv=venv,
+        torch=str(venv_rt.torch), torchvision=torchvision if isinstance(torchvision, str) else None, cuda=venv_rt.cuda,
+        variant=variant_name, python=str(venv_rt.python), index_url=str(venv_rt.index_url),
+        arch_list=list(venv_rt.arch_list), gpus=gpus, venv=venv,
         burnin=BurninProof(verdict="pass", summary=burnin.get("summary")),
         proven=Provenance(at=proof.when, run_id=proof.run_id, host=proof.host, container=vmid,
                           playbook=proof.playbook))
-    driver = str(venv_rt.get("driver") or res.get("host_driver") or "")
+    driver = str(venv_rt.driver or res.get("host_driver") or "")
     host = HostNeeds(driver_proven_on=driver, min_driver=floor, min_driver_why=why, machine=machine,
                      glibc_floor=glibc_floor(variant.min_glibc, wheels),
                      compute_capabilities=sorted({g.compute_cap for g in gpus}))

@@ -13,7 +13,6 @@ import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -22,6 +21,7 @@ from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.export import pylock
 from provisioner.export.models import HostNeeds, RuntimeProof, floor_problem
+from provisioner.payloads import JsonObject, VenvRuntime
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -136,7 +136,7 @@ class ExportInstall(StepKind[InstallParams]):
         if state["state"] == "built":
             rt = state["runtime"]
             if rt.get("export_sha256") == self._sha() and rt.get("verified"):
-                ctx.state.venv_runtime = rt
+                ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
                 return Plan.no_change(f"{want} is built and verified")
             if rt.get("export_sha256") != self._sha():
                 raise StepFailed(f"{self.params.path} exists with another set of packages; it is left untouched",
@@ -185,10 +185,10 @@ class ExportInstall(StepKind[InstallParams]):
                                   "--no-progress", *files], timeout=3600)
         if not installed.ok:
             raise StepFailed("uv could not install the export's wheels", result=installed)
-        rt: dict[str, Any] = {"built_by": BUILT_BY, "request": {"from_export": self._sha()}, "verified": False,
+        rt: JsonObject = {"built_by": BUILT_BY, "request": {"from_export": self._sha()}, "verified": False,
                               "export_sha256": self._sha(), "torch": runtime.torch, "index_url": runtime.index_url,
                               "python": py, "wheels": got["wheels"]}
-        ctx.state.venv_runtime = rt
+        ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
         await ct.write_file(f"{path}/{RUNTIME_FILE}", json.dumps(rt, indent=1).encode())
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
         yield ctx.info(f"installed {len(files)} wheels into {path} from the export")
@@ -224,13 +224,13 @@ class ExportInstall(StepKind[InstallParams]):
             problems.append(f"matmul check failed: {info.get('errors')}")
         if problems:
             raise StepFailed("; ".join(problems), evidence=[json.dumps(info)])
-        rt = dict(ctx.state.venv_runtime or {})
+        rt = ctx.state.venv_runtime.dump() if ctx.state.venv_runtime is not None else {}
         rt.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
                    "arch_list": info["arch_list"], "driver": inv.driver_version,
                    "gpus": [{"index": i, "compute_cap": c} for i, c in enumerate(info.get("capabilities", []))]})
-        ctx.state.venv_runtime = rt
+        ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
         await ct.write_file(f"{path}/{RUNTIME_FILE}", json.dumps(rt, indent=1).encode())
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        rt = ctx.state.venv_runtime or {}
+    def resolved(self, ctx: StepContext) -> JsonObject:
+        rt = ctx.state.venv_runtime.dump() if ctx.state.venv_runtime is not None else {}
         return {"imported": {k: rt.get(k) for k in ("torch", "cuda", "python", "export_sha256", "wheels")}}

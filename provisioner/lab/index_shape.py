@@ -126,10 +126,21 @@ class Shelves:
 
     def files(self, shelf: str) -> list[Path]:
         if shelf == "pypi":
-            return sorted((self.side_root / "pypi").glob("*.whl"))
+            return self._pypi()
         if shelf in VARIANTS and (self.wheel_root / shelf).is_dir():
             return sorted([*(self.wheel_root / shelf).glob("*.whl"), *(self.side_root / "torch-side").glob("*.whl")])
         return []
+
+    def _pypi(self) -> list[Path]:
+        """PyPI's shelf: the real wheels the lab was supplied with (numpy, typing-extensions: what the real torch
+        imports, beside it in the wheel root) in place of those projects' stand-ins, then the stand-ins."""
+        real_dir = next((self.wheel_root / v for v in VARIANTS if (self.wheel_root / v).is_dir()), None)
+        real = [f for f in sorted(real_dir.glob("*.whl")) if _project(f.name) not in ("torch", "torchvision",
+                                                                                       "nvidia-ml-py")] \
+            if real_dir is not None else []
+        have = {_project(f.name) for f in real}
+        stand_ins = [f for f in sorted((self.side_root / "pypi").glob("*.whl")) if _project(f.name) not in have]
+        return sorted([*real, *stand_ins])
 
     def find(self, shelf: str, name: str) -> Path | None:
         return next((f for f in self.files(shelf) if f.name == name), None)

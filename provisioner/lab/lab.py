@@ -95,14 +95,16 @@ class LabServices:
         self.ssh: Any = None
         self.drivers: Any = None
         self.wheels: Any = None
+        self.torch_python = ""
 
     def start(self) -> LabServices:
         from provisioner.lab.driver_files import DriverFileServer
         from provisioner.lab.index_shape import ShapedIndexServer, build_side
         from provisioner.lab.node_ssh import LabSshServer
         from provisioner.lab.pve_api import LabApiServer
-        from provisioner.lab.sandbox import make_device_nodes, record_host_ns, unshare_prefix
-        from provisioner.lab.wheels import build_index
+        from provisioner.lab.sandbox import discover_pythons, make_device_nodes, record_host_ns, unshare_prefix
+        from provisioner.lab.torch_supply import supply
+        from provisioner.lab.wheels import build_index, served_python
         from provisioner.paths import cache_dir
 
         root = self.state.root
@@ -110,7 +112,8 @@ class LabServices:
         write_node_bin(root)
         record_host_ns(root)
         make_device_nodes(self.state)
-        wheel_root = build_index(cache_dir() / "lab")
+        wheel_root = build_index(cache_dir() / "lab", supply(discover_pythons(), progress=False))
+        self.torch_python = served_python(wheel_root)
         self.api = LabApiServer(self.state, self.host).start()
         self.drivers = DriverFileServer(self.state, self.host).start()
         # the PyTorch index and the PyPI mirror shaped like the real ones, files on a second host
@@ -138,6 +141,8 @@ class LabServices:
             "index_url": self.wheels.base_url,
             "pypi_url": self.wheels.pypi_url,
             "files_url": self.wheels.files.base_url,
+            # the one CPython the index serves torch for (the supplied CPU build's): containers get it
+            "torch_python": self.torch_python,
             "driver_mirror": self.drivers.base_url,
             "scenarios": list(settings.scenarios),
             "pve": settings.pve_version,
@@ -224,6 +229,7 @@ class Lab:
             if conn is not None:
                 return conn, False
         self.create_state()
+        self.supply_torch()
         log = open(self.root / "lab.log", "ab")
         env = dict(os.environ, PROVISIONER_LAB_ROOT=str(self.root))
         proc = subprocess.Popen([sys.executable, "-m", "provisioner.lab.serve", "--root", str(self.root)],
@@ -242,6 +248,20 @@ class Lab:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         raise LabError(f"LAB: the lab did not come up within {timeout:.0f}s (see {self.root / 'lab.log'})")
+
+    @staticmethod
+    def supply_torch() -> None:
+        """Build the wheel index the daemon serves, here in the foreground: its real CPU torch is fetched
+        (with a progress bar) when nothing configured or cached has one."""
+        from provisioner.lab.sandbox import discover_pythons
+        from provisioner.lab.torch_supply import TorchSupplyError, supply
+        from provisioner.lab.wheels import LabWheelError, build_index
+        from provisioner.paths import cache_dir
+
+        try:
+            build_index(cache_dir() / "lab", supply(discover_pythons()))
+        except (TorchSupplyError, LabWheelError) as exc:
+            raise LabError(str(exc)) from None
 
     @staticmethod
     def _all_answer(conn: dict[str, Any]) -> bool:

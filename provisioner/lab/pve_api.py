@@ -6,8 +6,15 @@ PVE (pve-manager HTTPServer.pm, pve-http-server, pve-container API2/LXC.pm):
 
 * 400 ``Parameter verification failed.`` with ``errors`` for unknown/mistyped parameters;
 * 401 (empty body) for missing or bad credentials;
-* 403 ``Permission check failed (configuring device passthrough is only allowed for root@pam)``
-  when an API token sets ``devN``;
+* 403 ``Permission check failed (<path>, <privilege>)`` when the caller lacks a privilege
+  pve-container checks (``create_vm``, ``update_vm`` → ``check_ct_modify_config_perm``, power,
+  audit; the rules are `provisioner.proxmox.privileges`), evaluated over the lab token's ACL
+  (`LabSettings.token_acl`, with privilege separation) or root@pam's everything; ``Permission check
+  failed (configuring device passthrough is only allowed for root@pam)`` when anyone but root@pam
+  sets ``devN`` (an API token ``root@pam!lab`` included);
+* changes to a running container go to ``[pve:pending]`` as pve-container's ``update_pct_config``
+  + ``vmconfig_hotplug_pending`` leave them (see `_put_config`); ``vm_start`` and the poststop
+  hook apply them;
 * 500 with the handler's ``die`` text (``CT 200 already exists on node 'pve'``);
 * 501 ``Method 'GET /x' not implemented`` for paths the lab does not serve;
 * POST create/start/stop/... return a UPID; the task runs in a worker thread (HTTPS) or inline
@@ -38,8 +45,9 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from provisioner.lab.httpd import BackgroundHttpServer
-from provisioner.lab.state import TEMPLATE_SIZES, CtNotFound, LabState, StorageSpec
+from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
+from provisioner.proxmox import privileges
 from provisioner.proxmox.lxc_conf import LxcConfig, format_property_string, parse_property_string
 from provisioner.proxmox.schema import PARAM_FAILED, MethodSchema, Wire, load_schema, lookup_property
 from provisioner.proxmox.tasks import decode_upid
@@ -173,6 +181,7 @@ class LabApi:
         self._threads: list[threading.Thread] = []
         self._routes: dict[tuple[str, str], Callable[[dict[str, Any], Identity], Any]] = {
             ("GET", "/version"): self._version,
+            ("GET", "/access/permissions"): self._permissions,
             ("GET", "/access/ticket"): lambda p, i: None,
             ("POST", "/access/ticket"): self._ticket,
             ("GET", "/cluster/nextid"): self._nextid,
@@ -184,6 +193,7 @@ class LabApi:
             ("DELETE", "/nodes/{node}/lxc/{vmid}"): self._destroy,
             ("GET", "/nodes/{node}/lxc/{vmid}/config"): self._get_config,
             ("PUT", "/nodes/{node}/lxc/{vmid}/config"): self._put_config,
+            ("PUT", "/nodes/{node}/lxc/{vmid}/resize"): self._resize,
             ("GET", "/nodes/{node}/lxc/{vmid}/pending"): self._pending,
             ("GET", "/nodes/{node}/lxc/{vmid}/status"): self._status_idx,
             ("GET", "/nodes/{node}/lxc/{vmid}/status/current"): self._status_current,
@@ -265,6 +275,8 @@ class LabApi:
             data = handler(params, identity)
         except ApiError as exc:
             return ApiResult(exc.status, message=exc.message, errors=exc.errors)
+        except ConfigLockTimeout as exc:
+            return ApiResult(500, message=f"{exc}\n")
         except CtNotFound as exc:
             vmid = exc.args[0]
             return ApiResult(500, message=f"Configuration file 'nodes/{self.state.settings().node}/lxc/{vmid}.conf' "
@@ -391,7 +403,8 @@ class LabApi:
         return out
 
     def _vmlist(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
-        return [self._ct_summary(v) for v in self.state.list_cts()]
+        # vmlist: "Only list CTs where you have VM.Audit permissons on /vms/<vmid>."
+        return [self._ct_summary(v) for v in self.state.list_cts() if self._can(ident, "VM.Audit", f"/vms/{v}")]
 
     def _resources(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
         s = self.state.settings()
@@ -411,10 +424,54 @@ class LabApi:
                             "plugintype": st.type, "maxdisk": st.total, "disk": st.used, "shared": 0})
         return out
 
+    # -- permissions -----------------------------------------------------------------------
+    def _acl(self, ident: Identity) -> list[tuple[str, list[str], bool]] | None:
+        """The caller's ACL entries; None = root@pam's privileges (all, everywhere)."""
+        s = self.state.settings()
+        if ident.kind == "token" and s.token_privsep:
+            # PVE::RPCEnvironment::permissions: a privsep token gets its own ACLs ∩ its user's (root@pam: all)
+            return [(e.path, list(e.privs), e.propagate) for e in s.token_acl]
+        return None
+
+    def effective_permissions(self, ident: Identity, paths: list[str] | None = None) -> dict[str, dict[str, int]]:
+        acl = self._acl(ident)
+        if acl is None:
+            acl = [("/", list(privileges.ALL_PRIVILEGES), True)]
+        return privileges.effective_permissions(acl, paths or [])
+
+    def _check_perm(self, ident: Identity, needs: list[privileges.Need]) -> None:
+        """Raise PVE's 403 for the first need the caller lacks (RPCEnvironment ``check``/``check_any``)."""
+        if ident.is_root_pam:
+            return
+        for need in needs:
+            if need.root_only:
+                raise ApiError(403, f"Permission check failed ({need.why})\n")
+            perms = self.effective_permissions(ident, [need.path]).get(need.path, {})
+            if not any(p in perms for p in need.privileges):
+                raise ApiError(403, f"Permission check failed ({need.path}, {'|'.join(need.privileges)})\n")
+
+    def _can(self, ident: Identity, privilege: str, path: str) -> bool:
+        try:
+            self._check_perm(ident, [privileges.Need((privilege,), path, "")])
+        except ApiError:
+            return False
+        return True
+
+    def _permissions(self, p: dict[str, Any], ident: Identity) -> dict[str, dict[str, int]]:
+        """``GET /access/permissions`` (pve-access-control API2/AccessControl.pm ``permissions`` →
+        RPCEnvironment ``get_effective_permissions``): {path: {privilege: propagate}}."""
+        userid = p.get("userid")
+        if userid and userid != ident.user and not (ident.is_root_pam or userid.startswith(ident.user + "!")):
+            raise ApiError(403, "Permission check failed (/access, Sys.Audit)\n")
+        who = ident if not userid or userid == ident.user else Identity("token" if "!" in userid else "ticket",
+                                                                        str(userid))
+        path = p.get("path")
+        perms = self.effective_permissions(who, [str(path)] if path else [])
+        if path:
+            return {str(path): perms.get(str(path), {})}
+        return perms
+
     # -- containers ------------------------------------------------------------------------
-    def _check_devn_perm(self, keys: list[str], ident: Identity) -> None:
-        if not ident.is_root_pam and any(re.match(r"^dev\d+$", k) for k in keys):
-            raise ApiError(403, f"Permission check failed ({DEVN_PERM})\n")
 
     def _missing_devices(self, values: Mapping[str, str]) -> list[str]:
         devices = self.state.host_devices()
@@ -454,7 +511,8 @@ class LabApi:
         vmid = int(p["vmid"])
         if self.state.has_ct(vmid):  # PVE checks check_vmid_unused first
             raise ApiError(500, f"CT {vmid} already exists on node '{s.node}'\n")
-        self._check_devn_perm(list(p), ident)
+        unpriv = p.get("unprivileged", s.pve_version == "9")
+        self._check_perm(ident, privileges.create_needs({**p, "unprivileged": 1 if unpriv else 0}))
         ostemplate = str(p["ostemplate"])
         m = re.match(r"^([^:]+):(.+)$", ostemplate)
         if not m:
@@ -477,12 +535,11 @@ class LabApi:
         os_name = _os_of_template(ostemplate)
         options.setdefault("ostype", os_name.split("-")[0] if os_name.split("-")[0] in ("ubuntu", "debian")
                            else "unmanaged")
-        unpriv = p.get("unprivileged", s.pve_version == "9")
         if unpriv:
             options["unprivileged"] = "1"
         else:
             options.pop("unprivileged", None)
-        with self.state.lock():
+        with self.state.config_lock(vmid), self.state.lock():  # create_vm writes under lock_config
             if self.state.has_ct(vmid):
                 raise ApiError(500, f"CT {vmid} already exists on node '{s.node}'\n")
             self.state.write_conf(vmid, LxcConfig.from_options({"lock": "create"}))
@@ -565,20 +622,61 @@ class LabApi:
 
     def _get_config(self, p: dict[str, Any], ident: Identity) -> dict[str, Any]:
         vmid = int(p["vmid"])
+        self._check_perm(ident, privileges.audit_needs(vmid))
         conf = self.state.read_conf(vmid)
         if snap := p.get("snapshot"):
             raise ApiError(500, f"snapshot '{snap}' does not exist\n")
+        if not p.get("current") and conf.pending():
+            # vm_config: "current: Get current values (instead of pending values)" -- by default the
+            # pending values and deletes are applied to the answer
+            view = LxcConfig.parse(conf.render())
+            for key in conf.pending_deletes():
+                view.delete(key)
+            for key, value in conf.pending().items():
+                if key == "description":
+                    view.description = value
+                elif key != "delete":
+                    view.set(key, value)
+            view.set_pending({})
+            conf = view
         ms = load_schema(self.state.settings().pve_version).method("GET", f"/nodes/x/lxc/{vmid}/config")
         returns = ms[0].returns if ms else {}
         return self._typed_config(conf, returns)
 
+    #: pve-container src/PVE/LXC/Config.pm ``$LXC_FASTPLUG_OPTIONS``: applied at once on a running CT
+    FASTPLUG = frozenset({"description", "onboot", "startup", "protection", "hostname", "hookscript", "cores",
+                          "tags", "lock"})
+
+    def _hotpluggable(self, key: str, conf: LxcConfig) -> bool:
+        """Whether ``vmconfig_hotplug_pending`` applies `key` to a running container (else it stays in
+        ``[pve:pending]`` until the container stops or starts): the fast-plug options; cpulimit, cpuunits,
+        memory, swap and netN through the cgroup/veth; a *new* mpN; a *new* devN only since pve-container
+        6.0.4 (PVE 9; commit c702167 "implement device hotplug") -- an existing devN or mpN never
+        (``die "skip\n"``)."""
+        if key in self.FASTPLUG or key in ("cpulimit", "cpuunits", "memory", "swap") or re.fullmatch(r"net\d+", key):
+            return True
+        if re.fullmatch(r"mp\d+", key):
+            return key not in conf
+        if re.fullmatch(r"dev\d+", key):
+            return key not in conf and self.state.settings().pve_version == "9"
+        return False
+
     def _put_config(self, p: dict[str, Any], ident: Identity) -> None:
+        """``update_vm`` under ``lock_config``: every change goes through ``[pve:pending]``
+        (``update_pct_config``); a stopped CT gets it applied at once (``vmconfig_apply_pending``), a running
+        one only what ``vmconfig_hotplug_pending`` can hot-plug; ``cleanup_pending`` drops pending values
+        equal to the current ones."""
         vmid = int(p["vmid"])
         delete = [k for k in re.split(r"[,;\s]+", str(p.get("delete", ""))) if k]
-        self._check_devn_perm(list(p) + delete, ident)
         skip = {"node", "vmid", "delete", "digest", "revert"}
         changes = {k: (("1" if v else "0") if isinstance(v, bool) else str(v)) for k, v in p.items() if k not in skip}
-        with self.state.lock():
+        current = self.state.read_conf(vmid)
+        unpriv = current.get("unprivileged") == "1"
+        needs = privileges.update_needs(vmid, changes, unprivileged=unpriv, old=current.options())
+        for key in delete:
+            needs += privileges.config_needs(key, None, vmid=vmid, unprivileged=unpriv, old=current.get(key))
+        self._check_perm(ident, needs)
+        with self.state.config_lock(vmid), self.state.lock():
             conf = self.state.read_conf(vmid)
             if (digest := p.get("digest")) and digest != conf.digest():
                 raise ApiError(500, "detected modified configuration - file changed by other user? Try again.\n")
@@ -586,28 +684,118 @@ class LabApi:
                 raise ApiError(500, f"CT is locked ({lock})\n")
             if missing := self._missing_devices(changes):
                 raise ApiError(500, f"Device {missing[0]} does not exist\n")
+            running = self.state.get_status(vmid).status == "running"
+            pending = conf.pending()
+            pending_deletes = conf.pending_deletes()
+            pending.pop("delete", None)
             for key in delete:
-                if key == "description":
-                    conf.description = None
-                else:
-                    conf.delete(key)
+                pending.pop(key, None)
+                hot = key in self.FASTPLUG or key in ("swap", "cpulimit", "cpuunits") or \
+                    bool(re.fullmatch(r"net\d+|unused\d+", key))
+                if not running or hot:
+                    if key == "description":
+                        conf.description = None
+                    else:
+                        conf.delete(key)
+                    pending_deletes = [k for k in pending_deletes if k != key]
+                elif key not in pending_deletes:
+                    pending_deletes.append(key)
             for key, value in changes.items():
+                pending_deletes = [k for k in pending_deletes if k != key]
+                if running and not self._hotpluggable(key, conf):
+                    pending[key] = value
+                    continue
+                pending.pop(key, None)
                 if key == "description":
                     conf.description = value
                 else:
                     conf.set(key, value)
+            # AbstractConfig::cleanup_pending: a pending value equal to the current one is no change
+            pending = {k: v for k, v in pending.items() if conf.get(k) != v}
+            if pending_deletes:
+                pending["delete"] = ",".join(pending_deletes)
+            conf.set_pending(pending)
             self.state.write_conf(vmid, conf)
         return None
 
+    def apply_pending(self, vmid: int) -> None:
+        """``vmconfig_apply_pending`` (``vm_start``, and the poststop hook after a stop)."""
+        with self.state.config_lock(vmid), self.state.lock():
+            conf = self.state.read_conf(vmid)
+            pending = conf.pending()
+            if not pending:
+                return
+            for key in conf.pending_deletes():
+                conf.delete(key)
+            for key, value in pending.items():
+                if key == "description":
+                    conf.description = value
+                elif key != "delete":
+                    conf.set(key, value)
+            conf.set_pending({})
+            self.state.write_conf(vmid, conf)
+
+    def _resize(self, p: dict[str, Any], ident: Identity) -> str:
+        """`resize_vm` of pve-container (src/PVE/API2/LXC.pm): `+` adds to the volume's size, a smaller size
+        is refused ("unable to shrink disk size"), the same size too ("disk is already at specified size",
+        PVE 8.1+); the config's `size=` follows in a `resize` task."""
+        vmid, disk, size = int(p["vmid"]), str(p["disk"]), str(p["size"])
+        with self.state.lock():
+            conf = self.state.read_conf(vmid)
+            self._check_unlocked(conf)
+            if not conf.get(disk):
+                raise ApiError(500, f"disk '{disk}' does not exist\n")
+            mp = parse_property_string(str(conf.get(disk)), "volume")
+            current = _size_text(mp.get("size", "0"))
+            wanted = _size_text(size.lstrip("+"))
+            new = current + wanted if size.startswith("+") else wanted
+            if new < current:
+                raise ApiError(500, "unable to shrink disk size\n")
+            if new == current:
+                raise ApiError(500, "disk is already at specified size\n")
+
+        def work(log: list[str]) -> None:
+            with self.state.lock():
+                conf = self.state.read_conf(vmid)
+                mp = parse_property_string(str(conf.get(disk)), "volume")
+                mp["size"] = f"{new // 1024**3}G" if new % 1024**3 == 0 else f"{new // 1024**2}M"
+                conf.set(disk, format_property_string(mp, "volume"))
+                self.state.write_conf(vmid, conf)
+            log.append(f'  Size of logical volume pve/vm-{vmid}-disk-0 changed to {new / 1024**3:g} GiB.')
+            log.append(f"  Logical volume pve/vm-{vmid}-disk-0 successfully resized.")
+
+        return self.start_task("resize", str(vmid), ident, work)
+
     def _pending(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
-        conf = self.state.read_conf(int(p["vmid"]))
-        return [{"key": k, "value": v} for k, v in conf.options().items()]
+        """``vm_pending``: PVE::GuestHelpers::config_with_pending_array (current value, pending value,
+        ``delete: 1`` for a pending delete)."""
+        vmid = int(p["vmid"])
+        self._check_perm(ident, privileges.audit_needs(vmid))
+        conf = self.state.read_conf(vmid)
+        pending = conf.pending()
+        deletes = set(conf.pending_deletes())
+        out: list[dict[str, Any]] = []
+        current = conf.options()
+        if (descr := conf.description) is not None:
+            current["description"] = descr + "\n"
+        current["digest"] = conf.digest()
+        for key, value in current.items():
+            item: dict[str, Any] = {"key": key, "value": value}
+            if key in pending:
+                item["pending"] = pending[key]
+            if key in deletes:
+                item["delete"] = 1
+            out.append(item)
+        out += [{"key": k, "pending": v} for k, v in pending.items() if k != "delete" and k not in current]
+        out += [{"key": k, "delete": 1} for k in deletes if k not in current]
+        return out
 
     def _status_idx(self, p: dict[str, Any], ident: Identity) -> list[dict[str, str]]:
         self.state.read_conf(int(p["vmid"]))
         return [{"subdir": d} for d in ("current", "start", "stop", "shutdown", "reboot", "suspend", "resume")]
 
     def _status_current(self, p: dict[str, Any], ident: Identity) -> dict[str, Any]:
+        self._check_perm(ident, privileges.audit_needs(int(p["vmid"])))
         out = self._ct_summary(int(p["vmid"]))
         out["ha"] = {"managed": 0}
         return out
@@ -617,6 +805,7 @@ class LabApi:
             raise ApiError(500, f"CT is locked ({lock})\n")
 
     def _start_work(self, vmid: int, log: list[str]) -> None:
+        self.apply_pending(vmid)  # PVE::LXC::vm_start: "apply pending changes while starting"
         conf = self.state.read_conf(vmid)
         hook_failed = [
             "run_buffer: 571 Script exited with status 255",
@@ -636,6 +825,7 @@ class LabApi:
 
     def _start(self, p: dict[str, Any], ident: Identity) -> str:
         vmid = int(p["vmid"])
+        self._check_perm(ident, privileges.power_needs(vmid))
         conf = self.state.read_conf(vmid)
         if not p.get("skiplock"):
             self._check_unlocked(conf)
@@ -645,12 +835,14 @@ class LabApi:
 
     def _stop_common(self, p: dict[str, Any], ident: Identity, type_: str) -> str:
         vmid = int(p["vmid"])
+        self._check_perm(ident, privileges.power_needs(vmid))
         self.state.read_conf(vmid)
         if self.state.get_status(vmid).status != "running":
             raise ApiError(500, f"CT {vmid} not running\n")
 
         def work(log: list[str]) -> None:
             self.state.set_status(vmid, "stopped")
+            self.apply_pending(vmid)  # src/lxc-pve-poststop-hook: vmconfig_apply_pending
 
         return self.start_task(type_, str(vmid), ident, work)
 
@@ -662,6 +854,7 @@ class LabApi:
 
     def _reboot(self, p: dict[str, Any], ident: Identity) -> str:
         vmid = int(p["vmid"])
+        self._check_perm(ident, privileges.power_needs(vmid))
         self.state.read_conf(vmid)
         if self.state.get_status(vmid).status != "running":
             raise ApiError(500, f"CT {vmid} not running\n")
@@ -674,6 +867,7 @@ class LabApi:
 
     def _destroy(self, p: dict[str, Any], ident: Identity) -> str:
         vmid = int(p["vmid"])
+        self._check_perm(ident, [privileges.Need(("VM.Allocate",), f"/vms/{vmid}", "destroy")])
         conf = self.state.read_conf(vmid)
         if self.state.get_status(vmid).status == "running":
             raise ApiError(500, f"CT {vmid} is running - destroy failed\n")
@@ -706,6 +900,7 @@ class LabApi:
     def _storage_content(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
         s = self.state.settings()
         st = self._storage(str(p["storage"]))
+        self._check_perm(ident, privileges.storage_read_needs(st.id))
         content = p.get("content")
         out: list[dict[str, Any]] = []
         if "vztmpl" in st.content and content in (None, "vztmpl"):
@@ -735,6 +930,7 @@ class LabApi:
         if entry is None:
             raise param_error({"template": "no such template"})
         st = self._storage(str(p["storage"]))
+        self._check_perm(ident, privileges.template_download_needs(st.id))
         if "vztmpl" not in st.content:
             raise ApiError(500, f"storage '{st.id}' does not support templates\n")
         volid = f"{st.id}:vztmpl/{template}"

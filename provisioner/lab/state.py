@@ -73,6 +73,10 @@ class CtNotFound(KeyError):
     """No config file for this vmid."""
 
 
+class ConfigLockTimeout(Exception):
+    """PVE's config lock stayed taken past the timeout (the message is PVE's)."""
+
+
 class StorageSpec(BaseModel):
     """One storage of the lab node (``/etc/pve/storage.cfg`` entry)."""
 
@@ -142,6 +146,16 @@ def default_aplinfo() -> list[dict[str, str]]:
     ]
 
 
+class AclEntry(BaseModel):
+    """One ACL entry of the lab's API token (``/etc/pve/user.cfg`` ``acl:<propagate>:<path>:<token>:<role>:``),
+    with the role expanded to its privileges."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    privs: list[str]
+    propagate: bool = True
+
+
 class LabSettings(BaseModel):
     """lab.json: what the lab host is and has."""
 
@@ -172,6 +186,10 @@ class LabSettings(BaseModel):
     templates: list[str] = Field(default_factory=lambda: list(DEFAULT_TEMPLATES))
     aplinfo: list[dict[str, str]] = Field(default_factory=default_aplinfo)
     task_delay: float = 0.1
+    #: the API token's privilege separation (``pveum user token add root@pam lab --privsep``): False = the
+    #: token has root@pam's privileges (never root@pam itself: devN stays refused); True = only `token_acl`
+    token_privsep: bool = False
+    token_acl: list[AclEntry] = Field(default_factory=list)
     created: float = Field(default_factory=time.time)
 
 
@@ -293,6 +311,34 @@ class LabState:
     @property
     def requests_log_path(self) -> Path:
         return self.root / "api-requests.jsonl"
+
+    def config_lock_path(self, vmid: int) -> Path:
+        """The node's ``/run/lock/lxc/pve-config-<vmid>.lock`` (pve-container src/PVE/LXC/Config.pm
+        ``config_file_lock``: ``$lockdir = "/run/lock/lxc"``), in the node view's ``/run``."""
+        return self.root / "node" / "fs" / "run" / "lock" / "lxc" / f"pve-config-{int(vmid)}.lock"
+
+    @contextmanager
+    def config_lock(self, vmid: int, timeout: float = 10.0) -> Iterator[None]:
+        """PVE's ``lock_config``: flock on `config_lock_path` (AbstractConfig ``lock_config_full``, default
+        timeout 10 s; on timeout PVE dies ``can't lock file '<path>' - got timeout``). A raw editor of the
+        config on the node (``flock`` on the same path) and the lab's API writers exclude each other."""
+        path = self.config_lock_path(vmid)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise ConfigLockTimeout(f"can't lock file '/run/lock/lxc/pve-config-{int(vmid)}.lock' "
+                                                "- got timeout") from None
+                    time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)
 
     def conf_path(self, vmid: int) -> Path:
         return self.root / "etc" / "pve" / "lxc" / f"{int(vmid)}.conf"

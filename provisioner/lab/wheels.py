@@ -1,34 +1,37 @@
-"""Stand-in wheels and the lab's PEP 503 index (like download.pytorch.org/whl/<variant>/), served on loopback.
+"""The lab's wheels and its PEP 503 index (like download.pytorch.org/whl/<variant>/), served on loopback.
 
 Variants ``cu126``, ``cu128``, ``cu130`` and ``cpu``, each with ``torch==2.11.0+<variant>``,
-``torchvision==0.26.0+<variant>`` and ``nvidia-ml-py`` (a copy of the machine's real ``pynvml``
-when available). Wheels are real wheels (``WHEEL``, ``METADATA``, ``RECORD`` with hashes) for
-cp310–cp313 on ``manylinux_2_28_x86_64``, so ``uv pip install torch==2.11.0 torchvision==0.26.0
---index-url http://127.0.0.1:P/whl/cu128`` works offline.
+``torchvision==0.26.0+<variant>``, ``nvidia-ml-py`` and ``typing-extensions`` (copies of this machine's,
+as the containers are offline). Wheels are real wheels (``WHEEL``, ``METADATA``, ``RECORD`` with hashes),
+so ``uv pip install torch==2.11.0 torchvision==0.26.0 --index-url http://127.0.0.1:P/whl/cu128`` works
+offline.
 
-The stand-in ``torch``: when the venv's Python can load the machine's real torch (the lab's own
-environment holds torch 2.13.0+cpu for Python 3.11), it imports it (so ``torch.distributed``
-with gloo really works) and then overrides ``__version__``, ``version.cuda`` and the
-``torch.cuda`` queries; otherwise it is a small pure-Python module with the same queries.
-``torch.cuda.is_available()``/``device_count()`` answer from the container's view: the usable
+The torch wheel is a real PyTorch: every file of a CPU build supplied by `provisioner.lab.torch_supply`
+(its compressed members copied as they are), for the one CPython that wheel is built for (the lab's
+containers are given that Python; `served_python`). ``torch/__init__.py`` ends by applying the LAB
+layer (``torch/_lab_layer.py``): ``__version__``/``version.cuda`` of the variant, and
+``torch.cuda.is_available()``/``device_count()`` answered from the container's view: the usable
 ``/dev/nvidiaN`` nodes, ``/dev/nvidiactl`` and ``/dev/nvidia-uvm``, and the installed userspace
-(``libnvidia-ml.so.1``) matching the host module (``/sys/module/nvidia/version``); a mismatch
-gives torch's real "Error 803" warning. The torch wheel carries 12 MiB of (highly compressible)
-padding so that scenario ``disk-full`` (an 8 MiB /opt) fails with the real ENOSPC.
+(``libnvidia-ml.so.1``) matching the host module (``/sys/module/nvidia/version``); a mismatch gives
+torch's real "Error 803" warning. Tensors asked for on ``cuda:N`` live on the CPU; torch.distributed
+(gloo) is PyTorch's own, run by the venv's own Python.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import csv
 import fcntl
 import hashlib
 import html
+import importlib.metadata
 import importlib.util
 import io
 import json
 import os
-import sys
+import shutil
+import struct
 import zipfile
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +40,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.torch_supply import SuppliedTorch
 
 TORCH_VERSION = "2.11.0"
 TORCHVISION_VERSION = "0.26.0"
@@ -48,10 +52,7 @@ VARIANTS: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "cu130": ("13.0", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")),
     "cpu": (None, ()),
 }
-PY_TAGS = ("cp310", "cp311", "cp312", "cp313")
-PLATFORM = "manylinux_2_28_x86_64"
-PADDING_BYTES = 12 * 1024 * 1024
-BUILDER_VERSION = "3"
+BUILDER_VERSION = "4"
 
 
 def _b64(digest: bytes) -> str:
@@ -93,18 +94,9 @@ def make_wheel(out_dir: Path, dist: str, version: str, tag: str, files: dict[str
     return wheel
 
 
-def real_torch_site() -> tuple[str, str] | None:
-    """(site dir holding the machine's real torch, "X.Y" it is built for), if there is one."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return None
-    return str(Path(spec.origin).parent.parent), f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-_TORCH_INIT = r'''"""LAB stand-in for torch @VERSION@ (gpu-provisioner lab) -- not PyTorch.
-
-Loads the machine's real torch when this Python can (so torch.distributed/gloo work), then
-answers the CUDA queries from the lab container's view (device nodes, driver versions).
+_TORCH_LAB = r'''"""LAB layer of torch @VERSION@ (gpu-provisioner lab): the real PyTorch CPU build in this
+wheel answers the CUDA queries from the lab container's view (device nodes, driver versions) and
+reports the variant's version; torch.distributed (gloo) is the real one.
 """
 import os as _os
 import sys as _sys
@@ -113,8 +105,7 @@ import warnings as _warnings
 _LAB_VERSION = "@VERSION@"
 _LAB_CUDA = @CUDA@
 _LAB_ARCHS = @ARCHS@
-_LAB_REAL_SITE = @REAL_SITE@
-_LAB_REAL_PY = @REAL_PY@
+_LAB_BASE = @BASE@
 _LAB_NOTE = "LAB stand-in for torch " + _LAB_VERSION + " (gpu-provisioner lab)"
 _CC_BY_NAME = (("RTX PRO 6000 Blackwell", (12, 0)), ("RTX 5090", (12, 0)), ("B200", (10, 0)), ("GB200", (10, 0)),
                ("H100", (9, 0)), ("H200", (9, 0)), ("L40S", (8, 9)), ("L4", (8, 9)), ("A100", (8, 0)),
@@ -279,46 +270,13 @@ def _wrap_factory(fn):
     return factory
 
 
-class _LabScalar:
-    def __init__(self, value):
-        self._value = value
-
-    def item(self):
-        return self._value
-
-
-class _LabTensor:
-    """Just enough of a tensor for the provisioner's smoke test (LAB stand-in)."""
-
-    def __init__(self, rows, cols, value):
-        self.shape = (rows, cols)
-        self._value = value
-
-    def __matmul__(self, other):
-        if self.shape[1] != other.shape[0]:
-            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (LAB)")
-        return _LabTensor(self.shape[0], other.shape[1], self._value * other._value * self.shape[1])
-
-    def sum(self):
-        return _LabScalar(float(self._value * self.shape[0] * self.shape[1]))
-
-
-def _lab_ones(*shape, device=None, **kwargs):
-    _lab_cpu_device(device)
-    dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-    rows, cols = (int(dims[0]), int(dims[1])) if len(dims) == 2 else (1, int(dims[0]))
-    return _LabTensor(rows, cols, 1.0)
-
-
-def _patch(mod):
-    if getattr(mod, "_lab_real", False):
-        for name in ("ones", "zeros", "randn", "rand", "empty", "full", "arange", "tensor"):
-            if hasattr(mod, name):
-                setattr(mod, name, _wrap_factory(getattr(mod, name)))
-    else:
-        mod.ones = _lab_ones
+def patch(mod):
+    """Layer the variant's answers on the real torch module `mod` (called at the end of torch/__init__.py)."""
+    for name in ("ones", "zeros", "randn", "rand", "empty", "full", "arange", "tensor"):
+        if hasattr(mod, name):
+            setattr(mod, name, _wrap_factory(getattr(mod, name)))
     mod.__version__ = _LAB_VERSION
-    mod.__lab__ = _LAB_NOTE
+    mod.__lab__ = _LAB_NOTE + " over PyTorch " + _LAB_BASE
     mod.version.__version__ = _LAB_VERSION
     mod.version.cuda = _LAB_CUDA
     mod.version.git_version = "LAB"
@@ -327,109 +285,150 @@ def _patch(mod):
     mod.cuda.get_arch_list = _get_arch_list
     mod.cuda.get_device_capability = _get_device_capability
     mod.cuda.get_device_name = _get_device_name
-
-
-def _load_real():
-    if not _LAB_REAL_SITE or _LAB_REAL_PY != "%d.%d" % _sys.version_info[:2] or not _os.path.isdir(_LAB_REAL_SITE):
-        return None
-    me = _sys.modules.pop(__name__)
-    _sys.path.insert(0, _LAB_REAL_SITE)
-    try:
-        import importlib
-        real = importlib.import_module("torch")
-    except Exception:
-        _sys.modules[__name__] = me
-        return None
-    finally:
-        _sys.path.remove(_LAB_REAL_SITE)
-        _sys.path.append(_LAB_REAL_SITE)
-    real._lab_real = True
-    _patch(real)
-    _sys.modules[__name__] = real
-    return real
-
-
-if _load_real() is None:
-    from torch import cuda, version  # noqa: E402  (the pure-Python stand-in)
-
-    __version__ = _LAB_VERSION
-    __lab__ = _LAB_NOTE
-    _patch(_sys.modules[__name__])
 '''
 
-_TORCH_VERSION_PY = '''"""LAB stand-in."""
-__version__ = "@VERSION@"
-cuda = @CUDA@
-git_version = "LAB"
-hip = None
-'''
+#: appended to the real torch/__init__.py: the variant's layer over the real module
+_INIT_TAIL = b"""
 
-_TORCH_CUDA_PY = '''"""LAB stand-in for torch.cuda (answers are patched in by torch/__init__.py)."""
-
-
-def is_available():
-    return False
+# --- LAB (gpu-provisioner lab): the variant's version and the container's CUDA view over this real torch ---
+from torch import _lab_layer as _lab_layer  # noqa: E402
+_lab_layer.patch(__import__("sys").modules[__name__])
+"""
 
 
-def device_count():
-    return 0
-
-
-def get_arch_list():
-    return []
-
-
-def get_device_capability(device=None):
-    raise RuntimeError("LAB stand-in: no device")
-
-
-def get_device_name(device=None):
-    raise RuntimeError("LAB stand-in: no device")
-'''
-
-
-def _fill(template: str, version: str, cuda: str | None, archs: tuple[str, ...], real: tuple[str, str] | None) -> str:
+def _fill(template: str, version: str, cuda: str | None, archs: tuple[str, ...], base: str) -> str:
     return (template.replace("@VERSION@", version).replace("@CUDA@", json.dumps(cuda).replace("null", "None"))
-            .replace("@ARCHS@", repr(list(archs))).replace("@REAL_SITE@", repr(real[0] if real else None))
-            .replace("@REAL_PY@", repr(real[1] if real else None)))
+            .replace("@ARCHS@", repr(list(archs))).replace("@BASE@", repr(base)))
+
+
+def _module_wheel(out_dir: Path, module: str, dist: str, summary: str) -> Path:
+    """A py3-none-any wheel holding a copy of this machine's single-file module `module` (what the lab's
+    index serves beside torch: its containers are offline)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise LabWheelError(f"LAB: this machine has no {dist} ({module}.py) for the lab's wheel index")
+    version = importlib.metadata.version(dist)
+    return make_wheel(out_dir, dist, version, "py3-none-any", {f"{module}.py": Path(spec.origin).read_bytes()},
+                      summary=f"{summary} ({dist} {version}: a copy of this machine's, served by the LAB)")
 
 
 def _pynvml_source() -> bytes:
+    """This machine's pynvml.py (nvidia-ml-py), for the lab's PyPI mirror; a stand-in when it has none."""
     spec = importlib.util.find_spec("pynvml")
     if spec is not None and spec.origin and spec.origin.endswith(".py"):
         return Path(spec.origin).read_bytes()
     return b'"""LAB stand-in for pynvml (the real nvidia-ml-py was not available to the lab)."""\n'
 
 
-def build_variant(out_dir: Path, variant: str, real: tuple[str, str] | None) -> list[Path]:
+class LabWheelError(Exception):
+    """The lab cannot build its wheel index (one line)."""
+
+
+def _copy_raw(src: zipfile.ZipFile, dst: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Copy one member's compressed bytes as they are (no recompression: the real torch wheel holds
+    ~700 MB of libraries, and the lab builds four variants of it)."""
+    fp, out = src.fp, dst.fp
+    assert fp is not None and out is not None
+    fp.seek(info.header_offset)
+    header = fp.read(30)
+    if header[:4] != b"PK\x03\x04":
+        raise LabWheelError(f"LAB: {src.filename}: {info.filename} has no local header")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    fp.seek(info.header_offset + 30 + name_len + extra_len)
+    data = fp.read(info.compress_size)
+    new = copy.copy(info)
+    new.flag_bits &= ~0x08  # sizes and CRC in the local header, no data descriptor after the data
+    new.extra = b""
+    out.seek(dst.start_dir)
+    new.header_offset = out.tell()
+    out.write(new.FileHeader())
+    out.write(data)
+    dst.start_dir = out.tell()
+    dst.filelist.append(new)
+    dst.NameToInfo[new.filename] = new
+    dst._didModify = True  # type: ignore[attr-defined]
+
+
+def torch_wheel(real: SuppliedTorch, out_dir: Path, variant: str) -> Path:
+    """The variant's torch wheel: every file of the real CPU wheel `real`, with ``torch/__init__.py``
+    ending in the LAB layer (``torch/_lab_layer.py``), and a dist-info of its own: version
+    ``2.11.0+<variant>``, and of the real wheel's requirements only what ``import torch`` and
+    torch.distributed need (typing-extensions; the lab's containers are offline)."""
     cuda, archs = VARIANTS[variant]
     version = f"{TORCH_VERSION}+{variant}"
+    info_dir = f"torch-{version}.dist-info"
+    name = f"torch-{version}-{real.tag}.whl"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wheel = out_dir / name
+    tmp = wheel.with_name(f"{name}.{os.getpid()}.tmp")
+    with zipfile.ZipFile(real.path) as src:
+        old_info = next((n.split("/")[0] for n in src.namelist()
+                         if n.endswith(".dist-info/RECORD") and n.count("/") == 1), None)
+        if old_info is None or "torch/__init__.py" not in src.NameToInfo:
+            raise LabWheelError(f"LAB: {real.path} is not a torch wheel (no torch/__init__.py or RECORD)")
+        rows = {r[0]: r for r in csv.reader(io.StringIO(src.read(f"{old_info}/RECORD").decode())) if r}
+        new_files = {
+            "torch/__init__.py": src.read("torch/__init__.py") + _INIT_TAIL,
+            "torch/_lab_layer.py": _fill(_TORCH_LAB, version, cuda, archs, real.version).encode(),
+            f"{info_dir}/METADATA": ("\n".join([
+                "Metadata-Version: 2.1", "Name: torch", f"Version: {version}",
+                f"Summary: LAB torch {version}: the PyTorch {real.version} CPU build with the variant's layer "
+                "(gpu-provisioner lab)", "Requires-Python: >=3.10", "Requires-Dist: typing-extensions>=4.10.0",
+            ]) + "\n\nLAB wheel built by the gpu-provisioner lab from " + real.path.name + ".\n").encode(),
+            f"{info_dir}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: gpu-provisioner-lab ({BUILDER_VERSION})\n"
+                                  f"Root-Is-Purelib: false\nTag: {real.tag}\n\n").encode(),
+            f"{info_dir}/top_level.txt": b"torch\n",
+        }
+        record = io.StringIO()
+        writer = csv.writer(record, lineterminator="\n")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+            for arc, data in new_files.items():
+                zi = zipfile.ZipInfo(arc, date_time=(2026, 3, 18, 0, 0, 0))
+                zi.external_attr = 0o644 << 16
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                dst.writestr(zi, data)
+                writer.writerow([arc, f"sha256={_b64(hashlib.sha256(data).digest())}", str(len(data))])
+            for info in src.infolist():
+                top = info.filename.split("/")[0]
+                if top == old_info or info.filename in new_files or info.is_dir():
+                    continue
+                _copy_raw(src, dst, info)
+                row = rows.get(info.filename)
+                writer.writerow(row if row else [info.filename, "", ""])
+            writer.writerow([f"{info_dir}/RECORD", "", ""])
+            zi = zipfile.ZipInfo(f"{info_dir}/RECORD", date_time=(2026, 3, 18, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            dst.writestr(zi, record.getvalue().encode())
+    tmp.replace(wheel)
+    return wheel
+
+
+def build_variant(out_dir: Path, variant: str, real: SuppliedTorch) -> list[Path]:
+    """The variant's index: torch (the real CPU build with the variant's layer), torchvision (a small
+    stand-in that requires it), and the modules beside them (nvidia-ml-py, typing-extensions)."""
     tv_version = f"{TORCHVISION_VERSION}+{variant}"
-    files = {
-        "torch/__init__.py": _fill(_TORCH_INIT, version, cuda, archs, real).encode(),
-        "torch/version.py": _fill(_TORCH_VERSION_PY, version, cuda, archs, real).encode(),
-        "torch/cuda/__init__.py": _TORCH_CUDA_PY.encode(),
-        "torch/lib/libtorch_cuda.so.LAB-padding": bytes(PADDING_BYTES),
-    }
     tv_files = {"torchvision/__init__.py": (f'"""LAB stand-in for torchvision {tv_version}."""\n'
                                             f'__version__ = "{tv_version}"\n').encode()}
-    out = []
-    for py in PY_TAGS:
-        tag = f"{py}-{py}-{PLATFORM}"
-        out.append(make_wheel(out_dir, "torch", version, tag, files,
-                              summary="LAB stand-in for PyTorch (gpu-provisioner lab)"))
-        out.append(make_wheel(out_dir, "torchvision", tv_version, tag, tv_files, requires=[f"torch=={version}"],
-                              summary="LAB stand-in for torchvision (gpu-provisioner lab)"))
-    out.append(make_wheel(out_dir, "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any", {"pynvml.py": _pynvml_source()},
-                          summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)"))
-    return out
+    torch = torch_wheel(real, out_dir, variant)
+    side = []
+    if real.numpy is not None:  # a real numpy wheel, as the real index serves one beside torch
+        side.append(out_dir / real.numpy.name)
+        shutil.copyfile(real.numpy, side[-1])
+    return [torch, *side,
+            # the real torchvision 0.26.0 requires numpy (https://pypi.org/project/torchvision/0.26.0/)
+            make_wheel(out_dir, "torchvision", tv_version, real.tag, tv_files,
+                       requires=[f"torch=={TORCH_VERSION}+{variant}", *(["numpy"] if real.numpy else [])],
+                       summary="LAB stand-in for torchvision (gpu-provisioner lab)"),
+            _module_wheel(out_dir, "pynvml", "nvidia-ml-py", "Python Bindings for the NVIDIA Management Library"),
+            _module_wheel(out_dir, "typing_extensions", "typing_extensions", "Backported typing hints")]
 
 
-def build_index(base: Path) -> Path:
-    """Build (once per builder version and real-torch location) all variants under `base`/<key>/<variant>/."""
-    real = real_torch_site()
-    templates = hashlib.sha256((_TORCH_INIT + _TORCH_VERSION_PY + _TORCH_CUDA_PY).encode()).hexdigest()
-    key = hashlib.sha256(f"{BUILDER_VERSION}|{real}|{templates}".encode()).hexdigest()[:12]
+def build_index(base: Path, real: SuppliedTorch) -> Path:
+    """Build (once per builder version and supplied torch wheel) all variants under `base`/<key>/<variant>/."""
+    st = real.path.stat()
+    key = hashlib.sha256(f"{BUILDER_VERSION}|{real.path.name}|{st.st_size}|{st.st_mtime_ns}|{real.numpy}|"
+                         f"{hashlib.sha256(_TORCH_LAB.encode() + _INIT_TAIL).hexdigest()}".encode()).hexdigest()[:12]
     root = base / f"wheels-{key}"
     done = root / ".complete"
     if done.exists():
@@ -441,8 +440,14 @@ def build_index(base: Path) -> Path:
         if not done.exists():
             for variant in VARIANTS:
                 build_variant(root / variant, variant, real)
+            (root / "python").write_text(real.python + "\n")
             done.write_text("ok\n")
     return root
+
+
+def served_python(root: Path) -> str:
+    """The Python ("3.11") the index at `root` serves torch for."""
+    return (root / "python").read_text().strip()
 
 
 # --- the PEP 503 server ---------------------------------------------------------------------------

@@ -1,42 +1,34 @@
-"""Our Proxmox VE client over proxmoxer: verified TLS (CA file or pinned fingerprint), known_hosts SSH.
-
-Two ways in::
+"""Our Proxmox VE client over proxmoxer's HTTPS backend: verified TLS (CA file or pinned fingerprint).
 
     PveClient.https(host, port=8006, user="root@pam", password=... | token_name=..., token_value=...,
                     verify=True | "/path/ca.pem", fingerprint=None | "sha256:AB:CD:...")
-    PveClient.ssh(host, user="root", key_filename=..., port=22, known_hosts=...)   # pvesh over SSH
 
 Every request is converted (bool -> 1/0, None dropped) and pre-validated against the PVE schema of
 the server's version (`provisioner.proxmox.schema`): an invalid request raises `InvalidRequest`
-(``sent=False``) before anything is sent. Errors from proxmoxer, requests and paramiko are mapped
+(``sent=False``) before anything is sent. Errors from proxmoxer and requests are mapped
 to `provisioner.proxmox.errors`. Tasks are awaited with `wait_task`, which returns a `TaskResult`
 (``OK`` / ``WARNINGS: n``) or raises `TaskFailed` (with the log tail) / `TaskTimeout` — never None.
-
-paramiko (with proxmoxer's ssh_paramiko backend, ~0.3 s of imports) is imported only by `PveClient.ssh`:
-a replay over HTTPS never pays for it, and `_map_error` recognises paramiko's exceptions only once it
-is loaded (no paramiko exception can exist before).
 
 Notes on proxmoxer internals we rely on (2.2/2.3): `ProxmoxResource(base_url=, session=,
 serializer=)` is the call-chaining object; the https backend's password auth posts
 ``/access/ticket`` with a bare ``requests.post`` (we override it to go through our verified
-transport), and the ssh_paramiko backend uses ``AutoAddPolicy`` (we override ``_connect`` to load
-known_hosts and use ``RejectPolicy``).
+transport). (The API over SSH, proxmoxer's ssh_paramiko backend, is not offered: the engine's one SSH stack
+is asyncssh, with its host-key policy; issue #25.)
 """
 
 from __future__ import annotations
 
 import re
 import socket
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import requests
 from proxmoxer import AuthenticationError, ResourceException
-from proxmoxer.backends.command_base import JsonSimpleSerializer
 from proxmoxer.backends.https import (
     JsonSerializer,
     ProxmoxHTTPApiTokenAuth,
@@ -48,7 +40,6 @@ from requests.adapters import HTTPAdapter
 
 from provisioner.proxmox.errors import (
     AuthFailed,
-    HostKeyRejected,
     InvalidRequest,
     PermissionDenied,
     ProxmoxError,
@@ -60,11 +51,9 @@ from provisioner.proxmox.errors import (
 )
 from provisioner.proxmox.schema import PARAM_FAILED, ApiSchema, load_schema, schema_version_for
 from provisioner.proxmox.tasks import TaskResult, exitstatus_is_ok, exitstatus_warnings
+from provisioner.transport.plain_errors import connect_error
 
-if TYPE_CHECKING:
-    import paramiko
-
-AuthKind = Literal["ticket", "token", "shell"]
+AuthKind = Literal["ticket", "token"]
 
 
 def normalize_fingerprint(fingerprint: str) -> str:
@@ -159,53 +148,6 @@ class _TicketAuth(ProxmoxHTTPAuth):  # type: ignore[misc]
         self.csrf_prevention_token = data["CSRFPreventionToken"]
 
 
-def _known_hosts_session(host: str, user: str, *, private_key_file: str | None, port: int,
-                         known_hosts: str | None, timeout: float) -> Any:
-    """proxmoxer's paramiko session, checking host keys against known_hosts (no AutoAddPolicy).
-    paramiko is imported here, on the SSH way in only."""
-    import paramiko
-    from proxmoxer.backends.ssh_paramiko import SshParamikoSession
-
-    class _KnownHostsSession(SshParamikoSession):  # type: ignore[misc]
-        def _connect(self) -> paramiko.SSHClient:
-            client = paramiko.SSHClient()
-            if known_hosts:
-                client.load_host_keys(known_hosts)
-            else:
-                client.load_system_host_keys()
-            client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            key = str(Path(self.private_key_file).expanduser()) if self.private_key_file else None
-            client.connect(
-                self.host,
-                port=self.port,
-                username=self.user,
-                key_filename=key,
-                allow_agent=key is None,
-                look_for_keys=key is None,
-                timeout=self.timeout,
-            )
-            return client
-
-    return _KnownHostsSession(host, user, private_key_file=private_key_file, port=port, timeout=timeout)
-
-
-def _parse_cli_error(text: str) -> tuple[int, str, dict[str, str]]:
-    """pvesh's stderr (``400 Parameter verification failed.\\nkey: msg\\nusage``) -> status, message, errors."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    status, message = 500, lines[0] if lines else "pvesh failed"
-    for i, line in enumerate(lines):
-        if m := re.match(r"^(\d{3}) (.*)$", line):
-            status, message = int(m.group(1)), m.group(2)
-            lines = lines[i + 1:]
-            break
-    errors: dict[str, str] = {}
-    if status == 400:
-        for line in lines:
-            if m := re.match(r"^([A-Za-z0-9_\-.\[\]]+): (.*)$", line):
-                errors[m.group(1)] = m.group(2)
-    return status, message, errors
-
-
 class PveClient:
     """A Proxmox VE API client (https ticket/token, or ``pvesh`` over SSH)."""
 
@@ -284,31 +226,6 @@ class PveClient:
 
         return cls(api, auth_kind=kind, user=identity, target=base_url, node=node, closer=close)
 
-    @classmethod
-    def ssh(
-        cls,
-        host: str,
-        user: str = "root",
-        key_filename: str | Path | None = None,
-        port: int = 22,
-        known_hosts: str | Path | None = None,
-        timeout: float = 10.0,
-        node: str | None = None,
-    ) -> PveClient:
-        """Connect over SSH and run ``pvesh`` (proxmoxer ssh_paramiko backend, host key checked)."""
-        target = f"ssh://{user}@{host}:{port}"
-        try:
-            session = _known_hosts_session(
-                host, user, private_key_file=str(key_filename) if key_filename else None, port=int(port),
-                known_hosts=str(known_hosts) if known_hosts else None, timeout=timeout,
-            )
-        except Exception as exc:
-            raise _map_error(exc, target) from exc
-        api = ProxmoxResource(base_url="", session=session, serializer=JsonSimpleSerializer())
-        pam_user = "root@pam" if user == "root" else f"{user}@pam"
-        return cls(api, auth_kind="shell", user=pam_user, target=target, node=node,
-                   closer=session.ssh_client.close)
-
     def close(self) -> None:
         if self._closer is not None:
             self._closer()
@@ -323,8 +240,8 @@ class PveClient:
     # -- identity --------------------------------------------------------------------------
     @property
     def is_root_pam(self) -> bool:
-        """True when PVE sees us as exactly ``root@pam`` (ticket or root shell) — needed for devN."""
-        return self.user == "root@pam" and self.auth_kind in ("ticket", "shell")
+        """True when PVE sees us as exactly ``root@pam`` (a ticket, not a token) — needed for devN."""
+        return self.user == "root@pam" and self.auth_kind == "ticket"
 
     # -- plumbing --------------------------------------------------------------------------
     def schema(self) -> ApiSchema:
@@ -389,6 +306,12 @@ class PveClient:
     def nodes(self) -> list[dict[str, Any]]:
         return list(self.request("GET", "nodes"))
 
+    def permissions(self, path: str | None = None) -> dict[str, dict[str, Any]]:
+        """``GET /access/permissions``: the caller's effective privileges, {path: {privilege: propagate}}."""
+        params = {"path": path} if path else {}
+        data = self.request("GET", "/access/permissions", params)
+        return dict(data or {})
+
     def list_cts(self, node: str | None = None) -> list[dict[str, Any]]:
         return list(self.request("GET", f"nodes/{node or self.node}/lxc"))
 
@@ -406,6 +329,11 @@ class PveClient:
                    **kw: Any) -> None:
         """``PUT .../config`` (synchronous in PVE)."""
         self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/config", {**(params or {}), **kw})
+
+    def resize_ct(self, vmid: int, disk: str, size: str, node: str | None = None) -> str:
+        """``PUT .../resize`` (`pct resize`): grow a volume to `size` (`64G`, or `+8G`) -> UPID."""
+        return str(self.request("PUT", f"nodes/{node or self.node}/lxc/{int(vmid)}/resize",
+                                {"disk": disk, "size": size}))
 
     def start_ct(self, vmid: int, node: str | None = None) -> str:
         return str(self.request("POST", f"nodes/{node or self.node}/lxc/{int(vmid)}/status/start"))
@@ -468,8 +396,28 @@ class PveClient:
             interval = min(interval * 2, poll)
 
 
+def _plain_connect_error(exc: BaseException, target: str) -> str:
+    """requests' `HTTPSConnectionPool(…): Max retries exceeded … [Errno 111] …` in plain words: the socket
+    error at its root (urllib3's `reason`, the exception chain), said by `transport.plain_errors`."""
+    parts = urlsplit(target if "://" in target else f"https://{target}")
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        cur = stack.pop()
+        if id(cur) in seen:
+            continue
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and (cur.errno is not None or isinstance(cur, TimeoutError)) and parts.hostname:
+            return connect_error(cur, parts.hostname, parts.port or 8006)
+        stack.extend(e for e in (getattr(cur, "reason", None), cur.__cause__, cur.__context__, *cur.args)
+                     if isinstance(e, BaseException))
+    if isinstance(exc, requests.exceptions.Timeout) and parts.hostname:
+        return connect_error(TimeoutError(), parts.hostname, parts.port or 8006)
+    return str(exc)
+
+
 def _map_error(exc: BaseException, target: str) -> ProxmoxError:
-    """Translate proxmoxer / requests / paramiko exceptions into our errors."""
+    """Translate proxmoxer / requests exceptions into our errors."""
     if isinstance(exc, ProxmoxError):
         return exc
     if isinstance(exc, AuthenticationError):
@@ -478,12 +426,7 @@ def _map_error(exc: BaseException, target: str) -> ProxmoxError:
         status = int(exc.status_code)
         content = str(exc.content or "")
         errors = exc.errors if isinstance(exc.errors, dict) else {}
-        if "\n" in content or re.match(r"^\d{3} ", content):  # pvesh over SSH: the whole stderr
-            status_cli, message, cli_errors = _parse_cli_error(content)
-            status = status_cli if status == 500 else status
-            errors = errors or cli_errors
-        else:
-            message = content
+        message = content
         if status == 401:
             return AuthFailed(401, message or "authentication failure")
         if status == 403:
@@ -497,18 +440,7 @@ def _map_error(exc: BaseException, target: str) -> ProxmoxError:
             return TlsRejected(f"TLS certificate of {target} does not match the pinned fingerprint")
         return TlsRejected(f"TLS certificate of {target} was not accepted: {detail}")
     if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
-        return Unreachable(f"cannot reach {target}: {exc}")
-    paramiko = sys.modules.get("paramiko")  # loaded by `PveClient.ssh`; without it no paramiko error exists
-    if paramiko is None:
-        if isinstance(exc, (OSError, socket.timeout)):
-            return Unreachable(f"cannot reach {target}: {exc}")
-        return ProxmoxError(f"{target}: {exc}")
-    if isinstance(exc, paramiko.BadHostKeyException):
-        return HostKeyRejected(f"host key of {target} does not match known_hosts (possible man-in-the-middle)")
-    if isinstance(exc, paramiko.AuthenticationException):
-        return AuthFailed(401, f"SSH authentication failed at {target}")
-    if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
-        return HostKeyRejected(f"host key of {target} is not in known_hosts: {exc}")
-    if isinstance(exc, (OSError, socket.timeout, paramiko.SSHException)):
+        return Unreachable(f"cannot reach {target}: {_plain_connect_error(exc, target)}")
+    if isinstance(exc, (OSError, socket.timeout)):
         return Unreachable(f"cannot reach {target}: {exc}")
     return ProxmoxError(f"{target}: {exc}")

@@ -7,7 +7,10 @@ Format (pve-container src/PVE/LXC/Config.pm ``parse_pct_config``/``write_pct_con
 * ``key: value`` option lines (``arch``, ``memory``, ``net0``, ``dev0`` ...);
 * raw LXC lines ``lxc.<key>: <value>`` (or ``lxc.<key> = <value>``); the same key may repeat
   and the order is significant;
-* ``[snapshot]`` / ``[pve:pending]`` sections after the main section (kept verbatim here).
+* ``[snapshot]`` / ``[pve:pending]`` sections after the main section (kept verbatim here, except the
+  pending section, which `pending`/`set_pending` read and rewrite as ``write_pct_config`` writes it:
+  ``\n[pve:pending]\n`` + sorted ``key: value`` lines, before the snapshots; a pending delete is the
+  ``delete: a,b`` line).
 
 `LxcConfig.parse(text).render() == text` for any file that was not modified; edits only touch
 the lines they concern.
@@ -25,6 +28,7 @@ _SECTION_RE = re.compile(r"^\[[^\]\s]+\]\s*$")
 _RAW_RE = re.compile(r"^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$")
 _OPTION_RE = re.compile(r"^([a-z][a-z_\-]*\d*):\s*(.*\S)\s*$")
 _INDEXED_RE = re.compile(r"^([a-z]+)(\d+)$")
+PENDING_SECTION = "pve:pending"
 
 #: highest index + 1 for PVE's indexed keys (Config.pm $MAX_LXC_NETWORKS, $MAX_MOUNT_POINTS, $MAX_DEVICES)
 INDEX_LIMITS: dict[str, int] = {"net": 32, "mp": 256, "unused": 256, "dev": 256}
@@ -146,6 +150,60 @@ class LxcConfig:
     def tail(self) -> str:
         """The ``[snapshot]``/``[pve:pending]`` sections, verbatim."""
         return self._tail
+
+    # -- the [pve:pending] section ------------------------------------------------------------
+    def _sections(self) -> list[tuple[str, str]]:
+        """The tail as (section name, its text from the header line on)."""
+        out: list[tuple[str, str]] = []
+        for chunk in re.findall(r"[^\n]*\n|[^\n]+$", self._tail):
+            header = chunk.rstrip("\r\n")
+            if _SECTION_RE.match(header):
+                out.append((header.strip()[1:-1], chunk))
+            elif out:
+                out[-1] = (out[-1][0], out[-1][1] + chunk)
+        return out
+
+    def pending(self) -> dict[str, str]:
+        """``key -> value`` of the ``[pve:pending]`` section (``delete`` = comma list of pending deletes)."""
+        for name, text in self._sections():
+            if name == PENDING_SECTION:
+                return {line.key: line.value for line in map(_classify, text.splitlines(keepends=True)[1:])
+                        if line.kind == "option"}
+        return {}
+
+    def pending_deletes(self) -> list[str]:
+        return [k for k in re.split(r"[,;\s]+", self.pending().get("delete", "")) if k and not k.startswith("!")]
+
+    def set_pending(self, values: Mapping[str, str]) -> None:
+        """Replace the ``[pve:pending]`` section (empty `values` removes it), as write_pct_config writes it."""
+        rest = [text for name, text in self._sections() if name != PENDING_SECTION]
+        for key, value in values.items():
+            if not _OPTION_RE.match(f"{key}: {value}") or "\n" in value:
+                raise ValueError(f"invalid pending option {key!r}: {value!r}")
+        chunks: list[str] = []
+        if values:
+            chunks.append(f"[{PENDING_SECTION}]\n" + "".join(f"{k}: {values[k]}\n" for k in sorted(values)))
+        for text in rest:
+            if chunks and not chunks[-1].endswith("\n\n"):
+                chunks[-1] += "\n"
+            chunks.append(text)
+        while self._lines and self._lines[-1].kind == "blank":
+            self._lines.pop()
+        if self._lines and not _ending(self._lines[-1].text):
+            self._lines[-1].text += "\n"
+        if chunks:
+            self._lines.append(_Line("blank", "\n"))
+        self._tail = "".join(chunks)
+
+    def effective(self) -> dict[str, str]:
+        """The options the container gets at its next start: the main section with the pending values
+        and deletes applied (PVE::LXC::Config->vmconfig_apply_pending)."""
+        out = self.options()
+        pending = self.pending()
+        for key in self.pending_deletes():
+            out.pop(key, None)
+        out.update({k: v for k, v in pending.items() if k != "delete"})
+        return out
 
     # -- options ---------------------------------------------------------------------------
     def keys(self) -> list[str]:

@@ -26,6 +26,7 @@ from provisioner.resolver.data import SCHEMA_VERSION, parse_data
 
 DATA_VERSION = "2026.12.03"
 DEFAULT_OUT = Path(__file__).parent / "data" / "torch-releases.json"
+PYTORCH_INDEX = "https://download.pytorch.org/whl/"  # the PyTorch wheel indexes, one per variant
 INDEX_URL_TEMPLATE = "https://download.pytorch.org/whl/{variant}"
 
 # Patch releases known to exist (oldest first). 2.0–2.9 from the PyTorch release history

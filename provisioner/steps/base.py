@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from provisioner import step_registry
 from provisioner.events import Event
+from provisioner.steps.context import StepContext
 from provisioner.transport.base import CommandResult
-
-if False:  # pragma: no cover - import for type checkers only, avoids an import cycle
-    from provisioner.steps.context import StepContext
 
 
 class Params(BaseModel):
@@ -113,7 +112,9 @@ class StepKind(abc.ABC, Generic[P]):
         return {}
 
 
-STEP_KINDS: dict[str, type[StepKind[Any]]] = {}
+#: every registered step kind by name: the registry's one dict (`provisioner.step_registry.KINDS`), seen here
+#: with the engine's type (only `register` below adds to it, and it takes only StepKind subclasses)
+STEP_KINDS = cast("dict[str, type[StepKind[Any]]]", step_registry.KINDS)
 
 
 def register(cls: type[StepKind[Any]]) -> type[StepKind[Any]]:
@@ -125,28 +126,5 @@ def register(cls: type[StepKind[Any]]) -> type[StepKind[Any]]:
 
 def load_step_kinds() -> dict[str, type[StepKind[Any]]]:
     """Import every step module so that they register."""
-    import importlib
-
-    for module in STEP_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:  # a step module not in this build yet
-            if exc.name != module:
-                raise
+    step_registry.load_step_modules()
     return STEP_KINDS
-
-
-STEP_MODULES = (  # one step kind per module
-    "provisioner.steps.node_connect",
-    "provisioner.steps.node_inventory",
-    "provisioner.steps.lxc_create",
-    "provisioner.steps.lxc_passthrough",
-    "provisioner.steps.lxc_boot_persistence",
-    "provisioner.steps.lxc_start",
-    "provisioner.steps.driver_userspace",
-    "provisioner.steps.gpu_detect",
-    "provisioner.steps.torch_resolve",
-    "provisioner.steps.venv_build",
-    "provisioner.steps.burnin_run",
-    "provisioner.steps.burnin_multinode",
-)

@@ -1,5 +1,5 @@
 """What `burnin.run` and `burnin.multinode` share: their common parameters (venv, backend, GEMM time,
-NVML GPU-count check, fallback interpreter), the choice of interpreter, shipping the burn-in package
+NVML GPU-count check), the venv's interpreter and what its torch reports, shipping the burn-in package
 into the container, and reading the result document from the burn-in's output.
 
 Helpers only: each step kind keeps its own check/apply/verify in its own file.
@@ -12,16 +12,19 @@ import json
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from provisioner import validate
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import ParseError, TorchRuntime
 from provisioner.facts.torch_runtime import torch_runtime
+from provisioner.payloads import BurninReport, JsonObject
 from provisioner.steps.base import Params
 from provisioner.steps.context import StepContext
+
+R = TypeVar("R", bound=BurninReport)
 
 REMOTE_DIR = "/opt/gpu-provisioner/burnin"
 #: what the burn-in writes in its result document's `tool` field
@@ -36,18 +39,11 @@ class BurninCommonParams(Params):
                                                                         "sees CUDA GPUs and has NCCL, else gloo")
     gemm_seconds: float | None = Field(None, ge=0, le=3600, description="GEMM stress per GPU (default: 30 s)")
     nvml_gpu_count_check: bool = Field(True, description="Fail the preflight unless NVML sees every GPU")
-    fallback_python: str | None = Field(None, description="An interpreter (in the container) whose torch has "
-                                                          "torch.distributed, used when the venv's torch has none")
 
     @field_validator("venv")
     @classmethod
     def _venv(cls, v: str) -> str:
         return validate.abs_path(v)
-
-    @field_validator("fallback_python")
-    @classmethod
-    def _python(cls, v: str | None) -> str | None:
-        return None if v is None else validate.abs_path(v)
 
     @property
     def venv_python(self) -> str:
@@ -68,25 +64,21 @@ async def _runtime(ctx: StepContext, python: str) -> TorchRuntime | None:
         return None  # no such interpreter (yet)
 
 
-async def choose_interpreter(ctx: StepContext, p: BurninCommonParams) -> tuple[str | None, TorchRuntime | None]:
-    """The interpreter to run torchrun with and what its torch reports: the venv's, else
-    `fallback_python` when the venv's torch has no torch.distributed. (None, the venv's runtime or
-    None) when neither can run the burn-in."""
-    runtime = await _runtime(ctx, p.venv_python)
-    if runtime is not None and runtime.distributed:
-        return p.venv_python, runtime
-    if p.fallback_python:
-        fallback = await _runtime(ctx, p.fallback_python)
-        if fallback is not None and fallback.distributed:
-            return p.fallback_python, fallback
-    return None, runtime
+async def venv_runtime(ctx: StepContext, p: BurninCommonParams) -> TorchRuntime | None:
+    """What the venv's own torch reports (None: no venv Python, or it cannot import torch). The burn-in
+    runs with the venv's Python and nothing else: it proves the venv that venv.build built."""
+    return await _runtime(ctx, p.venv_python)
 
 
-def fallback_warning(p: BurninCommonParams, python: str) -> str:
-    """The warning for a burn-in that runs with the fallback interpreter ('' for the venv's)."""
-    if python == p.venv_python:
-        return ""
-    return f"the venv's torch has no torch.distributed; the burn-in runs with {python} (fallback_python)"
+def runtime_problem(runtime: TorchRuntime | None) -> str | None:
+    """Why the venv's torch cannot run the burn-in (None: it can)."""
+    if runtime is None:
+        return "did not run (no interpreter?)"
+    if not runtime.imported:
+        return f"cannot import torch ({runtime.error or 'no error text'})"
+    if not runtime.distributed:
+        return f"has torch {runtime.version} without torch.distributed" + (f" ({runtime.error})" if runtime.error else "")
+    return None
 
 
 def package_tarball() -> bytes:
@@ -124,16 +116,27 @@ async def ship_package(ctx: StepContext) -> None:
     await ct.run(["tar", "-xzf", f"{REMOTE_DIR}/burnin.tar.gz", "-C", REMOTE_DIR], timeout=120, check=True)
 
 
-def last_json(lines: list[str], tool: str | None = None) -> dict[str, Any] | None:
+def last_json(lines: list[str], tool: str | None = None) -> JsonObject | None:
     """The last line of `lines` that is a JSON object (warnings and logs before it are skipped); with
     `tool`, the last whose `tool` field names it (other JSON lines, e.g. torchrun's, are skipped too)."""
     for line in reversed(lines):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:
-                doc: dict[str, Any] = json.loads(line)
+                doc = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if tool is None or doc.get("tool") == tool:
+            if isinstance(doc, dict) and (tool is None or doc.get("tool") == tool):
                 return doc
     return None
+
+
+def last_report(lines: list[str], model: type[R], tool: str | None = None) -> R | None:
+    """`last_json`'s document parsed as `model` (None when there is none or it is not a burn-in report)."""
+    raw = last_json(lines, tool)
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None

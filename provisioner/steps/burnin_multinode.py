@@ -14,21 +14,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import Any
 
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
+from provisioner.payloads import JsonObject, MultinodeReport
 from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind, register
 from provisioner.steps.burnin_common import (
     REMOTE_DIR,
     TOOL,
     BurninCommonParams,
-    choose_interpreter,
-    fallback_warning,
-    last_json,
+    last_report,
+    runtime_problem,
     ship_package,
+    venv_runtime,
 )
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -72,11 +72,6 @@ class MultinodeParams(BurninCommonParams):
         return v
 
 
-def verdict_of(doc: dict[str, Any]) -> str:
-    verdict = doc.get("verdict")
-    return str(verdict.get("overall", "unknown")) if isinstance(verdict, dict) else str(doc.get("status", "unknown"))
-
-
 def torchrun_argv(p: MultinodeParams, python: str, nproc: int, backend: str) -> list[str]:
     extra = p.burnin_extra_args(nproc)
     argv = [python, "-m", "torch.distributed.run", f"--nnodes={p.nodes}", f"--nproc-per-node={nproc}",
@@ -98,8 +93,7 @@ class BurninMultinode(StepKind[MultinodeParams]):
     Params = MultinodeParams
 
     async def check(self, ctx: StepContext) -> Plan:
-        py, _ = await choose_interpreter(ctx, self.params)
-        if py is None:
+        if await venv_runtime(ctx, self.params) is None:
             if ctx.mode == "plan":
                 raise DependsOnEarlier(f"the venv {self.params.venv} does not exist yet")
             raise StepFailed(f"no venv at {self.params.venv} in CT {ctx.vmid}", fix="run venv.build first")
@@ -107,8 +101,8 @@ class BurninMultinode(StepKind[MultinodeParams]):
             ct = ctx.container()
             last = await ct.run(["sh", "-c", f"cat {quoting.join([LAST_RESULT])} 2>/dev/null | tail -c 400000; true"],
                                 timeout=60, quiet=True)
-            doc = last_json(last.lines, TOOL)
-            if doc and verdict_of(doc) == "pass" and doc.get("world_size", 0) >= self.params.nodes:
+            doc = last_report(last.lines, MultinodeReport, TOOL)
+            if doc is not None and doc.overall == "pass" and doc.world_size >= self.params.nodes:
                 ctx.state.burnin_multinode = doc
                 return Plan.no_change(f"a passing {self.params.nodes}-node burn-in result exists "
                                       f"(always_run: true to run again)")
@@ -122,13 +116,12 @@ class BurninMultinode(StepKind[MultinodeParams]):
             raise StepFailed("no GPUs visible in the container", fix="run gpu.detect; check the passthrough")
         ct = ctx.container()
         await ship_package(ctx)
-        py, runtime = await choose_interpreter(ctx, self.params)
-        if py is None or runtime is None:
-            raise StepFailed(f"no torch with torch.distributed at {self.params.venv} in CT {ctx.vmid}",
-                             fix="run venv.build first")
-        warning = fallback_warning(self.params, py)
-        if warning:
-            yield ctx.warning(warning)
+        py, runtime = self.params.venv_python, await venv_runtime(ctx, self.params)
+        problem = runtime_problem(runtime)
+        if problem is not None or runtime is None:
+            raise StepFailed(f"the venv's Python {py} {problem}: the burn-in cannot run in this venv "
+                             f"(CT {ctx.vmid})", fix="rebuild the venv (venv.build, recreate: true) with a full "
+                                                     "torch build")
         backend: str = self.params.backend
         if backend == "auto":
             backend = runtime.backend
@@ -144,32 +137,29 @@ class BurninMultinode(StepKind[MultinodeParams]):
         script = f"cd {REMOTE_DIR} && exec env {quoting.join(env)} {quoting.join(argv)}"
         budget = self.params.join_timeout_s + self.params.duration_s + 60 * 30
         result = await ct.run(["sh", "-c", script], timeout=budget)
-        doc = last_json(result.lines, TOOL)
+        doc = last_report(result.lines, MultinodeReport, TOOL)
         if doc is None:
             raise StepFailed("the multi-node burn-in produced no result on this node", result=result,
                              fix="check that every node runs this step at the same time and can reach "
                                  f"{self.params.rdzv_endpoint}")
         ctx.state.burnin_multinode = doc
-        await ct.write_file(LAST_RESULT, json.dumps(doc).encode())
-        fabric = (doc.get("phases") or {}).get("fabric") or {}
-        nodes = ", ".join(f"{n.get('node')}: {n.get('status')}" for n in fabric.get("nodes") or [])
-        yield ctx.info(f"multi-node burn-in verdict: {verdict_of(doc)} (world size {doc.get('world_size')}"
+        await ct.write_file(LAST_RESULT, json.dumps(doc.dump()).encode())
+        nodes = ", ".join(f"{n.node}: {n.status}" for n in doc.fabric_nodes)
+        yield ctx.info(f"multi-node burn-in verdict: {doc.overall} (world size {doc.world_size}"
                        + (f"; nodes {nodes}" if nodes else "") + ")")
 
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.state.burnin_multinode or {}
-        if verdict_of(doc) != "pass":
-            raw = doc.get("verdict")
-            reasons = [str(r) for r in ((raw if isinstance(raw, dict) else {}).get("reasons") or [])]
+        doc = ctx.state.burnin_multinode
+        if doc is None or doc.overall != "pass":
+            reasons = list(doc.verdict.reasons) if doc is not None else []
             raise StepFailed("multi-node burn-in failed: " + ("; ".join(reasons[:5]) or "no verdict"),
                              evidence=reasons[:20], fix="read phases.fabric (nodes, pairs) in the burn-in report")
-        if int(doc.get("world_size", 0)) < self.params.nodes:
-            raise StepFailed(f"the burn-in ran {doc.get('world_size')} ranks, fewer than {self.params.nodes} nodes")
+        if doc.world_size < self.params.nodes:
+            raise StepFailed(f"the burn-in ran {doc.world_size} ranks, fewer than {self.params.nodes} nodes")
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.state.burnin_multinode or {}
-        if not doc:
+    def resolved(self, ctx: StepContext) -> JsonObject:
+        doc = ctx.state.burnin_multinode
+        if doc is None:
             return {}
-        fabric = (doc.get("phases") or {}).get("fabric") or {}
-        return {"burnin_multinode": {"verdict": verdict_of(doc), "world_size": doc.get("world_size"),
-                                     "nodes": [n.get("node") for n in fabric.get("nodes") or []]}}
+        return {"burnin_multinode": {"verdict": doc.overall, "world_size": doc.world_size,
+                                     "nodes": [n.node for n in doc.fabric_nodes]}}

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from provisioner import quoting
+from provisioner.burnin.config import ConfigError, parse_sizes
 from provisioner.events import Event, Metric
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import TorchRuntime
+from provisioner.payloads import BurninReport, CollectiveRow, JsonObject
 from provisioner.steps.base import DependsOnEarlier, Plan, StepFailed, StepKind, register
 from provisioner.steps.burnin_common import (
     REMOTE_DIR,
     BurninCommonParams,
-    choose_interpreter,
-    fallback_warning,
-    last_json,
+    last_report,
+    runtime_problem,
     ship_package,
+    venv_runtime,
 )
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
@@ -78,14 +81,14 @@ class BurninRun(StepKind[BurninParams]):
         last = "\n".join(result.lines[1:])
         if last and not self.params.always_run:
             try:
-                doc = json.loads(last)
-                if doc.get("verdict", {}).get("overall") == "pass" or doc.get("passed") is True:
+                doc = BurninReport.model_validate_json(last)
+                if doc.overall == "pass":
                     stale = await _userspace_changed(ctx)
                     if stale:
                         return Plan(changes=[f"run the burn-in again: {stale}"])
                     ctx.state.burnin = doc
                     return Plan.no_change("a passing burn-in result exists (always_run: true to run again)")
-            except json.JSONDecodeError:
+            except ValidationError:
                 pass
         return Plan(changes=[f"run the burn-in ({self.params.phases}; sizes {self.params.sizes}; "
                              f"soak {self.params.duration_s}s"
@@ -124,89 +127,71 @@ class BurninRun(StepKind[BurninParams]):
             argv += ["--threshold", f"{key}={value}"]
         # the result document (one JSON line, ~30 KB) goes to a file, not to the screen: the step
         # prints a summary of it below
+        live = LiveProgress.of(self.params)
         script = (f"cd {REMOTE_DIR} && PYTHONPATH={REMOTE_DIR} {quoting.join(argv)} > {RESULT_LINE}")
         result = await ct.run(["sh", "-c", script], timeout=duration + 60 * 30,
-                              on_line=lambda line: _metric_from_line(ctx, line))
+                              on_line=lambda line: _metric_from_line(ctx, line, live))
         full = await ct.run(["sh", "-c", f"cat {RESULT_LINE}"], timeout=60, quiet=True)
-        doc = last_json(full.lines)
+        doc = last_report(full.lines, BurninReport)
         if doc is None:
             raise StepFailed("the burn-in produced no result", result=result)
         ctx.state.burnin = doc
-        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc).encode())
+        await ct.write_file(f"{REMOTE_DIR}/last-result.json", json.dumps(doc.dump()).encode())
         await ct.write_file(DRIVER_STAMP, (" ".join(await _userspace(ctx)) + "\n").encode())
-        yield ctx.info(f"burn-in verdict: {_overall(doc)}")
+        yield ctx.info(f"burn-in verdict: {doc.overall}")
         for line in summary_lines(doc):
             yield ctx.info(line)
 
     async def _interpreter(self, ctx: StepContext) -> tuple[str, TorchRuntime]:
-        """The venv's Python and what its torch reports; the fallback interpreter when it has no
-        torch.distributed (a torch without it cannot run the burn-in)."""
-        py, runtime = await choose_interpreter(ctx, self.params)
-        if py is None or runtime is None:
-            version = runtime.version if runtime is not None else None
-            raise StepFailed(f"the venv's torch ({version or 'not importable'}) has no torch.distributed: "
-                             "the burn-in cannot run", fix="rebuild the venv (venv.build) with a full torch build")
+        """The venv's own Python and what its torch reports; the step fails when that torch cannot run
+        the burn-in (the burn-in proves the venv venv.build built, with no other interpreter)."""
+        py = self.params.venv_python
+        runtime = await venv_runtime(ctx, self.params)
+        problem = runtime_problem(runtime)
+        if problem is not None or runtime is None:
+            raise StepFailed(f"the venv's Python {py} {problem}: the burn-in cannot run in this venv",
+                             fix="rebuild the venv (venv.build, recreate: true) with a full torch build")
         return py, runtime
 
     async def _interpreter_notes(self, ctx: StepContext, py: str) -> AsyncIterator[Event]:
-        warning = fallback_warning(self.params, py)
-        if warning:
-            yield ctx.warning(warning)
-        yield ctx.info(f"burn-in sizes {self.params.sizes}, soak {self.params.duration_s}s"
+        yield ctx.info(f"burn-in with {py}: sizes {self.params.sizes}, soak {self.params.duration_s}s"
                        + ("" if self.params.nvml_gpu_count_check else ", no NVML GPU-count check"))
 
     async def verify(self, ctx: StepContext) -> None:
-        doc = ctx.state.burnin or {}
-        if _overall(doc) != "pass":
-            raw = doc.get("verdict")
-            verdict: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            reasons = [str(r) for r in (verdict.get("reasons") or [])]
-            raise StepFailed("burn-in failed: " + ("; ".join(reasons[:5]) or json.dumps(verdict)[:400]),
-                             evidence=reasons[:20],
+        doc = ctx.state.burnin
+        if doc is None or doc.overall != "pass":
+            reasons = list(doc.verdict.reasons) if doc is not None else []
+            said = "; ".join(reasons[:5]) or (doc.verdict.model_dump_json()[:400] if doc is not None else "no report")
+            raise StepFailed("burn-in failed: " + said, evidence=reasons[:20],
                              fix="read the burn-in report (nccl-tests table and verdict) beside the run log")
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        doc = ctx.state.burnin or {}
-        return {"burnin": {"verdict": _overall(doc), "summary": doc.get("summary")}} if doc else {}
+    def resolved(self, ctx: StepContext) -> JsonObject:
+        doc = ctx.state.burnin
+        return {"burnin": {"verdict": doc.overall, "summary": doc.summary}} if doc is not None else {}
 
 
-def _overall(doc: dict[str, Any]) -> str:
-    verdict = doc.get("verdict")
-    if isinstance(verdict, dict):
-        return str(verdict.get("overall", "unknown"))
-    return str(doc.get("status") or verdict or "unknown")
-
-
-def summary_lines(doc: dict[str, Any]) -> list[str]:
+def summary_lines(doc: BurninReport) -> list[str]:
     """What a person reads of a result document: verdict, world, backend, sizes, soak, and the busbw
     at the largest size of each collective (the document itself is in the container)."""
-    cfg = _dict(doc.get("config"))
-    sizes = cfg.get("sizes") or []
+    cfg = doc.config
+    raw_sizes = cfg.get("sizes")
+    sizes = raw_sizes if isinstance(raw_sizes, list) else []
     soak = cfg.get("duration", cfg.get("duration_s"))
-    lines = [f"burn-in: {_overall(doc)}; world size {doc.get('world_size', '?')}, backend {doc.get('backend', '?')}"
+    lines = [f"burn-in: {doc.overall}; world size {doc.world_size or '?'}, backend {doc.backend or '?'}"
              + (f", sizes {sizes[0]}..{sizes[-1]} ({len(sizes)})" if sizes else "")
              + (f", soak {soak}s" if soak is not None else "")]
-    coll = _dict(_dict(doc.get("phases")).get("collectives"))
-    largest: dict[str, dict[str, Any]] = {}
-    for row in coll.get("rows") or []:
-        if not isinstance(row, dict) or not isinstance(row.get("size"), int):
-            continue
-        name = str(row.get("collective", "?"))
-        best = largest.get(name)
+    largest: dict[str, CollectiveRow] = {}
+    for row in doc.rows:
+        best = largest.get(row.collective)
         # the largest size; of its two rows the out-of-place one (nccl-tests' first columns)
-        if best is None or (row["size"], not row.get("inplace")) > (best["size"], not best.get("inplace")):
-            largest[name] = row
+        if best is None or (row.size, not row.inplace) > (best.size, not best.inplace):
+            largest[row.collective] = row
     if largest:
         lines.append("busbw at the largest size: " + ", ".join(
-            f"{name} {_size(row['size'])} {float(row.get('busbw') or 0):.3g} GB/s" for name, row in largest.items()))
-    summary = doc.get("summary")
-    if summary:
-        lines.append(f"summary: {str(summary)[:300]}")
+            f"{name} {_size(row.size)} {row.busbw:.3g} GB/s" for name, row in largest.items()))
+    if doc.summary:
+        lines.append(f"summary: {doc.summary[:300]}")
     return lines
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _size(n: int) -> str:
@@ -216,14 +201,50 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
-def _metric_from_line(ctx: StepContext, line: str) -> None:
-    """nccl-tests style rows become live busbw metrics for the TUI's chart."""
+@dataclass
+class LiveProgress:
+    """What the live lines are measured against: the phases asked for, the sizes per collective, the soak."""
+
+    phases: list[str]
+    sizes: int
+    soak_s: int
+    rows: int = 0
+
+    @classmethod
+    def of(cls, params: Any) -> LiveProgress:
+        try:
+            sizes = len(parse_sizes(params.sizes))
+        except ConfigError:
+            sizes = 0
+        return cls([p for p in params.phases.split(",") if p], sizes, int(params.duration_s))
+
+
+#: Progress tasks the burn-in emits (the wizard's Burn-in page reads them): the phase (completed = phases
+#: before it, total = phases asked for), the sizes done in the current collective, the soak's seconds
+PHASE_TASK, SIZES_TASK, SOAK_TASK = "burn-in phase: ", "burn-in sizes: ", "burn-in soak"
+
+
+def _metric_from_line(ctx: StepContext, line: str, live: LiveProgress | None = None) -> None:
+    """nccl-tests style rows become live busbw metrics for the TUI's chart; with `live`, the burn-in's
+    `[burnin] phase NAME` lines (worker.py `_set_phase`) and the rows become Progress events."""
     parts = line.split()
     if len(parts) >= 9 and parts[0].isdigit() and parts[1].isdigit():
         try:
             ctx.bus.emit(Metric(host=ctx.host, name="busbw", value=float(parts[7]),
                                 labels={"size": parts[0], "collective": ctx.state.burnin_collective}))
         except ValueError:
-            pass
+            return
+        if live is not None and live.sizes:
+            live.rows += 1
+            ctx.bus.emit(ctx.progress(SIZES_TASK + (ctx.state.burnin_collective or "collective"),
+                                      min(live.rows, live.sizes), live.sizes, "sizes"))
     elif line.startswith("# Collective test starting:") or line.startswith("# collective:"):
         ctx.state.burnin_collective = line.split(":", 1)[1].strip()
+        if live is not None:
+            live.rows = 0
+    elif live is not None and line.startswith("[burnin] phase "):
+        name = line.removeprefix("[burnin] phase ").strip()
+        done = live.phases.index(name) if name in live.phases else len(live.phases)
+        ctx.bus.emit(ctx.progress(PHASE_TASK + name, done, max(len(live.phases), 1), "phases"))
+        if name == "soak" and live.soak_s > 0:
+            ctx.bus.emit(ctx.progress(SOAK_TASK, 0, live.soak_s, "s"))

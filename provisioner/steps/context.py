@@ -8,10 +8,12 @@ from typing import Any, TypeVar
 
 from provisioner.events import Bus, Message, Progress
 from provisioner.facts.base import Fact, FactCache
+from provisioner.payloads import Resolved
 from provisioner.playbook import Playbook
 from provisioner.steps.state import RunState
 from provisioner.transport.base import Transport
 from provisioner.transport.container import ContainerTransport
+from provisioner.words import Words
 
 T = TypeVar("T")
 
@@ -43,11 +45,12 @@ class StepContext:
     facts: FactCache = field(default_factory=FactCache)
     # What steps learn and hand to later steps (typed), and the playbook's recorded `resolved` facts.
     state: RunState = field(default_factory=RunState)
-    resolved: dict[str, Any] = field(default_factory=dict)
+    resolved: Resolved = field(default_factory=Resolved)
     pve_factory: Any = None  # callable returning a PveClient, set by the runner
     # Set by an interactive front end (the TUI): asked before an unpublished checksum is trusted.
     # Headless (None) the playbook must pin it (`sha256:`) or have it in `resolved`.
     confirm_checksum: ConfirmChecksum | None = None
+    words: Words = field(default_factory=Words)  # fixes in the words of the face in use (provisioner/words.py)
     _pve: Any = None
     _containers: dict[int, ContainerTransport] = field(default_factory=dict)
 
@@ -55,7 +58,7 @@ class StepContext:
     def vmid(self) -> int:
         """The playbook's container: `target.container`, else the id lxc.create took from /cluster/nextid
         (recorded in `resolved.vmid`, so a replay finds the same container)."""
-        ct = self.playbook.target.container or self.state.vmid or self.resolved.get("vmid")
+        ct = self.playbook.target.container or self.state.vmid or self.resolved.vmid
         if ct is None:
             raise ValueError("the playbook's target has no container id and lxc.create has not chosen one")
         return int(ct)

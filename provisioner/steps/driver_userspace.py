@@ -28,10 +28,11 @@ from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.facts.vgpu import vgpu_host_problem
 from provisioner.paths import cache_dir
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
+from provisioner.payloads import DriverSourceRecord
+from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
+from provisioner.steps.gpu_common import verify_smi
 from provisioner.steps.lxc_common import ensure_inventory
-from provisioner.steps.lxc_passthrough import visible_gpu_problem
 from provisioner.steps.state import HostInventory
 from provisioner.transport.base import CommandResult
 
@@ -232,16 +233,16 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         """The SHA-256 this run must see for `filename`: the playbook's pin, else what `resolved` recorded."""
         if self.params.sha256:
             return self.params.sha256.lower(), "pinned in the playbook"
-        rec = ctx.resolved.get("driver")
+        rec = ctx.resolved.driver
         if isinstance(rec, dict) and rec.get("filename") == filename and isinstance(rec.get("sha256"), str):
             return str(rec["sha256"]).lower(), "recorded in resolved"
         return None, ""
 
     async def _source(self, ctx: StepContext, version: str) -> DriverSource:
         """Where this host's driver is published: probes each candidate (HEAD) in order."""
-        if ctx.state.driver_source is not None and ctx.state.driver_source.get("version") == version:
-            cached = ctx.state.driver_source
-            return DriverSource(cached["layout"], version, cached["arch"], cached["url"], cached["checksum_url"])
+        cached = ctx.state.driver_source
+        if cached is not None and cached.version == version:
+            return DriverSource(cached.layout, version, cached.arch, cached.url, cached.checksum_url)
         arch = await self._arch(ctx)
         inv = await ensure_inventory(ctx)
         tried = []
@@ -255,8 +256,8 @@ class DriverUserspaceStep(StepKind[DriverParams]):
                                  fix="check network access to the driver server, or set driver_run/sha256 for an "
                                      "air-gapped site") from None
             if found:
-                ctx.state.driver_source = {"layout": source.layout, "version": version, "arch": arch,
-                                           "url": source.url, "checksum_url": source.checksum_url}
+                ctx.state.driver_source = DriverSourceRecord(layout=source.layout, version=version, arch=arch,
+                                                             url=source.url, checksum_url=source.checksum_url)
                 return source
         try:
             vgpu = vgpu_host_problem(await ctx.fact(ctx.node, catalog.VGPU), version)
@@ -350,7 +351,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         the same pin as the install's. Known without downloading: the playbook's pin, the recorded one, the
         published checksum, or the verified installer in the controller's cache. When none can be had (the
         driver server unreachable), the step still succeeds; the note says the pin is not recorded."""
-        earlier = ctx.resolved.get("driver")
+        earlier = ctx.resolved.driver
         if isinstance(earlier, dict) and earlier.get("version") == version and isinstance(earlier.get("sha256"), str):
             return dict(earlier), ""
         try:
@@ -522,7 +523,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         try:
             await asyncio.to_thread(dl.verify, path, expected)
         except dl.ChecksumMismatch as exc:
-            raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then replay",
+            raise StepFailed(str(exc), fix="the download is corrupt or tampered with: check the mirror, then try again",
                              exit_code=ExitCode.FAILED) from None
 
     async def _prereqs(self, ctx: StepContext) -> AsyncIterator[Event]:
@@ -545,7 +546,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
             raise StepFailed("installing kmod/pkg-config in the container failed", result=result,
                              fix="check the container's network and package sources (apt-get update)")
         raise StepFailed("the apt/dpkg lock in the container stayed held", fix="wait for the other apt run to finish "
-                         "(unattended-upgrades?), then replay")
+                         f"(unattended-upgrades?), {ctx.words.retry}")
 
     async def _installer_failed(self, ctx: StepContext, result: CommandResult) -> None:
         log = await ctx.container().run(["cat", INSTALLER_LOG], timeout=60, quiet=True)
@@ -576,35 +577,6 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         """The installer this run used and the SHA-256 it verified (a later replay verifies against it)."""
         rec = getattr(self, "_record", None)
         if rec is None:
-            earlier = ctx.resolved.get("driver")
+            earlier = ctx.resolved.driver
             return {"driver": earlier} if isinstance(earlier, dict) else {}
         return {"driver": dict(rec)}
-
-
-async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
-    """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
-    result = await ctx.container().for_facts().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
-    failure = nvidia.classify_smi_failure(result.output)
-    if failure is not None or not result.ok:
-        raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
-                         result=result,
-                         fix="container userspace and host module must be the same version; replay this step")
-    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
-    versions = {g.driver_version for g in gpus}
-    selected = ctx.state.selected_gpus
-    if selected is not None:
-        # exactly the GPUs lxc.gpu_passthrough selected (by device minor), compared by UUID
-        problem = visible_gpu_problem(selected, [g.uuid for g in gpus], ctx.vmid)
-        if problem:
-            raise StepFailed(problem, result=result,
-                             fix="the container's devN/lxc.* entries must name /dev/nvidia<Device Minor> of the "
-                                 "selected GPUs: remove the wrong entries, replay lxc.gpu_passthrough, `pct reboot`")
-    else:
-        expected = len([d for d in ctx.state.passthrough_devices or [] if re.fullmatch(r"/dev/nvidia\d+", d)]) or \
-            len((await ensure_inventory(ctx)).gpus)
-        if len(gpus) != expected:
-            raise StepFailed(f"nvidia-smi in CT {ctx.vmid} lists {len(gpus)} GPUs, expected {expected}", result=result)
-    if versions != {host}:
-        raise StepFailed(f"container driver {', '.join(sorted(versions))} differs from the host module {host}",
-                         result=result)
-    return gpus

@@ -9,7 +9,7 @@ from provisioner.events import Event
 from provisioner.facts import nvidia
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.driver_userspace import verify_smi
+from provisioner.steps.gpu_common import verify_smi
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.state import GpuDetection
 

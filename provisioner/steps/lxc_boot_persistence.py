@@ -29,31 +29,9 @@ from provisioner.facts.base import Fact
 from provisioner.facts.models import RawText
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
+from provisioner.steps.gpu_common import PassthroughParams, wanted_devices
 from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory
 from provisioner.steps.state import HostInventory
-
-UNIT_HEADER = (
-    "# Managed by gpu-provisioner (step lxc.boot_persistence): creates the NVIDIA device nodes passed to\n"
-    "# containers before pve-guests.service starts them. Remove: replay the step with `state: absent`, or\n"
-    f"#   systemctl disable --now {drift.UNIT_NAME} && rm {drift.UNIT_PATH}\n"
-)
-
-
-def render_unit(devices: list[str], persistence_mode: bool = True) -> str:
-    """The unit for the passed `devices` (systemd.unit(5): Before= orders this unit's start before
-    pve-guests.service when both are started in one transaction, i.e. at boot)."""
-    lines = [UNIT_HEADER.rstrip("\n"), "[Unit]",
-             "Description=NVIDIA device nodes for GPU containers (gpu-provisioner)",
-             "After=systemd-modules-load.service", "Before=pve-guests.service", "",
-             "[Service]", "Type=oneshot", "RemainAfterExit=yes",
-             "ExecStart=/usr/bin/nvidia-modprobe -u -c=0"]
-    if "/dev/nvidia-modeset" in devices:
-        lines.append("ExecStart=/usr/bin/nvidia-modprobe -m")
-    lines.append("ExecStart=/usr/bin/nvidia-smi")
-    if persistence_mode:
-        lines.append("ExecStart=/usr/bin/nvidia-smi -pm 1")
-    lines += ["", "[Install]", "WantedBy=multi-user.target"]
-    return "\n".join(lines) + "\n"
 
 
 class BootParams(Params):
@@ -66,8 +44,6 @@ def passed_devices(ctx: StepContext, inv: HostInventory) -> list[str]:
     """The passthrough step's device nodes (its check ran earlier in this run), else every GPU's."""
     if ctx.state.passthrough_devices:
         return list(ctx.state.passthrough_devices)
-    from provisioner.steps.lxc_passthrough import PassthroughParams, wanted_devices
-
     return wanted_devices(inv, PassthroughParams.model_validate(_passthrough_params(ctx)))
 
 
@@ -154,7 +130,7 @@ class LxcBootPersistence(StepKind[BootParams]):
         else:
             # "drift:" once the host was provisioned (its record exists); a first run just installs
             tag = "drift: " if obs.record is not None else ""
-            for finding in drift.boot_unit_drift(obs.unit_text, render_unit(devices, p.persistence_mode),
+            for finding in drift.boot_unit_drift(obs.unit_text, drift.render_unit(devices, p.persistence_mode),
                                                  obs.enabled):
                 changes.append(f"{tag}{finding.text} → install it" if obs.unit_text is None else
                                f"{tag}{finding.text} → rewrite/enable it (backup first)")
@@ -196,7 +172,7 @@ class LxcBootPersistence(StepKind[BootParams]):
         stamp = time.strftime("%Y%m%dT%H%M%S")
         inv = await ensure_inventory(ctx)
         devices = passed_devices(ctx, inv)
-        want = render_unit(devices, p.persistence_mode)
+        want = drift.render_unit(devices, p.persistence_mode)
         if obs.unit_text is not None and (p.state == "absent" or obs.unit_text != want):
             await node.run(["mkdir", "-p", BACKUP_DIR], timeout=30, check=True)
             backup = f"{BACKUP_DIR}/{drift.UNIT_NAME}.{stamp}"

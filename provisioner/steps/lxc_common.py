@@ -6,7 +6,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.steps.base import DependsOnEarlier, StepFailed
 from provisioner.steps.context import StepContext
-from provisioner.steps.node_inventory import gather_inventory
+from provisioner.steps.host_inventory import gather_inventory
 from provisioner.steps.ownership import OWNER_TAG
 from provisioner.steps.state import HostInventory
 

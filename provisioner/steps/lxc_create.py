@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from provisioner import secrets, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.steps import ownership
+from provisioner.steps import lxc_spec, ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import OWNER_TAG, target_vmid
@@ -129,7 +129,7 @@ def public_key(path: str) -> str:
 
 async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
     """The step's vmid; with none given anywhere, the next free id from /cluster/nextid (then recorded)."""
-    if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.get("vmid") or \
+    if vmid is not None or ctx.playbook.target.container is not None or ctx.resolved.vmid or \
             ctx.state.vmid:
         return target_vmid(ctx, vmid)
     chosen = int(await call(ctx, "next free vmid", ctx.pve().nextid))
@@ -149,7 +149,8 @@ async def container_exists(ctx: StepContext, vmid: int) -> dict[str, Any] | None
 
 @register
 class LxcCreate(StepKind[CreateParams]):
-    """Create the container through the Proxmox API; never modify or destroy an existing one."""
+    """Create the container through the Proxmox API; update one of ours in place (`steps/lxc_spec.py`);
+    never modify or destroy a foreign one."""
 
     kind = "lxc.create"
     title = "Create the LXC container"
@@ -168,7 +169,8 @@ class LxcCreate(StepKind[CreateParams]):
                 raise StepFailed(
                     f"CT {vmid} on {node_name(ctx)} is being created by someone else (lock: create, no marker of "
                     f"gpu-provisioner in {ownership.MARKER_DIR}); it is left untouched",
-                    fix=f"choose another container id, or finish/remove CT {vmid} on the node", exit_code=ExitCode.FAILED)
+                    fix=ctx.words.field(self.kind, "vmid", "choose another container id, or finish/remove "
+                                                            f"CT {vmid} on the node"), exit_code=ExitCode.FAILED)
             if half.task == "ok":
                 existing = await container_exists(ctx, vmid)  # the worker finished since: compare it below
             elif half.task == "running":
@@ -182,21 +184,29 @@ class LxcCreate(StepKind[CreateParams]):
         if existing is not None and ownership.is_half_created(existing):
             raise StepFailed(f"CT {vmid} is still locked (lock: create) although its create task finished",
                              fix=f"check CT {vmid} on the node (`pct config {vmid}`); `pct unlock {vmid}` if it "
-                                 "is complete, then replay", exit_code=ExitCode.FAILED)
+                                 f"is complete, {ctx.words.retry}", exit_code=ExitCode.FAILED)
         if existing is not None:
-            diff = ownership.differences(self.params, existing)
-            ours = ownership.is_ours(existing)
-            if not ours or diff:
-                why = ("is not tagged " + repr(ownership.OWNER_TAG) + " (not created by gpu-provisioner)"
-                       if not ours else "has a different spec")
-                lines = ([f"tags: existing {existing.get('tags', '')!r}, ours {ownership.OWNER_TAG!r}"]
-                         if not ours else []) + diff
+            if not ownership.is_ours(existing):
                 raise StepFailed(
-                    f"CT {vmid} already exists on {node_name(ctx)} and {why}; it is left untouched:\n  "
-                    + "\n  ".join(lines),
-                    fix=f"choose another container id in the playbook, or align the playbook with CT {vmid}",
-                    exit_code=ExitCode.FAILED)
+                    f"CT {vmid} already exists on {node_name(ctx)} and is not tagged {ownership.OWNER_TAG!r} (not "
+                    "created by gpu-provisioner); it is left untouched:\n  "
+                    + "\n  ".join([f"tags: existing {existing.get('tags', '')!r}, ours {ownership.OWNER_TAG!r}",
+                                    *ownership.differences(self.params, existing)]),
+                    fix=ctx.words.field(self.kind, "vmid", "choose another container id, or remove "
+                                                f"CT {vmid} on the node yourself"), exit_code=ExitCode.FAILED)
             ctx.state.ct_created = False
+            update = lxc_spec.plan_update(self.params, existing, vmid,
+                                            onboot=lxc_spec.manages_onboot(self.params, ctx.playbook.steps))
+            if update.refused:
+                raise StepFailed(
+                    f"CT {vmid} on {node_name(ctx)} is ours, but these changes cannot be made in place; it is left "
+                    "untouched:\n  "
+                    + "\n  ".join(update.refused),
+                    fix=ctx.words.field(self.kind, "vmid", f"keep CT {vmid}'s values, or choose another "
+                                                "container id for a new container"), exit_code=ExitCode.FAILED)
+            if update.changes:
+                return Plan(changes=[f"update CT {vmid} in place: {c}" for c in update.changes],
+                            commands=update.commands())
             return Plan.no_change(f"CT {vmid} ({existing.get('hostname')}) is ours and has the same spec")
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", ctx.pve().storage_content, storage, "vztmpl", node_name(ctx))
@@ -217,6 +227,19 @@ class LxcCreate(StepKind[CreateParams]):
         client = ctx.pve()
         node = node_name(ctx)
         half, ctx.state.create_resume = ctx.state.create_resume, None  # check's finding, used once
+        existing = None if half is not None else await container_exists(ctx, vmid)
+        if existing is not None:  # ours (check refused anything else): the in-place update check planned
+            update = lxc_spec.plan_update(self.params, existing, vmid,
+                                            onboot=lxc_spec.manages_onboot(self.params, ctx.playbook.steps))
+            if update.config:
+                yield ctx.info(f"CT {vmid}: " + "; ".join(c for c in update.changes if not c.startswith("rootfs")))
+                await call(ctx, f"update CT {vmid}", client.set_config, vmid, update.config, node=node)
+            if update.resize_gb is not None:
+                yield ctx.info(f"CT {vmid}: grow rootfs to {update.resize_gb}G")
+                upid = await call(ctx, f"resize CT {vmid}", client.resize_ct, vmid, "rootfs",
+                                  f"{update.resize_gb}G", node)
+                await wait_task(ctx, f"resize CT {vmid}", upid, self.params.task_timeout_s)
+            return
         if half is not None:
             if half.task == "running" and half.upid:
                 yield ctx.info(f"CT {vmid}: {half.describe()}; waiting for it")

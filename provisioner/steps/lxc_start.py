@@ -9,7 +9,7 @@ from pydantic import Field
 from provisioner.events import Event
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
-from provisioner.steps.lxc_passthrough import verify_devices_in_container, verify_gpus_by_uuid
+from provisioner.steps.gpu_common import verify_devices_in_container, verify_gpus_by_uuid
 from provisioner.steps.pve_ops import call, node_name
 from provisioner.steps.task_wait import wait_task
 

@@ -20,14 +20,14 @@ import json
 import re
 import socket
 import time
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from provisioner.proxmox.lxc_conf import parse_property_string
 from provisioner.proxmox.tasks import decode_upid, exitstatus_is_ok
 from provisioner.steps.base import StepFailed
 from provisioner.steps.context import StepContext
 from provisioner.steps.pve_ops import call, node_name
+from provisioner.steps.state import HalfCreated
 
 OWNER_TAG = "gpu-provisioner"
 MARKER_DIR = "/etc/gpu-provisioner/creating"
@@ -145,25 +145,6 @@ async def read_marker(ctx: StepContext, vmid: int) -> dict[str, Any] | None:
 
 async def clear_marker(ctx: StepContext, vmid: int) -> None:
     await ctx.node.run(["rm", "-f", marker_path(vmid)], timeout=30, quiet=True)
-
-
-@dataclass(frozen=True)
-class HalfCreated:
-    """Our container that PVE has not finished creating."""
-
-    vmid: int
-    upid: str | None
-    task: Literal["running", "ok", "failed", "unknown"]
-    exitstatus: str = ""
-
-    def describe(self) -> str:
-        if self.task == "running":
-            return f"our create task {self.upid} is still running"
-        if self.task == "ok":
-            return f"our create task {self.upid} has finished"
-        if self.task == "failed":
-            return f"our create task {self.upid} ended with {self.exitstatus!r} and left the container unfinished"
-        return "our create request left no task that PVE still knows"
 
 
 def _is_create_task(upid: str, vmid: int) -> bool:

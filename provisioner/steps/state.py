@@ -9,15 +9,13 @@ fields directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
+from provisioner.payloads import BurninReport, DriverSourceRecord, MultinodeReport, VenvLock, VenvRuntime
 from provisioner.resolver.models import Resolution
-
-if TYPE_CHECKING:  # ownership imports the step context, which imports this module
-    from provisioner.steps.ownership import HalfCreated
 
 
 class _Model(BaseModel):
@@ -75,6 +73,25 @@ class TorchChoice(_Model):
                 "cuda": r.cuda, "python": self.python, "verified": r.verified, "request": self.request}
 
 
+@dataclass(frozen=True)
+class HalfCreated:
+    """Our container that PVE has not finished creating."""
+
+    vmid: int
+    upid: str | None
+    task: Literal["running", "ok", "failed", "unknown"]
+    exitstatus: str = ""
+
+    def describe(self) -> str:
+        if self.task == "running":
+            return f"our create task {self.upid} is still running"
+        if self.task == "ok":
+            return f"our create task {self.upid} has finished"
+        if self.task == "failed":
+            return f"our create task {self.upid} ended with {self.exitstatus!r} and left the container unfinished"
+        return "our create request left no task that PVE still knows"
+
+
 @dataclass
 class RunState:
     vmid: int | None = None
@@ -84,16 +101,16 @@ class RunState:
     passthrough_devices: list[str] | None = None
     selected_gpus: list[str] | None = None  # UUIDs of the GPUs lxc.gpu_passthrough passes (by device minor)
     host_driver: str | None = None
-    driver_source: dict[str, Any] | None = None  # where driver.userspace found the host's .run (layout, url)
+    driver_source: DriverSourceRecord | None = None  # where driver.userspace found the host's .run (layout, url)
     driver_unverified_sha: dict[str, str] | None = None  # url -> sha256 of a download with no published checksum
     detection: GpuDetection | None = None
     torch: TorchChoice | None = None
-    venv_lock: dict[str, Any] | None = None
+    venv_lock: VenvLock | None = None
     venv_freeze: list[str] = field(default_factory=list)
-    venv_runtime: dict[str, Any] | None = None
-    burnin: dict[str, Any] | None = None  # the burn-in's JSON report (provisioner.burnin.report)
+    venv_runtime: VenvRuntime | None = None
+    burnin: BurninReport | None = None  # the burn-in's report, parsed from the rank's JSON line
     burnin_collective: str = ""
-    burnin_multinode: dict[str, Any] | None = None  # this node's view of the multi-node burn-in report
+    burnin_multinode: MultinodeReport | None = None  # this node's view of the multi-node burn-in report
     create_resume: HalfCreated | None = None  # lxc.create: our half-created CT, found by check for apply
 
     @property

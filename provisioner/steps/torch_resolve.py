@@ -13,12 +13,11 @@ from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
+from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
 from provisioner.steps.state import TorchChoice
-
-PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 
 
 class ResolveParams(Params):
@@ -105,7 +104,7 @@ class TorchResolve(StepKind[ResolveParams]):
         base = {"cc": ccs, "driver": inv.driver_version, "python": self.params.python, "arch": arch,
                 "glibc": glibc, "prefer": self.params.prefer}
         outcome: Resolution | ResolveError | None = None
-        recorded = ctx.resolved.get("torch") or {}
+        recorded = ctx.resolved.torch or {}
         if recorded.get("request") == self._request() and recorded.get("torch") and recorded.get("variant"):
             # Replay: keep the recorded choice while it still fits this host.
             again = self._resolve(base, f"=={recorded['torch']}")

@@ -35,13 +35,15 @@ from pydantic import Field, field_validator
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
+from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
+from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
-from provisioner.steps.torch_resolve import PYTORCH_INDEX, _gpus_for_resolve
 from provisioner.transport.base import CommandResult
+from provisioner.words import Words
 
 PYPI_INDEX = "https://pypi.org/simple"
 
@@ -302,8 +304,10 @@ _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connec
                 "network unreachable")
 
 
-def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult) -> StepFailed:
+def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
+                     words: Words | None = None) -> StepFailed:
     """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
+    words = words or Words()
     if _lines_match(result, *_NO_BUILD):
         fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
                "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
@@ -322,16 +326,19 @@ def _install_failure(what: str, reqs: list[str], index_desc: str, result: Comman
     if _lines_match(result, "No space left on device", "os error 28"):
         return StepFailed(f"the container ran out of disk space while installing the {what} packages "
                           "(No space left on device)",
-                          fix="grow the container's volume (`pct resize <vmid> rootfs +20G`) or free space, then "
-                              "replay: the interrupted build is finished", result=result)
+                          fix=words.field("lxc.create", "rootfs_size_gb", "grow the container's disk (the Container "
+                                          "step grows it in place)") + f" or free space, {words.retry}: the "
+                              "interrupted build is finished", result=result)
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
 def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any]) -> dict[str, Any] | None:
     """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
-    prior = ((ctx.resolved.get("venv_lock") or {}).get("groups") or {}).get(group["name"])
-    if not isinstance(prior, dict) or not prior.get("text"):
+    lock = ctx.resolved.venv_lock
+    recorded = lock.groups.get(group["name"]) if lock is not None else None
+    if recorded is None or not recorded.text:
         return None
+    prior = recorded.dump()
     same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "torch_index_url"))
     return prior if same and prior.get("python") == req["python"] else None
 
@@ -361,7 +368,7 @@ class VenvBuild(StepKind[VenvParams]):
 
     # --- what is wanted ---------------------------------------------------------------------------
     def _request(self, ctx: StepContext) -> dict[str, Any]:
-        res = ctx.state.torch.recorded() if ctx.state.torch is not None else (ctx.resolved.get("torch") or {})
+        res: dict[str, Any] = ctx.state.torch.recorded() if ctx.state.torch is not None else dict(ctx.resolved.torch or {})
         torch_v = self.params.torch or res.get("torch")
         if not torch_v:
             raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=ExitCode.USAGE)
@@ -451,8 +458,8 @@ class VenvBuild(StepKind[VenvParams]):
             rt = state["runtime"]
             if rt.get("request") == req and (rt.get("verified") or not self.params.smoke_test):
                 if state.get("lock"):
-                    ctx.state.venv_lock = state["lock"]
-                ctx.state.venv_runtime = rt
+                    ctx.state.venv_lock = VenvLock.model_validate(state["lock"])
+                ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
                 return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
@@ -568,7 +575,8 @@ class VenvBuild(StepKind[VenvParams]):
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
             if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
-                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled)
+                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
+                                       ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
         parts = split_lock(text) if explicit else {"": text}
         for part, part_text in parts.items():
@@ -586,7 +594,7 @@ class VenvBuild(StepKind[VenvParams]):
                 if mismatch is not None:
                     raise await self._hash_failure(ctx, mismatch, str(source), installed, recorded=bool(prior),
                                                    python=req["python"])
-                raise _install_failure(name, reqs, str(source), installed)
+                raise _install_failure(name, reqs, str(source), installed, ctx.words)
         build.pins.update(parse_lock(text))
         build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
@@ -631,9 +639,9 @@ class VenvBuild(StepKind[VenvParams]):
         runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"],
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
-        ctx.state.venv_lock = lock
+        ctx.state.venv_lock = VenvLock.model_validate(lock)
         ctx.state.venv_freeze = list(freeze.lines)
-        ctx.state.venv_runtime = runtime
+        ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
         await ct.write_file(f"{build.meta(path)}/lock.json", json.dumps(lock).encode())
         await self._write_runtime(ctx, runtime)
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
@@ -674,14 +682,14 @@ class VenvBuild(StepKind[VenvParams]):
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
                             "--index-url", pypi, f"uv=={UV_PIN}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip)
+            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip, ctx.words)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
         if not version.ok or UV_PIN not in version.output:
             raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
         return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
-        runtime = dict(ctx.state.venv_runtime or {})
+        runtime = ctx.state.venv_runtime.dump() if ctx.state.venv_runtime is not None else {}
         if not self.params.smoke_test:
             return
         ct = ctx.container()
@@ -693,7 +701,7 @@ class VenvBuild(StepKind[VenvParams]):
         if "error" in info:
             raise StepFailed(info["error"], result=result)
         inv = await ensure_inventory(ctx)
-        gpus = _gpus_for_resolve(ctx)
+        gpus = ctx.state.gpus
         problems = []
         if info.get("cuda") is None:
             problems.append(f"torch {info['torch']} is a CPU-only build (torch.version.cuda is None)")
@@ -714,14 +722,13 @@ class VenvBuild(StepKind[VenvParams]):
         runtime.update({"verified": True, "cuda": info["cuda"], "torch": info["torch"], "python": info["python"],
                         "arch_list": info["arch_list"], "driver": inv.driver_version,
                         "gpus": [g.model_dump(include={"index", "name", "compute_cap"}) for g in gpus]})
-        ctx.state.venv_runtime = runtime
+        ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
         await self._write_runtime(ctx, runtime)
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if ctx.state.venv_lock:
-            out["venv_lock"] = ctx.state.venv_lock
-        if ctx.state.venv_runtime:
-            rt = ctx.state.venv_runtime
-            out["runtime"] = {k: rt.get(k) for k in ("torch", "cuda", "index_url", "python", "driver")}
+        out: JsonObject = {}
+        if ctx.state.venv_lock is not None:
+            out["venv_lock"] = ctx.state.venv_lock.dump()
+        if ctx.state.venv_runtime is not None:
+            out["runtime"] = ctx.state.venv_runtime.recorded()
         return out

@@ -32,6 +32,7 @@ from provisioner.transport.base import (
     TransportError,
     host_label,
 )
+from provisioner.transport.plain_errors import connect_error
 
 _PGID_MARKER = "__provisioner_pgid__="
 
@@ -137,7 +138,8 @@ class SshTransport(Transport):
         try:
             fp, status = await asyncio.wait_for(probe_host_key(t), t.connect_timeout)
         except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+            raise TransportError(f"{t.label}: cannot connect: "
+                                 f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
         if status == "revoked":
             raise HostKeyError(
                 f"HOST KEY REVOKED for {t.label}: the server offers {fp}, which {known_path} marks @revoked. "
@@ -187,7 +189,8 @@ class SshTransport(Transport):
         except asyncssh.PermissionDenied as exc:
             raise TransportError(f"{t.label}: authentication failed: {exc.reason}") from None
         except (OSError, asyncssh.Error, TimeoutError) as exc:
-            raise TransportError(f"{t.label}: cannot connect: {exc}") from None
+            raise TransportError(f"{t.label}: cannot connect: "
+                                 f"{connect_error(exc, t.host, t.port, t.connect_timeout)}") from None
         if expected is not None:
             key = conn.get_server_host_key()
             if key is None or fingerprint(key) != expected:  # the accepted key is the confirmed one, or nothing

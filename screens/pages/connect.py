@@ -108,6 +108,29 @@ class ConnectPage(StepPage):
         self.query_one("#hostkey", Static).update(f"host key {fingerprint}: trusted (added to known_hosts)")
         return True
 
+    async def advance(self) -> None:
+        await super().advance()
+        await self.show_privileges()
+
+    async def show_privileges(self) -> None:
+        """After connecting: the PVE privileges the API user lacks, per step (`GET /access/permissions`;
+        the same check `plan` and `replay` make before any change)."""
+        from provisioner.steps import privilege_check
+
+        if self.session.ctx is None or self.session.target.api is None:
+            return
+        playbook = self.session.playbook()
+        try:
+            missing = await privilege_check.missing_by_step(self.session.context(), playbook.steps)
+        except Exception as exc:  # the API steps report what PVE answers
+            text = f"privileges: not checked ({exc})"
+        else:
+            user = self.session.target.api.user
+            text = privilege_check.describe(playbook.steps, missing, user) if missing else \
+                f"privileges: {user} has every privilege the playbook's API steps need"
+        for line in text.splitlines():
+            self.log_line(line)
+
     def hostkey_label(self) -> str:
         t = self.session.target
         return f"{t.ssh.user}@{t.host}" + (f":{t.ssh.port}" if t.ssh.port != 22 else "")

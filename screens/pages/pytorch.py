@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Select, Static
 from provisioner.resolver.models import Resolution
 from screens.step_page import StepPage
 from screens.widgets.params_form import ParamsForm
+from screens.wizard_session import StepRun
 
 
 def choice_text(res: Resolution | None) -> Text:
@@ -49,6 +50,12 @@ class PyTorchPage(StepPage):
         table.add_columns("rejected", "torch", "reason")
         yield table
         yield Select[str]([], prompt="override the variant…", id="override", compact=True)
+
+    def plan_notes(self, run: StepRun) -> list[str]:
+        """The choice, its reasons and the rejected candidates are on the page itself: the plan pane keeps
+        only what the page does not show (warnings, the recorded choice, other tools' picks)."""
+        shown = ("because: ", "rejected ", "torch ")
+        return [n for n in run.notes if not n.startswith(shown) and "more rejected candidates" not in n]
 
     def refresh_view(self) -> None:
         choice = self.session.state.torch

@@ -7,9 +7,10 @@ behind the keys already waiting, so a burst of keystrokes is applied in full and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -27,10 +28,10 @@ class ParamsForm(Vertical):
     DEFAULT_CSS = """
     ParamsForm { height: auto; }
     ParamsForm .field { height: auto; }
-    ParamsForm .field-label { width: 22; padding: 0 1 0 0; }
+    ParamsForm .field-label { width: 21; padding: 0 1 0 0; }
     ParamsForm .field-input { width: 1fr; }
     ParamsForm Input { width: 1fr; }
-    ParamsForm .field-help { color: $text-muted; padding-left: 22; height: auto; }
+    ParamsForm .field-help { color: $text-muted; padding-left: 21; height: auto; }
     ParamsForm .field-help.-empty { display: none; }
     ParamsForm .field-help.-error { color: $error; }
     ParamsForm .form-error { color: $error; height: auto; display: none; }
@@ -63,6 +64,8 @@ class ParamsForm(Vertical):
         self.errors: dict[str, str] = {}
         self._raw: dict[str, Any] = {}
         self._dirty = False
+        #: checks a page adds beyond the model (what the host allows): the validated values → {field: message}
+        self.checks: list[Callable[[BaseModel], dict[str, str]]] = []
 
     def _wid(self, name: str) -> str:
         return f"{self.key}--{name}"
@@ -129,6 +132,14 @@ class ParamsForm(Vertical):
     def revalidate(self) -> dict[str, str]:
         values = self.values()
         self.errors = validate(self.model, self._raw, self._initial)
+        if not self.errors and self.checks:
+            try:
+                validated = self.model.model_validate({**self._initial, **values})
+            except ValidationError:
+                pass
+            else:
+                for check in self.checks:
+                    self.errors.update(check(validated))
         for spec in self.specs:
             line = self.query_one(f"#{self._wid(spec.name)}--error", Static)
             message = self.errors.get(spec.name, "")

@@ -17,7 +17,11 @@ def require(condition: bool, reason: str) -> None:
 
 
 def gloo_available() -> bool:
-    """torch with torch.distributed and its gloo backend is importable here."""
+    """torch with torch.distributed and its gloo backend is importable here (torch supplied as the lab's is,
+    `tests.support.torch_env`)."""
+    from tests.support.torch_env import ensure_torch
+
+    ensure_torch()
     try:
         import torch.distributed as dist
     except ImportError:
@@ -27,3 +31,11 @@ def gloo_available() -> bool:
 
 def require_gloo() -> None:
     require(gloo_available(), "torch with gloo is not installed")
+
+
+def require_torch() -> None:
+    """torch importable here, installed through the lab's supply when it is not (`tests.support.torch_env`)."""
+    from tests.support.torch_env import ensure_torch
+
+    why = ensure_torch()
+    require(why is None, f"torch is not installed: {why}")

@@ -1,4 +1,4 @@
-"""``pct`` stand-in for the lab node: exec, push, pull, status, config, set, start, stop, list.
+"""``pct`` stand-in for the lab node: exec, push, pull, status, config, pending, set, start, stop, list.
 
 ``pct exec`` / ``pct push`` / ``pct pull`` run in the container's sandbox
 (`provisioner.lab.sandbox.held_ct_argv`: the running container's held view); output and stdin are the command's and so is the exit
@@ -17,6 +17,7 @@ from typing import NoReturn
 from provisioner.lab.commands._common import die, out, state
 from provisioner.lab.sandbox import held_ct_argv, stop_ct_holder
 from provisioner.lab.state import CtNotFound, LabState
+from provisioner.proxmox.lxc_conf import encode_text
 
 USAGE = "USAGE: pct <COMMAND> [ARGS] [OPTIONS]"
 
@@ -121,9 +122,39 @@ def cmd_config(lab: LabState, args: list[str]) -> int:
     lines = []
     if (descr := conf.description) is not None:
         lines.append("description: " + descr.replace("\n", "\\n"))
-    lines += [f"{k}: {v}" for k, v in sorted(conf.options().items())]
+    current = "--current" in args[1:] or "--current=1" in args[1:]
+    # vm_config: pending values unless --current
+    options = conf.options() if current else conf.effective()
+    lines += [f"{k}: {v}" for k, v in sorted(options.items())]
     lines += [f"{k}: {v}" for k, v in conf.raw_lines()]
     out("\n".join(lines) + "\n")
+    return 0
+
+
+def cmd_pending(lab: LabState, args: list[str]) -> int:
+    """`pct pending <vmid>`: the API's vm_pending printed by PVE::GuestHelpers::format_pending
+    (``cur``/``new``/``del`` lines, sorted by key, digest left out)."""
+    vmid = _vmid(lab, args[0] if args else None)
+    data = _api(lab, "GET", f"/nodes/{lab.settings().node}/lxc/{vmid}/pending", {})
+    lines: list[str] = []
+    for item in sorted(data if isinstance(data, list) else [], key=lambda i: str(i["key"])):
+        key = str(item["key"])
+        if key == "digest":
+            continue
+        value, new = item.get("value"), item.get("pending")
+        if key == "description":
+            value = encode_text(str(value)) if value is not None else None
+            new = encode_text(str(new)) if new is not None else None
+        if value is not None:
+            if item.get("delete"):
+                lines.append(f"del {key}: {value}")
+            elif new is not None:
+                lines += [f"cur {key}: {value}", f"new {key}: {new}"]
+            else:
+                lines.append(f"cur {key}: {value}")
+        elif new is not None:
+            lines.append(f"new {key}: {new}")
+    out("".join(line + "\n" for line in lines))
     return 0
 
 
@@ -177,7 +208,7 @@ def cmd_set(lab: LabState, args: list[str]) -> int:
 def cmd_unlock(lab: LabState, args: list[str]) -> int:
     """`pct unlock <vmid>`: remove the config's `lock:` (PVE::LXC::Config->remove_lock; no API call)."""
     vmid = _vmid(lab, args[0] if args else None)
-    with lab.lock():
+    with lab.config_lock(vmid), lab.lock():  # remove_lock runs under lock_config
         conf = lab.read_conf(vmid)
         conf.delete("lock")
         lab.write_conf(vmid, conf)
@@ -200,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = state()
     cmd, rest = args[0], args[1:]
     handlers = {"exec": cmd_exec, "push": cmd_push, "pull": cmd_pull, "status": cmd_status, "config": cmd_config,
-                "list": cmd_list, "set": cmd_set, "unlock": cmd_unlock}
+                "list": cmd_list, "pending": cmd_pending, "set": cmd_set, "unlock": cmd_unlock}
     if cmd in handlers:
         return handlers[cmd](lab, rest)
     if cmd in ("start", "stop", "shutdown", "reboot"):

@@ -1,0 +1,225 @@
+"""A newcomer's machine (issue 22, items 1 and 2): two commands on a machine with only PyPI, and a lab
+whose burn-in proves the venv that venv.build built.
+
+The machine's wheel folder (/opt/wheels on the project's machines) is hidden by a tmpfs in a private
+mount namespace (`unshare -m`), every find-links setting is removed from the environment and pip's
+configuration is /dev/null: what is left is a machine with PyPI and nothing of ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.support.require import require
+
+ROOT = Path(__file__).resolve().parents[1]
+WHEELS = Path("/opt/wheels")
+PLAYBOOK = ROOT / "playbooks" / "blackwell-8gpu-lxc.yaml"
+FIND_LINKS_VARS = ("PIP_FIND_LINKS", "UV_FIND_LINKS", "PROVISIONER_TORCH_FIND_LINKS", "PROVISIONER_TORCH_INDEX")
+
+
+def _bare_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without any find-links or lab setting, with its own state and cache."""
+    env = {k: v for k, v in os.environ.items() if k not in FIND_LINKS_VARS and not k.startswith("PROVISIONER_")}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env.update(PIP_CONFIG_FILE=os.devnull, TMPDIR=str(tmp), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
+               PROVISIONER_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1", COLUMNS="200", **extra)
+    return env
+
+
+def _hidden(script: str, network: bool = True) -> list[str]:
+    """argv running `script` with the machine's wheel folder hidden (and no network unless `network`)."""
+    hide = (f"if [ -d {WHEELS} ]; then mount -t tmpfs -o size=1M hide-wheels {WHEELS}; fi; "
+            f"test -z \"$(ls -A {WHEELS} 2>/dev/null)\"")
+    if not network:
+        hide += "; ip link set lo up"
+    return ["unshare", "-m", *([] if network else ["-n"]), "--propagation", "private", "bash", "-c",
+            f"set -e; {hide}; {script}"]
+
+
+def _need_namespace() -> None:
+    require(os.geteuid() == 0, "hiding /opt/wheels needs a private mount namespace as root (unshare -m)")
+    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
+    require(shutil.which("uv") is not None, "uv is not installed")
+
+
+def test_pyproject_and_lock_name_no_machine_path_and_the_controller_no_torch() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lock = (ROOT / "uv.lock").read_text()
+    assert "find-links" not in project.get("tool", {}).get("uv", {})
+    assert "/opt/wheels" not in lock and "+cpu" not in lock
+    assert not re.search(r'source = \{ (registry|path|directory) = "/', lock), "a machine-local source in uv.lock"
+    deps = [*project["project"]["dependencies"], *project["dependency-groups"]["dev"]]
+    assert not [d for d in deps if re.match(r"torch\b", d)], deps
+    burnin = project["project"]["optional-dependencies"]["burnin"]
+    assert [d for d in burnin if re.match(r"torch\b", d)] and not [d for d in burnin if "+" in d or "/" in d]
+
+
+def test_uv_sync_and_version_on_a_machine_with_only_pypi(tmp_path: Path) -> None:
+    _need_namespace()
+    before = hashlib.sha256((ROOT / "uv.lock").read_bytes()).hexdigest()
+    venv = tmp_path / "venv"
+    env = _bare_env(tmp_path, UV_PROJECT_ENVIRONMENT=str(venv))
+    r = subprocess.run(_hidden("uv sync --quiet && uv run provisioner --version"), cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900, check=False)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert re.search(r"\b\d+\.\d+\.\d+\b", r.stdout), r.stdout
+    assert hashlib.sha256((ROOT / "uv.lock").read_bytes()).hexdigest() == before, "uv sync rewrote uv.lock"
+    assert not list(venv.glob("lib/python*/site-packages/torch")), "the controller installed torch"
+
+
+def test_demo_offline_with_nothing_configured_says_in_one_line_what_it_needs(tmp_path: Path) -> None:
+    _need_namespace()
+    argv = [sys.executable, "-m", "provisioner", "demo"]
+    r = subprocess.run(_hidden("exec " + shlex.join(argv), network=False), cwd=ROOT, env=_bare_env(tmp_path),
+                       capture_output=True, text=True, timeout=600, check=False)
+    out = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode != 0, out
+    needs = [line for line in out if "needs a CPU build of PyTorch" in line]
+    assert len(needs) == 1, out
+    assert "UV_FIND_LINKS" in needs[0] and "download.pytorch.org" in needs[0]
+    assert "Traceback" not in r.stderr and len(out) <= 2, out  # "starting the lab" and that line
+
+
+def test_demo_with_a_users_mirror_burns_in_the_venvs_own_python(tmp_path: Path) -> None:
+    """A copy of the wheels in a folder of the user's, named by UV_FIND_LINKS: the demo passes, its second
+    replay changes nothing, and the burn-in's ranks ran the venv's bin/python; a venv whose torch has no
+    torch.distributed then fails burnin.run with that reason."""
+    _need_namespace()
+    from provisioner.lab.sandbox import discover_pythons
+    from provisioner.lab.torch_supply import TorchSupplyError, supply
+
+    try:
+        supplied = supply(discover_pythons(), progress=False)  # what this machine's configuration supplies
+    except TorchSupplyError as exc:
+        require(False, str(exc))
+        raise
+    mirror = tmp_path / "my-wheels"
+    mirror.mkdir()
+    for wheel in (supplied.path, supplied.numpy):
+        assert wheel is not None
+        try:
+            os.link(wheel, mirror / wheel.name)
+        except OSError:
+            shutil.copyfile(wheel, mirror / wheel.name)
+    lab = tmp_path / "lab"
+    env = _bare_env(tmp_path, UV_FIND_LINKS=str(mirror))
+    argv = [sys.executable, "-m", "provisioner", "demo", "--keep-lab", "--root", str(lab)]
+    try:
+        r = subprocess.run(_hidden("exec " + shlex.join(argv)), cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=1500, check=False)
+        out = r.stdout + r.stderr
+        assert r.returncode == 0, out[-5000:]
+        recaps = re.findall(r"│ \S+\s+│\s+(\d+) │\s+(\d+) │\s+(\d+) │\s+(\d+) │", out)
+        assert len(recaps) == 2, out[-3000:]
+        assert recaps[1][1] == "0" and recaps[1][2] == "0", recaps
+        assert f"serves torch for Python {supplied.python}" in out
+
+        (result,) = lab.glob("**/opt/gpu-provisioner/burnin/last-result.json")
+        environment = json.loads(result.read_text())["environment"]
+        assert environment["executable"] == "/opt/torch-venv/bin/python", environment
+        assert environment["prefix"] == "/opt/torch-venv", environment
+        assert environment["torch"] == "2.11.0+cu128" and environment["python"].startswith(supplied.python)
+
+        # The venv's torch without torch.distributed (the package removed from it)
+        (dist_dir,) = lab.glob("**/opt/torch-venv/lib/python*/site-packages/torch/distributed")
+        shutil.rmtree(dist_dir)
+        result.unlink()  # no passing result: burnin.run runs again
+        env_lab = dict(env, PROVISIONER_LAB_ROOT=str(lab))
+        again = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(PLAYBOOK), "--lab"], cwd=ROOT,
+                               env=env_lab, capture_output=True, text=True, timeout=900, check=False)
+        again_out = again.stdout + again.stderr
+        assert again.returncode == 1, again_out[-3000:]
+        # (torch 2.13's __init__ imports torch.distributed: the venv's torch no longer imports)
+        assert re.search(r"failed \(.*\) the venv's Python /opt/torch-venv/bin/python (cannot import torch|has torch "
+                         r"\S+ without torch\.distributed) \(ModuleNotFoundError: No module named 'torch\.distributed'"
+                         r"\): the burn-in cannot run in this venv", again_out), again_out[-3000:]
+        assert "burn-in verdict" not in again_out
+    finally:
+        subprocess.run([sys.executable, "-m", "provisioner", "lab", "down", "--root", str(lab)], cwd=ROOT, env=env,
+                       capture_output=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("given", ["PROVISIONER_TORCH_FIND_LINKS", "UV_FIND_LINKS", "PIP_FIND_LINKS", "pip.conf"])
+def test_the_supply_takes_the_wheel_the_configuration_names(tmp_path: Path, given: str) -> None:
+    """Each way a user names a find-links folder is read; of its wheels the CPU build for a Python the
+    machine has is taken (a CUDA build, another platform, another Python are not)."""
+    from provisioner.lab.torch_supply import find_links, supply
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "torch-2.14.0+cpu-cp311-cp311-macosx_11_0_arm64.whl", "torch-2.14.0+cpu-cp313-cp313-manylinux_2_28_x86_64.whl",
+                 "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"):
+        (folder / name).write_bytes(b"")
+    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path)}
+    if given == "pip.conf":
+        conf = tmp_path / "pip.conf"
+        conf.write_text(f"[global]\nfind-links = {folder}\n")
+        env["PIP_CONFIG_FILE"] = str(conf)
+    else:
+        env[given] = str(folder)
+    assert str(folder) in find_links(env)
+    got = supply(["3.11", "3.12"], env=env, progress=False)
+    assert got.path.name == "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert got.python == "3.11" and got.tag == "cp311-cp311-manylinux_2_28_x86_64" and got.source == str(folder)
+    assert got.numpy is not None and got.numpy.parent == folder
+
+
+def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from provisioner.lab.torch_supply import TorchSupplyError, supply
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused, as offline
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
+    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path), "PROVISIONER_TORCH_INDEX": f"http://127.0.0.1:{port}/"}
+    with pytest.raises(TorchSupplyError) as info:
+        supply(["3.11"], env=env, progress=False)
+    line = str(info.value)
+    assert "\n" not in line and f"cannot reach http://127.0.0.1:{port}/" in line and "UV_FIND_LINKS" in line
+
+
+def test_burnin_on_a_controller_without_torch_says_in_one_line_how_to_get_it() -> None:
+    code = ("import sys; sys.modules['torch'] = None  # as on a controller without torch\n"
+            "from provisioner.cli import main\nmain(['burnin', '--backend', 'gloo'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 3, r.stderr[-2000:]
+    (line,) = r.stderr.strip().splitlines()
+    assert "torch is not installed" in line and "--extra burnin" in line and "download.pytorch.org/whl/cpu" in line
+
+
+def test_numpy_comes_from_the_index_the_configuration_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy beside the torch: from pip's configured extra index (a local file: mirror, PEP 503), not PyPI."""
+    from provisioner.lab.torch_supply import package_indexes, supply
+
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
+    wheels, files, page = tmp_path / "wheels", tmp_path / "mirror" / "files", tmp_path / "mirror" / "simple" / "numpy"
+    for d in (wheels, files, page):
+        d.mkdir(parents=True)
+    (wheels / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    numpy = "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    (files / numpy).write_bytes(b"")
+    (page / "index.html").write_text(f'<a href="../../files/{numpy}#sha256={"0" * 64}">{numpy}</a>\n'
+                                     '<a href="../../files/numpy-2.4.6-cp312-cp312-win_amd64.whl">x</a>\n')
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nextra-index-url = file://{tmp_path / 'mirror' / 'simple'}\n")
+    env = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path), "UV_FIND_LINKS": str(wheels)}
+    assert package_indexes(env) == [f"file://{tmp_path / 'mirror' / 'simple'}/", "https://pypi.org/simple/"]
+    got = supply(["3.11"], env=env, progress=False)
+    assert got.numpy == files / numpy
