@@ -69,8 +69,8 @@ class LogEvidence(BaseModel):
 # (fact, trigger literals (lower case: one must be in the line), regex read on the line)
 _NODE = r"(/dev/nvidia(?:ctl|-uvm-tools|-uvm|-modeset|-caps/nvidia-cap\d+|\d+))"
 _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("place:lxc", ("lxc", "lxd", "incus", "pct "), r"\b(?:lxc|lxd|incus)\b|\bpct (?:exec|enter|start)\b|/etc/pve/lxc/"),
-    ("proxmox", ("proxmox", "pve", "pct "), r"\bproxmox\b|\bpve\b|-pve\b|/etc/pve/|pveversion|\bpct (?:exec|enter|start)\b"),
+    ("place:lxc", ("lxc", "lxd", "incus", "pct "), r"\b(?:lxc|lxd|incus)\b|\bpct exec\b|\bpct enter\b|\bpct start\b|/etc/pve/lxc/"),
+    ("proxmox", ("proxmox", "pve", "pct "), r"\bproxmox\b|\bpve\b|-pve\b|/etc/pve/|pveversion|\bpct exec\b|\bpct enter\b|\bpct start\b"),
     ("place:docker", ("docker", "nvidia-container", "containerd", "oci runtime"),
      r"\bdocker\b|nvidia-container-(?:cli|toolkit|runtime)|\bcontainerd\b|OCI runtime"),
     ("place:podman", ("podman",), r"\bpodman\b"),
@@ -86,7 +86,7 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("smi_cannot_communicate", ("couldn't communicate", "could not communicate"),
      r"(?:couldn't|could not) communicate with the NVIDIA driver"),
     ("userspace_missing", ("nvidia-smi", "libnvidia-ml"),
-     r"\bnvidia-smi:\s*(?:command )?not found|nvidia-smi: No such file or directory"
+     r"\bnvidia-smi: command not found|\bnvidia-smi: not found|nvidia-smi: No such file or directory"
      r"|libnvidia-ml\.so(?:\.1)?: cannot open shared object|load library failed: libnvidia-ml\.so"
      r"|couldn't find libnvidia-ml\.so"),
     ("node_missing", ("/dev/nvidia",),
@@ -112,6 +112,34 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"kernel (?:upgrade|update)|(?:upgrad|updat)(?:e|ed|ing) (?:the |my )?(?:pve |proxmox |host )?kernel"
      r"|(?:proxmox|pve)-kernel-\d|after (?:an? |the )?(?:system |host |pve |proxmox )?(?:update|upgrade)"),
 )
+
+
+#: the regexes of the extractors the decisions read: the engine's prefilter keeps their lines in a long log's
+#: windows (where it ran is read over the whole log instead: `places_of`)
+_DECISIVE = ("proc_readable", "nvrm_version", "module_absent", "userspace_missing", "node_missing",
+             "resolution_failed", "cpu_build", "kernel_upgraded")
+EXTRACTOR_REGEXES: tuple[str, ...] = tuple(r for k, _, r in _EXTRACTORS if k in _DECISIVE)
+_PLACE_RX: tuple[tuple[str, Regex], ...] = tuple((k, compile_rx(r)) for k, _, r in _EXTRACTORS
+                                                 if k.startswith("place:") or k == "proxmox")
+_ANY_PLACE: Regex = compile_rx("|".join(f"(?:{rx.pattern.removeprefix('(?m)')})" for _, rx in _PLACE_RX))
+MAX_PLACE_LINES = 64  # lines naming a place read over a long log (the first ones tell where it ran)
+
+
+def places_of(text: str, ev: LogEvidence) -> None:
+    """Add where `text` ran to `ev`: one RE2 scan over the whole text for every place's regex at once (a long
+    log's windows may not hold the line that says it); each matching line is then read by the place regexes."""
+    seen = 0
+    for m in _ANY_PLACE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        line = text[start:end if end >= 0 else len(text)]
+        for key, rx in _PLACE_RX:
+            hit = rx.search(line)
+            if hit is not None:
+                _apply(ev, key, hit, line)
+        seen += 1
+        if seen >= MAX_PLACE_LINES:
+            break
 
 
 @dataclass(frozen=True)
@@ -258,7 +286,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
     hits: list[EvidenceHit] = []
     missing_core = [n for n in ev.nodes_missing if n in _CTL_OR_GPU or n.removeprefix("/dev/nvidia").isdigit()]
     where = _where(ev)
-    if ev.driver_loaded and missing_core and not set(missing_core) <= set(ev.nodes_seen):
+    if ev.driver_loaded and missing_core:  # (seen elsewhere, e.g. on the host, does not make them present here)
         hits.append(EvidenceHit(
             name="evidence.module_loaded_nodes_missing", category="container_device_missing", confidence=0.88,
             root_cause=(f"The NVIDIA kernel module is loaded (its /proc/driver/nvidia is readable{_ver(ev.driver_version)}) "
