@@ -18,6 +18,7 @@ endpoints, and its own site profile as `site:`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
@@ -42,7 +43,7 @@ from provisioner.playbook import (
     target_file_problems,
 )
 from provisioner.runner import HostResult, run_host
-from provisioner.session import node_transport, pve_factory
+from provisioner.session import LabNotRunning, allow_lab_secrets, node_transport, pve_factory
 from provisioner.site import SiteProfile, apply_site, load_site
 
 
@@ -66,11 +67,28 @@ class Inventory(BaseModel):
     hosts: list[InventoryHost] = Field(min_length=1)
 
 
+def _allow_named_labs(data: Any, base: Path) -> None:
+    """An entry whose `site:` is a running lab's own site profile (`provisioner lab inventory` writes such
+    entries) names that lab's password file: the lab's directory is allowed for it, as `--lab` allows it
+    (`session.allow_lab_secrets`). Only labs the inventory names explicitly; nothing else is widened."""
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    for entry in hosts if isinstance(hosts, list) else []:
+        site = entry.get("site") if isinstance(entry, dict) else None
+        if not isinstance(site, str):
+            continue
+        private = (base / Path(site).expanduser()).parent  # a lab keeps its site.yaml in <root>/private/
+        lab_root = private.parent
+        if private.name == "private" and (lab_root / "lab.json").is_file() and (private / "connection.json").is_file():
+            with contextlib.suppress(LabNotRunning, OSError, ValueError):
+                allow_lab_secrets(lab_root)
+
+
 def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
     """Validate an inventory like a playbook's target: every problem as `file:line: field: message` (exit 2).
     `check_files=False`: the schema only, not the files of this machine it names (an example inventory)."""
     p = Path(path)
     root, data = read_yaml(p)  # bounded like a playbook: size, aliases, depth, UTF-8, duplicate keys
+    _allow_named_labs(data, p.parent)
     try:
         inv = Inventory.model_validate(data)
     except ValidationError as exc:

@@ -78,6 +78,8 @@ class VenvRuntime(Payload):
     packages: list[str] = []
     gpus: list[RuntimeGpu] = []
     export_sha256: str | None = None
+    #: `resolved.toolchain`: uv {version, source} and Python {version, provided_by} the venv was built with
+    toolchain: JsonObject = {}
 
     def recorded(self) -> JsonObject:
         """What venv.build keeps in the playbook's `resolved.runtime`."""
@@ -235,6 +237,8 @@ class Resolved(Payload):
     runtime: JsonObject | None = None  # venv.build: VenvRuntime.recorded()
     burnin: JsonObject | None = None  # burnin.run: {verdict, summary}
     burnin_multinode: JsonObject | None = None  # burnin.multinode: {verdict, world_size, nodes}
+    toolchain: JsonObject | None = None  # venv.build: uv {version, source}, Python {version, provided_by}
+    template: JsonObject | None = None  # lxc.create: the template's file name and its aplinfo sha512
 
     @classmethod
     def from_recorded(cls, recorded: Mapping[str, object]) -> Resolved:

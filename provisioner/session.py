@@ -25,7 +25,7 @@ class LabNotRunning(RuntimeError):
 
 
 def lab_connection(root: Path | None = None) -> dict[str, Any]:
-    path = (root or lab_dir()) / "connection.json"
+    path = (root or lab_dir()) / "private" / "connection.json"  # provisioner.lab.lab.connection_path
     if not path.exists():
         raise LabNotRunning(f"the lab is not running (no {path}); start it with `provisioner lab up`")
     data: dict[str, Any] = json.loads(path.read_text())

@@ -157,7 +157,7 @@ def secrets_of(roots: dict[str, Path]) -> list[str]:
     """The labs' API passwords: what the tool resolves from the `file:` references."""
     found = []
     for root in roots.values():
-        conn = json.loads((root / "connection.json").read_text())
+        conn = json.loads((root / "private" / "connection.json").read_text())
         ref = conn["api"]["password"]
         assert ref.startswith("file:"), ref
         found.append(Path(ref[len("file:"):]).read_text().strip())

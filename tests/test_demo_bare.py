@@ -57,3 +57,36 @@ def test_demo_with_system_tools_hidden(tmp_path: Path) -> None:
     assert recaps[1][1] == "0" and recaps[1][2] == "0", recaps
     assert "LAB: stopped" in out
     assert list(tmp.iterdir()) == [], "the demo left files in its temporary directory"
+
+
+def test_demo_where_usr_has_a_mount_of_its_own(tmp_path: Path) -> None:
+    """WSL2 mounts /usr/lib/wsl, container runtimes bind paths under /usr (issue 22): in the lab's user
+    namespaces such a mount is locked to /usr and overlayfs refuses /usr as a lower layer, which killed
+    `lxc.start`. Here a directory is bound over /usr/lib/openssh and the whole demo must still pass."""
+    require(os.geteuid() == 0, "a bind mount under /usr needs a private mount namespace as root (unshare -m)")
+    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
+    require(subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode == 0,
+            "this machine refuses `unshare -m` (a private mount namespace)")
+    require(Path("/usr/lib/openssh").is_dir(), "/usr/lib/openssh is not there to mount over")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    wsl = tmp_path / "wsl-like"
+    wsl.mkdir()
+    (wsl / "libdxcore.so").write_text("LAB test: a file of a mount under /usr\n")
+    env = dict(os.environ, TMPDIR=str(tmp), PROVISIONER_STATE_DIR=str(tmp_path / "state"))
+    env.pop("PROVISIONER_LAB_ROOT", None)
+    argv = [sys.executable, "-m", "provisioner", "demo"]
+    script = "\n".join([
+        "set -e",
+        f"mount --bind {shlex.quote(str(wsl))} /usr/lib/openssh",
+        "grep -q ' /usr/lib/openssh ' /proc/self/mountinfo",
+        "test -e /usr/lib/openssh/libdxcore.so",
+        "exec " + " ".join(shlex.quote(a) for a in argv)])
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", script],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=850, check=False)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    recaps = re.findall(r"│ \S+\s+│\s+(\d+) │\s+(\d+) │\s+(\d+) │\s+(\d+) │", out)
+    assert len(recaps) == 2, out[-3000:]
+    assert recaps[1][1] == "0" and recaps[1][2] == "0", recaps
+    assert "wrong fs type" not in out, out[-3000:]

@@ -86,7 +86,7 @@ def _plan_replay_idempotent_and_recorded_on(lab: dict[str, str], tmp_path: Path)
     # The recorded playbook holds what ran plus the resolved facts, secrets as references, and replays clean.
     text = recorded.read_text()
     assert "resolved:" in text and "venv_lock" in text and "cu128" in text and "595.71.05" in text
-    password = Path(root / "api-password").read_text().strip()
+    password = Path(root / "private" / "api-password").read_text().strip()
     assert password not in text and "file:" in text
     third = cli(lab, "replay", str(recorded), "--lab", "--json")
     assert third.returncode == 0, third.stderr[-3000:]

@@ -84,7 +84,7 @@ def _ct(run: LabRun, *parts: str) -> Path:
 
 
 def _driver_mirror(run: LabRun) -> str:
-    return str(json.loads((run.root / "connection.json").read_text())["driver_mirror"])
+    return str(json.loads((run.root / "private" / "connection.json").read_text())["driver_mirror"])
 
 
 def _mirror_playbook(run: LabRun, mirror: FlakyMirror) -> Path:

@@ -299,7 +299,7 @@ def test_half_created_container_without_our_marker_is_foreign(run: LabRun, tmp_p
 
 def test_tls_refusal_exits_4_with_a_clear_message(run: LabRun, tmp_path: Path) -> None:
     """The API's certificate is not signed by the CA the playbook names: refused, exit 4, no traceback."""
-    conn = json.loads((run.root / "connection.json").read_text())
+    conn = json.loads((run.root / "private" / "connection.json").read_text())
     doc = yaml.safe_load(_playbook(tmp_path / "pb.yaml").read_text())
     doc["target"] = {
         "host": conn["ssh"]["host"], "node": conn["node"], "container": VMID,

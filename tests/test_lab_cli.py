@@ -36,14 +36,14 @@ def test_lab_up_status_down(tmp_path: Path) -> None:
         conn = json.loads(r.stdout.splitlines()[-1])
         assert conn["started"] is True and conn["lab"] == "LAB"
         assert conn["scenarios"] == ["no-uvm"] and conn["pve"] == "9"
-        assert conn["api"]["password"] == f"file:{root}/api-password"
-        assert (root / "api-password").stat().st_mode & 0o777 == 0o600
-        assert (root / "client_key").stat().st_mode & 0o777 == 0o600
+        assert conn["api"]["password"] == f"file:{root}/private/api-password"
+        assert (root / "private" / "api-password").stat().st_mode & 0o777 == 0o600
+        assert (root / "private" / "client_key").stat().st_mode & 0o777 == 0o600
         assert conn["index_url"].startswith("http://127.0.0.1:") and conn["index_url"].endswith("/whl/")
         on_disk = lab_connection(root)
         assert on_disk["ssh"] == conn["ssh"] and on_disk["pid"] == conn["pid"]
         # the password never appears in what the lab prints
-        password = (root / "api-password").read_text().strip()
+        password = (root / "private" / "api-password").read_text().strip()
         assert password not in r.stdout + r.stderr
 
         again = cli("lab", "up", "--root", str(root))
@@ -57,7 +57,7 @@ def test_lab_up_status_down(tmp_path: Path) -> None:
     finally:
         down = cli("lab", "down", "--root", str(root))
     assert down.returncode == 0 and "LAB: stopped" in down.stderr
-    assert not (root / "connection.json").exists()
+    assert not (root / "private" / "connection.json").exists()
     st = cli("lab", "status", "--root", str(root), "--json")
     assert st.returncode == 1 and json.loads(st.stdout)["running"] is False
     assert cli("lab", "down", "--root", str(root)).stderr.startswith("LAB: not running")

@@ -39,7 +39,7 @@ def test_tui_lab_starts_a_lab_and_keeps_it_after_quit(tmp_path: Path) -> None:
     require(subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode == 0,
             "the lab needs user namespaces (`unshare -Urm`)")
     root = tmp_path / "lab"
-    assert not (root / "connection.json").exists()
+    assert not (root / "private" / "connection.json").exists()
     sock = f"labtui-{secrets.token_hex(4)}"
     env = {"PROVISIONER_LAB_ROOT": str(root), "PROVISIONER_STATE_DIR": str(tmp_path / "state"), "TERM": "xterm-256color"}
     cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + \
@@ -50,18 +50,18 @@ def test_tui_lab_starts_a_lab_and_keeps_it_after_quit(tmp_path: Path) -> None:
     try:
         screen = lambda: _tmux(sock, "capture-pane", "-p", "-t", sock)  # noqa: E731
         _wait(lambda: "Connect" in screen() and "1/9" in screen(), 180, "the Connect page")
-        conn = json.loads((root / "connection.json").read_text())
+        conn = json.loads((root / "private" / "connection.json").read_text())
         pid = int(conn["pid"])
         assert Path(f"/proc/{pid}").exists()
         _tmux(sock, "send-keys", "-t", sock, "C-q")
         _wait(lambda: "TUI-EXITED-" in screen(), 60, "the wizard to exit")
         assert "TUI-EXITED-0" in screen()
-        assert (root / "connection.json").exists() and Path(f"/proc/{pid}").exists(), "quitting stopped the lab"
+        assert (root / "private" / "connection.json").exists() and Path(f"/proc/{pid}").exists(), "quitting stopped the lab"
         assert "still running" in screen()
         down = subprocess.run([sys.executable, "-m", "provisioner", "lab", "down"], cwd=ROOT, capture_output=True,
                               text=True, env=dict(os.environ, **env), timeout=120, check=False)
         assert down.returncode == 0, down.stderr[-2000:]
-        _wait(lambda: not (root / "connection.json").exists(), 30, "the lab to stop")
+        _wait(lambda: not (root / "private" / "connection.json").exists(), 30, "the lab to stop")
         _wait(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
               30, "the lab daemon to exit")
     finally:

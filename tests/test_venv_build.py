@@ -391,8 +391,54 @@ async def test_uv_is_installed_from_the_index_when_absent(tmp_path: Path, index:
     out = await run_playbook(bare, make_playbook(venv, build={"uv_dir": str(uv_dir)}), **lab(index))
     assert out.result.statuses == ["ok", "changed"], [getattr(e, "line", "") for e in out.events][-15:]
     assert (uv_dir / "bin" / "uv").exists()
-    assert f"using {uv_dir}/bin/uv" in [getattr(e, "text", "") for e in out.events]
+    assert f"using {uv_dir}/bin/uv (uv {UV_PIN})" in [getattr(e, "text", "") for e in out.events]
     assert "torch==2.11.0+cu128" in freeze(venv)
+    # the container lacked uv: exactly the pinned one was installed, and the playbook records it
+    toolchain = out.recorder.playbook().resolved["toolchain"]
+    assert toolchain["uv"] == {"version": UV_PIN, "source": "uv_dir (installed by gpu-provisioner)"}
+
+
+async def test_resolved_records_the_toolchain_and_plan_check_names_a_changed_uv(
+        tmp_path: Path, index: Index, node: Node) -> None:
+    from provisioner.exitcodes import ExitCode
+    from provisioner.runner import exit_code
+
+    uv = real_uv()
+    assert uv is not None
+    venv, uv_dir = tmp_path / "ct" / "opt" / "venv", tmp_path / "ct" / "opt" / "uv"
+    first = await run_playbook(node, make_playbook(venv, build={"uv_dir": str(uv_dir)}), **lab(index))
+    assert first.result.statuses == ["ok", "changed"]
+    recorded = first.recorder.playbook()
+    toolchain = recorded.resolved["toolchain"]
+    real = subprocess.run([uv, "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
+    assert toolchain["uv"] == {"version": real, "source": "container PATH"}
+    # Python's full version (3.12.x, not 3.12) and how it was provided
+    assert toolchain["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert toolchain["python"]["provided_by"] in ("the container's Python", "uv-managed Python")
+    assert json.loads((venv / "runtime.json").read_text())["toolchain"] == toolchain
+
+    # The container's uv is replaced by another version: plan --check names it and exits 10.
+    (node.bin / "uv").unlink()
+    (node.bin / "uv").write_text(f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "uv 0.11.2 (0000000 2025-01-01)"; '
+                                 f'exit 0; }}\nexec {uv} "$@"\n')
+    (node.bin / "uv").chmod(0o755)
+    planned = await run_playbook(node, recorded, mode="plan", **lab(index))
+    assert planned.plan("venv.build").changes == [
+        f"install uv {real} into {uv_dir}: uv 0.11.2 in CT 101, the playbook recorded {real}"]
+    assert exit_code([planned.result], check=True) == ExitCode.CHANGES_PENDING
+
+    # replay installs exactly the recorded uv into uv_dir (the stand-in wheel hands over to the real uv) and
+    # leaves the venv as it is; then nothing is pending.
+    index.publish("pypi", build_wheel(index.wheels, "uv", real, {"uv/__init__.py": ""},
+                                      scripts={"uv": f'#!/bin/sh\nexec {uv} "$@"\n'}))
+    frozen = freeze(venv)
+    replay = await run_playbook(node, recorded, **lab(index))
+    assert replay.result.statuses == ["ok", "changed"], [getattr(e, "line", "") for e in replay.events][-15:]
+    assert (uv_dir / "bin" / "uv").exists() and freeze(venv) == frozen
+    assert replay.recorder.playbook().resolved["toolchain"]["uv"] == {
+        "version": real, "source": "uv_dir (installed by gpu-provisioner)"}
+    again = await run_playbook(node, replay.recorder.playbook(), mode="plan", **lab(index))
+    assert again.plan("venv.build").changes == [] and exit_code([again.result], check=True) == ExitCode.OK
 
 
 async def test_lab_without_a_pypi_takes_extras_from_its_wheel_index(tmp_path: Path, index: Index, node: Node) -> None:
@@ -457,4 +503,25 @@ def test_parse_state_refuses_a_runtime_json_not_written_by_us() -> None:
                        "@@lock\n\n") == {"state": "foreign", "real": "/opt/v", "uv_real": "/opt/uv"}
     ours = parse_state('@@state\nbuilt\n@@runtime\n{"built_by": "gpu-provisioner", "verified": true}\n@@lock\n{}\n')
     assert ours["state"] == "built" and ours["runtime"]["verified"] is True and ours["lock"] is None
-    assert parse_state("@@state\nabsent\n") == {"state": "absent", "real": "", "uv_real": ""}
+    assert parse_state("@@state\nabsent\n") == {"state": "absent", "real": "", "uv_real": "", "uv_path_version": None,
+                                                "uv_dir_version": None, "venv_python": None}
+    # `uv --version` on PATH and in uv_dir, and the venv's Python, as the probe prints them
+    built = parse_state('@@uvpath\nuv 0.11.2 (0000000 2025-01-01)\n@@uvdir\n@@pyver\n3.12.3\n@@state\nbuilt\n'
+                        '@@runtime\n{"built_by": "gpu-provisioner"}\n')
+    assert (built["uv_path_version"], built["uv_dir_version"], built["venv_python"]) == ("0.11.2", None, "3.12.3")
+
+
+def test_toolchain_drift_names_uv_and_python() -> None:
+    from provisioner.steps.venv_build import toolchain_drift
+
+    recorded = {"uv": {"version": "0.13.9"}, "python": {"version": "3.12.3", "provided_by": "the container's Python"}}
+    state = {"uv_path_version": "0.11.2", "uv_dir_version": None, "venv_python": "3.12.7"}
+    changes, notes = toolchain_drift(recorded, state, vmid=200, uv_dir="/opt/gpu-provisioner/uv")
+    assert changes == ["install uv 0.13.9 into /opt/gpu-provisioner/uv: uv 0.11.2 in CT 200, the playbook "
+                       "recorded 0.13.9"]
+    assert notes == ["warning: drift: Python 3.12.7 in the venv of CT 200, the playbook recorded 3.12.3; set "
+                     "recreate: true to rebuild it with the recorded Python"]
+    # the recorded uv in uv_dir (installed by an earlier replay) is no drift; nothing recorded, nothing to say
+    assert toolchain_drift(recorded, {**state, "uv_dir_version": "0.13.9", "venv_python": "3.12.3"}, vmid=200,
+                           uv_dir="/u") == ([], [])
+    assert toolchain_drift({}, state, vmid=200, uv_dir="/u") == ([], [])

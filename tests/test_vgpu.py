@@ -98,7 +98,24 @@ def test_lab_vgpu_node_reads_as_a_vgpu_host_and_others_do_not(tmp_path: Path) ->
     assert not catalog.VGPU.parse(probe(plain, catalog.VGPU.argv)).is_vgpu_host
 
 
-# --- the engine against the lab: plan and replay stop at driver.userspace with the finding ---------------
+# --- the node preflight: stops before any change unless the playbook names the host's own package ---------
+
+
+def test_preflight_stops_a_public_driver_install_on_a_vgpu_host() -> None:
+    from provisioner.exitcodes import ExitCode
+    from provisioner.steps.host_preflight import vgpu_failure
+
+    vgpu = VgpuFacts(manager_module="nvidia_vgpu_vfio")
+    failure = vgpu_failure(vgpu, "570.148.06", public_driver=True)
+    assert failure is not None and failure.exit_code == ExitCode.NO_SOLUTION
+    assert "a vGPU guest driver is not the host's version" in str(failure)
+    assert failure.findings[0]["rule"] == "preflight.vgpu_host"
+    # the host's own vGPU-KVM package (driver_run) is the documented fix: no stop
+    assert vgpu_failure(vgpu, "570.148.06", public_driver=False) is None
+    assert vgpu_failure(VgpuFacts(), "570.148.06", public_driver=True) is None
+
+
+# --- the engine against the lab: plan and replay stop at node.inventory with the finding ------------------
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -108,7 +125,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_vgpu_lab_stops_at_driver_userspace_with_the_finding(tmp_path: Path) -> None:
+def test_vgpu_lab_stops_at_node_inventory_before_any_change(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
@@ -132,11 +149,12 @@ def test_vgpu_lab_stops_at_driver_userspace_with_the_finding(tmp_path: Path) -> 
         rout = replay.stdout + replay.stderr
         assert replay.returncode == 3, rout[-4000:]
         assert "a vGPU guest driver is not the host's version" in rout
-        # nothing was installed in the container: no driver library of any version
+        assert "2. Inventory the node's GPUs and driver: failed" in rout, rout[-4000:]  # node.inventory
+        # the preflight stopped the run before any change: no container was created
         from provisioner.lab.state import LabState
 
-        ct = LabState(root).ct_root(200)
-        assert ct.is_dir() and (ct / "usr" / "lib").is_dir()  # the container exists (the steps before ran)
-        assert list(ct.rglob("libnvidia-ml.so*")) == []
+        lab = LabState(root)
+        assert not lab.conf_path(200).exists() and not lab.ct_dir(200).exists()
+        assert list((lab.root / "etc" / "pve" / "lxc").glob("*.conf")) == []
     finally:
         cli(env, "lab", "down", "--root", str(root))

@@ -2,13 +2,14 @@
 
 ``Lab(root, scenarios, pve).up()`` starts everything in one background daemon process
 (``python -m provisioner.lab.serve --root ROOT``), waits until every service answers, and returns
-the connection info it wrote to ``<root>/connection.json``::
+the connection info it wrote to ``<root>/private/connection.json`` (``private/`` is in no view of the
+lab: a lab container or the lab node cannot read or rewrite what `--lab` runs trust)::
 
     {"lab": "LAB", "node": "pve", "root": "...",
-     "ssh": {"host": "127.0.0.1", "port": P, "user": "root", "key_file": "<root>/client_key",
-             "known_hosts": "<root>/known_hosts"},
-     "api": {"port": P, "user": "root@pam", "password": "file:<root>/api-password",
-             "ca_file": "<root>/tls/...", "fingerprint": "AB:CD:..."},
+     "ssh": {"host": "127.0.0.1", "port": P, "user": "root", "key_file": "<root>/private/client_key",
+             "known_hosts": "<root>/private/known_hosts"},
+     "api": {"port": P, "user": "root@pam", "password": "file:<root>/private/api-password",
+             "ca_file": "<root>/private/tls/...", "fingerprint": "AB:CD:..."},
      "index_url": "http://127.0.0.1:P/whl/", "driver_mirror": "http://127.0.0.1:P",
      "scenarios": [...], "pve": "8.4", "pid": N}
 
@@ -32,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provisioner.lab import safe_fs
 from provisioner.lab.commands import write_node_bin
-from provisioner.lab.state import KNOWN_SCENARIOS, LabState
+from provisioner.lab.state import KNOWN_SCENARIOS, LabState, private_dir
 
 #: scenarios implemented on the node side (the API-side ones are in `provisioner.lab.state.KNOWN_SCENARIOS`)
 NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed", "bug-report-hangs")
@@ -44,6 +46,8 @@ ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS, *INDEX_S
 ONCE_SCENARIOS = ("ssh-drop", "installer-killed", "corrupt-download")
 PVE_CHOICES = ("8.1", "8.4", "9")
 UP_TIMEOUT_S = 180.0
+#: written into a lab root the lab made: only such a directory (or the default lab directory) is ever wiped
+LAB_MARKER = ".gpu-provisioner-lab"
 
 
 class LabError(RuntimeError):
@@ -51,7 +55,7 @@ class LabError(RuntimeError):
 
 
 def connection_path(root: Path) -> Path:
-    return root / "connection.json"
+    return private_dir(root) / "connection.json"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -68,11 +72,8 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def _write_secret(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
-    os.chmod(path, 0o600)
+def _write_secret(root: Path, path: Path, value: str) -> None:
+    safe_fs.write_bytes(root, path, (value + "\n").encode(), 0o600)
 
 
 def _answers(host: str, port: int) -> bool:
@@ -128,8 +129,8 @@ class LabServices:
     def connection(self) -> dict[str, Any]:
         settings = self.state.settings()
         creds = self.state.credentials()
-        password_file = self.state.root / "api-password"
-        _write_secret(password_file, creds.password)
+        password_file = private_dir(self.state.root) / "api-password"
+        _write_secret(self.state.root, password_file, creds.password)
         return {
             "lab": "LAB",
             "node": settings.node,
@@ -206,12 +207,22 @@ class Lab:
         return int(pid) if _pid_alive(int(pid)) else None
 
     def create_state(self) -> LabState:
-        """A fresh lab at `root` (an earlier, stopped lab there is wiped)."""
+        """A fresh lab at `root`. An earlier, stopped lab there is wiped only where the lab made that
+        directory (its marker, `LAB_MARKER`) or it is the tool's own default lab directory; any other
+        directory that is not empty is refused (LabError), never deleted."""
         from provisioner.lab.sandbox import release_mounts
+        from provisioner.paths import lab_dir
 
-        if (self.root / "lab.json").exists():
+        if self.root.exists() and any(self.root.iterdir()):
+            ours = (self.root / LAB_MARKER).is_file() or (
+                self.root == lab_dir().resolve() and (self.root / "lab.json").is_file())
+            if not ours:
+                raise LabError(f"LAB: {self.root} is not empty and was not made by the lab; the lab wipes only "
+                               "directories it made: name a new or empty directory with --root")
             release_mounts(self.root)
             shutil.rmtree(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / LAB_MARKER).write_text("LAB: made by `provisioner lab`; `lab up` may wipe this directory\n")
         state = LabState.create(self.root, profile=self.profile, pve_version=self.pve, scenarios=self.scenarios)
         once = self.root / "run" / "once"
         once.mkdir(parents=True, exist_ok=True)
@@ -301,7 +312,8 @@ class Lab:
 
 
 def site_profile_path(root: Path) -> Path:
-    return root / "site.yaml"
+    """Beside connection.json, outside every view: a node could otherwise rewrite the mirrors an inventory uses."""
+    return private_dir(root) / "site.yaml"
 
 
 def write_site_profile(root: Path) -> Path:
@@ -313,9 +325,7 @@ def write_site_profile(root: Path) -> Path:
 
     site = lab_site(root)
     path = site_profile_path(root)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(site.model_dump(mode="json"), sort_keys=False))
-    tmp.replace(path)
+    safe_fs.write_bytes(root, path, yaml.safe_dump(site.model_dump(mode="json"), sort_keys=False).encode(), 0o600)
     return path
 
 
@@ -342,18 +352,14 @@ def inventory_entry(root: Path, name: str | None = None, container: int | None =
 def serve_forever(root: Path) -> int:
     """Body of the lab daemon: start the services, publish connection.json, wait for SIGTERM."""
     state = LabState.load(root)
-    (root / "run").mkdir(parents=True, exist_ok=True)
-    (root / "run" / "serve.pid").write_text(f"{os.getpid()}\n")
+    safe_fs.write_bytes(root, root / "run" / "serve.pid", f"{os.getpid()}\n".encode())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     services = LabServices(state).start()
     try:
         conn = services.connection()
-        tmp = connection_path(root).with_suffix(".tmp")
-        tmp.write_text(json.dumps(conn, indent=2) + "\n")
-        os.chmod(tmp, 0o600)
-        tmp.replace(connection_path(root))
+        safe_fs.write_bytes(root, connection_path(root), (json.dumps(conn, indent=2) + "\n").encode(), 0o600)
         write_site_profile(root)
         print(f"LAB: serving {root} (pid {os.getpid()})", flush=True)
         while not stop.wait(1.0):
@@ -363,6 +369,6 @@ def serve_forever(root: Path) -> int:
         conn_now = Lab(root).connection()
         if conn_now is not None and conn_now.get("pid") == os.getpid():
             connection_path(root).unlink(missing_ok=True)
-        (root / "run" / "serve.pid").unlink(missing_ok=True)
+        safe_fs.remove_tree(root, root / "run" / "serve.pid")
         print("LAB: stopped", flush=True)
     return 0

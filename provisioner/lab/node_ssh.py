@@ -1,16 +1,18 @@
 """The lab node's SSH endpoint: an asyncssh server on loopback whose commands run real bash in the node view.
 
-- Own host key (``<root>/ssh/ssh_host_ed25519_key``) and one authorized client key; the private
-  client key is written to ``<root>/client_key`` (0600) and ``<root>/known_hosts`` holds the host
-  key, so `provisioner.transport.ssh.SshTransport` verifies the lab like any host.
+- Own host key (``<root>/private/ssh/ssh_host_ed25519_key``) and one authorized client key; the private
+  client key is written to ``<root>/private/client_key`` (0600) and ``<root>/private/known_hosts`` holds
+  the host key, so `provisioner.transport.ssh.SshTransport` verifies the lab like any host. ``private/``
+  is in no view of the lab (`provisioner.lab.sandbox`).
 - Only ``root`` with that key may log in (public key auth only). The auth banner says LAB.
 - ``exec``: ``bash -c <command>`` inside `provisioner.lab.sandbox.node_argv`, as its own session
   (process group); stdout/stderr are streamed as they come, the exit status (or signal) is
   returned. A ``signal`` request, the channel closing or the connection dropping kills the group.
-- ``sftp``: served by the lab itself: asyncssh's SFTP server, chrooted to the node's own root
-  (`provisioner.lab.sandbox.node_fs`), so files land where the node's commands see them. The session
-  hands the channel to an ``SSHServerStreamSession`` for that subsystem only; exec and shell keep
-  running real bash (passing ``sftp_factory`` to the server would make asyncssh refuse every exec).
+- ``sftp``: served by the lab itself (no OpenSSH sftp-server needed): `provisioner.lab.sftp_child`,
+  asyncssh's SFTP server run as a command INSIDE the node view, the channel piped to it as to any
+  command (sshd runs ``sftp-server`` the same way). What it can reach is the node's mount namespace,
+  confined by the kernel: files land where the node's commands see them, and a link planted by the
+  node resolves inside the node's root, never on the machine. Exec and shell keep running real bash.
 - Scenario ``ssh-drop``: the first command that runs the driver installer (``--no-kernel-modules``)
   or ``uv pip install`` has its connection dropped abruptly `DROP_AFTER_S` seconds in (the
   command is killed); ``<root>/run/once/ssh-drop`` is removed so later connections work.
@@ -25,26 +27,26 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import asyncssh
-from asyncssh.stream import SSHServerStreamSession
 
+from provisioner.lab import safe_fs
 from provisioner.lab.commands import resident_socket
 from provisioner.lab.sandbox import (
     ensure_disk_full_opt,
     held_node_argv,
+    lab_python,
     lab_pythonpath,
     make_node_fs,
     node_argv,
     node_env,
-    node_fs,
     node_holder_argv,
     node_script,
     serving_lock,
     stop_ct_holders,
 )
-from provisioner.lab.state import LabState
+from provisioner.lab.state import LabState, make_private_dir, private_dir
 
 BANNER = "LAB: gpu-provisioner lab node (simulated Proxmox VE host; nothing here is real hardware)\n"
 SERVER_VERSION = "LAB_gpu-provisioner"
@@ -52,44 +54,34 @@ DROP_PATTERN = re.compile(r"--no-kernel-modules?\b|\buv pip install\b")
 DROP_AFTER_S = 0.5
 #: how long the node view's holder may take to build the view and import the stand-ins
 HOLDER_START_S = 60.0
-#: the SFTP protocol version the lab offers (asyncssh's default, as OpenSSH's sftp-server)
-SFTP_VERSION = 3
 _SIGNALS = {"INT": signal.SIGINT, "TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "HUP": signal.SIGHUP,
             "QUIT": signal.SIGQUIT, "USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2}
-
-
-class _NodeSftp(asyncssh.SFTPServer):
-    """asyncssh's SFTP server, confined to the node's own root directory."""
-
-    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], fs_root: Path) -> None:
-        super().__init__(chan, chroot=os.fsencode(fs_root))
 
 
 def ensure_keys(root: Path) -> tuple[Path, Path, Path]:
     """Create (once) the host key, the client key and known_hosts content; returns (host key, client key,
     client public key)."""
-    ssh_dir = root / "ssh"
-    ssh_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(ssh_dir, 0o700)
+    private = make_private_dir(root)
+    ssh_dir = private / "ssh"
+    safe_fs.make_dirs(root, ssh_dir, 0o700)
     host_key = ssh_dir / "ssh_host_ed25519_key"
-    client_key = root / "client_key"
+    client_key = private / "client_key"
     for path in (host_key, client_key):
-        if not path.exists():
+        if not safe_fs.exists(root, path):
             key = asyncssh.generate_private_key("ssh-ed25519", comment="LAB gpu-provisioner")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(key.export_private_key())
-            path.with_name(path.name + ".pub").write_bytes(key.export_public_key())
-        os.chmod(path, 0o600)
+            safe_fs.write_bytes(root, path, key.export_private_key(), 0o600)
+            safe_fs.write_bytes(root, path.with_name(path.name + ".pub"), key.export_public_key())
+        safe_fs.chmod(root, path, 0o600)
     return host_key, client_key, client_key.with_name("client_key.pub")
 
 
 def write_known_hosts(root: Path, host: str, port: int) -> Path:
     """``<root>/known_hosts`` with the lab's host key for ``[host]:port``."""
-    pub = (root / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
-    path = root / "known_hosts"
+    private = private_dir(root)
+    pub = safe_fs.read_bytes(root, private / "ssh" / "ssh_host_ed25519_key.pub").decode().split()
+    path = private / "known_hosts"
     pattern = host if port == 22 else f"[{host}]:{port}"
-    path.write_text(f"{pattern} {pub[0]} {pub[1]}\n")
+    safe_fs.write_bytes(root, path, f"{pattern} {pub[0]} {pub[1]}\n".encode())
     return path
 
 
@@ -111,7 +103,6 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
         self._writable = asyncio.Event()
         self._writable.set()
         self._task: asyncio.Task[None] | None = None
-        self._sftp: SSHServerStreamSession[bytes] | None = None
 
     # -- requests --------------------------------------------------------------------------
     def connection_made(self, chan: Any) -> None:
@@ -130,30 +121,23 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
     def subsystem_requested(self, subsystem: str) -> bool:
         if subsystem != "sftp":
             return False
-        fs_root = node_fs(self._server.state.root)
-        self._sftp = SSHServerStreamSession(None, lambda chan: _NodeSftp(cast("asyncssh.SSHServerChannel[bytes]", chan), fs_root), SFTP_VERSION)
-        self._sftp.connection_made(self._chan)
-        return bool(self._sftp.subsystem_requested(subsystem))
+        # the SFTP server runs in the node view like any command (kernel-confined, see the module doc)
+        self._command = None
+        self._argv = ["env", "PYTHONPATH=" + os.pathsep.join(str(p) for p in lab_pythonpath()),
+                      lab_python(), "-m", "provisioner.lab.sftp_child"]
+        return True
 
     def session_started(self) -> None:
-        if self._sftp is not None:
-            self._sftp.session_started()
-            return
         self._task = asyncio.ensure_future(self._run())
 
     # -- data in ---------------------------------------------------------------------------
     def data_received(self, data: bytes, datatype: int | None) -> None:
-        if self._sftp is not None:
-            self._sftp.data_received(data, datatype)
-            return
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.write(data)
         else:
             self._pending.append(data)
 
     def eof_received(self) -> bool:
-        if self._sftp is not None:
-            return bool(self._sftp.eof_received())
         self._eof = True
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.close()
@@ -164,19 +148,13 @@ class _NodeSession(asyncssh.SSHServerSession[bytes]):
             _kill_group(self._proc.pid, _SIGNALS.get(signame, signal.SIGTERM))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._sftp is not None:
-            self._sftp.connection_lost(exc)
         if self._proc is not None and self._proc.returncode is None:
             _kill_group(self._proc.pid)
 
     def pause_writing(self) -> None:
-        if self._sftp is not None:
-            self._sftp.pause_writing()
         self._writable.clear()
 
     def resume_writing(self) -> None:
-        if self._sftp is not None:
-            self._sftp.resume_writing()
         self._writable.set()
 
     # -- running ---------------------------------------------------------------------------
@@ -309,9 +287,9 @@ class LabSshServer:
         old = self._holder
         self._holder_gen += 1
         run = self.state.root / "run" / "resident"
-        run.mkdir(parents=True, exist_ok=True)
+        safe_fs.make_dirs(self.state.root, run)
         sock = resident_socket(self.state.root)
-        with open(run / "holder.log", "ab") as log:
+        with os.fdopen(safe_fs.open_append(self.state.root, run / "holder.log"), "ab") as log:
             proc = await asyncio.create_subprocess_exec(
                 *node_holder_argv(script, sock), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=log, env=node_env(self.state, {"PYTHONPATH": os.pathsep.join(str(p) for p in lab_pythonpath())}), start_new_session=True)
@@ -349,7 +327,7 @@ class LabSshServer:
 
     @property
     def known_hosts(self) -> Path:
-        return self.state.root / "known_hosts"
+        return private_dir(self.state.root) / "known_hosts"
 
     async def start(self) -> LabSshServer:
         make_node_fs(self.state.root)
@@ -387,5 +365,4 @@ class LabSshServer:
     def dropped(self, command: str) -> None:
         self._drop_marker().unlink(missing_ok=True)
         log = self.state.root / "run" / "ssh-drop.log"
-        with open(log, "a") as fh:
-            fh.write(f"LAB: dropped the connection during: {command}\n")
+        safe_fs.append_bytes(self.state.root, log, f"LAB: dropped the connection during: {command}\n".encode())

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from provisioner.lab import safe_fs
 from provisioner.lab.httpd import BackgroundHttpServer
 from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
@@ -591,10 +592,12 @@ class LabApi:
             self.state.write_conf(vmid, conf)
             self.state.set_status(vmid, "stopped")
             root = self.state.ct_root(vmid)
-            (root / "etc").mkdir(exist_ok=True)
             os_name = _os_of_template(ostemplate)
-            (root / "etc" / "os-release").write_text(OS_RELEASE.get(os_name, f'ID=unknown\nNAME="{os_name}"\n'))
-            (root / "etc" / "hostname").write_text(options["hostname"] + "\n")
+            # the node can write under ct/: never through a link (provisioner.lab.safe_fs)
+            lab = self.state.root
+            safe_fs.write_bytes(lab, root / "etc" / "os-release",
+                                OS_RELEASE.get(os_name, f'ID=unknown\nNAME="{os_name}"\n').encode())
+            safe_fs.write_bytes(lab, root / "etc" / "hostname", (options["hostname"] + "\n").encode())
         if start:
             self._start_work(vmid, log)
 

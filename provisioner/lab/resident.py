@@ -45,6 +45,11 @@ PRELOAD = ("provisioner.lab.commands.pct", "provisioner.lab.commands.nvidia_smi"
            "provisioner.lab.commands.lspci", "provisioner.lab.pvesh", "provisioner.lab.commands.systemctl",
            "provisioner.lab.pve_api")
 MAX_MSG = 1 << 20
+#: what a client may ask for: the node's stand-ins from the node's own view; from a container's view
+#: (another user namespace) only the stand-ins a container has (a container never runs node code)
+NODE_MODULES = frozenset({*PRELOAD[:-1]})
+CT_MODULES = frozenset({"provisioner.lab.commands.apt_get", "provisioner.lab.commands.nvidia_smi",
+                        "provisioner.lab.commands.kmod"})
 CLONE_NEWNS = 0x00020000
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -128,6 +133,13 @@ def _supervise(conn: socket.socket) -> None:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         peer = int.from_bytes(creds[:4], sys.byteorder, signed=True)
         try:
+            same_userns = os.readlink(f"/proc/{peer}/ns/user") == os.readlink("/proc/self/ns/user")
+        except OSError:
+            same_userns = False
+        if str(request.get("module")) not in (NODE_MODULES if same_userns else CT_MODULES):
+            conn.sendall(b"fallback\n")  # not served here: the client runs it itself, in its own view
+            return
+        try:
             mnt_ns = os.open(f"/proc/{peer}/ns/mnt", os.O_RDONLY)
         except OSError:
             conn.sendall(b"fallback\n")  # the client runs the stand-in itself
@@ -167,6 +179,9 @@ def _reap() -> None:
 
 
 def serve(sock_path: Path) -> int:
+    # a call runs in the client's mount namespace, where the directory this started in (``python -m``
+    # puts it first on sys.path) may be a container's: imports come from the lab's own paths only
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and p != os.getcwd()]
     for module in PRELOAD:
         importlib.import_module(module)
     sock_path.parent.mkdir(parents=True, exist_ok=True)

@@ -53,7 +53,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from provisioner.lab.state import LabSettings, LabState
+from provisioner.lab import safe_fs
+from provisioner.lab.state import PRIVATE_DIR, LabSettings, LabState, make_private_dir
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
 
 if TYPE_CHECKING:
@@ -95,14 +96,12 @@ def made_node(root: Path, major: int, minor: int, mode: int) -> str | None:
     """A real character device major:minor with `mode` under ``<root>/run/devnodes`` (made once, as
     root in the machine's own namespace); None where this process cannot mknod (not root)."""
     path = root / "run" / "devnodes" / f"c{major}-{minor}-{mode:o}"
-    if path.exists():
+    if safe_fs.exists(root, path):
         return str(path)
     if os.geteuid() != 0:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mknod(path, 0o020000 | mode, os.makedev(major, minor))
-        os.chmod(path, mode)
+    try:  # never through a link planted under run/ (this runs as root on the machine)
+        safe_fs.mknod(root, path, 0o020000 | mode, os.makedev(major, minor))
     except OSError:
         return None
     return str(path)
@@ -214,8 +213,9 @@ def _prefix_of(exe: Path) -> Path:
 
 
 def keep_paths(root: Path) -> list[tuple[Path, bool]]:
-    """Machine paths bound into every view at their own path: (path, writable). Only the lab root is
-    writable; of the project only its ``provisioner`` package (the stand-ins' code) is visible."""
+    """Machine paths bound read-only into every view at their own path: (path, writable=False). Of the
+    project only its ``provisioner`` package (the stand-ins' code) is visible. The lab root is not one
+    of them: the node gets it by `_lab_window_node`, a container by `_lab_window_ct`."""
     ro = {project_dir() / "provisioner", Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
           _prefix_of(Path(sys.executable))}
     for exe in discover_pythons().values():
@@ -226,8 +226,8 @@ def keep_paths(root: Path) -> list[tuple[Path, bool]]:
         ro.add(uv.parent)
     lab = root.resolve()
     system = [Path("/" + d) for d in SYSTEM_DIRS]  # in every view already (a container's /usr is its overlay)
-    paths = {p: False for p in ro if p.exists() and not _under(p, lab) and not any(_under(p, d) for d in system)}
-    paths[lab] = True
+    paths = {p: False for p in ro if p.exists() and not _under(p, lab) and not _under(lab, p)
+             and not any(_under(p, d) for d in system)}
     # a path inside another kept path comes with it (binding it again would only hide nothing)
     out = [(p, w) for p, w in paths.items() if not any(q != p and _under(p, q) and not wq
                                                        for q, wq in paths.items())]
@@ -305,7 +305,7 @@ def _owner(uid: int) -> str:
     return "root" if uid == 0 else str(uid)
 
 
-def write_device_table(path: Path, nodes: Iterable[DeviceNode], denied: Iterable[str] = ()) -> None:
+def write_device_table(root: Path, path: Path, nodes: Iterable[DeviceNode], denied: Iterable[str] = ()) -> None:
     """The view's device table (``path major minor mode uid gid allowed|denied`` per line) and the
     sed script (``<path>.sed``) that the lab's ls/stat pass their output through."""
     denied_set = set(denied)
@@ -321,8 +321,8 @@ def write_device_table(path: Path, nodes: Iterable[DeviceNode], denied: Iterable
         # stat -c '... %t %T ... %a' of the node: "/dev/nvidia0 character special file 1 3 666"
         p = _sed_literal(n.path)
         sed.append(f"\\%^{p} % {{ s% 1 3\\( \\|$\\)% {n.major:x} {n.minor:x}\\1%; s% 666$% {n.mode:o}%; }}")
-    _write(path, "".join(rows))
-    _write(path.with_name(path.name + ".sed"), "\n".join(sed) + "\n")
+    _write(root, path, "".join(rows))
+    _write(root, path.with_name(path.name + ".sed"), "\n".join(sed) + "\n")
 
 
 #: ls/stat of a view: the real tool's output with the device table's numbers for the lab's nodes
@@ -364,22 +364,24 @@ def lab_host(settings: LabSettings) -> render.LabHost:
     return profile_host(settings)
 
 
-def _write(path: Path, text: str) -> None:
+def _write(root: Path, path: Path, text: str) -> None:
     """Write in place and only when changed: live bind mounts of the file keep showing it (a replaced
-    file would leave them on a deleted inode, onto which nothing can be mounted)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    file would leave them on a deleted inode, onto which nothing can be mounted). `path` is under the
+    lab `root`; no component below it is followed as a link (the node can write there, the lab server
+    runs outside the views: `provisioner.lab.safe_fs`)."""
     data = text.encode()
     try:
-        if path.read_bytes() == data:
+        if safe_fs.read_bytes(root, path) == data:
             return
     except OSError:
         pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+        safe_fs.write_bytes(root, path, data, in_place=True)
+    except OSError:
+        # the lab's own file was replaced (by a link, a FIFO...): it is removed, never followed, and
+        # written afresh (a view that bound the old file sees the new one when it is built again)
+        safe_fs.remove_tree(root, path)
+        safe_fs.write_bytes(root, path, data, in_place=True)
 
 
 
@@ -393,27 +395,28 @@ def write_node_files(state: LabState) -> Path:
 
     settings = state.settings()
     host = lab_host(settings)
-    d = node_dir(state.root)
-    _write(d / "sys-module" / "nvidia" / "version", render.render_sys_module_version(host))
-    _write(d / "proc-driver" / "nvidia" / "version", render.render_proc_driver_version(host))
-    _write(d / "proc-driver" / "nvidia" / render.LAB_FABRIC_FILE, render.render_lab_fabric_state(host))
+    root = state.root
+    d = node_dir(root)
+    _write(root, d / "sys-module" / "nvidia" / "version", render.render_sys_module_version(host))
+    _write(root, d / "proc-driver" / "nvidia" / "version", render.render_proc_driver_version(host))
+    _write(root, d / "proc-driver" / "nvidia" / render.LAB_FABRIC_FILE, render.render_lab_fabric_state(host))
     devices = render.render_proc_devices(host)
     uvm = d / "sys-module" / "nvidia_uvm"
     if settings.host_uvm_nodes:
-        _write(uvm / "version", render.render_sys_module_version(host))
+        _write(root, uvm / "version", render.render_sys_module_version(host))
     else:
         devices = "".join(line for line in devices.splitlines(keepends=True) if not line.endswith(" nvidia-uvm\n"))
-        shutil.rmtree(uvm, ignore_errors=True)
-    _write(d / "proc-devices", devices)
+        safe_fs.remove_tree(root, uvm)
+    _write(root, d / "proc-devices", devices)
     from provisioner.lab.profiles import get_profile
 
     if get_profile(settings.profile).vgpu_manager:  # the vGPU manager's module (every loaded module has initstate)
-        _write(d / "sys-module" / "nvidia_vgpu_vfio" / "initstate", "live\n")
+        _write(root, d / "sys-module" / "nvidia_vgpu_vfio" / "initstate", "live\n")
     for g in host.gpus:
-        _write(d / "proc-driver" / "nvidia" / "gpus" / render.proc_bus_dir(g) / "information",
+        _write(root, d / "proc-driver" / "nvidia" / "gpus" / render.proc_bus_dir(g) / "information",
                render.render_gpu_information(host, g))
     for sub in ("stage", "hold"):
-        (state.root / "run" / sub).mkdir(parents=True, exist_ok=True)
+        safe_fs.make_dirs(root, root / "run" / sub)
     return d
 
 
@@ -442,7 +445,7 @@ def add_node_devices(state: LabState, paths: Iterable[str]) -> None:
         except OSError:
             continue
         subprocess.run(["mount", "-n", "--bind", node.source or "/dev/null", path], check=False, capture_output=True)
-    write_device_table(state.root / "run" / "devtab" / "node", devices.values())
+    write_device_table(state.root, state.root / "run" / "devtab" / "node", devices.values())
 
 
 def node_devices(state: LabState) -> list[DeviceNode]:
@@ -482,8 +485,8 @@ def write_view_tools(root: Path) -> Path:
     d = view_tool_dir(root)
     for name in ("ls", "stat"):
         path = d / name
-        _write(path, VIEW_TOOL.format(name=name))
-        path.chmod(0o755)
+        _write(root, path, VIEW_TOOL.format(name=name))
+        safe_fs.chmod(root, path, 0o755)
     return d
 
 
@@ -521,6 +524,46 @@ def _keep(s: _Script, r: str, root: Path) -> None:
               + "fi")
 
 
+#: what a container's stand-ins (apt-get, nvidia-smi, the driver installer) read or write of the lab root:
+#: ``lab.json`` (through a read-only bind of the root), the resident stand-in server's
+#: socket, the once-markers and the apt-lock counter; everything else is covered
+CT_WINDOW_HIDDEN = ("private", "ct", "etc", "tasks", "node", "bin", "run", "api-requests.jsonl", "lab.log", ".lock")
+
+
+def _lab_window_node(s: _Script, r: str, root: Path) -> None:
+    """The lab root in the node view, at its own path: read-write (the node's stand-ins keep the lab's
+    state there), with ``private/`` (the lab's secrets) covered by an empty read-only tmpfs."""
+    t = f"{r}{root}"
+    s.run("mkdir", "-p", t)
+    s.mount("--rbind", root, t)
+    s.mount("-t", "tmpfs", "-o", "ro,mode=000,size=4k", "lab-private", f"{t}/{PRIVATE_DIR}")
+
+
+def _lab_window_ct(s: _Script, r: str, root: Path) -> None:
+    """The lab root in a container view: read-only, every part but ``lab.json`` covered (`CT_WINDOW_HIDDEN`),
+    the stand-ins' socket and markers bound back. Mounts made before the view's own user namespace
+    (`_enter`): the container cannot remove or remount them (locked, see mount_namespaces(7))."""
+    t = f"{r}{root}"
+    s.run("mkdir", "-p", t)
+    s.mount("--rbind", root, t)  # (recursive: in the node view the root carries locked mounts)
+    s.raw(f"mount -n -o remount,bind,ro {_q(t)}")
+    for name in CT_WINDOW_HIDDEN:
+        p = f"{t}/{name}"
+        s.raw(f"if [ -d {_q(p)} ]; then mount -n -t tmpfs -o mode=755,size=64k lab-hidden {_q(p)}; "
+              + ("" if name == "run" else f"mount -n -o remount,ro {_q(p)}; ")
+              +
+              f"elif [ -e {_q(p)} ]; then mount -n --bind /dev/null {_q(p)}; fi")
+    run = f"{t}/run"
+    for sub in ("resident", "once"):
+        s.run("mkdir", "-p", f"{run}/{sub}")
+        s.mount("--bind", root / "run" / sub, f"{run}/{sub}")
+    # the socket is reached through a read-only mount too (connect(2) does not write the file system)
+    s.raw(f"mount -n -o remount,bind,ro {_q(run + '/resident')}")
+    s.raw(f": > {_q(run + '/apt-lock-attempts')}")
+    s.mount("--bind", root / "run" / "apt-lock-attempts", f"{run}/apt-lock-attempts")
+    s.raw(f"mount -n -o remount,bind,ro {_q(run)}")
+
+
 def _view_tools(s: _Script, r: str, root: Path, table: Path) -> None:
     """The lab's ls/stat over the view's /usr/bin/ls and /usr/bin/stat; the real ones in /.lab/bin."""
     tools = write_view_tools(root)
@@ -542,7 +585,10 @@ def _enter(s: _Script, r: str, cwd: str) -> None:
     s.run("umount", "-n", "-l", "/.oldroot")
     s.run("rmdir", "/.oldroot")
     s.raw(f"cd {_q(cwd)} 2>/dev/null || cd /")
-    s.raw('exec "$@"')
+    # a user namespace of its own (root maps to this view's root): every mount of the view is locked
+    # in it (mount_namespaces(7), "restrictions on mount namespaces"): nothing covered can be uncovered,
+    # nothing read-only remounted read-write, from inside
+    s.raw('exec unshare -U -m --map-root-user --propagation private -- "$@"')
 
 
 def own_etc_dirs(root: Path, lower: Path = Path("/etc")) -> None:
@@ -576,11 +622,12 @@ def node_script(state: LabState) -> str:
     (root / "etc").mkdir(parents=True, exist_ok=True)
     own_etc_dirs(root)
     fs = make_node_fs(root)
+    make_private_dir(root)
     nr = new_root_dir(root)
     nr.mkdir(parents=True, exist_ok=True)
     devices = node_devices(state)
     table = root / "run" / "devtab" / "node"
-    write_device_table(table, devices)
+    write_device_table(root, table, devices)
     r = str(nr)
     s = _Script()
     s.mount("-t", "tmpfs", "-o", "mode=755", "lab-node-root", r)
@@ -599,6 +646,7 @@ def node_script(state: LabState) -> str:
         s.run("mkdir", "-p", f"{r}/{sub}")
         s.mount("--bind", fs / sub, f"{r}/{sub}")
     _keep(s, r, root)
+    _lab_window_node(s, r, root)
     _view_tools(s, r, root, table)
     _bind_node_facts(s, d, r)
     _enter(s, r, "/root")
@@ -728,9 +776,16 @@ def ensure_disk_full_opt(state: LabState, vmid: int) -> bool:
                 return False
     except OSError:
         return False
-    opt.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755",
-                           f"lab-ct{vmid}-opt", str(opt)], check=False, capture_output=True).returncode == 0
+    try:  # the directory as opened without following a link (the node can write the container's root)
+        fd = safe_fs.open_dir(state.root, opt, create=True)
+    except OSError:
+        return False
+    try:
+        return subprocess.run(["mount", "-n", "-t", "tmpfs", "-o", f"size={DISK_FULL_OPT_SIZE},mode=755",
+                               f"lab-ct{vmid}-opt", f"/proc/self/fd/{fd}"], check=False, capture_output=True,
+                              pass_fds=(fd,)).returncode == 0
+    finally:
+        os.close(fd)
 
 
 def record_host_ns(root: Path) -> None:
@@ -763,24 +818,30 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     for sub in (*CT_OVERLAY_DIRS, *CT_BIND_DIRS):
         (rootfs / sub.strip("/")).mkdir(parents=True, exist_ok=True)
     (rootfs / "tmp").chmod(0o1777)
+    for sub in ("resident", "once"):
+        (root / "run" / sub).mkdir(parents=True, exist_ok=True)
+    counter = root / "run" / "apt-lock-attempts"
+    if not counter.exists():
+        counter.touch()
     nr = new_root_dir(root)
     nr.mkdir(parents=True, exist_ok=True)
     denied = denied_paths(state, conf)
     table = root / "run" / "devtab" / f"ct{vmid}"
     devices = [DeviceNode(n.path, n.major, n.minor, n.mode, n.uid, n.gid, made_node(root, n.major, n.minor, n.mode))
                for n in ct_devices(state, conf)]
-    write_device_table(table, devices, denied)
+    write_device_table(root, table, devices, denied)
     r = str(nr)
     s = _Script()
     s.mount("-t", "tmpfs", "-o", "mode=755", f"lab-ct{vmid}-root", r)
     s.run("mkdir", "-p", *(f"{r}{top}" for top in CT_OVERLAY_DIRS))
     s.raw("if [ -d /.lab/usr ]; then lower=/.lab; else lower=; fi")
     for top in CT_OVERLAY_DIRS:
-        lower = "$lower" + top
-        opts = f"upperdir={rootfs / top.strip('/')},workdir={work / top.strip('/')}"
-        s.raw(f"mount -n -t overlay lab-ct{vmid}-{top.strip('/')} -o \"lowerdir={lower}\",{_q(opts + ',index=off')} "
-              f"{_q(r + top)} 2>/dev/null || mount -n -t overlay lab-ct{vmid}-{top.strip('/')} "
-              f"-o \"lowerdir={lower}\",{_q(opts)} {_q(r + top)}")
+        subs = submounts_under(top)
+        if subs:
+            _split_overlay(s, f"lab-ct{vmid}-{top.strip('/')}", top, rootfs, work, r, subs)
+        else:
+            _ct_overlay(s, f"lab-ct{vmid}-{top.strip('/')}", top, rootfs / top.strip("/"), work / top.strip("/"),
+                        r + top)
     for top in SYSTEM_DIRS:
         if top != "usr":
             s.raw(f"if [ -L /{top} ]; then ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
@@ -801,10 +862,81 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     s.run("mkdir", "-p", f"{r}/run")
     s.mount("-t", "tmpfs", "-o", "mode=755,size=16m", f"lab-ct{vmid}-run", f"{r}/run")
     _keep(s, r, root)
+    _lab_window_ct(s, r, root)
     _view_tools(s, r, root, table)
     _bind_node_facts(s, d, r)
     _enter(s, r, cwd)
     return s.text()
+
+
+def _ct_overlay(s: _Script, name: str, lower: str, upper: Path, work: Path, target: str) -> None:
+    """overlay `lower` (a path of the parent view; under /.lab when the node view has its pristine copy)."""
+    opts = f"upperdir={upper},workdir={work}"
+    s.raw(f"mount -n -t overlay {name} -o \"lowerdir=$lower{lower}\",{_q(opts + ',index=off')} "
+          f"{_q(target)} 2>/dev/null || mount -n -t overlay {name} -o \"lowerdir=$lower{lower}\",{_q(opts)} "
+          f"{_q(target)}")
+
+
+def _unescape_mountinfo(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _lower_base(top: str) -> str:
+    """Where a container's overlay of `top` takes its lower layer: the node view's pristine copy
+    (``/.lab/usr``...: the node's own /usr carries the view's tools) or, outside it, `top` itself."""
+    return "/.lab" if os.path.isdir("/.lab" + top) else ""
+
+
+def submounts_under(top: str) -> list[str]:
+    """Mount points strictly below `top`'s lower layer (`_lower_base`), as paths under `top` (WSL2's
+    /usr/lib/wsl, a container runtime's binds under /etc or /usr)."""
+    base = _lower_base(top) + top.rstrip("/")
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            points = {_unescape_mountinfo(line.split()[4]) for line in fh if len(line.split()) > 4}
+    except OSError:
+        return []
+    return sorted(top.rstrip("/") + p[len(base):] for p in points if p.startswith(base + "/"))
+
+
+def _split_overlay(s: _Script, name: str, top: str, rootfs: Path, work: Path, r: str, subs: list[str]) -> None:
+    """A container's `top` where the machine's has mounts below it: in a user namespace those are locked
+    to their parent and overlayfs refuses a lower layer with a locked mount below it (clone_private_mount,
+    fs/namespace.c). The container's directory is then its own upper directory, each entry of the lower
+    one an overlay of its own (same upper paths as the whole-directory overlay), a directory holding a
+    mount split again, the mount itself and a plain file read-only binds, a link a copy."""
+    upper = rootfs / top.strip("/")
+    upper.mkdir(parents=True, exist_ok=True)
+    target = r + top
+    s.run("mkdir", "-p", target)
+    s.mount("--bind", upper, target)
+    try:
+        entries = sorted(os.scandir(_lower_base(top) + top), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        path, t, up = f"{top}/{e.name}", f"{target}/{e.name}", upper / e.name
+        if os.path.lexists(up) and not (up.is_dir() and not up.is_symlink()):
+            continue  # the container's own file, link or whiteout there hides the machine's
+        if path in subs:
+            if e.is_dir(follow_symlinks=False):
+                up.mkdir(exist_ok=True)
+            else:
+                up.touch()
+            s.raw(f"mount -n --rbind \"$lower\"{_q(path)} {_q(t)} && mount -n -o remount,bind,ro {_q(t)} 2>/dev/null || true")
+        elif e.is_symlink():
+            os.symlink(os.readlink(e.path), up)
+        elif e.is_dir(follow_symlinks=False):
+            up.mkdir(exist_ok=True)
+            if any(p.startswith(path + "/") for p in subs):
+                _split_overlay(s, name, path, rootfs, work, r, subs)
+            else:
+                w = work / "split" / path.strip("/")
+                w.mkdir(parents=True, exist_ok=True)
+                _ct_overlay(s, name, path, up, w, t)
+        elif e.is_file(follow_symlinks=False):
+            up.touch()
+            s.raw(f"mount -n --bind \"$lower\"{_q(path)} {_q(t)} && mount -n -o remount,bind,ro {_q(t)} 2>/dev/null || true")
 
 
 def denied_paths(state: LabState, conf: LxcConfig) -> list[str]:
@@ -858,10 +990,19 @@ def stop_ct_holder(root: Path, vmid: int) -> None:
     except (OSError, ValueError):
         return
     pid = int(rec.get("pid", 0))
-    if pid > 0 and _proc_start(pid) == rec.get("start"):
+    # the record lies where the node can write: only a process in a lab view (a user namespace other
+    # than this process's) is ever killed by it, never one of the machine's
+    if pid > 0 and _proc_start(pid) == rec.get("start") and _in_other_userns(pid):
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
     path.unlink(missing_ok=True)
+
+
+def _in_other_userns(pid: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/user") != os.readlink("/proc/self/ns/user")
+    except OSError:
+        return False
 
 
 def stop_ct_holders(root: Path) -> None:

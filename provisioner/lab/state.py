@@ -5,12 +5,15 @@ endpoint) reads and writes this directory, so several processes can share one la
 
     <root>/lab.json                    LabSettings (node, PVE version, scenarios, GPUs, storage,
                                        templates, aplinfo catalogue, host_uvm_nodes, task_delay)
-    <root>/credentials.json            root@pam password, API token root@pam!lab, ticket secret (0600)
+    <root>/private/                    the lab's secrets, outside every view of the lab (0700):
+      credentials.json                 root@pam password, API token root@pam!lab, ticket secret (0600)
+      tls/                             the API server's CA, certificate and key
+      ssh/, client_key, known_hosts    the SSH endpoint's host key, the client key and its known_hosts
+      connection.json, api-password    what `lab up` publishes for `--lab` runs
     <root>/etc/pve/lxc/<vmid>.conf     container configs (provisioner.proxmox.lxc_conf format)
     <root>/ct/<vmid>/status.json       {"status": "running"|"stopped", "pid": ..., "started": ...}
     <root>/ct/<vmid>/rootfs/           the container's root directory
     <root>/tasks/<upid>.json|.log      task status and log lines
-    <root>/tls/                        the API server's CA, certificate and key
     <root>/api-requests.jsonl          one line per API request (secrets removed)
     <root>/.lock                       fcntl lock file
 
@@ -35,7 +38,9 @@ API (all paths derive from `root`)::
     state.task_log(upid) -> [lines]; state.list_tasks() -> [TaskRecord]
     state.log_request({...})
 
-Read-modify-write sequences must hold `lock()`; single writes are atomic (write + rename).
+Read-modify-write sequences must hold `lock()`; single writes are atomic (write + rename). The lab's
+node and containers can write under the root (not under ``private/``), so every write here goes through
+`provisioner.lab.safe_fs` (no link below the root is followed).
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import threading
 import time
 import uuid
@@ -56,6 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from provisioner.lab import safe_fs
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.proxmox.tasks import decode_upid, encode_upid, final_log_line
 
@@ -232,14 +237,27 @@ class TaskRecord(BaseModel):
     endtime: int | None = None
 
 
-def _atomic_write(path: Path, data: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+def _atomic_write(root: Path, path: Path, data: str, mode: int = 0o644) -> None:
+    safe_fs.write_bytes(root, path, data.encode(), mode)
+
+
+#: the directory of the lab's secrets under its root (never bound into a view: `provisioner.lab.sandbox`)
+PRIVATE_DIR = "private"
+
+
+def private_dir(root: Path) -> Path:
+    return root / PRIVATE_DIR
+
+
+def make_private_dir(root: Path) -> Path:
+    d = private_dir(root)
+    safe_fs.make_dirs(root, d, 0o700)
+    fd = safe_fs.open_dir(root, d)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return d
 
 
 def _task_stem(upid: str) -> str:
@@ -271,6 +289,7 @@ class LabState:
         if "host_uvm_nodes" not in settings:
             parsed.host_uvm_nodes = "no-uvm" not in parsed.scenarios
         state.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(state.root)
         for sub in ("etc/pve/lxc", "ct", "tasks"):
             (state.root / sub).mkdir(parents=True, exist_ok=True)
         creds = LabCredentials(
@@ -278,8 +297,8 @@ class LabState:
             token_value=str(uuid.uuid4()),
             ticket_secret=secrets.token_hex(32),
         )
-        _atomic_write(state.credentials_path, creds.model_dump_json(indent=2), 0o600)
-        _atomic_write(state.settings_path, parsed.model_dump_json(indent=2))
+        _atomic_write(state.root, state.credentials_path, creds.model_dump_json(indent=2), 0o600)
+        _atomic_write(state.root, state.settings_path, parsed.model_dump_json(indent=2))
         return state
 
     @classmethod
@@ -302,11 +321,11 @@ class LabState:
 
     @property
     def credentials_path(self) -> Path:
-        return self.root / "credentials.json"
+        return private_dir(self.root) / "credentials.json"
 
     @property
     def tls_dir(self) -> Path:
-        return self.root / "tls"
+        return private_dir(self.root) / "tls"
 
     @property
     def requests_log_path(self) -> Path:
@@ -353,7 +372,7 @@ class LabState:
         with self._rlock:
             depth = getattr(self._local, "depth", 0)
             if depth == 0:
-                fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 self._local.fd = fd
             self._local.depth = depth + 1
@@ -367,14 +386,14 @@ class LabState:
 
     # -- settings / credentials ------------------------------------------------------------
     def settings(self) -> LabSettings:
-        return LabSettings.model_validate_json(self.settings_path.read_text())
+        return LabSettings.model_validate_json(safe_fs.read_bytes(self.root, self.settings_path))
 
     def update_settings(self, **changes: Any) -> LabSettings:
         with self.lock():
             current = self.settings().model_dump()
             current.update(changes)
             new = LabSettings.model_validate(current)
-            _atomic_write(self.settings_path, new.model_dump_json(indent=2))
+            _atomic_write(self.root, self.settings_path, new.model_dump_json(indent=2))
             return new
 
     def has_scenario(self, name: str) -> bool:
@@ -411,12 +430,12 @@ class LabState:
 
     def read_conf(self, vmid: int) -> LxcConfig:
         try:
-            return LxcConfig.parse(self.conf_path(vmid).read_text())
+            return LxcConfig.parse(safe_fs.read_bytes(self.root, self.conf_path(vmid)).decode())
         except FileNotFoundError:
             raise CtNotFound(vmid) from None
 
     def write_conf(self, vmid: int, conf: LxcConfig) -> None:
-        _atomic_write(self.conf_path(vmid), conf.render(), 0o640)
+        _atomic_write(self.root, self.conf_path(vmid), conf.render(), 0o640)
 
     def get_status(self, vmid: int) -> CtStatus:
         path = self.ct_dir(vmid) / "status.json"
@@ -424,25 +443,25 @@ class LabState:
             if not self.has_ct(vmid):
                 raise CtNotFound(vmid)
             return CtStatus()
-        return CtStatus.model_validate_json(path.read_text())
+        return CtStatus.model_validate_json(safe_fs.read_bytes(self.root, path))
 
     def set_status(self, vmid: int, status: Literal["running", "stopped"], pid: int | None = None) -> CtStatus:
         if status == "running":
             new = CtStatus(status="running", pid=pid or 100000 + secrets.randbelow(3_000_000), started=time.time())
         else:
             new = CtStatus(status="stopped")
-        _atomic_write(self.ct_dir(vmid) / "status.json", new.model_dump_json())
+        _atomic_write(self.root, self.ct_dir(vmid) / "status.json", new.model_dump_json())
         return new
 
     def ct_root(self, vmid: int) -> Path:
         root = self.ct_dir(vmid) / "rootfs"
-        root.mkdir(parents=True, exist_ok=True)
+        safe_fs.make_dirs(self.root, root)
         return root
 
     def delete_ct(self, vmid: int) -> None:
         with self.lock():
-            self.conf_path(vmid).unlink(missing_ok=True)
-            shutil.rmtree(self.ct_dir(vmid), ignore_errors=True)
+            safe_fs.remove_tree(self.root, self.conf_path(vmid))
+            safe_fs.remove_tree(self.root, self.ct_dir(vmid))
 
     # -- tasks -----------------------------------------------------------------------------
     def _task_paths(self, upid: str) -> tuple[Path, Path]:
@@ -462,15 +481,14 @@ class LabState:
                     break
             rec = TaskRecord(upid=upid, node=node, pid=pid, pstart=pstart, starttime=int(time.time()),
                              type=type_, id=id_, user=user)
-            _atomic_write(status_path, rec.model_dump_json())
-            log_path.write_text("")
+            _atomic_write(self.root, status_path, rec.model_dump_json())
+            safe_fs.write_bytes(self.root, log_path, b"")
         return upid
 
     def append_task_log(self, upid: str, *lines: str) -> None:
         _, log_path = self._task_paths(upid)
-        with self.lock(), open(log_path, "a") as fh:
-            for line in lines:
-                fh.write(line.rstrip("\n") + "\n")
+        with self.lock():
+            safe_fs.append_bytes(self.root, log_path, "".join(line.rstrip("\n") + "\n" for line in lines).encode())
 
     def finish_task(self, upid: str, exitstatus: str, log: Sequence[str] = ()) -> TaskRecord:
         """Append `log` and PVE's final line (TASK OK / TASK ERROR: ... / TASK WARNINGS: n); mark stopped."""
@@ -484,7 +502,7 @@ class LabState:
                 lines.append("")  # PVE starts TASK ERROR/WARNINGS on a new line
             self.append_task_log(upid, *lines, final_log_line(exitstatus))
             rec = rec.model_copy(update={"status": "stopped", "exitstatus": exitstatus, "endtime": int(time.time())})
-            _atomic_write(status_path, rec.model_dump_json())
+            _atomic_write(self.root, status_path, rec.model_dump_json())
             return rec
 
     def get_task(self, upid: str) -> TaskRecord | None:
@@ -494,7 +512,7 @@ class LabState:
             return None
         status_path, _ = self._task_paths(upid)
         try:
-            rec = TaskRecord.model_validate_json(status_path.read_text())
+            rec = TaskRecord.model_validate_json(safe_fs.read_bytes(self.root, status_path))
         except FileNotFoundError:
             return None
         return rec if rec.upid == upid else None
@@ -502,7 +520,7 @@ class LabState:
     def task_log(self, upid: str) -> list[str]:
         _, log_path = self._task_paths(upid)
         try:
-            return log_path.read_text().splitlines()
+            return safe_fs.read_bytes(self.root, log_path).decode(errors="replace").splitlines()
         except FileNotFoundError:
             return []
 
@@ -518,8 +536,8 @@ class LabState:
     # -- request log -----------------------------------------------------------------------
     def log_request(self, entry: dict[str, Any]) -> None:
         line = json.dumps(entry, sort_keys=True, default=str)
-        with self.lock(), open(self.requests_log_path, "a") as fh:
-            fh.write(line + "\n")
+        with self.lock():
+            safe_fs.append_bytes(self.root, self.requests_log_path, (line + "\n").encode())
 
     def read_request_log(self) -> list[dict[str, Any]]:
         if not self.requests_log_path.exists():

@@ -10,6 +10,10 @@
 - NVSwitch systems (HGX) need `nvidia-fabricmanager` active; without it CUDA fails with error 802
   "system not yet initialized" (Fabric Manager user guide,
   https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/ ; https://github.com/wilicc/gpu-burn/issues/92).
+- A vGPU host (NVIDIA's vGPU manager: `nvidia_vgpu_vfio`, `nvidia-smi vgpu`) has no public .run of its driver
+  version (`provisioner.facts.vgpu`): a playbook that would install the public driver userspace stops here,
+  before the container is created, with the finding `driver.userspace` would give later. A playbook that
+  names the host's own vGPU-KVM package (`driver_run`) goes on.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from provisioner.diagnose.model import Finding
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.models import DriverVersionInfo, Gpu, NvSwitchFacts, PciDevice, UnitState
+from provisioner.facts.vgpu import VgpuFacts, vgpu_host_problem
 from provisioner.steps.base import StepFailed
 
 #: PCI device ids from 0x2900 on are Blackwell or later (GB100 0x29xx, GB202 0x2Bxx, GB203 0x2Cxx, GB205/206/207
@@ -91,3 +96,17 @@ def fabric_manager_failure(host: str, nvswitch: NvSwitchFacts, fabric: dict[str,
                                  "set up, so CUDA is not ready",
                       fix=FABRIC_MANAGER_FIX, evidence=tuple(evidence), rule="preflight.fabric_manager")
     return StepFailed(message, fix=FABRIC_MANAGER_FIX, evidence=evidence, findings=[finding.to_dict()], exit_code=ExitCode.FAILED)
+
+
+def vgpu_failure(facts: VgpuFacts, host_driver: str, *, public_driver: bool) -> StepFailed | None:
+    """A vGPU host whose playbook installs the public driver userspace (`public_driver`: a driver.userspace
+    step without driver_run): the same finding `driver.userspace` gives, raised before any change."""
+    problem = vgpu_host_problem(facts, host_driver) if public_driver else None
+    if problem is None:
+        return None
+    message, fix = problem
+    evidence = [facts.evidence] if facts.evidence else []
+    finding = Finding(category="driver_lib_mismatch", confidence=0.95, root_cause=message, fix=fix,
+                      evidence=tuple(evidence), rule="preflight.vgpu_host")
+    return StepFailed(message, fix=fix, evidence=evidence, findings=[finding.to_dict()],
+                      exit_code=ExitCode.NO_SOLUTION)

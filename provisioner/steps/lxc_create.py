@@ -147,6 +147,29 @@ async def container_exists(ctx: StepContext, vmid: int) -> dict[str, Any] | None
     return None
 
 
+def template_record(volid: str, aplinfo: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The template as `resolved.template` records it: its file name and the sha512 PVE's appliance index
+    lists for it (`GET /nodes/{node}/aplinfo`, `sha512sum` per template: pve-manager PVE/APLInfo.pm; `pveam
+    available` reads the same index); sha512 None for a template the index does not list (a custom one)."""
+    name = volid.partition(":")[2].removeprefix("vztmpl/")
+    entry = next((e for e in aplinfo or [] if e.get("template") == name), None)
+    sha = entry.get("sha512sum") if entry else None
+    return {"name": name, "sha512": sha if isinstance(sha, str) and sha else None}
+
+
+def template_drift(recorded: Any, current: dict[str, Any]) -> str | None:
+    """A note when the index now lists another sha512 for the recorded template (or another template)."""
+    if not isinstance(recorded, dict) or not recorded.get("name"):
+        return None
+    if recorded["name"] != current["name"]:
+        return (f"warning: drift: template {current['name']}, the playbook recorded {recorded['name']} "
+                f"(sha512 {recorded.get('sha512')})")
+    if recorded.get("sha512") and current["sha512"] and recorded["sha512"] != current["sha512"]:
+        return (f"warning: drift: aplinfo lists template {current['name']} with sha512 {current['sha512']}, "
+                f"the playbook recorded {recorded['sha512']}: the index re-published the file")
+    return None
+
+
 @register
 class LxcCreate(StepKind[CreateParams]):
     """Create the container through the Proxmox API; update one of ours in place (`steps/lxc_spec.py`);
@@ -216,11 +239,23 @@ class LxcCreate(StepKind[CreateParams]):
                                  fix="set download_template: true, or `pveam download "
                                      f"{storage} {volume.removeprefix('vztmpl/')}` on the node", exit_code=ExitCode.FAILED)
             changes.append(f"download template {volume.removeprefix('vztmpl/')} to {storage}")
+        notes = await self._template(ctx, node_name(ctx))
         p = self.params
         changes.append(f"create CT {vmid} '{p.hostname}': {p.cores} cores, {p.memory} MiB RAM, {p.swap} MiB swap, "
                        f"rootfs {p.rootfs_storage}:{p.rootfs_size_gb}G, net0 {p.net.property_string()}, "
                        f"{'unprivileged' if p.unprivileged else 'privileged'}")
-        return Plan(changes=changes)
+        return Plan(changes=changes, notes=notes)
+
+    async def _template(self, ctx: StepContext, node: str) -> list[str]:
+        """The template's record (name, aplinfo sha512) for `resolved.template`, and a note when it differs
+        from the playbook's. An index that cannot be read leaves the name alone recorded."""
+        try:
+            apl: list[dict[str, Any]] | None = await call(ctx, "read aplinfo", ctx.pve().aplinfo, node)
+        except StepFailed:
+            apl = None
+        ctx.state.template = template_record(self.params.template, apl)
+        drift = template_drift(ctx.resolved.template, ctx.state.template)
+        return [drift] if drift else []
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         vmid = target_vmid(ctx, self.params.vmid)
@@ -285,4 +320,8 @@ class LxcCreate(StepKind[CreateParams]):
             raise StepFailed(f"CT {vmid} was created but differs: " + "; ".join(bad))
 
     def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        return {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
+        out: dict[str, Any] = {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
+        template = ctx.state.template or ctx.resolved.template  # an existing CT keeps its record
+        if template:
+            out["template"] = template
+        return out

@@ -9,11 +9,12 @@ from pydantic import Field
 
 from provisioner.events import Event
 from provisioner.facts import catalog
+from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import UnitState
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.host_inventory import gather_inventory
-from provisioner.steps.host_preflight import fabric_manager_failure
+from provisioner.steps.host_preflight import fabric_manager_failure, vgpu_failure
 from provisioner.steps.state import HostInventory
 
 
@@ -73,3 +74,12 @@ async def preflight(ctx: StepContext, inv: HostInventory) -> None:
     failure = fabric_manager_failure(ctx.host, nvswitch, fabric, unit)
     if failure is not None:
         raise failure
+    public_driver = any(s.kind == "driver.userspace" and not s.params.get("driver_run") for s in ctx.playbook.steps)
+    if public_driver and inv.driver_version:
+        try:
+            vgpu = await ctx.fact(ctx.node, catalog.VGPU)
+        except FactUnavailable:
+            return
+        failure = vgpu_failure(vgpu, inv.driver_version, public_driver=public_driver)
+        if failure is not None:
+            raise failure

@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
+from provisioner.payloads import JsonObject, Resolved, VenvLock, VenvRuntime
 from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
@@ -188,7 +188,10 @@ def parse_state(text: str) -> dict[str, Any]:
             sections[current].append(line)
     state = (sections.get("state") or ["foreign"])[0].strip()
     real = {k: (sections.get(s) or [""])[0].strip() for k, s in (("real", "real"), ("uv_real", "uvreal"))}
-    out: dict[str, Any] = {"state": state, **real}
+    out: dict[str, Any] = {"state": state, **real,
+                           "uv_path_version": uv_version("\n".join(sections.get("uvpath", []))),
+                           "uv_dir_version": uv_version("\n".join(sections.get("uvdir", []))),
+                           "venv_python": (sections.get("pyver") or [""])[0].strip() or None}
     if state == "built":
         try:
             runtime = json.loads("\n".join(sections.get("runtime", [])))
@@ -204,6 +207,39 @@ def parse_state(text: str) -> dict[str, Any]:
     return out
 
 
+#: prints the running Python's full version (3.12.3)
+PY_VERSION = "import platform; print(platform.python_version())"
+_UV_VERSION_RE = re.compile(r"^uv ([0-9]+\.[0-9]+\.[0-9]+)\b", re.MULTILINE)
+
+
+def uv_version(text: str) -> str | None:
+    """`uv --version` output ("uv 0.13.9 (abc123 2025-10-01)") → "0.13.9"; None when uv did not answer."""
+    m = _UV_VERSION_RE.search(text)
+    return m.group(1) if m else None
+
+
+def recorded_toolchain(resolved: Resolved) -> dict[str, Any]:
+    """The playbook's `resolved.toolchain` ({"uv": {"version", "source"}, "python": {"version", "provided_by"}})."""
+    return dict(resolved.toolchain or {})
+
+
+def toolchain_drift(recorded: dict[str, Any], state: dict[str, Any], *, vmid: int, uv_dir: str) -> tuple[list[str], list[str]]:
+    """(changes, notes) for a built venv whose container's toolchain differs from the playbook's record: a uv
+    other than the recorded one (neither on PATH nor in uv_dir) is installed into uv_dir at the recorded
+    version; a venv whose Python is another patch release is named (its repair is `recreate: true`)."""
+    changes, notes = [], []
+    want_uv = (recorded.get("uv") or {}).get("version")
+    have = [v for v in (state.get("uv_path_version"), state.get("uv_dir_version")) if v]
+    if want_uv and want_uv not in have:
+        seen = f"uv {have[0]} in CT {vmid}" if have else f"no uv in CT {vmid}"
+        changes.append(f"install uv {want_uv} into {uv_dir}: {seen}, the playbook recorded {want_uv}")
+    want_py = (recorded.get("python") or {}).get("version")
+    if want_py and state.get("venv_python") and state["venv_python"] != want_py:
+        notes.append(f"warning: drift: Python {state['venv_python']} in the venv of CT {vmid}, the playbook "
+                     f"recorded {want_py}; set recreate: true to rebuild it with the recorded Python")
+    return changes, notes
+
+
 def _resolve_lines(var: str, section: str) -> list[str]:
     """Print `@@section` and the variable's path resolved in the container (every symlink followed; the
     last components need not exist): GNU `realpath -m`, else `readlink -f` (busybox)."""
@@ -217,12 +253,15 @@ def _probe_script(path: str, uv_dir: str) -> str:
         f"u={quoting.join([uv_dir])}",
         *_resolve_lines("p", "real"),
         *_resolve_lines("u", "uvreal"),
+        "echo @@uvpath; uv --version 2>/dev/null || true",
+        'echo @@uvdir; "$u/bin/uv" --version 2>/dev/null || true',
         'if [ ! -e "$p" ]; then echo @@state; echo absent; exit 0; fi',
         'if [ ! -d "$p" ]; then echo @@state; echo notdir; exit 0; fi',
         'if [ -z "$(ls -A "$p")" ]; then echo @@state; echo empty; exit 0; fi',
         f'if [ -e "$p/{BUILDING_MARKER}" ]; then echo @@state; echo incomplete; exit 0; fi',
         f'if [ -f "$p/{RUNTIME_FILE}" ]; then',
         '  if [ ! -x "$p/bin/python" ]; then echo @@state; echo incomplete; exit 0; fi',
+        f'  echo @@pyver; "$p/bin/python" -c {quoting.join([PY_VERSION])} 2>/dev/null || true',
         f'  echo @@state; echo built; echo @@runtime; cat "$p/{RUNTIME_FILE}"; echo',
         f'  echo @@lock; cat "$p/{META_DIR}/lock.json" 2>/dev/null; echo; exit 0',
         "fi",
@@ -349,6 +388,9 @@ class _Build:
 
     req: dict[str, Any]
     uv: str = ""
+    uv_version: str = ""
+    uv_source: str = ""
+    python_provided: str = ""
     repair: bool = False
     locks: dict[str, Any] = field(default_factory=dict)
     pins: dict[str, str] = field(default_factory=dict)
@@ -460,7 +502,12 @@ class VenvBuild(StepKind[VenvParams]):
                 if state.get("lock"):
                     ctx.state.venv_lock = VenvLock.model_validate(state["lock"])
                 ctx.state.venv_runtime = VenvRuntime.model_validate(rt)
-                return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}")
+                changes, drift_notes = toolchain_drift(recorded_toolchain(ctx.resolved), state, vmid=ctx.vmid,
+                                                       uv_dir=self.params.uv_dir)
+                if changes:
+                    return Plan(changes=changes, notes=drift_notes)
+                return Plan.no_change(f"{path} has {want}", f"verified: torch {rt.get('torch')}, CUDA {rt.get('cuda')}",
+                                      *drift_notes)
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
             if not self.params.recreate:
@@ -485,6 +532,17 @@ class VenvBuild(StepKind[VenvParams]):
         """prepare (uv, a stale venv removed, the building marker) → create the venv → install each
         group from its lock → record the lock and runtime."""
         build = _Build(req=self._request(ctx))
+        state = await self._state(ctx)
+        rt = state.get("runtime") or {}
+        if (state["state"] == "built" and rt.get("request") == build.req
+                and (rt.get("verified") or not self.params.smoke_test)):
+            # a current venv whose uv drifted: install the recorded uv, nothing else
+            build.uv = await self._ensure_uv(ctx, build.req, build)
+            runtime = {**rt, "toolchain": {**(rt.get("toolchain") or {}), "uv": self._uv_record(build)}}
+            ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
+            await self._write_runtime(ctx, runtime)
+            yield ctx.info(f"using {build.uv} (uv {build.uv_version}); {self.params.path} is unchanged")
+            return
         async for event in self._prepare(ctx, build):
             yield event
         async for event in self._create_venv(ctx, build):
@@ -498,8 +556,8 @@ class VenvBuild(StepKind[VenvParams]):
     async def _prepare(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path = ctx.container(), self.params.path
         state = await self._state(ctx)
-        build.uv = await self._ensure_uv(ctx, build.req)
-        yield ctx.info(f"using {build.uv}")
+        build.uv = await self._ensure_uv(ctx, build.req, build)
+        yield ctx.info(f"using {build.uv} (uv {build.uv_version})")
         stale = state["state"] == "foreign" or (state["state"] == "built"
                                                  and state["runtime"].get("request") != build.req)
         # A build cut short (disk full, dropped connection) can leave half-copied packages that uv considers
@@ -519,7 +577,12 @@ class VenvBuild(StepKind[VenvParams]):
 
     async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
+        rec = recorded_toolchain(ctx.resolved).get("python") or {}
+        if (str(rec.get("provided_by", "")).startswith("uv") and str(rec.get("version", "")).startswith(python + ".")):
+            python = str(rec["version"])  # uv provided it: the same patch release again
         found = await ct.run([uv, "python", "find", python], timeout=120, quiet=True)
+        build.python_provided = ("uv-managed Python" if "/uv/python/" in found.output else "the container's Python"
+                                 ) if found.ok else "uv python install"
         if not found.ok:
             yield ctx.info(f"Python {python} is not in the container: installing it with uv")
             installed_py = await ct.run([uv, "python", "install", python], timeout=900)
@@ -636,8 +699,11 @@ class VenvBuild(StepKind[VenvParams]):
         lock = {"groups": build.locks}
         freeze = await ct.run([build.uv, "pip", "freeze", "--python", f"{path}/bin/python"], timeout=120, quiet=True,
                               check=True)
+        pyver = await ct.run([f"{path}/bin/python", "-c", PY_VERSION], timeout=120, quiet=True, check=True)
+        toolchain = {"uv": self._uv_record(build),
+                     "python": {"version": pyver.output.strip(), "provided_by": build.python_provided}}
         runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
-                   "index_url": req["index_url"], "python": req["python"],
+                   "index_url": req["index_url"], "python": req["python"], "toolchain": toolchain,
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
         ctx.state.venv_lock = VenvLock.model_validate(lock)
         ctx.state.venv_freeze = list(freeze.lines)
@@ -650,17 +716,37 @@ class VenvBuild(StepKind[VenvParams]):
     async def _write_runtime(self, ctx: StepContext, runtime: dict[str, Any]) -> None:
         await ctx.container().write_file(f"{self.params.path}/{RUNTIME_FILE}", json.dumps(runtime, indent=1).encode())
 
-    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any]) -> str:
+    @staticmethod
+    def _uv_record(build: _Build) -> dict[str, str]:
+        return {"version": build.uv_version, "source": build.uv_source}
+
+    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any], build: _Build | None = None) -> str:
         """uv from PATH, else the one we installed before, else pip-install the pinned uv (from PyPI or the
         site's PyPI mirror, never from the PyTorch index) into a venv at uv_dir. uv_dir is made by us
-        (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared."""
+        (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared.
+        With a uv version in the playbook's `resolved.toolchain`, only that version is used: a uv of another
+        version on PATH is passed over and the recorded one installed into uv_dir."""
+        ct, build = ctx.container(), build or _Build(req=req)
+        recorded = (recorded_toolchain(ctx.resolved).get("uv") or {}).get("version")
+        pin = str(recorded) if recorded else UV_PIN
+        uv_bin = f"{self.params.uv_dir}/bin/uv"
+        for cmd, source in ((["sh", "-c", "command -v uv"], "container PATH"),
+                            (["sh", "-c", f"test -x {quoting.join([uv_bin])} && echo {quoting.join([uv_bin])}"],
+                             "uv_dir (installed by gpu-provisioner)")):
+            where = await ct.run(cmd, timeout=60, quiet=True)
+            path = next((ln.strip() for ln in where.lines if ln.strip().startswith("/")), None)
+            if not where.ok or path is None:
+                continue
+            version = uv_version((await ct.run([path, "--version"], timeout=60, quiet=True)).output)
+            if version and (not recorded or version == pin):
+                build.uv_version, build.uv_source = version, source
+                return path
+        return await self._install_uv(ctx, req, pin, build)
+
+    async def _install_uv(self, ctx: StepContext, req: dict[str, Any], pin: str, build: _Build) -> str:
         ct = ctx.container()
         uv_bin = f"{self.params.uv_dir}/bin/uv"
-        probe = await ct.run(["sh", "-c", f"command -v uv || {{ test -x {quoting.join([uv_bin])} && "
-                                          f"echo {quoting.join([uv_bin])}; }} || true"], timeout=60, quiet=True)
-        found = [ln.strip() for ln in probe.lines if ln.strip().startswith("/")]
-        if found:
-            return found[-1]
+        build.uv_version, build.uv_source = pin, "uv_dir (installed by gpu-provisioner)"
         d = quoting.join([self.params.uv_dir])
         mark = quoting.join([f"{self.params.uv_dir}/{UV_MARKER}"])
         made = await ct.run(["sh", "-c", quoting.script(
@@ -672,20 +758,20 @@ class VenvBuild(StepKind[VenvParams]):
             f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
             f"apt-get install -y -qq python3-venv && python3 -m venv {d}; }}")], timeout=900)
         if made.exit_status == 3:
-            raise StepFailed(f"uv is not installed in the container and uv_dir {self.params.uv_dir} holds files "
+            raise StepFailed(f"uv {pin} is not installed in the container and uv_dir {self.params.uv_dir} holds files "
                              "gpu-provisioner did not make; it is left untouched", result=made, exit_code=ExitCode.USAGE,
                              fix="install uv in the container (on PATH), or set uv_dir: to an empty or new directory")
         if not made.ok:
-            raise StepFailed("uv is not installed in the container and no Python venv could be made to install it",
+            raise StepFailed(f"uv {pin} is not installed in the container and no Python venv could be made to install it",
                              result=made, fix="install python3 and python3-venv in the container, or install uv")
         pypi = self._fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
         pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
-                            "--index-url", pypi, f"uv=={UV_PIN}"], timeout=900)
+                            "--index-url", pypi, f"uv=={pin}"], timeout=900)
         if not pip.ok:
-            raise _install_failure("uv", [f"uv=={UV_PIN}"], pypi, pip, ctx.words)
+            raise _install_failure("uv", [f"uv=={pin}"], pypi, pip, ctx.words)
         version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
-        if not version.ok or UV_PIN not in version.output:
-            raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {UV_PIN}", result=version)
+        if not version.ok or uv_version(version.output) != pin:
+            raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {pin}", result=version)
         return uv_bin
 
     async def verify(self, ctx: StepContext) -> None:
@@ -731,4 +817,8 @@ class VenvBuild(StepKind[VenvParams]):
             out["venv_lock"] = ctx.state.venv_lock.dump()
         if ctx.state.venv_runtime is not None:
             out["runtime"] = ctx.state.venv_runtime.recorded()
+            if ctx.state.venv_runtime.toolchain:
+                out["toolchain"] = ctx.state.venv_runtime.toolchain
+            elif ctx.resolved.toolchain:  # a venv built before the record keeps it
+                out["toolchain"] = ctx.resolved.toolchain
         return out

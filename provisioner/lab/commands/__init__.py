@@ -12,6 +12,7 @@ import os
 import shlex
 from pathlib import Path
 
+from provisioner.lab import safe_fs
 from provisioner.lab.sandbox import bin_dir, lab_python, lab_pythonpath
 
 #: wrapper name -> python module run by it
@@ -68,6 +69,6 @@ def write_executable(path: Path, text: str) -> None:
 def write_node_bin(root: Path) -> Path:
     """Create ``<root>/bin`` with one wrapper per node stand-in; returns the directory."""
     d = bin_dir(root)
-    for name, module in NODE_COMMANDS.items():
-        write_executable(d / name, wrapper_text(module, root))
+    for name, module in NODE_COMMANDS.items():  # by the lab server: never through a link the node planted
+        safe_fs.write_bytes(root, d / name, wrapper_text(module, root).encode(), 0o755)
     return d
