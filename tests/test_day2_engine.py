@@ -136,4 +136,7 @@ def drift_rules(env: dict[str, str]) -> dict[str, str]:
     findings = last_json(diag.stdout)["findings"]
     assert isinstance(findings, list)
     assert diag.returncode == (1 if findings else 0), diag.stderr[-3000:]  # a live check exits 1 on a fault
-    return {str(f["rule"]): str(f["root_cause"]) for f in findings if str(f["rule"]).startswith("drift.")}
+    # a drift finding merged with the facts' finding of the same cause (merge_by_cause) is named in `rules`,
+    # its text among the evidence
+    return {str(r): " | ".join([str(f["root_cause"]), *map(str, f["evidence"])])
+            for f in findings for r in f["rules"] if str(r).startswith("drift.")}

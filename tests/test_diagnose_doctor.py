@@ -38,6 +38,17 @@ def test_distinct_facts_findings_of_one_category_stay_distinct() -> None:
     assert merge_by_cause([b, a]) == [a, b]
 
 
+def test_two_drift_findings_of_one_category_stay_two_repairs() -> None:
+    """The boot unit gone and the nodes it makes missing: two repairs `plan --check` names; a facts finding
+    of their category joins the first of them, not both."""
+    unit = _f("container_device_missing", 0.95, "drift.boot_unit", "boot unit not installed")
+    nodes = _f("container_device_missing", 0.95, "drift.nodes", "/dev/nvidia-uvm missing on the host")
+    facts = _f("container_device_missing", 0.9, "facts.uvm", "uvm")
+    merged = merge_by_cause([unit, nodes, facts])
+    assert [f.rule for f in merged] == ["drift.boot_unit", "drift.nodes"]
+    assert set(merged[0].rules) == {"drift.boot_unit", "facts.uvm"} and merged[1].rules == ()
+
+
 def test_checks_name_each_probe_and_why_it_failed() -> None:
     ok = ProbeRecord(name="node.module_version", target="node", where="local", command="cat", status="ok",
                      exit_status=0, output="595.71.05\n")

@@ -25,7 +25,7 @@ from provisioner.support.collect import run_probe
 from provisioner.support.derive import facts_from_records
 from provisioner.support.diagnose_sources import HostUnreachable, evidence_findings, live_findings
 from provisioner.support.evidence import ProbeRecord
-from provisioner.support.probes import BY_NAME, PROBES, Probe, argv_for, selected
+from provisioner.support.probes import BUNDLE_PROBES, BY_NAME, PROBES, Probe, argv_for, selected
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTarget, SshTransport
 from tests.support.require import require, require_torch
@@ -99,8 +99,8 @@ def standin_transport(bindir: Path, **env: str) -> LocalTransport:
 
 
 def test_probe_names_files_and_fact_keys_are_consistent() -> None:
-    assert len(BY_NAME) == len(PROBES)
-    assert len({p.file for p in PROBES}) == len(PROBES)
+    assert len(BY_NAME) == len(BUNDLE_PROBES)  # the bundle's probes: every probe plus nvidia-bug-report.sh
+    assert len({p.file for p in BUNDLE_PROBES}) == len(BUNDLE_PROBES)
     live_keys = {"host_driver_version", "container_driver_version", "host_gpu_count", "container_gpu_count",
                  "host_proc_devices", "host_dev_nodes", "container_dev_nodes", "lxc_config", "cgroup_fs", "shm",
                  "gpu_compute_caps", "torch_arch_list", "torch_cuda_version", "torch_version", "nccl_env",

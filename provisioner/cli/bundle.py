@@ -32,6 +32,7 @@ from provisioner.session import LabNotRunning
 from provisioner.support.bundle import write_bundle
 from provisioner.support.collect import collect
 from provisioner.support.doctor import check_of
+from provisioner.support.probes import BUG_REPORT_BOUND_S, bundle_probes
 from provisioner.support.scrub import Scrubber
 from provisioner.support.target import NodeSpec, lab_spec, node_transport
 
@@ -150,10 +151,14 @@ def _given(name: str) -> bool:
               help="Playbook whose secret references are resolved so their values are redacted "
                    "(its target is used when no --host/--local/--lab is given); it is added to the bundle.")
 @click.option("--no-runs", is_flag=True, help="Leave out the run logs.")
+@click.option("--bug-report-timeout", "bug_report_timeout", type=click.IntRange(1, 3600),
+              default=BUG_REPORT_BOUND_S, show_default=True, metavar="SECONDS",
+              help="Bound on the node's nvidia-bug-report.sh (it hangs where a GPU stops responding); past it "
+                   "the report is stopped and the bundle says it timed out.")
 @click.option("--json", "json_out", is_flag=True, help="Print a JSON summary as the last line of stdout.")
 def command(host: str | None, user: str | None, port: int, key_file: str | None, known_hosts: str,
             trust_new_host: bool, local: bool, lab: bool, vmid: int | None, venv: str | None, output: str,
-            playbook: str | None, no_runs: bool, json_out: bool) -> None:
+            playbook: str | None, no_runs: bool, bug_report_timeout: int, json_out: bool) -> None:
     known: list[str] = []
     extra: dict[str, str] = {}
     default_host: str | None = None
@@ -182,7 +187,7 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
     async def run() -> Any:
         node = node_transport(choice.spec)
         try:
-            return await collect(node, choice.vmid, choice.venv)
+            return await collect(node, choice.vmid, choice.venv, probes=bundle_probes(bug_report_timeout))
         finally:
             await node.close()
 
@@ -192,7 +197,7 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
     except OSError as exc:
         _fail(f"cannot write {output}: {exc.strerror or exc}", ExitCode.FAILED)
     scrub = Scrubber(known)
-    findings = [scrub.scrub_obj(f.to_dict()) for f in diagnose("", evidence.facts, scrub.secrets)]
+    findings = [scrub.scrub_obj(f.to_dict()) for f in diagnose(evidence.report_text(), evidence.facts, scrub.secrets)]
     digest = hashlib.sha256(result.path.read_bytes()).hexdigest()
     counts = evidence.counts()
     failed = [{"name": r.name, "status": r.status, "why": scrub(check_of(r).detail)}

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from provisioner.cli.bundle import target_from_options, target_options
 from provisioner.diagnose import Finding, diagnose
+from provisioner.diagnose.evidence import log_evidence
 from provisioner.diagnose.source import LogInput, LogRefused, read_log
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 from provisioner.support.diagnose_sources import BundleError, Check, HostUnreachable, bundle_findings, live_report
@@ -86,9 +87,12 @@ def _panel(finding: Finding) -> Panel:
 @target_options
 @click.option("--bundle", "bundle_path", metavar="FILE.tar.gz", help="Diagnose a support bundle written by `provisioner bundle`.")
 @click.option("--json", "json_out", is_flag=True, help="Print the findings as one JSON line (last line of stdout).")
+@click.option("--evidence", "show_evidence", is_flag=True,
+              help="Also print the typed evidence read from the log (where it ran, driver, userspace, device nodes, "
+                   "versions, installer phase, NCCL/Xid), JSON key 'evidence'.")
 def command(log_path: str | None, facts_path: str | None, host: str | None, user: str, port: int,
             key_file: str | None, known_hosts: str, trust_new_host: bool, local: bool, lab: bool, vmid: int | None,
-            venv: str | None, bundle_path: str | None, json_out: bool) -> None:
+            venv: str | None, bundle_path: str | None, json_out: bool, show_evidence: bool) -> None:
     live = bool(host or local or lab)
     if log_path is None and facts_path is None and not live and not bundle_path:
         _fail("give --log FILE (or - for stdin), --host/--local/--lab, --bundle FILE.tar.gz and/or --facts FILE.json")
@@ -114,8 +118,11 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     else:
         findings = diagnose(text, facts)
     fault = ExitCode.FAILED if live and findings else ExitCode.OK
+    evidence = log_evidence(text).model_dump(mode="json", exclude_defaults=True) if show_evidence else None
     if json_out:
         out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
+        if evidence is not None:
+            out["evidence"] = evidence
         if log_in is not None and log_in.note:  # only when the reader left part of the log out
             out["input"] = log_in.to_dict()
         if live:
@@ -123,6 +130,11 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         click.echo(json.dumps(out, ensure_ascii=False))
         raise SystemExit(fault)
     console = Console(highlight=False)
+    if evidence is not None:
+        console.print(Text("Evidence:", style="bold"))
+        for key, value in evidence.items():
+            if key != "lines":
+                console.print(f"  {key}: {value}", markup=False)
     if log_in is not None and log_in.note:
         console.print(Text(f"Note: {log_in.note}", style="yellow"))
     if live:

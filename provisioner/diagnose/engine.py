@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from provisioner.diagnose.evidence import EXTRACTOR_REGEXES, LogEvidence, decide, extract_evidence, places_of
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import CleanLog, clean_log
@@ -272,13 +273,13 @@ class Prefilter:
 def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
     literals: set[str] = set()
     bare: list[Regex] = []
-    for rule in rules:
-        for pattern in rule.patterns:
-            lits = required_literals(to_regex(pattern))
-            if lits is None:
-                bare.append(compile_rx_bytes(to_regex(pattern)))
-            else:
-                literals |= lits
+    # the rules' patterns and the evidence extractors' (a long log's windows hold the lines either reads)
+    for regex in [*(to_regex(p) for rule in rules for p in rule.patterns), *EXTRACTOR_REGEXES]:
+        lits = required_literals(regex)
+        if lits is None:
+            bare.append(compile_rx_bytes(regex))
+        else:
+            literals |= lits
     alternation = "|".join(literal_regex(x) for x in sorted(literals, key=len, reverse=True))
     return Prefilter(compile_rx_bytes(alternation, exact=True), tuple(bare))
 
@@ -364,4 +365,15 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
         fields.update(log_fields(view.text))
-    return _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
+    out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
+    ev = extract_evidence(log.full_text, fields)
+    if context_text is not None:
+        places_of(context_text, ev)
+    return out + evidence_candidates(ev)
+
+
+def evidence_candidates(ev: LogEvidence) -> list[Candidate]:
+    """The conclusions the log's typed evidence supports (`diagnose.evidence.decide`), as candidates."""
+    return [Candidate(category=h.category, confidence=h.confidence, best=h.name, root_cause=h.root_cause, fix=h.fix,
+                      rules=[h.name], evidence=list(h.evidence), generic_only=False, demotes=frozenset(h.demotes))
+            for h in decide(ev)]

@@ -28,6 +28,8 @@ BOOT_UNIT_NAME = "gpu-provisioner-nvidia-nodes.service"  # lxc.boot_persistence'
 BOOT_UNIT_PATH = f"/etc/systemd/system/{BOOT_UNIT_NAME}"
 MANIFEST_DIR = "/etc/gpu-provisioner"  # the provisioning record per container (`drift.manifest_path`)
 ABSENT = 3  # exit status our probe scripts use for "not there"
+TIMED_OUT = 124  # coreutils `timeout`'s status when it had to stop the command (our probe scripts pass it on)
+BUG_REPORT_BOUND_S = 120  # default bound on nvidia-bug-report.sh (it hangs where a GPU stops responding)
 
 
 def raw_text(text: str) -> RawText:
@@ -127,6 +129,44 @@ PROVISIONING_MANIFEST = _raw("provisioning_manifest", ("cat", f"{MANIFEST_DIR}/c
 BOOT_UNIT_FILE = _raw("boot_unit_file", ("cat", BOOT_UNIT_PATH))
 BOOT_UNIT_ENABLED = _raw("boot_unit_enabled", ("systemctl", "is-enabled", BOOT_UNIT_NAME))
 PCT_STATE = _raw("pct_state", ("pct", "status", VMID))
+
+
+
+def bug_report_fact(bound_s: int = BUG_REPORT_BOUND_S) -> Fact[RawText]:
+    """NVIDIA's `nvidia-bug-report.sh` (installed with the driver), bounded to `bound_s` seconds.
+
+    It runs in a private temp dir with `--safe-mode` ("Disable some parts of the script that may hang the
+    system", the script's own usage text) and `--output-file`, to which it appends `.gz` when gzip is
+    there; the probe prints the log uncompressed. NVIDIA's docs allow it to "run slowly" and it blocks for
+    good where nvidia-smi does (a GPU that stopped responding, the task in D state: leptonai/gpud#117), so
+    `timeout -k 5` stops it: exit `TIMED_OUT` (124) with what it had written so far. Not installed: `ABSENT`.
+    The bound is a separate argv element (`$1`), never spliced into the script."""
+    bound = int(bound_s)
+    if not 1 <= bound <= 3600:
+        raise ValueError(f"nvidia-bug-report.sh bound must be 1..3600 s, not {bound_s}")
+    script = (
+        f'command -v nvidia-bug-report.sh >/dev/null 2>&1 || {{ echo "nvidia-bug-report.sh: not installed"; '
+        f'exit {ABSENT}; }}\n'
+        'd=$(mktemp -d) || exit 1\n'
+        "trap 'rm -rf \"$d\"' EXIT\n"
+        'cd "$d" || exit 1\n'
+        'timeout -k 5 "$1" nvidia-bug-report.sh --safe-mode --output-file "$d/nvidia-bug-report.log" '
+        '>"$d/console.txt" 2>&1 </dev/null\n'
+        'rc=$?\n'
+        'if [ -s "$d/nvidia-bug-report.log.gz" ]; then gzip -dc "$d/nvidia-bug-report.log.gz" 2>/dev/null\n'
+        'elif [ -s "$d/nvidia-bug-report.log" ]; then cat "$d/nvidia-bug-report.log"; fi\n'
+        f'if [ "$rc" -eq {TIMED_OUT} ] || [ "$rc" -eq 137 ]; then\n'
+        '  echo "nvidia-bug-report.sh: timed out after $1 s and was stopped (a GPU that does not respond?)"\n'
+        '  tail -n 5 "$d/console.txt"\n'
+        f'  exit {TIMED_OUT}\n'
+        'fi\n'
+        '[ "$rc" -eq 0 ] || tail -n 5 "$d/console.txt"\n'
+        'exit "$rc"\n'
+    )
+    return _raw("nvidia_bug_report", ("sh", "-c", script, "sh", str(bound)), timeout=bound + 30.0)
+
+
+NVIDIA_BUG_REPORT = bug_report_fact()
 TORCH_SUMMARY = _raw("torch_summary", _venv_python(TORCH_SCRIPT), timeout=180.0)
 VENV_PACKAGES = _raw("venv_packages", _venv_python(PACKAGES_SCRIPT), timeout=60.0)
 

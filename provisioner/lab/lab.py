@@ -38,7 +38,7 @@ from provisioner.lab.commands import write_node_bin
 from provisioner.lab.state import KNOWN_SCENARIOS, LabState, private_dir
 
 #: scenarios implemented on the node side (the API-side ones are in `provisioner.lab.state.KNOWN_SCENARIOS`)
-NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed")
+NODE_SCENARIOS = ("apt-lock", "corrupt-download", "installer-killed", "bug-report-hangs")
 #: scenarios of the package indexes (`provisioner.lab.index_shape`)
 INDEX_SCENARIOS = ("hashless-links", "changed-bytes")
 ALL_SCENARIOS = tuple(dict.fromkeys((*KNOWN_SCENARIOS, *NODE_SCENARIOS, *INDEX_SCENARIOS)))

@@ -155,7 +155,7 @@ def write_bundle(
     facts = evidence.facts or facts_from_records(evidence.records, container=evidence.vmid is not None)
     w.add("facts.json", json.dumps(scrub.scrub_obj(facts), indent=2, sort_keys=True, default=str) + "\n",
           "derived from the probes (provisioner.support.derive)")
-    findings = scrub.scrub_obj([f.to_dict() for f in diagnose("", facts, scrub.secrets)])
+    findings = scrub.scrub_obj([f.to_dict() for f in diagnose(evidence.report_text(), facts, scrub.secrets)])
     w.add("diagnosis.json", json.dumps({"findings": findings}, indent=2) + "\n",
           "provisioner.diagnose over facts.json")
     w.add("summary/collect_env.txt", summary.collect_env(evidence), "derived from the probes")

@@ -84,6 +84,10 @@ async def run_probe(transport: Transport, probe: Probe, fact: Fact[Any] | None =
         record.exit_status = result.exit_status
         if result.exit_status == 0:
             record.status = "ok"
+        elif result.exit_status in probe.timeout_statuses:
+            record.status = "timeout"
+            said = [ln for ln in result.output.splitlines() if "timed out" in ln]  # the probe's own words
+            record.error = _one_line(said[-1] if said else f"timed out (exit status {result.exit_status})")
         elif result.exit_status in probe.absent_statuses:
             record.status = "absent"
             record.error = _one_line(result.output) or f"exit status {result.exit_status}"

@@ -95,4 +95,5 @@ def bundle_findings(path: str | Path, log_text: str = "") -> list[Finding]:
     evidence = read_bundle(path)
     if evidence.unreachable is not None and not any(r.ran for r in evidence.records):
         raise BundleError(f"{path}: the bundle holds no evidence (node was unreachable: {evidence.unreachable})")
-    return evidence_findings(evidence, log_text)
+    report = evidence.report_text()  # nvidia-bug-report.log: read as a log beside the facts
+    return evidence_findings(evidence, "\n".join(t for t in (log_text, report) if t))

@@ -59,11 +59,12 @@ def checks_of(evidence: Evidence) -> list[Check]:
 def merge_by_cause(findings: list[Finding]) -> list[Finding]:
     """One finding per root cause, best first: a drift finding (rule `drift.*`) and a finding of the same
     category from the facts or a log name the same cause; the surer one keeps the lead, the other's rule
-    and evidence join it. Other findings stay distinct. Stable order for equal confidence."""
+    and evidence join it. Other findings stay distinct (two drift findings too: each names its own repair).
+    Stable order for equal confidence."""
     out: list[Finding] = []
     for f in findings:
-        same = next((i for i, o in enumerate(out) if o.category == f.category
-                     and (o.rule.startswith("drift.") or f.rule.startswith("drift."))), None)
+        # exactly one side from drift: two drift findings (the boot unit, the nodes it makes) stay two repairs
+        same = next((i for i, o in enumerate(out) if o.category == f.category and _drift(o) != _drift(f)), None)
         if same is None:
             out.append(f)
             continue
@@ -73,3 +74,7 @@ def merge_by_cause(findings: list[Finding]) -> list[Finding]:
         evidence = tuple(dict.fromkeys((*top.evidence, *other.evidence)))
         out[same] = dataclasses.replace(top, rules=rules, evidence=evidence)
     return sorted(out, key=lambda f: -f.confidence)
+
+
+def _drift(f: Finding) -> bool:
+    return any(r.startswith("drift.") for r in (f.rules or (f.rule,)))

@@ -11,6 +11,7 @@ from provisioner.support.probes import Target
 # failed: ran and exited non-zero · timeout: killed after its timeout
 # unreachable: the transport could not reach the target · skipped: not run (target unreachable)
 ProbeStatus = Literal["ok", "absent", "failed", "timeout", "unreachable", "skipped"]
+BUG_REPORT_PROBE = "node.nvidia_bug_report"  # `support.probes.BUG_REPORT`
 PROBE_STATUSES: tuple[ProbeStatus, ...] = ("ok", "absent", "failed", "timeout", "unreachable", "skipped")
 
 
@@ -81,6 +82,12 @@ class Evidence:
 
     def record(self, name: str) -> ProbeRecord | None:
         return next((r for r in self.records if r.name == name), None)
+
+    def report_text(self) -> str:
+        """The text of NVIDIA's bug report when one was collected (whole or, timed out, what it had written):
+        read as a log by `diagnose --bundle` beside the facts."""
+        r = self.record(BUG_REPORT_PROBE)
+        return r.output if r is not None and r.output and r.status in ("ok", "timeout", "failed") else ""
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = dict.fromkeys(PROBE_STATUSES, 0)

@@ -15,18 +15,26 @@ a `pct exec` that cannot enter the container is a failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from provisioner.facts import catalog, evidence
 from provisioner.facts.base import Fact
-from provisioner.facts.evidence import ABSENT, DEFAULT_VENV, INSTALLER_LOG, PACKAGES_SCRIPT, TORCH_SCRIPT
+from provisioner.facts.evidence import (
+    ABSENT,
+    BUG_REPORT_BOUND_S,
+    DEFAULT_VENV,
+    INSTALLER_LOG,
+    PACKAGES_SCRIPT,
+    TIMED_OUT,
+    TORCH_SCRIPT,
+)
 
 Target = Literal["node", "container"]
 
 NOT_FOUND = 127  # shell: command not found
-__all__ = ["ABSENT", "BY_NAME", "DEFAULT_VENV", "INSTALLER_LOG", "NOT_FOUND", "PACKAGES_SCRIPT", "PROBES",
-           "TORCH_SCRIPT", "Probe", "argv_for", "fact_for", "selected"]
+__all__ = ["ABSENT", "BUG_REPORT", "BUG_REPORT_BOUND_S", "BUNDLE_PROBES", "BY_NAME", "DEFAULT_VENV", "INSTALLER_LOG", "NOT_FOUND", "PACKAGES_SCRIPT", "PROBES",
+           "TORCH_SCRIPT", "Probe", "argv_for", "bundle_probes", "fact_for", "selected"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Probe:
     feeds: tuple[str, ...] = ()  # live-fact keys (docs/diagnose-rules.md)
     description: str = ""
     absent_statuses: tuple[int, ...] = (ABSENT, NOT_FOUND)
+    timeout_statuses: tuple[int, ...] = ()  # exit statuses that mean "the command's own bound stopped it"
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -117,7 +126,20 @@ PROBES: tuple[Probe, ...] = (
        description="installed distributions in the venv (name==version)"),
 )
 
-BY_NAME: dict[str, Probe] = {p.name: p for p in PROBES}
+#: NVIDIA's own report, for the bundle only (`diagnose --host` does not run it: it can take minutes)
+BUG_REPORT = Probe("node.nvidia_bug_report", "node", E.NVIDIA_BUG_REPORT, "node/nvidia-bug-report.log",
+                   description="nvidia-bug-report.sh --safe-mode (NVIDIA support's file), bounded in time",
+                   timeout_statuses=(TIMED_OUT,))
+BUNDLE_PROBES: tuple[Probe, ...] = (*PROBES, BUG_REPORT)
+
+BY_NAME: dict[str, Probe] = {p.name: p for p in BUNDLE_PROBES}
+
+
+def bundle_probes(bug_report_bound_s: int = BUG_REPORT_BOUND_S) -> tuple[Probe, ...]:
+    """What `provisioner bundle` runs: every probe plus nvidia-bug-report.sh bounded to `bug_report_bound_s`."""
+    if bug_report_bound_s == BUG_REPORT_BOUND_S:
+        return BUNDLE_PROBES
+    return (*PROBES, replace(BUG_REPORT, fact=E.bug_report_fact(bug_report_bound_s)))
 
 
 def fact_for(probe: Probe, vmid: int | None, venv: str | None) -> Fact[Any]:

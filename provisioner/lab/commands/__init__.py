@@ -1,7 +1,7 @@
 """The lab's stand-ins for node and container commands (everything they print says LAB where it is simulated).
 
 Node side (wrappers in ``<root>/bin``, first on the node's PATH): ``pct``, ``pveversion``,
-``nvidia-smi``, ``nvidia-modprobe``, ``lspci`` and ``pvesh`` (from `provisioner.lab.pvesh`).
+``nvidia-smi``, ``nvidia-modprobe``, ``nvidia-bug-report.sh``, ``lspci`` and ``pvesh`` (from `provisioner.lab.pvesh`).
 Container side (written into a container by `ct_seed` or by the driver installer):
 ``apt-get``/``apt`` stand-ins, ``kmod`` tools once installed, and the installer's ``nvidia-smi``.
 """
@@ -24,6 +24,7 @@ NODE_COMMANDS: dict[str, str] = {
     "lspci": "provisioner.lab.commands.lspci",
     "pvesh": "provisioner.lab.pvesh",
     "systemctl": "provisioner.lab.commands.systemctl",
+    "nvidia-bug-report.sh": "provisioner.lab.commands.nvidia_bug_report",
 }
 
 

@@ -1,0 +1,347 @@
+"""Evidence first (issue 27 item 1): a log normalised into typed facts, then decisions made from the facts.
+
+    ev = extract_evidence(text)          # LogEvidence (pydantic): where it ran, driver, userspace, nodes, ...
+    hits = decide(ev)                    # EvidenceHit per conclusion the facts support
+
+One pass: a single RE2 scan over the text for the extractors' trigger literals (lower case) selects the
+lines worth reading; each selected line is read once by the extractors whose trigger it holds. The
+extractors are tolerant of how one fact is worded: case, articles, quotes, absolute or relative paths,
+wrappers' suffixes (`nvidia-container-cli.real`), tool prefixes (`bash:`, `sh: 1:`, strace's
+`openat(AT_FDCWD, "…") = -1 ENOENT`). Versions the field readers already know (`extract.log_fields`:
+driver, module, library, torch, CUDA, Xid) are taken from them, not read twice.
+
+The decisions are general (a fact, not a phrasing): a loaded module (its /proc/driver/nvidia readable, an
+NVRM version line) with /dev/nvidiactl missing is nodes not passed/created, never "no driver"; the driver's
+userspace missing (nvidia-smi not found, libnvidia-ml.so.1 not loadable) where a container ran is the
+container's userspace, this project's first hypothesis on Proxmox/LXC (the host has the driver); a resolution
+that failed installed nothing, so a `+cpu` inside the unsatisfiable requirement is not a CPU wheel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from provisioner.diagnose.model import Category
+from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
+
+Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "wsl", "container"]
+Phase = Literal["headers", "build", "load", "install"]
+CONTAINERS: tuple[Place, ...] = ("lxc", "docker", "podman", "kubernetes", "container")
+_CTL_OR_GPU = ("/dev/nvidiactl", "/dev/nvidia0")
+
+
+class LogEvidence(BaseModel):
+    """What a log shows, as facts (each with the line that showed it in `lines`)."""
+
+    places: list[Place] = Field(default_factory=list)  # every context seen (order of first sight)
+    proxmox: bool = False
+    driver_loaded: bool | None = None  # True: module seen loaded; False: seen not loaded; None: unknown
+    driver_version: str | None = None  # the kernel module's
+    userspace_version: str | None = None  # the user-space library's (NVML, nvidia-smi)
+    userspace_missing: bool = False
+    smi_cannot_communicate: bool = False
+    nodes_seen: list[str] = Field(default_factory=list)
+    nodes_missing: list[str] = Field(default_factory=list)
+    cuda_version: str | None = None  # the driver's CUDA version
+    torch_version: str | None = None
+    torch_cuda: str | None = None
+    arch_list: list[str] = Field(default_factory=list)
+    installer_phase: Phase | None = None
+    nccl_errors: list[str] = Field(default_factory=list)
+    xids: list[int] = Field(default_factory=list)
+    resolution_failed: bool = False
+    cpu_build_installed: bool = False  # a CPU-only torch ran (not just a requirement naming +cpu)
+    kernel_upgraded: bool = False
+    lines: dict[str, str] = Field(default_factory=dict)  # fact -> the (first) line that showed it
+
+    @property
+    def in_container(self) -> bool:
+        return any(p in CONTAINERS for p in self.places)
+
+    def see(self, key: str, line: str) -> None:
+        self.lines.setdefault(key, line.strip()[:400])
+
+
+# (fact, trigger literals (lower case: one must be in the line), regex read on the line)
+_NODE = r"(/dev/nvidia(?:ctl|-uvm-tools|-uvm|-modeset|-caps/nvidia-cap\d+|\d+))"
+_EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("place:lxc", ("lxc", "lxd", "incus", "pct "), r"\b(?:lxc|lxd|incus)\b|\bpct exec\b|\bpct enter\b|\bpct start\b|/etc/pve/lxc/"),
+    ("proxmox", ("proxmox", "pve", "pct "), r"\bproxmox\b|\bpve\b|-pve\b|/etc/pve/|pveversion|\bpct exec\b|\bpct enter\b|\bpct start\b"),
+    ("place:docker", ("docker", "nvidia-container", "containerd", "oci runtime"),
+     r"\bdocker\b|nvidia-container-(?:cli|toolkit|runtime)|\bcontainerd\b|OCI runtime"),
+    ("place:podman", ("podman",), r"\bpodman\b"),
+    ("place:kubernetes", ("kube", "k8s"), r"\bkubectl\b|\bkubernetes\b|\bk8s\b|\bkubelet\b"),
+    ("place:wsl", ("wsl", "microsoft-standard"), r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard"),
+    ("place:container", ("container",), r"\b(?:in|inside) (?:the |a |an |my |this )?(?:\w+ )?container\b"),
+    ("proc_readable", ("/proc/driver/nvidia",),
+     r"/proc/driver/nvidia/\w+[\"']?,[^\n]{0,40}\)\s*=\s*\d+\b|cat /proc/driver/nvidia/version"),
+    ("nvrm_version", ("nvrm version",), r"NVRM version:\s*(?:NVIDIA UNIX[^\n]*?Kernel Module[^\n]*?)?(\d{3}\.\d+(?:\.\d+)?)"),
+    ("smi_table", ("driver version",), r"Driver Version:\s*(\d{3}\.\d+(?:\.\d+)?)"),
+    ("module_absent", ("not found", "missing", "not loaded", "could not insert"),
+     r"Module nvidia\S* not found|NVIDIA kernel module missing|driver not loaded|NVIDIA driver is not loaded"),
+    ("smi_cannot_communicate", ("couldn't communicate", "could not communicate"),
+     r"(?:couldn't|could not) communicate with the NVIDIA driver"),
+    ("userspace_missing", ("nvidia-smi", "libnvidia-ml"),
+     r"\bnvidia-smi: command not found|\bnvidia-smi: not found|nvidia-smi: No such file or directory"
+     r"|libnvidia-ml\.so(?:\.1)?: cannot open shared object|load library failed: libnvidia-ml\.so"
+     r"|couldn't find libnvidia-ml\.so"),
+    ("node_missing", ("/dev/nvidia",),
+     _NODE + r"[\"'`]?[^\n]{0,100}?(?:ENOENT|no such file or directory|does not exist|not found|is missing)"),
+    ("node_seen", ("/dev/nvidia", "nvidiactl", "nvidia-uvm"), r"^\s*c[rwx-]{9}\S*\s[^\n]*?\s(?:/dev/)?(nvidia(?:ctl|-uvm-tools|-uvm|\d+))\s*$"),
+    ("arch_list", ("sm_",), r"(?:arch(?:itecture)?s?(?: list)?|capabilities)\W{0,6}((?:'?sm_\d+[a-z]?'?[,\s]*){2,})"),
+    ("phase:headers", ("kernel source", "kernel-headers", "kernel-devel", "headers"),
+     r"unable to find (?:the )?kernel source tree|Unable to find a match: kernel-(?:headers|devel)"
+     r"|kernel headers[^\n]{0,40}(?:not found|missing|not installed)"),
+    ("phase:build", ("error", "fatal"), r"Building kernel modules|\bmake\[\d+\]: \*\*\*|\.c:\d+:\d+: fatal error:"
+     r"|Makefile[^\n]{0,80}Error \d"),
+    ("phase:load", ("kernel module", "could not insert"), r"Unable to load the (?:'nvidia[\w-]*' )?kernel module"
+     r"|Kernel module load error|could not insert 'nvidia"),
+    ("nccl", ("nccl",), r"\b(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidUsage|RemoteError|InvalidArgument))\b"),
+    ("resolution_failed", ("solution", "unsatisfiable", "resolutionimpossible", "satisfies the requirement",
+                           "no matching distribution"),
+     r"No solution found when resolving|requirements are unsatisfiable|ResolutionImpossible"
+     r"|Could not find a version that satisfies the requirement|No matching distribution found"),
+    ("cpu_build", ("compiled with cuda", "build pytorch", "+cpu"),
+     r"Torch not compiled with CUDA enabled|CUDA used to build PyTorch\s*:\s*None"
+     r"|^\s*(?:>>>\s*)?'?\d+\.\d+(?:\.\d+)?\+cpu'?\s*$|__version__[^\n]{0,20}\+cpu"),
+    ("kernel_upgraded", ("kernel", "upgrade", "update"),
+     r"kernel (?:upgrade|update)|(?:upgrad|updat)(?:e|ed|ing) (?:the |my )?(?:pve |proxmox |host )?kernel"
+     r"|(?:proxmox|pve)-kernel-\d|after (?:an? |the )?(?:system |host |pve |proxmox )?(?:update|upgrade)"),
+)
+
+
+#: the regexes of the extractors the decisions read: the engine's prefilter keeps their lines in a long log's
+#: windows (where it ran is read over the whole log instead: `places_of`)
+_DECISIVE = ("proc_readable", "nvrm_version", "module_absent", "userspace_missing", "node_missing",
+             "resolution_failed", "cpu_build", "kernel_upgraded")
+EXTRACTOR_REGEXES: tuple[str, ...] = tuple(r for k, _, r in _EXTRACTORS if k in _DECISIVE)
+_PLACE_RX: tuple[tuple[str, Regex], ...] = tuple((k, compile_rx(r)) for k, _, r in _EXTRACTORS
+                                                 if k.startswith("place:") or k == "proxmox")
+_ANY_PLACE: Regex = compile_rx("|".join(f"(?:{rx.pattern.removeprefix('(?m)')})" for _, rx in _PLACE_RX))
+MAX_PLACE_LINES = 64  # lines naming a place read over a long log (the first ones tell where it ran)
+
+
+def places_of(text: str, ev: LogEvidence) -> None:
+    """Add where `text` ran to `ev`: one RE2 scan over the whole text for every place's regex at once (a long
+    log's windows may not hold the line that says it); each matching line is then read by the place regexes."""
+    seen = 0
+    for m in _ANY_PLACE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        line = text[start:end if end >= 0 else len(text)]
+        for key, rx in _PLACE_RX:
+            hit = rx.search(line)
+            if hit is not None:
+                _apply(ev, key, hit, line)
+        seen += 1
+        if seen >= MAX_PLACE_LINES:
+            break
+
+
+@dataclass(frozen=True)
+class _Extractor:
+    key: str
+    triggers: tuple[str, ...]
+    regex: Regex
+
+
+def _compiled() -> tuple[tuple[_Extractor, ...], Regex]:
+    ex = tuple(_Extractor(k, t, compile_rx(r)) for k, t, r in _EXTRACTORS)
+    triggers = sorted({t for e in ex for t in e.triggers}, key=len, reverse=True)
+    return ex, compile_rx("|".join(literal_regex(t) for t in triggers))
+
+
+_EX, _TRIGGERS = _compiled()
+
+
+def _lines_with_triggers(text: str) -> list[str]:
+    """Each line holding a trigger literal, once, in order (one RE2 scan over the text)."""
+    out: list[str] = []
+    end = -1
+    for m in _TRIGGERS.finditer(text):
+        if m.start() <= end:
+            continue
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        out.append(text[start:end])
+    return out
+
+
+def extract_evidence(text: str, fields: Mapping[str, str] | None = None) -> LogEvidence:
+    """The typed evidence of `text` (optionally with the values `extract.log_fields` already read)."""
+    ev = LogEvidence()
+    for line in _lines_with_triggers(text):
+        low = line.lower()
+        for e in _EX:
+            if not any(t in low for t in e.triggers):
+                continue
+            m = e.regex.search(line)
+            if m is None:
+                continue
+            _apply(ev, e.key, m, line)
+    f = fields or {}
+    ev.driver_version = ev.driver_version or f.get("module_version")
+    ev.userspace_version = ev.userspace_version or f.get("lib_version")
+    ev.cuda_version = f.get("driver_cuda")
+    ev.torch_version = f.get("torch_version")
+    ev.torch_cuda = f.get("torch_cuda")
+    if not ev.arch_list and f.get("archs"):
+        ev.arch_list = f["archs"].split()
+    if f.get("xid"):
+        ev.xids = [int(f["xid"])]
+    return ev
+
+
+def log_evidence(text: str) -> LogEvidence:
+    """The evidence of a whole log as `diagnose` reads it (cleaned; the field readers' values included)."""
+    from provisioner.diagnose.extract import log_fields
+    from provisioner.diagnose.normalize import clean_log
+
+    log = clean_log(text)
+    fields: dict[str, str] = {}
+    for view in reversed(log.views):
+        fields.update(log_fields(view.text))
+    return extract_evidence(log.full_text, fields)
+
+
+def _apply(ev: LogEvidence, key: str, m: Match, line: str) -> None:
+    group = m.group
+    if key.startswith("place:"):
+        place: Place = key.split(":", 1)[1]  # type: ignore[assignment]
+        if place not in ev.places:
+            ev.places.append(place)
+        ev.see(key, line)
+    elif key == "proxmox":
+        ev.proxmox = True
+        ev.see(key, line)
+    elif key == "proc_readable":
+        ev.driver_loaded = True
+        ev.see("driver_loaded", line)
+    elif key == "nvrm_version":
+        ev.driver_loaded = True
+        ev.driver_version = ev.driver_version or group(1)
+        ev.see("driver_loaded", line)
+    elif key == "smi_table":
+        ev.driver_loaded = True
+        ev.userspace_version = ev.userspace_version or group(1)
+        ev.see("smi_works", line)
+    elif key == "module_absent":
+        if ev.driver_loaded is None:
+            ev.driver_loaded = False
+        ev.see(key, line)
+    elif key == "smi_cannot_communicate":
+        ev.smi_cannot_communicate = True
+        ev.see(key, line)
+    elif key == "userspace_missing":
+        ev.userspace_missing = True
+        ev.see(key, line)
+    elif key == "node_missing":
+        node = group(1)
+        if node not in ev.nodes_missing:
+            ev.nodes_missing.append(node)
+        ev.see(f"node_missing:{node}", line)
+    elif key == "node_seen":
+        node = "/dev/" + group(1)
+        if node not in ev.nodes_seen:
+            ev.nodes_seen.append(node)
+    elif key == "arch_list":
+        ev.arch_list = ev.arch_list or [a.strip("',") for a in group(1).split() if a.strip("',")]
+    elif key.startswith("phase:"):
+        ev.installer_phase = ev.installer_phase or key.split(":", 1)[1]  # type: ignore[assignment]
+        ev.see("installer_phase", line)
+    elif key == "nccl":
+        if group(1) not in ev.nccl_errors:
+            ev.nccl_errors.append(group(1))
+    elif key == "resolution_failed":
+        ev.resolution_failed = True
+        ev.see(key, line)
+    elif key == "cpu_build":
+        ev.cpu_build_installed = True
+        ev.see(key, line)
+    elif key == "kernel_upgraded":
+        ev.kernel_upgraded = True
+        ev.see(key, line)
+
+
+@dataclass(frozen=True)
+class EvidenceHit:
+    """A conclusion the evidence supports (a finding's candidate)."""
+
+    name: str
+    category: Category
+    confidence: float
+    root_cause: str
+    fix: str
+    evidence: tuple[str, ...]
+    demotes: tuple[Category, ...] = ()
+
+
+def decide(ev: LogEvidence) -> list[EvidenceHit]:
+    """The conclusions `ev` supports, from its facts (never from one phrasing)."""
+    hits: list[EvidenceHit] = []
+    missing_core = [n for n in ev.nodes_missing if n in _CTL_OR_GPU or n.removeprefix("/dev/nvidia").isdigit()]
+    where = _where(ev)
+    if ev.driver_loaded and missing_core:  # (seen elsewhere, e.g. on the host, does not make them present here)
+        hits.append(EvidenceHit(
+            name="evidence.module_loaded_nodes_missing", category="container_device_missing", confidence=0.88,
+            root_cause=(f"The NVIDIA kernel module is loaded (its /proc/driver/nvidia is readable{_ver(ev.driver_version)}) "
+                        f"but {', '.join(missing_core)} {'is' if len(missing_core) == 1 else 'are'} missing {where}: "
+                        + ("the device nodes were not passed into the container." if ev.in_container
+                           else "the device nodes were not created (or not passed into this environment).")),
+            fix=("Create the nodes on the host (`nvidia-modprobe -c=0 -u`, or run `nvidia-smi` there once) and pass "
+                 "/dev/nvidiactl, /dev/nvidiaN and /dev/nvidia-uvm* into the container (Proxmox: `devN:` lines or "
+                 "lxc.mount.entry + lxc.cgroup2.devices.allow; docker: `--gpus`/CDI)."),
+            evidence=_lines(ev, "driver_loaded", *(f"node_missing:{n}" for n in missing_core)),
+            demotes=("no_driver_loaded",),
+        ))
+    if ev.userspace_missing and ev.in_container and ev.driver_loaded is not False:
+        lxc = ev.proxmox or "lxc" in ev.places
+        after = " after the host's kernel upgrade" if ev.kernel_upgraded else ""
+        hits.append(EvidenceHit(
+            name="evidence.container_userspace_missing", category="container_device_missing",
+            confidence=0.9 if lxc else 0.8,
+            root_cause=(f"The NVIDIA driver's userspace (nvidia-smi, libnvidia-ml.so.1) is missing inside the "
+                        f"{'LXC ' if lxc else ''}container{after}: the host has the kernel module; the container needs "
+                        "the user-space libraries at exactly the host's version"
+                        + (" (a host driver rebuilt or upgraded with the kernel leaves the container's copy "
+                           "missing or at the old version)." if ev.kernel_upgraded else ".")),
+            fix=("Check `nvidia-smi` on the host and note its driver version; install only the userspace at that "
+                 "version in the container (`NVIDIA-Linux-x86_64-<host version>.run --no-kernel-modules --silent`; "
+                 "`provisioner replay PLAYBOOK` re-runs driver.userspace), or for docker let the NVIDIA container "
+                 "toolkit inject it (`--gpus all`)."),
+            evidence=_lines(ev, "userspace_missing", "kernel_upgraded", "proxmox", "place:lxc"),
+            demotes=("no_driver_loaded",),
+        ))
+    if ev.resolution_failed and not ev.cpu_build_installed:
+        hits.append(EvidenceHit(
+            name="evidence.resolution_failed_first", category="resolver_failure", confidence=0.86,
+            root_cause=("The package resolution failed, so nothing was installed: a requirement naming a `+cpu` (or any "
+                        "other) build did not get that build, it could not be satisfied."),
+            fix=("Read the resolver's reason; pin a torch version and local tag that the chosen index publishes for "
+                 "this Python and platform (`provisioner resolve` picks one), or use the matching index URL."),
+            evidence=_lines(ev, "resolution_failed"),
+            demotes=("cpu_only_wheel",),
+        ))
+    return hits
+
+
+def _ver(version: str | None) -> str:
+    return f", module {version}" if version else ""
+
+
+def _where(ev: LogEvidence) -> str:
+    places = [p for p in ev.places if p != "container"]
+    if ev.proxmox and "lxc" in places:
+        return "in the Proxmox LXC container"
+    if places:
+        return f"in the {places[0]} container" if places[0] in CONTAINERS else f"on {places[0]}"
+    return "in the container" if ev.in_container else "where this ran"
+
+
+def _lines(ev: LogEvidence, *keys: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(ev.lines[k] for k in keys if k in ev.lines))
