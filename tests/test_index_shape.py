@@ -1,12 +1,12 @@
 """venv.build against the lab's indexes shaped like the real ones (`provisioner.lab.index_shape`), with real uv.
 
 - The PyTorch index carries numpy, pillow, filelock, jinja2, … in old versions and links every file on a
-  second host; PyPI has the current ones. `extra_packages: [numpy>=2.3, torchmetrics]` (torchmetrics itself
-  requires torch) builds: numpy 2.3.4 from PyPI, the same torch as the torch group, from the PyTorch index.
-  The same request with the PyTorch index as an extra index (the way uv's first-index rule breaks it,
-  astral-sh/uv#7554) fails "No solution found" with real uv: the shape is what makes the difference.
-- Scenario `changed-bytes` (pytorch/pytorch#181056) and `hashless-links` each fail with a message that names
-  the file, the host it came from and the fix.
+  second host; PyPI has the current ones. `extra_packages: [numpy>=2.3, pillow>=11.3, torchmetrics]`
+  (torchmetrics itself requires torch) builds: numpy and pillow from PyPI, the same torch as the torch group
+  from the PyTorch index. The same request with the PyTorch index as an extra index (the way uv's first-index
+  rule breaks it, astral-sh/uv#7554) fails "No solution found" with real uv: the shape makes the difference.
+- Scenario `changed-bytes` (pytorch/pytorch#181056) fails with a message that names the file, the host it came
+  from and the fix; with `hashless-links` real uv hashes what it downloads and the lock still pins every file.
 
 Commands reach the "container" through the test-only `pct` stand-in (tests/support/fake_pct.py); the lab's
 torch answers CUDA queries from /dev/nvidia* nodes this machine lacks, so the smoke test is off here (the lab
@@ -16,6 +16,7 @@ end-to-end tests run it).
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import urllib.request
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from provisioner.lab import index_shape, wheels
 from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
@@ -34,15 +36,33 @@ from tests.test_venv_build import freeze, make_playbook
 class Lab:
     def __init__(self, base: Path) -> None:
         self.scenarios: list[str] = []
-        self.wheel_root = wheels.build_index(base / "wheels")
+        from provisioner.lab.sandbox import discover_pythons
+        from provisioner.lab.torch_supply import TorchSupplyError, supply
+        from tests.support.labcache import with_shared_wheels
+
+        try:
+            self.supplied = supply(discover_pythons(), progress=False)
+        except TorchSupplyError as exc:
+            require(False, str(exc))
+            raise
+        cache = with_shared_wheels(base / "cache") / "lab"
+        self.wheel_root = wheels.build_index(cache, self.supplied)
         self.server = index_shape.ShapedIndexServer(self.wheel_root,
-                                                    index_shape.build_side(base / "side"),
+                                                    index_shape.build_side(cache),
                                                     lambda: self.scenarios).start()
 
     def settings(self) -> dict[str, Any]:
         """The lab's site profile for venv.build: its PyTorch index and PyPI mirrors."""
         return {"venv.build": {"index_mirror": self.server.base_url.rstrip("/"),
                                "pypi_mirror": self.server.pypi_url, "smoke_test": False}}
+
+
+def supplied_numpy_version(lab: Lab) -> str:
+    """The version of the real numpy wheel the lab was supplied with (what its PyPI mirror serves)."""
+    assert lab.supplied.numpy is not None
+    version = lab.supplied.numpy.name.split("-")[1]
+    assert Version(version) >= Version("2.3"), version  # `numpy>=2.3` below needs a numpy that new
+    return version
 
 
 @pytest.fixture
@@ -71,26 +91,31 @@ def test_the_index_links_files_on_another_host_and_carries_old_side_packages(lab
     assert f'href="{lab.server.files.base_url}/whl/cu128/numpy-1.26.4' in page
     assert lab.server.files.base_url.split(":")[1] != lab.server.base_url.split(":")[1] or \
         lab.server.files.port != lab.server.port
+    # PyPI's numpy is the real wheel the lab was supplied with (torch_supply: what the real torch imports)
     pypi = urllib.request.urlopen(f"{lab.server.pypi_url}/numpy/").read().decode()
-    assert "numpy-2.3.4-py3-none-any.whl" in pypi and "#sha256=" in pypi
+    assert lab.supplied.numpy is not None
+    assert lab.supplied.numpy.name in pypi and "#sha256=" in pypi, pypi
 
 
 async def test_numpy_2_3_and_a_package_needing_torch_build_from_pypi_with_the_same_torch(
         tmp_path: Path, lab: Lab, node: Node) -> None:
     venv = tmp_path / "ct" / "opt" / "venv"
-    out = await _run(node, lab, venv, ["numpy>=2.3", "torchmetrics"])
+    out = await _run(node, lab, venv, ["numpy>=2.3", "pillow>=11.3", "torchmetrics"])
     assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
     frozen = set(freeze(venv))
-    assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128", "numpy==2.3.4", "torchmetrics==1.8.2",
+    numpy = f"numpy=={supplied_numpy_version(lab)}"
+    assert {"torch==2.11.0+cu128", "torchvision==0.26.0+cu128", numpy, "pillow==11.3.0", "torchmetrics==1.8.2",
             "packaging==25.0"} <= frozen, frozen
     lock = out.recorder.playbook().resolved["venv_lock"]["groups"]
-    assert "torch==2.11.0+cu128" in lock["extra"]["text"] and "numpy==2.3.4" in lock["extra"]["text"]
+    assert "torch==2.11.0+cu128" in lock["extra"]["text"] and numpy in lock["extra"]["text"]
 
-    # The way that breaks (the PyTorch index as an extra index): real uv's first-index rule.
+    # The way that breaks (the PyTorch index as an extra index): real uv's first-index rule. pillow: the index
+    # carries it in old versions only (10.2.0, 11.0.0), PyPI has 11.3.0 (numpy is no witness here: the index
+    # also serves the real numpy the lab was supplied with, whatever its version)
     uv = real_uv()
     assert uv is not None
     req = tmp_path / "req.in"
-    req.write_text("numpy>=2.3\n")
+    req.write_text("pillow>=11.3\n")
     first_index = subprocess.run(
         [uv, "pip", "compile", str(req), "--python", str(venv / "bin/python"), "--no-header", "--index-url",
          lab.server.pypi_url, "--extra-index-url", f"{lab.server.base_url}cu128"],
@@ -132,7 +157,8 @@ async def test_hashless_links_are_hashed_from_the_download(tmp_path: Path, lab: 
     downloads, so the lock still pins every file by its sha256 and the build succeeds (older uv refused)."""
     lab.scenarios = ["hashless-links"]
     page = urllib.request.urlopen(f"{lab.server.base_url}cu128/torch/").read().decode()
-    assert "-cp310-" in page and page.count("#sha256=") == 1  # only cp310's link keeps its hash
+    links = re.findall(r'href="([^"]+)"', page)
+    assert links and all(("#sha256=" in link) == ("-cp310-" in link) for link in links), page  # only cp310 keeps its hash
     venv = tmp_path / "ct" / "opt" / "venv"
     out = await _run(node, lab, venv, ["nvidia-ml-py"])
     assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
@@ -161,7 +187,9 @@ def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named
         run = lab.replay(book)
         assert run.rc == 0, run.describe()
         runtime = json.loads((lab.root / "ct" / "200" / "rootfs" / "opt" / "torch-venv" / "runtime.json").read_text())
-        assert {"numpy==2.3.4", "torchmetrics==1.8.2", "torch==2.11.0+cu128"} <= set(runtime["packages"]), runtime
+        numpy = [p for p in runtime["packages"] if p.startswith("numpy==")]
+        assert len(numpy) == 1 and Version(numpy[0].split("==")[1]) >= Version("2.3"), runtime
+        assert {"torchmetrics==1.8.2", "torch==2.11.0+cu128"} <= set(runtime["packages"]), runtime
 
 
     # A fresh container (no uv cache holding the good file) on a lab whose index serves the changed file.
@@ -170,7 +198,7 @@ def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named
         failed = changed.replay(book)
         assert failed.rc != 0 and failed.status_of("venv.build") == "failed", failed.describe()
         message = failed.message_of("venv.build")
-        conn = json.loads((changed.root / "connection.json").read_text())
+        conn = json.loads((changed.root / "private" / "connection.json").read_text())
         files_host = conn["files_url"].split("//")[1]
         assert "torch-2.11.0+cu128-cp" in message and f"from {files_host}" in message, message
         assert "publishes a wrong hash" in message and "fix:" in message, message

@@ -549,9 +549,11 @@ def _lab_window_ct(s: _Script, r: str, root: Path) -> None:
     s.raw(f"mount -n -o remount,bind,ro {_q(t)}")
     for name in CT_WINDOW_HIDDEN:
         p = f"{t}/{name}"
-        s.raw(f"if [ -d {_q(p)} ]; then mount -n -t tmpfs -o mode=755,size=64k lab-hidden {_q(p)}; "
-              + ("" if name == "run" else f"mount -n -o remount,ro {_q(p)}; ")
-              +
+        # read-only from the start ("run" gets the stand-ins' binds below): a later `mount -o remount,ro`
+        # makes libmount pass back the options /proc/self/mountinfo shows, and for a lab run by a plain
+        # user that is the tmpfs's `uid=<the user's uid>`, unmapped in this namespace: EINVAL
+        opts = "mode=755,size=64k" if name == "run" else "ro,mode=755,size=64k"
+        s.raw(f"if [ -d {_q(p)} ]; then mount -n -t tmpfs -o {opts} lab-hidden {_q(p)}; "
               f"elif [ -e {_q(p)} ]; then mount -n --bind /dev/null {_q(p)}; fi")
     run = f"{t}/run"
     for sub in ("resident", "once"):
@@ -587,8 +589,11 @@ def _enter(s: _Script, r: str, cwd: str) -> None:
     s.raw(f"cd {_q(cwd)} 2>/dev/null || cd /")
     # a user namespace of its own (root maps to this view's root): every mount of the view is locked
     # in it (mount_namespaces(7), "restrictions on mount namespaces"): nothing covered can be uncovered,
-    # nothing read-only remounted read-write, from inside
-    s.raw('exec unshare -U -m --map-root-user --propagation private -- "$@"')
+    # nothing read-only remounted read-write, from inside. The cgroup namespace is made again, owned by
+    # that user namespace: `held_node_argv` joins both with nsenter, and setns(2) into a cgroup namespace
+    # needs CAP_SYS_ADMIN in the user namespace that owns it, which an unprivileged lab user has only in
+    # the innermost one (cgroup_namespaces(7); as root the outer owner worked, as a plain user it did not)
+    s.raw('exec unshare -U -m -C --map-root-user --propagation private -- "$@"')
 
 
 def own_etc_dirs(root: Path, lower: Path = Path("/etc")) -> None:
