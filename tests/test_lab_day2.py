@@ -146,7 +146,7 @@ def test_upgrade_driver_containers_keep_their_userspace(tmp_path: Path) -> None:
     state = make_lab(tmp_path / "lab")
     add_ct(state, 200, gpus=8)
     (state.ct_root(200) / "tmp").mkdir(exist_ok=True)
-    (state.ct_root(200) / "tmp" / run_name("595.71.05")).write_bytes(build_run("595.71.05", state.root))
+    (state.ct_root(200) / "tmp" / run_name("595.71.05")).write_bytes(build_run("595.71.05"))
     r = ct(state, 200, f"apt-get install -y kmod pkg-config >/dev/null && sh /tmp/{run_name('595.71.05')} "
                        "--silent --no-kernel-modules && nvidia-smi --query-gpu=driver_version --format=csv,noheader")
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "595.71.05", r.stdout

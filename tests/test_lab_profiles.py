@@ -348,7 +348,7 @@ def test_minors_shuffled_container_sees_the_gpus_of_the_minors_it_was_given(tmp_
     state.set_status(200, "running")
     version = get_profile("minors-shuffled").driver_version
     (state.ct_root(200) / "tmp").mkdir(exist_ok=True)
-    (state.ct_root(200) / "tmp" / run_name(version)).write_bytes(build_run(version, state.root))
+    (state.ct_root(200) / "tmp" / run_name(version)).write_bytes(build_run(version))
     r = _ct_exec(state, 200, f"apt-get install -y kmod pkg-config >/dev/null && sh /tmp/{run_name(version)} "
                              "--silent --no-kernel-modules && nvidia-smi -L")
     assert r.returncode == 0, r.stdout

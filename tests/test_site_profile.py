@@ -133,7 +133,7 @@ async def _wizard_record(lab: LabRun, playbook: Path, out: Path) -> None:
         session.save(out)
 
 
-def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_lab(tmp_path: Path) -> None:
+def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_and_a_second_lab(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     require(lab_importable(), "the embedded lab is not in this build")
     playbook = write_test_playbook(tmp_path / "pb.yaml", drop_kinds=())
@@ -156,3 +156,18 @@ def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_la
             (counts,) = run.recap["hosts"].values()
             assert counts["changed"] == 0 and counts["failed"] == 0, (recorded.name, counts)
             _assert_site_free(again, lab)
+
+    # A second lab (another root, other ports, another API password and host key): the wizard's recording
+    # applies there as it stands, and then the replay's recording finds nothing to change.
+    second = LabRun(tmp_path / "b", lab.lab_cache)
+    with second.running():
+        applied = second.replay(wizard_recorded)
+        assert applied.rc == 0, applied.describe()
+        assert applied.recap is not None
+        (counts,) = applied.recap["hosts"].values()
+        assert counts["changed"] > 0 and counts["failed"] == 0, counts
+        converged = second.replay(replay_recorded)
+        assert converged.rc == 0, converged.describe()
+        assert converged.recap is not None
+        (counts,) = converged.recap["hosts"].values()
+        assert counts["changed"] == 0 and counts["failed"] == 0, counts

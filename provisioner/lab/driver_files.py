@@ -58,7 +58,7 @@ class DriverMirror:
     def run_bytes(self, version: str) -> bytes:
         with self._lock:
             if version not in self._cache:
-                self._cache[version] = build_run(version, self.state.root)
+                self._cache[version] = build_run(version)
             return self._cache[version]
 
     def download(self, version: str) -> bytes:

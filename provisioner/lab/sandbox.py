@@ -869,9 +869,26 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     _keep(s, r, root)
     _lab_window_ct(s, r, root)
     _view_tools(s, r, root, table)
+    _installer_env(s, r, root)
     _bind_node_facts(s, d, r)
     _enter(s, r, cwd)
     return s.text()
+
+
+def _installer_env(s: _Script, r: str, root: Path) -> None:
+    """``/.lab/installer.env`` (read-only): the lab's values the driver installer stand-in sources, so that
+    the .run file itself is the same bytes on every lab (`provisioner.lab.commands.installer.build_run`)."""
+    from provisioner.lab.commands.installer import installer_env
+
+    path = root / "run" / "installer.env"
+    text = installer_env(root)
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    s.raw(f": > {_q(r + '/.lab/installer.env')}")
+    s.mount("--bind", path, f"{r}/.lab/installer.env")
+    s.raw(f"mount -n -o remount,bind,ro {_q(r + '/.lab/installer.env')}")
 
 
 def _ct_overlay(s: _Script, name: str, lower: str, upper: Path, work: Path, target: str) -> None:

@@ -218,6 +218,10 @@ class LxcCreate(StepKind[CreateParams]):
                     fix=ctx.words.field(self.kind, "vmid", "choose another container id, or remove "
                                                 f"CT {vmid} on the node yourself"), exit_code=ExitCode.FAILED)
             ctx.state.ct_created = False
+            if not ctx.resolved.template:
+                # a playbook without a record, on a CT of ours: the record the install would have written
+                # (PVE keeps no ostemplate in the config), so every path's recording holds the same `resolved`
+                await self._template(ctx, node_name(ctx))
             update = lxc_spec.plan_update(self.params, existing, vmid,
                                             onboot=lxc_spec.manages_onboot(self.params, ctx.playbook.steps))
             if update.refused:

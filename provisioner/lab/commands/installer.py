@@ -82,9 +82,15 @@ _SCRIPT = r"""#!/bin/sh
 # This script was generated using Makeself 2.1.5 -- LAB stand-in built by the gpu-provisioner lab.
 # It imitates NVIDIA-Linux-x86_64-@VERSION@.run for the lab's containers; it is NOT NVIDIA software.
 VERSION=@VERSION@
-LAB_ROOT=@LAB_ROOT@
 MD5=@MD5@
-SMI_WRAPPER=@SMI_WRAPPER@
+# The lab's own values (where its state lives, its nvidia-smi stand-in) come from the container's view: the
+# file's bytes are those of one version, the same on every lab, as a real .run is the same on every machine
+# (a playbook pins its sha256 and replays on another lab).
+if [ -r /.lab/installer.env ]; then
+  . /.lab/installer.env
+else
+  echo "ERROR: LAB: this installer stand-in runs only in a lab container (no /.lab/installer.env)" >&2; exit 1
+fi
 LIBDIR=/usr/lib/x86_64-linux-gnu
 LOG=/var/log/nvidia-installer.log
 TITLE="@TITLE@"
@@ -213,19 +219,23 @@ __LAB_PAYLOAD_BELOW__
 """
 
 
-def build_run(version: str, root: Path) -> bytes:
-    """The bytes of ``NVIDIA-Linux-x86_64-<version>.run`` for the lab at `root`."""
+def build_run(version: str) -> bytes:
+    """The bytes of ``NVIDIA-Linux-x86_64-<version>.run``: a function of the version alone (`installer_env`
+    gives each lab's container what differs between labs)."""
     payload = _payload(version)
     md5 = hashlib.md5(payload.encode()).hexdigest()  # noqa: S324 - makeself's integrity check is MD5
     script = (
         _SCRIPT.replace("@VERSION@", version)
-        .replace("@LAB_ROOT@", shlex.quote(str(root)))
         .replace("@MD5@", md5)
-        .replace("@SMI_WRAPPER@", shlex.quote(smi_wrapper(root)))
         .replace("@TITLE@", TITLE)
         .replace("@KERNEL_SOURCE_ERROR@", KERNEL_SOURCE_ERROR)
     )
     return (script + payload).encode()
+
+
+def installer_env(root: Path) -> str:
+    """``/.lab/installer.env`` of the lab at `root`'s container views: what the installer stand-in sources."""
+    return f"LAB_ROOT={shlex.quote(str(root))}\nSMI_WRAPPER={shlex.quote(smi_wrapper(root))}\n"
 
 
 def corrupt(data: bytes) -> bytes:
