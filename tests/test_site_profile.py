@@ -133,7 +133,9 @@ async def _wizard_record(lab: LabRun, playbook: Path, out: Path) -> None:
         session.save(out)
 
 
-def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_and_a_second_lab(tmp_path: Path) -> None:
+@pytest.mark.timeout(1200)  # two labs, five replays (two of them full installs) on a loaded 2-core machine
+def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_and_a_second_lab(
+        tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     require(lab_importable(), "the embedded lab is not in this build")
     playbook = write_test_playbook(tmp_path / "pb.yaml", drop_kinds=())
