@@ -28,6 +28,7 @@ from provisioner.playbook import load
 from provisioner.resolver import Resolution, ResolveRequest, resolve
 from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
 from screens.app import ProvisionerApp
+from screens.fit import fit_urls
 from screens.step_page import StepPage
 from screens.wizard_session import PAGES, WizardSession
 from tests.test_tui_support import PLAYBOOK, screen_text
@@ -265,8 +266,15 @@ def test_page_with_a_plan(snap_compare: Any, tmp_path: Path, name: str, size: tu
         if changes:
             assert "will change:" in text and f"Apply ({len(changes)})" in text
             assert "Apply (ctrl+r) makes these" in text  # the confirmation line is never scrolled away
-            for change in changes:  # whole words, wrapped with a hanging indent, never cut
-                assert " ".join(change.split()) in " ".join(plan.split()), change
+            for change in changes:  # whole words, wrapped with a hanging indent, never cut; a URL too wide
+                # for the pane shortened in the middle (never folded), the full text in the plan's tooltip
+                fitted = fit_urls(change, size[0] - 10)
+                assert " ".join(fitted.split()) in " ".join(plan.split()), change
+                if fitted != change:
+                    assert change in str(page.query_one("#plan").tooltip)
+            if name == "driver":  # the installer's URL never folds across lines: whole, or cut in the middle
+                urls = [w for line in text.splitlines() for w in re.findall(r"https://download\.nvidia\.com/XFree86/\S+", line)]
+                assert urls and all(w.rstrip(";").endswith("595.71.05.run") for w in urls), urls
         else:
             assert "no change needed" in text
         body = page.query_one("#body")
