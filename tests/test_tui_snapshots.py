@@ -347,3 +347,38 @@ def test_the_burnin_shows_phase_progress_and_eta(snap_compare: Any, tmp_path: Pa
         assert "ETA ≥ 1:00" in text  # the default 60 s soak still to come
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+PROVEN_RUN = Path(__file__).parent / "fixtures" / "runs" / "20261203T084504-16857c.jsonl"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_summary_offers_the_export(snap_compare: Any, tmp_path: Path, size: tuple[int, int],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export's plan on the Summary page: the format chosen, every file it will write, Write export ready.
+    The proof is a recorded run log of the wizard (tests/fixtures/runs: the events a run of the reference
+    playbook writes, with a passing burn-in)."""
+    from textual.widgets import Button, Select
+
+    from screens.pages.summary import SummaryPage
+
+    app = make_app(tmp_path, "summary")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "summary")
+        page = app.screen
+        assert isinstance(page, SummaryPage)
+        monkeypatch.setattr(page, "export_source", lambda: PROVEN_RUN)
+        page.query_one("#export-format", Select).value = "flox"
+        await pilot.pause()
+        assert page.plan_export().ok
+        await pilot.pause()
+        page.query_one("#body").scroll_end(animate=False)  # the offer is at the end of the page
+        await pilot.pause()
+        assert_fits(app, "summary", size)
+        text = screen_text(app)
+        for word in ("Write export", "pylock.toml", "runtime.json", "host.json", "manifest.toml"):
+            assert word in text, word
+        assert not page.query_one("#export-write", Button).disabled
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
