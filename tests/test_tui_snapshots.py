@@ -275,6 +275,11 @@ def test_page_with_a_plan(snap_compare: Any, tmp_path: Path, name: str, size: tu
             if name == "driver":  # the installer's URL never folds across lines: whole, or cut in the middle
                 urls = [w for line in text.splitlines() for w in re.findall(r"https://download\.nvidia\.com/XFree86/\S+", line)]
                 assert urls and all(w.rstrip(";").endswith("595.71.05.run") for w in urls), urls
+                full = changes[0].split()[-1]
+                versions = page.query_one("#versions")
+                if "…" in str(versions.render()):  # shortened on the page: whole in its tooltip
+                    assert full in str(versions.tooltip)
+                assert size[0] >= 100 or "…" in str(versions.render())  # 80 columns: the URL never folds
         else:
             assert "no change needed" in text
         body = page.query_one("#body")
