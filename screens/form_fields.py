@@ -51,6 +51,12 @@ class FieldSpec:
     pve_model: Any = None  # kind "yaml": a model written in PVE's key=value syntax (it has `pve_text`)
 
 
+#: the label column holds LABEL_WIDTH columns; a field name longer than that gets a shorter label (its help
+#: line, right under it, says the rest) instead of breaking mid-word
+LABEL_WIDTH = 20
+SHORT_LABELS = {"apt_lock_backoff_max_s": "apt lock backoff (s)", "extras_from_torch_index": "extras: torch index"}
+
+
 def _strip_annotated(annotation: Any) -> Any:
     """`Annotated[str, AfterValidator(...)]` is edited as a `str` (pydantic runs the validators)."""
     return typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
@@ -122,7 +128,7 @@ def field_spec(name: str, info: FieldInfo) -> FieldSpec:
         args = typing.get_args(annotation)
         item = _strip_optional(args[0])[0] if args else str
         kind = "list" if item in (str, int, float) else "yaml"
-    label = name.replace("_", " ")
+    label = SHORT_LABELS.get(name) or name.replace("_", " ")
     if unit == "G" and label.endswith(" gb"):
         label = label[:-3]
     help_text = info.description or ""

@@ -41,6 +41,7 @@ from provisioner.events import (
     StepStarted,
 )
 from provisioner.steps.base import load_step_kinds
+from screens.fit import fit_urls, has_long_url
 from screens.plain_text import plain_line
 from screens.widgets.error_panel import ErrorPanel, error_text
 from screens.widgets.params_form import ParamsForm
@@ -287,8 +288,13 @@ class StepPage(Screen[None]):
         waiting = False
         width = max(30, (self.app.size.width or 80) - 6)
 
+        shown: list[str] = []  # every line as given: the tooltip's full text where a URL was shortened
+
         def item(line: str, bullet: str, style: str = "") -> None:
-            for n, part in enumerate(textwrap.wrap(line, width - len(bullet), break_on_hyphens=False, break_long_words=False) or [""]):
+            shown.append(line)
+            room = width - len(bullet)
+            for n, part in enumerate(textwrap.wrap(fit_urls(line, room), room, break_on_hyphens=False,
+                                                   break_long_words=False) or [""]):
                 text.append((bullet if n == 0 else " " * len(bullet)) + part + "\n", style=style)
 
         for index in self.indices:
@@ -307,7 +313,9 @@ class StepPage(Screen[None]):
                 for note in self.plan_notes(run):
                     item(note, "  ", "dim")
         text.rstrip()
-        self.query_one("#plan", Static).update(text)
+        plan = self.query_one("#plan", Static)
+        plan.update(text)
+        plan.tooltip = "\n".join(shown) if has_long_url(shown, width - 4) else None
         box = self.query_one("#plan-box")
         box.set_class(bool(text.plain.strip()), "shown")
         box.set_class(waiting, "waiting")

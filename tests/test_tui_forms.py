@@ -300,3 +300,27 @@ def test_connect_form_checks_the_api_user_and_secret_reference() -> None:
     assert "api_user" in validate(ConnectForm, {**ok, "api_user": "root"})
     assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:/proc/self/environ"})
     assert "api_password" in validate(ConnectForm, {**ok, "api_password": "file:~/.ssh/id_ed25519"})
+
+
+def test_every_field_label_fits_the_label_column_without_breaking() -> None:
+    """The label column is LABEL_WIDTH wide (app.tcss `.field-label`: width 21 less its padding): a longer
+    label broke mid-word at 100×30 (`apt lock backoff max` / `s`), so every step kind's labels must fit."""
+    from screens.form_fields import LABEL_WIDTH
+
+    for kind, cls in load_step_kinds().items():
+        for spec in field_specs(cls.Params):
+            assert len(spec.label) <= LABEL_WIDTH, f"{kind}.{spec.name}: {spec.label!r}"
+    assert specs_by_name("driver.userspace")["apt_lock_backoff_max_s"].label == "apt lock backoff (s)"
+
+
+def test_a_long_url_is_shortened_in_the_middle_and_other_text_is_untouched() -> None:
+    from screens.fit import fit_urls, has_long_url, middle_ellipsis
+
+    url = "https://download.nvidia.com/XFree86/Linux-x86_64/595.71.05/NVIDIA-Linux-x86_64-595.71.05.run"
+    short = middle_ellipsis(url, 60)
+    assert len(short) == 60 and short.startswith("https://download.nvidia.com/") and short.endswith("595.71.05.run")
+    assert short.count("…") == 1
+    line = f"install NVIDIA userspace 595.71.05 from {url}; apt-get install kmod"
+    fitted = fit_urls(line, 60)
+    assert fitted == f"install NVIDIA userspace 595.71.05 from {short}; apt-get install kmod"
+    assert fit_urls(line, 200) == line and not has_long_url([line], 200) and has_long_url([line], 60)

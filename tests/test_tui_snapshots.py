@@ -28,6 +28,7 @@ from provisioner.playbook import load
 from provisioner.resolver import Resolution, ResolveRequest, resolve
 from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
 from screens.app import ProvisionerApp
+from screens.fit import fit_urls
 from screens.step_page import StepPage
 from screens.wizard_session import PAGES, WizardSession
 from tests.test_tui_support import PLAYBOOK, screen_text
@@ -265,8 +266,20 @@ def test_page_with_a_plan(snap_compare: Any, tmp_path: Path, name: str, size: tu
         if changes:
             assert "will change:" in text and f"Apply ({len(changes)})" in text
             assert "Apply (ctrl+r) makes these" in text  # the confirmation line is never scrolled away
-            for change in changes:  # whole words, wrapped with a hanging indent, never cut
-                assert " ".join(change.split()) in " ".join(plan.split()), change
+            for change in changes:  # whole words, wrapped with a hanging indent, never cut; a URL too wide
+                # for the pane shortened in the middle (never folded), the full text in the plan's tooltip
+                fitted = fit_urls(change, size[0] - 10)
+                assert " ".join(fitted.split()) in " ".join(plan.split()), change
+                if fitted != change:
+                    assert change in str(page.query_one("#plan").tooltip)
+            if name == "driver":  # the installer's URL never folds across lines: whole, or cut in the middle
+                urls = [w for line in text.splitlines() for w in re.findall(r"https://download\.nvidia\.com/XFree86/\S+", line)]
+                assert urls and all(w.rstrip(";").endswith("595.71.05.run") for w in urls), urls
+                full = changes[0].split()[-1]
+                versions = page.query_one("#versions")
+                if "…" in str(versions.render()):  # shortened on the page: whole in its tooltip
+                    assert full in str(versions.tooltip)
+                assert size[0] >= 100 or "…" in str(versions.render())  # 80 columns: the URL never folds
         else:
             assert "no change needed" in text
         body = page.query_one("#body")
@@ -337,5 +350,40 @@ def test_the_burnin_shows_phase_progress_and_eta(snap_compare: Any, tmp_path: Pa
         assert "phase 3/4: collectives" in text
         assert re.search(r"all_reduce\w* \d+/18 sizes", text), text
         assert "ETA ≥ 1:00" in text  # the default 60 s soak still to come
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+PROVEN_RUN = Path(__file__).parent / "fixtures" / "runs" / "20261203T084504-16857c.jsonl"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_summary_offers_the_export(snap_compare: Any, tmp_path: Path, size: tuple[int, int],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export's plan on the Summary page: the format chosen, every file it will write, Write export ready.
+    The proof is a recorded run log of the wizard (tests/fixtures/runs: the events a run of the reference
+    playbook writes, with a passing burn-in)."""
+    from textual.widgets import Button, Select
+
+    from screens.pages.summary import SummaryPage
+
+    app = make_app(tmp_path, "summary")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "summary")
+        page = app.screen
+        assert isinstance(page, SummaryPage)
+        monkeypatch.setattr(page, "export_source", lambda: PROVEN_RUN)
+        page.query_one("#export-format", Select).value = "flox"
+        await pilot.pause()
+        assert page.plan_export().ok
+        await pilot.pause()
+        page.query_one("#body").scroll_end(animate=False)  # the offer is at the end of the page
+        await pilot.pause()
+        assert_fits(app, "summary", size)
+        text = screen_text(app)
+        for word in ("Write export", "pylock.toml", "runtime.json", "host.json", "manifest.toml"):
+            assert word in text, word
+        assert not page.query_one("#export-write", Button).disabled
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

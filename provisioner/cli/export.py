@@ -13,24 +13,9 @@ from provisioner.export.models import FORMATS
 from provisioner.export.nix import NIXPKGS_REV
 
 
-def _venv_path(playbook: Any) -> str:
-    for step in playbook.steps:
-        if step.kind == "venv.build":
-            return str(step.params.get("path") or "/opt/torch-venv")
-    return "/opt/torch-venv"
-
-
-def _fetch_url(playbook: Any) -> Any:
-    """Where the venv's indexes are fetched from on this site (the playbook's venv.build mirrors, if any)."""
-    from provisioner.steps.venv_build import VenvBuild, VenvParams
-
-    spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
-    return VenvBuild(VenvParams.model_validate(spec.params if spec is not None else {}))._fetch_url
-
-
 async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
     from provisioner.events import Bus
-    from provisioner.export import collect
+    from provisioner.export.offer import fetch_url, gather
     from provisioner.session import node_transport
     from provisioner.transport.container import ContainerTransport
 
@@ -39,13 +24,7 @@ async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
         raise click.ClickException("the playbook names no container and the run recorded none")
     node = node_transport(pb.target, Bus(), trust_new_host=trust_new_host)
     try:
-        ct = ContainerTransport(node, int(vmid))
-        venv_rt = await collect.read_venv_runtime(ct, venv)
-        torch_res = proof.resolved.get("torch") or {}
-        doc = await collect.make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"], fetch=_fetch_url(pb),
-                                        variant=str(torch_res.get("variant") or ""),
-                                        torch_index=str(venv_rt.index_url), python=str(venv_rt.python))
-        return collect.build(proof, venv, venv_rt, doc, int(vmid))
+        return await gather(ContainerTransport(node, int(vmid)), proof, venv, fetch_url(pb), int(vmid))
     finally:
         await node.close()
 
@@ -71,6 +50,7 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     """
     from provisioner.cli.common import echo_json, load_or_exit, with_lab
     from provisioner.export import write
+    from provisioner.export.offer import venv_path
     from provisioner.export.source import ExportRefused, find_proof, require_proven
     from provisioner.steps.venv_build import UV_PIN
 
@@ -90,7 +70,7 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
         elif playbook_path:
             pb = load_or_exit(playbook_path)
         target = with_lab(pb, lab)
-        exp = asyncio.run(_collect(target, proof, _venv_path(pb), trust_new_host))
+        exp = asyncio.run(_collect(target, proof, venv_path(pb), trust_new_host))
     except ExportRefused as exc:
         click.echo(f"error: export refused: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None

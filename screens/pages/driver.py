@@ -8,10 +8,14 @@ from textual.widgets import ProgressBar, Static
 
 from provisioner.events import Progress
 from provisioner.steps.state import GpuDetection
+from screens.fit import fit_urls, has_long_url
 from screens.step_page import StepPage
 
 
-def version_text(host: str | None, wanted: str, installed_note: str, detected: GpuDetection | None) -> Text:
+def version_text(host: str | None, wanted: str, installed_note: str, detected: GpuDetection | None,
+                 width: int = 200) -> Text:
+    """The versions line, the step's plan note (a URL wider than `width` shortened in the middle: the page's
+    tooltip holds it whole) and the GPUs the container sees."""
     text = Text()
     text.append("host kernel module ", style="bold")
     text.append(host or "? (run the inventory)")
@@ -22,7 +26,7 @@ def version_text(host: str | None, wanted: str, installed_note: str, detected: G
     elif host:
         text.append("   ✓ match", style="green")
     if installed_note:
-        text.append(f"\n{installed_note}", style="dim")
+        text.append(f"\n{fit_urls(installed_note, width)}", style="dim")
     gpus = detected.gpus if detected is not None else []
     if gpus:
         text.append(f"\n{len(gpus)} GPU(s) visible in the container: ", style="bold")
@@ -48,7 +52,14 @@ class DriverPage(StepPage):
             if run.spec.kind == "driver.userspace":
                 wanted = str(run.spec.params.get("version", "host"))
                 note = "; ".join([*run.changes, *run.notes])
-        self.query_one("#versions", Static).update(version_text(host, wanted, note, state.detection))
+        width = max(30, (self.app.size.width or 80) - 6)
+        versions = self.query_one("#versions", Static)
+        versions.update(version_text(host, wanted, note, state.detection, width))
+        versions.tooltip = note if has_long_url([note], width) else None
+
+    def on_resize(self) -> None:  # Textual also calls StepPage.on_resize (handlers run along the MRO)
+        if self.body_ready:
+            self.refresh_view()  # the note's URL fitted to the new width
 
     def on_progress(self, event: Progress) -> None:
         bar = self.query_one("#download", ProgressBar)

@@ -1,14 +1,22 @@
-"""Summary: what ran (per step), the host's day-two drift, save the recorded playbook, open the run log."""
+"""Summary: what ran (per step), the host's day-two drift, save the recorded playbook, open the run log, and
+export the proven runtime (the engine's `provisioner.export.offer`: plan first, write on confirmation)."""
 
 from __future__ import annotations
+
+import textwrap
+from pathlib import Path
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Button, DataTable, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Select, Static
 
 from provisioner.drift import DriftReport
+from provisioner.export.models import FORMATS
+from provisioner.export.offer import FORMAT_TITLES, ExportPlan, fetch_url, plan_export, write_export
+from provisioner.export.source import ExportRefused
+from provisioner.transport.base import Transport
 from screens.step_page import StepPage
 from screens.widgets.form_input import FormInput
 
@@ -38,6 +46,7 @@ def drift_text(report: DriftReport | None, error: str = "") -> Text:
 
 class SummaryPage(StepPage):
     PAGE_NAME = "summary"
+    export_plan: ExportPlan | None = None  # the plan on screen that Write export confirms
 
     def compose_view(self) -> ComposeResult:
         yield Static("", id="recap")
@@ -53,6 +62,22 @@ class SummaryPage(StepPage):
             yield Button("Open run log", id="open-log", compact=True)
             yield Button("Check drift", id="check-drift", compact=True)
         yield Static("", id="saved", markup=False)
+        yield Static("Export the proven runtime", classes="section")
+        with Horizontal(classes="field"):
+            yield Label("export format", classes="field-label")
+            yield Select([(f"{fmt}: {FORMAT_TITLES[fmt]}", fmt) for fmt in FORMATS], value="pylock",
+                         allow_blank=False, id="export-format", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("export to", classes="field-label")
+            yield FormInput(f"export-{self.session.log_path.stem}", id="export-dest", compact=True)
+        with Horizontal(classes="field"):
+            yield Label("oci base image", classes="field-label")
+            yield FormInput("", placeholder="NAME@sha256:<digest> (oci only)", id="export-base", compact=True)
+        with Horizontal(id="export-actions"):
+            yield Button("Plan export", id="export-plan", compact=True)
+            yield Button("Write export", id="export-write", variant="warning", compact=True, disabled=True)
+        yield Static(Text("pylock.toml, runtime.json and host.json, plus the format's files: Plan export "
+                          "shows them first", style="dim"), id="export-result")
 
     def save_path(self) -> str:
         return self.query_one("#save-path", Input).value.strip() or self.session.record_to
@@ -96,3 +121,82 @@ class SummaryPage(StepPage):
             return None
         self.query_one("#drift", Static).update(drift_text(report))
         return report
+
+    # --- export (the engine writes; the page edits the parameters and shows the plan and the result) ------
+
+    def export_params(self) -> tuple[str, str, str]:
+        fmt = self.query_one("#export-format", Select).value
+        dest = self.query_one("#export-dest", Input).value.strip()
+        base = self.query_one("#export-base", Input).value.strip()
+        return str(fmt), dest, base
+
+    @on(Select.Changed, "#export-format")
+    @on(Input.Changed, "#export-dest")
+    @on(Input.Changed, "#export-base")
+    def _export_edited(self) -> None:
+        """An edited parameter drops the plan on screen: Write export needs a plan of exactly these values."""
+        if self.export_plan is not None:
+            self.export_plan = None
+            self.query_one("#export-write", Button).disabled = True
+            self.query_one("#export-result", Static).update(Text("changed: Plan export again", style="dim"))
+
+    @on(Button.Pressed, "#export-plan")
+    def _plan_export(self) -> None:
+        self.plan_export()
+
+    def export_source(self) -> Path:
+        """The run whose proof is exported: this session's run log (what the steps applied and proved)."""
+        return self.session.log_path
+
+    def plan_export(self) -> ExportPlan:
+        """The export plan of this run for the parameters on screen (`provisioner.export.offer.plan_export`)."""
+        fmt, dest, base = self.export_params()
+        plan = plan_export(self.export_source(), self.session.playbook(), fmt, dest, base=base or None)
+        self.export_plan = plan if plan.ok else None
+        text = Text()
+        width = max(30, (self.app.size.width or 80) - 6)
+        for n, line in enumerate(plan.lines()):
+            indent = " " * (len(line) - len(line.lstrip()) + 2)
+            wrapped = textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+            text.append(("\n" if n else "") + "\n".join(wrapped),
+                        style=("bold" if n == 0 else "") + ("" if plan.ok else " red"))
+        if plan.ok:
+            text.append("\nWrite export writes these files.", style="bold yellow")
+        self.query_one("#export-result", Static).update(text)
+        self.query_one("#export-write", Button).disabled = not plan.ok
+        return plan
+
+    @on(Button.Pressed, "#export-write")
+    def _write_export(self) -> None:
+        if self.export_plan is None:
+            return
+        self.query_one("#export-write", Button).disabled = True
+        self.query_one("#export-result", Static).update(Text("exporting: uv makes pylock.toml in the container …",
+                                                             style="dim"))
+        self.run_worker(self.write_export(self.export_plan), exclusive=True, group="export")
+
+    def container_transport(self, vmid: int) -> Transport:
+        """The proving container, through the session's node connection (`pct exec`)."""
+        from provisioner.transport.container import ContainerTransport
+
+        return ContainerTransport(self.session.context().node, vmid)
+
+    async def write_export(self, plan: ExportPlan) -> list[str]:
+        """Write the confirmed plan (engine: `offer.write_export`); the page reports the files or the reason."""
+        result = self.query_one("#export-result", Static)
+        try:
+            assert plan.vmid is not None
+            written = await write_export(plan, self.container_transport(plan.vmid),
+                                         fetch=fetch_url(self.session.playbook()))
+        except (ExportRefused, ValueError, OSError) as exc:
+            result.update(Text(f"export failed: {exc}", style="red"))
+            return []
+        except Exception as exc:  # an unreachable host: the page says why, the wizard stays
+            result.update(Text(f"export failed: {type(exc).__name__}: {exc}", style="red"))
+            return []
+        self.export_plan = None
+        text = Text(f"wrote {Path(plan.out)}/:", style="bold green")
+        for name in written:
+            text.append(f"\n  {name}")
+        result.update(text)
+        return written

@@ -1,0 +1,168 @@
+"""The export as a face offers it: a plan of what would be written (or why it cannot be), then the writing.
+
+`provisioner export` and the wizard's Summary page call the same two functions: `plan_export` reads the
+run's proof (its run log) and names every file the export folder will hold, without touching a host;
+`write_export` gathers the runtime from the proving container (uv's pylock of the locked wheels, the venv's
+runtime.json) through the transport it is given and writes the folder. Neither knows a UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioner.export import flox, nix, oci, pylock, write
+from provisioner.export.collect import Export, build, make_pylock, read_venv_runtime
+from provisioner.export.models import FORMATS
+from provisioner.export.source import ExportRefused, Proof, read_run, require_proven
+from provisioner.playbook import Playbook
+from provisioner.transport.base import Transport
+
+#: what each format renders beside the core files (pylock.toml, runtime.json, host.json)
+FORMAT_TITLES = {"pylock": "pylock.toml only (PEP 751)", "flox": "Flox environment (manifest.toml)",
+                 "nix": "Nix flake (flake.nix)", "oci": "OCI image layout (+ Containerfile)"}
+DEFAULT_VENV = "/opt/torch-venv"
+
+
+def venv_path(playbook: Playbook) -> str:
+    """The venv the playbook's venv.build builds (where the export reads runtime.json)."""
+    for step in playbook.steps:
+        if step.kind == "venv.build":
+            return str(step.params.get("path") or DEFAULT_VENV)
+    return DEFAULT_VENV
+
+
+def fetch_url(playbook: Playbook) -> Callable[[str], str]:
+    """Where the venv's indexes are fetched from on this site (the playbook's venv.build mirrors, if any)."""
+    from provisioner.steps.venv_build import VenvBuild, VenvParams
+
+    spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
+    fetch: Callable[[str], str] = VenvBuild(VenvParams.model_validate(spec.params if spec is not None else {}))._fetch_url
+    return fetch
+
+
+async def gather(ct: Transport, proof: Proof, venv: str, fetch: Callable[[str], str], vmid: int | None) -> Export:
+    """The export's content, read from the proving container `ct` (uv runs there, as venv.build did)."""
+    venv_rt = await read_venv_runtime(ct, venv)
+    torch_res = proof.resolved.get("torch") or {}
+    doc = await make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"], fetch=fetch,
+                            variant=str(torch_res.get("variant") or ""), torch_index=str(venv_rt.index_url),
+                            python=str(venv_rt.python))
+    return build(proof, venv, venv_rt, doc, vmid)
+
+
+def format_files(fmt: str) -> list[tuple[str, str]]:
+    """(name, what) of the files `fmt` renders beside the core files."""
+    if fmt == "flox":
+        return [(flox.MANIFEST, "Flox manifest: Python and uv pinned, the venv from pylock.toml")]
+    if fmt == "nix":
+        return [(nix.FLAKE, "Nix flake: pinned nixpkgs, one fixed-output fetch per wheel")]
+    if fmt == "oci":
+        return [(f"{oci.LAYOUT}/", "OCI image layout (every wheel fetched and checked, deterministic layer)"),
+                (oci.CONTAINERFILE, "the Containerfile that says the same"),
+                ("wheels/, install.sh, smoke.py", "the Containerfile's build context")]
+    return []
+
+
+@dataclass
+class ExportPlan:
+    """What an export would write, or why it cannot."""
+
+    fmt: str
+    out: Path
+    files: list[tuple[str, str]] = field(default_factory=list)
+    refused: str = ""
+    proof: Proof | None = None
+    venv: str = DEFAULT_VENV
+    vmid: int | None = None
+    base: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def lines(self) -> list[str]:
+        """The plan in words: the folder, each file with what it holds, what is read from where."""
+        if self.refused:
+            return [f"cannot export: {self.refused}"]
+        out = [f"will write {self.out}/ ({self.fmt}):"]
+        out += [f"  {name} — {what}" for name, what in self.files]
+        out += [f"  {note}" for note in self.notes]
+        return out
+
+
+def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *, base: str | None = None,
+                nixpkgs_rev: str = nix.NIXPKGS_REV) -> ExportPlan:
+    """The export plan of the run `run_log` (a run log of this playbook), changing nothing anywhere."""
+    dest = Path(out).expanduser() if str(out).strip() else Path()
+    plan = ExportPlan(fmt=fmt, out=dest, venv=venv_path(playbook), base=base or None)
+    try:
+        if fmt not in FORMATS:
+            raise ExportRefused(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        if not str(out).strip():
+            raise ExportRefused("no destination folder given")
+        if dest.exists() and not dest.is_dir():
+            raise ExportRefused(f"{dest} exists and is not a folder")
+        if fmt == "oci":
+            if not base:
+                raise ExportRefused("the oci format needs the base image named by digest (NAME@sha256:<64 hex>)")
+            try:
+                oci.check_base(base)
+            except ValueError as exc:
+                raise ExportRefused(str(exc)) from None
+        if fmt == "nix":
+            if not re.fullmatch(r"[0-9a-f]{40}", nixpkgs_rev):
+                raise ExportRefused(f"not a nixpkgs commit: {nixpkgs_rev!r}")
+        if not run_log.is_file():
+            raise ExportRefused(f"the run log {run_log} is not there: nothing was recorded")
+        proof = read_run(run_log)
+        require_proven(proof)
+    except ExportRefused as exc:
+        plan.refused = str(exc)
+        return plan
+    res = proof.resolved
+    vmid = playbook.target.container or res.get("vmid")
+    if vmid is None:
+        plan.refused = "the playbook names no container and the run recorded none"
+        return plan
+    plan.proof, plan.vmid = proof, int(vmid)
+    torch: dict[str, Any] = res["torch"] if isinstance(res.get("torch"), dict) else {}
+    runtime: dict[str, Any] = res["runtime"] if isinstance(res.get("runtime"), dict) else {}
+    built = runtime.get("torch") or torch.get("version") or "the venv's torch"
+    groups = res["venv_lock"]["groups"]
+    plan.files = [
+        (pylock.PYLOCK, f"every wheel of the lock ({len(groups)} group(s)): URL, sha256, size"),
+        ("runtime.json", f"the proof: torch {built}, burn-in pass, run {proof.run_id}"),
+        ("host.json", f"the host driver it needs (proven on {res.get('host_driver') or 'the host'})"),
+        *format_files(fmt),
+    ]
+    plan.notes = [f"read from CT {plan.vmid} (nothing changes there): {plan.venv}/runtime.json and uv's pylock"]
+    if dest.is_dir() and any(dest.iterdir()):
+        plan.notes.append(f"{dest} is not empty: files of the same name are replaced")
+    return plan
+
+
+async def write_export(plan: ExportPlan, ct: Transport, *, fetch: Callable[[str], str] = str, uv_version: str = "",
+                       nixpkgs_rev: str = nix.NIXPKGS_REV, cache: Path | None = None) -> list[str]:
+    """Write the planned export: gather it from the proving container `ct`, then write the folder. Returns
+    the names written (relative to `plan.out`); raises ExportRefused (or ValueError from a rendering)."""
+    if not plan.ok or plan.proof is None:
+        raise ExportRefused(plan.refused or "no plan")
+    if not uv_version:
+        from provisioner.steps.venv_build import UV_PIN
+
+        uv_version = UV_PIN
+    exp = await gather(ct, plan.proof, plan.venv, fetch, plan.vmid)
+
+    def _write() -> list[str]:
+        write.write_core(plan.out, exp)
+        rendered = write.render(plan.out, plan.fmt, uv_version=uv_version, base=plan.base, nixpkgs_rev=nixpkgs_rev,
+                                cache=cache)
+        return [pylock.PYLOCK, "runtime.json", "host.json", *rendered]
+
+    return await asyncio.to_thread(_write)

@@ -1,0 +1,162 @@
+"""The Summary page offers the export of the proven runtime: plan first, write on confirmation, report.
+
+The engine (`provisioner.export.offer`) plans and writes; the page only edits the parameters and shows the
+result. The wizard session's run log holds the proof, as a finished run writes it (`StepFinished` events with
+their `resolved` facts, emitted on the session's own bus). The proving container is this machine
+(`LocalTransport`: the page's `container_transport` seam; in the wizard it is `pct exec` through the node):
+the real uv compiles the venv's hashed lock to pylock.toml against a real PEP 503 index of real wheel files
+(the lab's wheel builder, served as file:// URLs), and the sizes are read from the index as in a container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Button, Input, Select, Static
+
+from provisioner.events import StepFinished
+from provisioner.payloads import RuntimeGpu, VenvRuntime
+from provisioner.playbook import load
+from provisioner.transport.local import LocalTransport
+from screens.app import ProvisionerApp
+from screens.pages.summary import SummaryPage
+from screens.wizard_session import WizardSession
+from tests.test_tui_support import PLAYBOOK, wait_for
+
+TORCH = "2.11.0+cu128"
+
+
+def _index(root: Path) -> tuple[str, str]:
+    """A PEP 503 simple index (file://) holding a real torch wheel; (index URL, the lock text)."""
+    from provisioner.lab.wheels import make_wheel
+
+    wheels = root / "wheels"
+    wheels.mkdir(parents=True)
+    wheel = make_wheel(wheels, "torch", TORCH, "py3-none-manylinux_2_28_x86_64",
+                       {"torch/__init__.py": f"__version__ = '{TORCH}'\n".encode()})
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (root / "simple" / "torch").mkdir(parents=True)
+    (root / "simple" / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>\n')
+    (root / "simple" / "torch" / "index.html").write_text(
+        f'<html><body><a href="{wheel.as_uri()}#sha256={sha}">{wheel.name}</a></body></html>\n')
+    return (root / "simple").as_uri(), f"torch=={TORCH} \\\n    --hash=sha256:{sha}\n"
+
+
+def _venv(path: Path, index: str) -> None:
+    """A venv as venv.build leaves it: a real interpreter and a verified runtime.json."""
+    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(path)], check=True, timeout=300)
+    runtime = VenvRuntime(built_by="gpu-provisioner", verified=True, torch=TORCH, cuda="12.8", index_url=index,
+                          python=".".join(map(str, sys.version_info[:3])), driver="595.71.05",
+                          arch_list=["sm_80", "sm_90", "sm_100", "sm_120"],
+                          gpus=[RuntimeGpu(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                                           compute_cap="12.0")])
+    (path / "runtime.json").write_text(runtime.model_dump_json())
+
+
+def _session(tmp: Path, venv: Path, *, index: str, lock: str, burnin: bool = True) -> WizardSession:
+    (tmp / "runs").mkdir(exist_ok=True)
+    pb = load(PLAYBOOK)
+    steps = [s.model_copy(update={"params": {**s.params, "path": str(venv)}}) if s.kind == "venv.build" else s
+             for s in pb.steps]
+    session = WizardSession(pb.model_copy(update={"steps": steps}), playbook_path=str(PLAYBOOK),
+                            runs_dir=tmp / "runs", record_to=str(tmp / "recorded.yaml"))
+    at = {r.spec.kind: r.index for r in session.runs}
+    facts = [("torch.resolve", {"torch": {"version": "2.11.0", "variant": "cu128", "index_url": index}}),
+             ("venv.build", {"venv_lock": {"groups": {"torch": {"text": lock, "index_url": index}}},
+                             "runtime": {"torch": TORCH, "cuda": "12.8"}})]
+    if burnin:
+        facts.append(("burnin.run", {"burnin": {"verdict": "pass", "summary": "pass"}}))
+    for kind, resolved in facts:
+        session.bus.emit(StepFinished(host=session.host, index=at[kind], step=kind, status="changed",
+                                      resolved=resolved, mode="apply"))
+    return session
+
+
+async def _set(app: ProvisionerApp, pilot: Any, fmt: str, dest: Path) -> SummaryPage:
+    page = app.screen
+    assert isinstance(page, SummaryPage)
+    page.query_one("#export-format", Select).value = fmt
+    page.query_one("#export-dest", Input).value = str(dest)
+    await pilot.pause()
+    return page
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv")
+async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    index, lock = _index(tmp_path / "index")
+    venv = tmp_path / "venv"
+    _venv(venv, index)
+    session = _session(tmp_path, venv, index=index, lock=lock)
+    out = tmp_path / "out"
+    app = ProvisionerApp(session, start_page="summary")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
+                       timeout=60, what="the Summary page")
+        page = await _set(app, pilot, "flox", out)
+        monkeypatch.setattr(page, "container_transport", lambda vmid: LocalTransport())
+        write = page.query_one("#export-write", Button)
+        assert write.disabled  # nothing is written before a plan is shown
+        page.query_one("#export-plan", Button).press()
+        await wait_for(pilot, lambda: not write.disabled, timeout=60, what="the plan")
+        shown = str(page.query_one("#export-result", Static).render())
+        for name in ("pylock.toml", "runtime.json", "host.json", "manifest.toml", str(out)):
+            assert name in shown, name
+        assert not out.exists()  # the plan changed nothing
+        page.query_one("#export-dest", Input).value = str(out) + "x"  # an edit drops the plan
+        await pilot.pause()
+        assert write.disabled
+        page.query_one("#export-dest", Input).value = str(out)
+        page.query_one("#export-plan", Button).press()
+        await wait_for(pilot, lambda: not write.disabled, timeout=60, what="the plan again")
+        write.press()
+        await wait_for(pilot, lambda: "wrote" in str(page.query_one("#export-result", Static).render())
+                       or "failed" in str(page.query_one("#export-result", Static).render()),
+                       timeout=300, what="the export written")
+        shown = str(page.query_one("#export-result", Static).render())
+        assert shown.startswith(f"wrote {out}/"), shown
+    await session.close()
+    for name in ("pylock.toml", "runtime.json", "host.json", "manifest.toml"):
+        assert name in shown and (out / name).is_file(), name
+    doc = tomllib.loads((out / "pylock.toml").read_text())
+    wheel = (tmp_path / "index" / "wheels").glob("torch-*.whl").__next__()
+    [pkg] = doc["packages"]
+    assert pkg["name"] == "torch" and pkg["version"] == TORCH
+    [entry] = pkg["wheels"]
+    assert entry["hashes"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert entry["size"] == wheel.stat().st_size and entry["url"].startswith("file://")
+    runtime = json.loads((out / "runtime.json").read_text())
+    assert runtime["torch"] == TORCH and runtime["burnin"]["verdict"] == "pass" and runtime["venv"] == str(venv)
+    assert json.loads((out / "host.json").read_text())["driver_proven_on"] == "595.71.05"
+    assert tomllib.loads((out / "manifest.toml").read_text())["options"]["cuda-detection"] is True
+
+
+async def test_the_summary_says_why_it_cannot_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No burn-in in the run: the plan is refused with the reason and nothing can be written; the oci format
+    without a base named by digest is refused the same way."""
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    session = _session(tmp_path, tmp_path / "venv", index="https://download.pytorch.org/whl/cu128",
+                       lock="torch==2.11.0\n", burnin=False)
+    app = ProvisionerApp(session, start_page="summary")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
+                       timeout=60, what="the Summary page")
+        page = await _set(app, pilot, "pylock", tmp_path / "out")
+        plan = page.plan_export()
+        await pilot.pause()
+        shown = str(page.query_one("#export-result", Static).render())
+        assert not plan.ok and shown.startswith("cannot export:") and "no burn-in ran" in shown, shown
+        assert page.query_one("#export-write", Button).disabled
+        page = await _set(app, pilot, "oci", tmp_path / "out")
+        assert "base image named by digest" in " ".join(page.plan_export().lines())
+    await session.close()
+    assert not (tmp_path / "out").exists()
