@@ -86,7 +86,13 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("smi_cannot_communicate", ("couldn't communicate", "could not communicate"),
      r"(?:couldn't|could not) communicate with the NVIDIA driver"),
     ("userspace_missing", ("nvidia-smi", "libnvidia-ml"),
-     r"\bnvidia-smi: command not found|\bnvidia-smi: not found|nvidia-smi: No such file or directory"
+     # the binary absent, in the shells', runtimes' and package tools' wordings: `bash: nvidia-smi: command not
+     # found`, `sh: 1: nvidia-smi: not found`, `exec: "nvidia-smi": executable file not found in $PATH` (runc),
+     # `Container command 'nvidia-smi' not found or does not exist` (docker), `The program 'nvidia-smi' is
+     # currently not installed`, `which: no nvidia-smi in (...)`
+     r"\bnvidia-smi[\"'`]?:?\s+(?:command not found|not found|no such file or directory|executable file not found)"
+     r"|\b(?:command|program|executable)\s+[\"'`]?nvidia-smi[\"'`]?\s+(?:(?:was )?not found|does not exist|is currently not installed)"
+     r"|\bwhich: no nvidia-smi in\b"
      r"|libnvidia-ml\.so(?:\.1)?: cannot open shared object|load library failed: libnvidia-ml\.so"
      r"|couldn't find libnvidia-ml\.so"),
     ("node_missing", ("/dev/nvidia",),
