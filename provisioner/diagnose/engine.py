@@ -10,7 +10,7 @@ from functools import lru_cache
 from provisioner.diagnose.evidence import EXTRACTOR_REGEXES, LogEvidence, decide, extract_evidence, places_of
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
-from provisioner.diagnose.normalize import CleanLog, clean_log
+from provisioner.diagnose.normalize import CleanLog, clean_log, fold_typography
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
 from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, literal_regex, next_span, required_literals
@@ -360,7 +360,7 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     rules: tuple[Rule, ...] = RULES
     context_text: str | None = None
     if len(text) > FAST_PATH_CHARS:
-        context_text, text = text, select_windows(text)
+        context_text, text = text, select_windows(fold_typography(text))
     log = clean_log(text)
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
