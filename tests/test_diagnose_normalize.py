@@ -149,3 +149,19 @@ def test_typographic_quotes_and_spaces_match_as_the_tool_printed_them() -> None:
     top = diagnose(pasted)[0]
     assert top.category == "no_driver_loaded" and top.evidence == (pasted,)
     assert diagnose(nbsp)[0].category == "driver_lib_mismatch"
+
+
+def test_typography_survives_the_long_log_prefilter() -> None:
+    """A log past the fast-path size is cut to the prefilter's windows first (bytes, before any folding): a
+    line whose only trace of the message is the typographic form must still be kept and matched."""
+    import json
+    from pathlib import Path
+
+    from provisioner.diagnose.engine import FAST_PATH_CHARS
+
+    rows = (Path(__file__).parent / "fixtures/diagnose/healthy.jsonl").read_text(encoding="utf-8").splitlines()
+    healthy = "\n".join(json.loads(r)["log"] for r in rows if r.strip())
+    filler = healthy * (FAST_PATH_CHARS // len(healthy) + 1)
+    pasted = "NVIDIA-SMI has failed because it couldn‘t communicate with the NVIDIA driver."
+    findings = diagnose(filler + "\n" + pasted)
+    assert [f for f in findings if "nodriver.nvidia_smi_cannot_communicate" in f.rules and pasted in f.evidence]

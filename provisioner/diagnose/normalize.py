@@ -82,11 +82,12 @@ class CleanLog:
 # Typography that pasting through a web page, a word processor or an input method puts into a tool's ASCII
 # message (qixuema/envs#4 pasted "couldn‘t communicate"): curly/prime quotes and non-breaking or thin spaces.
 # Folded one character for one, so offsets and line lengths stay those of the visible text.
-_TYPOGRAPHY = str.maketrans({
+TYPOGRAPHY: dict[str, str] = {
     **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
     **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
     **dict.fromkeys("\u00a0\u2007\u2009\u200a\u202f\u3000", " "),
-})
+}
+_TYPOGRAPHY = str.maketrans(TYPOGRAPHY)
 
 
 def fold_typography(text: str) -> str:
