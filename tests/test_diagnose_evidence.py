@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.evidence import LogEvidence, decide, extract_evidence
@@ -103,3 +104,59 @@ def test_cli_prints_the_evidence_on_request(tmp_path: Path) -> None:
     assert doc["evidence"]["driver_loaded"] is True and doc["evidence"]["nodes_missing"] == ["/dev/nvidiactl"]
     plain = CliRunner().invoke(command, ["--log", str(log), "--json"])
     assert "evidence" not in json.loads(plain.output.strip().splitlines()[-1])
+
+
+# nvidia-smi absent, as real tools word it (each line from the public thread named beside it)
+_SMI_ABSENT = (
+    ('nvidia-docker: Error response from daemon: oci runtime error: exec: "nvidia-smi": executable file not '
+     "found in $PATH.", "https://github.com/NVIDIA/nvidia-docker/issues/250"),
+    ("docker: Error response from daemon: Container command 'nvidia-smi' not found or does not exist..",
+     "https://github.com/NVIDIA/nvidia-docker/issues/314"),
+    ('"nvidia-smi": executable file not found in $PATH: unknown', "https://github.com/NVIDIA/k8s-device-plugin/issues/346"),
+    ("nvidia-smi: not found", "https://github.com/kata-containers/kata-containers/issues/8282"),
+)
+
+
+def test_nvidia_smi_absent_is_one_fact_in_every_wording() -> None:
+    for line, source in _SMI_ABSENT:
+        assert extract_evidence(line).userspace_missing, (line, source)
+    for line in ("nvidia-smi found at /usr/bin/nvidia-smi", "NVIDIA-SMI 595.71.05  Driver Version: 595.71.05"):
+        assert not extract_evidence(line).userspace_missing, line
+
+
+def _diagnose_file(tmp_path: Path, text: str) -> Any:
+    """The scorer's call shape: `provisioner diagnose --log FILE --json` (here with --evidence), last line."""
+    from click.testing import CliRunner
+
+    from provisioner.cli.diagnose import command
+
+    log = tmp_path / "pasted.log"
+    log.write_text(text + "\n", encoding="utf-8")
+    res = CliRunner().invoke(command, ["--log", str(log), "--json", "--evidence"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output.strip().splitlines()[-1])
+    assert isinstance(doc, dict) and doc["findings"]
+    return doc
+
+
+def test_nvidia_smi_gone_from_a_container_after_the_host_changed_end_to_end(tmp_path: Path) -> None:
+    """A real report (NVIDIA/nvidia-docker#250): after the host's OS restart new containers have no nvidia-smi
+    ('executable file not found in $PATH'), older ones still work. From the raw text through the CLI: the
+    container's userspace, not "no driver" (nothing says the host's module is missing)."""
+    doc = _diagnose_file(tmp_path, _log("nvidia-docker-smi-not-in-path-after-restart"))
+    top = doc["findings"][0]
+    assert top["category"] == "container_device_missing" and top["rule"] == "evidence.container_userspace_missing"
+    assert any('"nvidia-smi": executable file not found' in e for e in top["evidence"])
+    ev = doc["evidence"]
+    assert ev["userspace_missing"] is True and "docker" in ev["places"]
+    assert not [f for f in doc["findings"] if f["category"] == "no_driver_loaded"]
+
+
+def test_proxmox_lxc_userspace_missing_end_to_end(tmp_path: Path) -> None:
+    """A real Proxmox VE 9.1 report (saihgupr/frigate-proxmox-script#30): docker in an LXC, libnvidia-ml.so.1
+    absent. The Proxmox/LXC context steers to the container's userspace, ahead of "no driver"."""
+    doc = _diagnose_file(tmp_path, _log("pve912-frigate-lxc-docker-libnvidia-ml-missing"))
+    top = doc["findings"][0]
+    assert top["category"] == "container_device_missing" and "LXC" in top["root_cause"]
+    assert any("libnvidia-ml.so.1" in e for e in top["evidence"])
+    assert doc["evidence"]["proxmox"] is True and doc["evidence"]["userspace_missing"] is True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.diagnose import diagnose
-from provisioner.diagnose.normalize import clean_log, split_lines, strip_ansi, strip_prefix
+from provisioner.diagnose.normalize import clean_log, fold_typography, split_lines, strip_ansi, strip_prefix
 
 ESC = "\x1b"
 # Real message (reference/torch-matrix.md §6, pytorch/pytorch#167244).
@@ -134,3 +134,34 @@ def test_evidence_line_is_truncated_not_the_match() -> None:
 def test_empty_and_binary_input() -> None:
     assert diagnose("") == []
     assert diagnose("\x00\x01\x02 \ufffd\ufffd") == []
+
+
+def test_typographic_quotes_and_spaces_match_as_the_tool_printed_them() -> None:
+    """qixuema/envs#4 pasted nvidia-smi's message with a typographic apostrophe (couldn‘t); web pages carry
+    no-break spaces. Rules match the ASCII the tool printed; evidence cites the line as pasted."""
+    pasted = "NVIDIA-SMI has failed because it couldn‘t communicate with the NVIDIA driver."
+    nbsp = "Failed to initialize NVML:\u00a0Driver/library version mismatch"
+    log = clean_log(pasted + "\n" + nbsp)
+    assert log.full_text.rstrip("\n") == ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+                             "Failed to initialize NVML: Driver/library version mismatch")
+    assert log.lines == (pasted, nbsp)  # visible lines untouched
+    assert fold_typography("“nvidia-smi” ’x’") == '"nvidia-smi" \'x\'' and len(fold_typography(nbsp)) == len(nbsp)
+    top = diagnose(pasted)[0]
+    assert top.category == "no_driver_loaded" and top.evidence == (pasted,)
+    assert diagnose(nbsp)[0].category == "driver_lib_mismatch"
+
+
+def test_typography_survives_the_long_log_prefilter() -> None:
+    """A log past the fast-path size is cut to the prefilter's windows first (bytes, before any folding): a
+    line whose only trace of the message is the typographic form must still be kept and matched."""
+    import json
+    from pathlib import Path
+
+    from provisioner.diagnose.engine import FAST_PATH_CHARS
+
+    rows = (Path(__file__).parent / "fixtures/diagnose/healthy.jsonl").read_text(encoding="utf-8").splitlines()
+    healthy = "\n".join(json.loads(r)["log"] for r in rows if r.strip())
+    filler = healthy * (FAST_PATH_CHARS // len(healthy) + 1)
+    pasted = "NVIDIA-SMI has failed because it couldn‘t communicate with the NVIDIA driver."
+    findings = diagnose(filler + "\n" + pasted)
+    assert [f for f in findings if "nodriver.nvidia_smi_cannot_communicate" in f.rules and pasted in f.evidence]

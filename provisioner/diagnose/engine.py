@@ -10,7 +10,7 @@ from functools import lru_cache
 from provisioner.diagnose.evidence import EXTRACTOR_REGEXES, LogEvidence, decide, extract_evidence, places_of
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
-from provisioner.diagnose.normalize import CleanLog, clean_log
+from provisioner.diagnose.normalize import TYPOGRAPHY, CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
 from provisioner.diagnose.rx import Regex, compile_rx, compile_rx_bytes, literal_regex, next_span, required_literals
@@ -280,6 +280,9 @@ def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
             bare.append(compile_rx_bytes(regex))
         else:
             literals |= lits
+    # a typographic quote or space (a paste through a web page) keeps its lines too: `clean_log` folds them to
+    # the ASCII the rules' literals hold, which the byte-level prefilter cannot see through
+    literals |= set(TYPOGRAPHY)
     alternation = "|".join(literal_regex(x) for x in sorted(literals, key=len, reverse=True))
     return Prefilter(compile_rx_bytes(alternation, exact=True), tuple(bare))
 
@@ -314,7 +317,7 @@ def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> str:
             spans.append(_window(data, m.start(), 0))
     low = data.lower()  # ASCII-only: offsets stay those of `data`
     end = -1
-    while True:
+    while end + 1 <= len(low):  # (a window may end the log: RE2 refuses a start past the end, noisily)
         hit = next_span(pf.regex, low, end + 1)
         if hit is None:
             break

@@ -85,10 +85,21 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"Module nvidia\S* not found|NVIDIA kernel module missing|driver not loaded|NVIDIA driver is not loaded"),
     ("smi_cannot_communicate", ("couldn't communicate", "could not communicate"),
      r"(?:couldn't|could not) communicate with the NVIDIA driver"),
-    ("userspace_missing", ("nvidia-smi", "libnvidia-ml"),
-     r"\bnvidia-smi: command not found|\bnvidia-smi: not found|nvidia-smi: No such file or directory"
+    ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml"),
+     # the binary absent, in the shells', runtimes' and package tools' wordings: `bash: nvidia-smi: command not
+     # found`, `sh: 1: nvidia-smi: not found`, `exec: "nvidia-smi": executable file not found in $PATH` (runc),
+     # `Container command 'nvidia-smi' not found or does not exist` (docker), `The program 'nvidia-smi' is
+     # currently not installed`, `which: no nvidia-smi in (...)`
+     r"\bnvidia-smi[\"'`]?:?\s+(?:command not found|not found|no such file or directory|executable file not found)"
+     r"|\b(?:command|program|executable)\s+[\"'`]?nvidia-smi[\"'`]?\s+(?:(?:was )?not found|does not exist|is currently not installed)"
+     r"|\bwhich: no nvidia-smi in\b"
      r"|libnvidia-ml\.so(?:\.1)?: cannot open shared object|load library failed: libnvidia-ml\.so"
-     r"|couldn't find libnvidia-ml\.so"),
+     r"|couldn't find libnvidia-ml\.so"
+     # NVML's library itself not loadable, as the bindings say it: pynvml `NVMLError_LibraryNotFound: NVML Shared
+     # Library Not Found` (stevezau/media_preview_generator#47), go-nvml `ERROR_LIBRARY_NOT_FOUND`, gonvml "could
+     # not load NVML library" (mindprince/nvidia_gpu_prometheus_exporter#1)
+     r"|\bnvml\w*[^\n]{0,20}?library[ _]?not[ _]?found"
+     r"|(?:could not|couldn't|can't|cannot|unable to|failed to) load (?:the )?NVML library"),
     ("node_missing", ("/dev/nvidia",),
      _NODE + r"[\"'`]?[^\n]{0,100}?(?:ENOENT|no such file or directory|does not exist|not found|is missing)"),
     ("node_seen", ("/dev/nvidia", "nvidiactl", "nvidia-uvm"), r"^\s*c[rwx-]{9}\S*\s[^\n]*?\s(?:/dev/)?(nvidia(?:ctl|-uvm-tools|-uvm|\d+))\s*$"),

@@ -79,6 +79,22 @@ class CleanLog:
         return out
 
 
+# Typography that pasting through a web page, a word processor or an input method puts into a tool's ASCII
+# message (qixuema/envs#4 pasted "couldn‘t communicate"): curly/prime quotes and non-breaking or thin spaces.
+# Folded one character for one, so offsets and line lengths stay those of the visible text.
+TYPOGRAPHY: dict[str, str] = {
+    **dict.fromkeys("\u2018\u2019\u201a\u201b\u2032\uff07", "'"),
+    **dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"'),
+    **dict.fromkeys("\u00a0\u2007\u2009\u200a\u202f\u3000", " "),
+}
+_TYPOGRAPHY = str.maketrans(TYPOGRAPHY)
+
+
+def fold_typography(text: str) -> str:
+    """`text` with typographic quotes and spaces as the ASCII a tool printed (same length); ASCII text as is."""
+    return text if text.isascii() else text.translate(_TYPOGRAPHY)
+
+
 def strip_ansi(text: str) -> str:
     """Remove ANSI escape sequences (and their pasted caret/lost-ESC forms)."""
     return _ANSI_RE.sub("", text)
@@ -150,7 +166,7 @@ def clean_log(text: str) -> CleanLog:
             raw = raw[:MAX_LINE_CHARS]
         line = _CONTROL_RE.sub("", strip_ansi(raw)).replace("\t", "    ").rstrip()
         visible.append(line)
-    matchable = [strip_prefix(line) for line in visible]
+    matchable = [strip_prefix(fold_typography(line)) for line in visible]
     parts = [(m, i) for i, m in enumerate(matchable)]
     views = [_build_view(parts, ["\n"] * len(parts))]
     width = _wrap_width(visible)

@@ -143,9 +143,15 @@ RULES: tuple[Rule, ...] = (
         name="mismatch.nvml",
         category="driver_lib_mismatch",
         patterns=(
+            # NVML_ERROR_LIB_RM_VERSION_MISMATCH (18) as each tool words it: nvidia-smi's "Driver/library version
+            # mismatch", NVML's own "RM has detected an NVML/RM version mismatch" (XuehaiPan/nvitop#41), the
+            # bindings' constant (pynvml `NVMLError_LibRmVersionMismatch`, rapidsai/dask-cuda#949; tensorpack's
+            # `NVML_ERROR_LIB_RM_VERSION_MISMATCH`, #1244) and the bare code (ollama: `nvmlInit_v2 err: 18`)
             r"Driver/library version mismatch",
             r"NVML library version:\s*\d+",
-            r"nvml error: driver/library version mismatch",
+            r"NVML/RM version mismatch",
+            r"lib[ _]?rm[ _]?version[ _]?mismatch",
+            r"\bnvml\w*[^\n]{0,30}?\b(?:err(?:or)?|failure|failed|returned|return code)\W{0,3}18\b",
         ),
         confidence=0.93,
         root_cause=(
@@ -159,6 +165,10 @@ RULES: tuple[Rule, ...] = (
         ),
         examples=(
             "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.178",
+            "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown",
+            "pynvml.nvml.NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch.",
+            "tensorpack.utils.nvml.NvmlException: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+            "nvmlInit_v2 err: 18",
         ),
     ),
     Rule(

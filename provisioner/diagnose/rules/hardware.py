@@ -23,10 +23,17 @@ RULES: tuple[Rule, ...] = (
             r"uncorrectable ECC error encountered",
             r"cudaErrorECCUncorrectable",
             r"CUDA_ERROR_ECC_UNCORRECTABLE",
-            r"GPU has fallen off the bus",
-            r"GPU is lost\. Reboot the system",
+            # "GPU has fallen off the bus" (Xid 79), "…has fallen off the bus and is not responding to commands"
+            # (NVRM's own line, wrapped over NVRM:-prefixed lines), "GPU has fallen off of the bus"
+            r"\bfallen off (?:of )?the bus\b",
+            # NVML_ERROR_GPU_IS_LOST / NV_ERR_GPU_IS_LOST as tools word it: nvidia-smi "GPU is lost. Reboot the
+            # system", pynvml `NVMLError_GpuIsLost` (rossumai/nvgpu#6), slurm "NVML: Failed to get usage(15): GPU
+            # is lost" (LSSI-ETH/plmfit#40), NVRM "GPU lost from the bus [NV_ERR_GPU_IS_LOST]" (open-gpu-kernel-
+            # modules#688), gpud's ERROR_GPU_IS_LOST
+            r"GPU[ _]?is[ _]?lost\b",
+            r"\bGPU lost from the bus\b",
             XID_HW,
-            r"Unable to determine the device handle for GPU[\w:.]*: (?:Unknown Error|GPU is lost)",
+            r"Unable to determine the device handle for GPU\s?[\w:.]*: (?:Unknown Error|GPU is lost)",
             r"row remapping (?:failure|pending)|Row Remapper Failure",
             r"double bit ECC error",
         ),
@@ -43,7 +50,12 @@ RULES: tuple[Rule, ...] = (
             "CUDA error: uncorrectable ECC error encountered Search for `cudaErrorECCUncorrectable' in "
             "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.",
             "Unable to determine the device handle for GPU0000:07:00.0: Unknown Error",
+            "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error.",
+            "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in "
+            "this system has\n               NVRM: fallen off the bus and is not responding to commands.",
             "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.",
+            "NVMLError_GpuIsLost: GPU is lost",
+            "slurmstepd: error: NVML: Failed to get usage(15): GPU is lost",
             "- 2026-03-01 12:42:15 CET: Xid 119 (\"Timeout after 45s of waiting for RPC response from GPU0 GSP\")",
         ),
     ),

@@ -90,8 +90,10 @@ RULES: tuple[Rule, ...] = (
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
             r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
-            r"nvml error: driver not loaded",
-            r"NVML_ERROR_DRIVER_NOT_LOADED",
+            # NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error:
+            # driver not loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110),
+            # Rust nvml-wrapper's "Failed to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
+            r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b",
         ),
         confidence=0.85,
         root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
@@ -100,7 +102,12 @@ RULES: tuple[Rule, ...] = (
             "and load it; check dmesg for the reason."
         ),
         examples=(
-            "[    4.120113] nvidia: Unknown symbol drm_gem_object_free (err -2)","modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",),
+            "[    4.120113] nvidia: Unknown symbol drm_gem_object_free (err -2)",
+            "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.12-4-pve",
+            "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded",
+            "thread 'main' panicked at 'Failed to initialize nvml: DriverNotLoaded', src/environment/mod.rs:37:31",
+            "nvidia-container-cli: initialization error: nvml error: driver not loaded",
+        ),
     ),
     Rule(
         name="nodriver.no_driver_found",
