@@ -45,10 +45,12 @@ class AtomicWriter:
         assert self._fh is not None and self._tmp is not None
         tmp, fh = self._tmp, self._fh
         try:
-            if exc_type is None:
-                fh.flush()
-                os.fsync(fh.fileno())
-            fh.close()
+            try:
+                if exc_type is None:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            finally:
+                fh.close()
             if exc_type is not None:
                 return
             if self.path.parent != Path(tmp).parent:
