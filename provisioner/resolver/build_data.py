@@ -269,7 +269,7 @@ def _python_tags(raw: list[str]) -> list[dict[str, Any]]:
 
 
 def _driver_requirements(cuda: str, release: tuple[int, int]) -> list[dict[str, str]]:
-    major = int(cuda.split(".")[0])
+    major = Version(cuda).major
     reqs: list[dict[str, str]] = [
         {
             "min_driver": str(floor["min_driver"]),

@@ -82,8 +82,8 @@ def parse_glibc(text: str) -> tuple[int, int]:
 
 
 def cuda_tuple(cuda: str) -> tuple[int, int]:
-    major, minor = cuda.split(".")[:2]
-    return int(major), int(minor)
+    major, minor = Version(cuda).release[:2]  # '12.8' -> (12, 8); '12' is a ValueError, as before
+    return major, minor
 
 
 def cc_from_text(text: str) -> CC:
