@@ -11,6 +11,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from provisioner import retry
+
 ProgressFn = Callable[[int, int | None], None]
 
 
@@ -69,6 +71,9 @@ def url_exists(url: str, timeout: float = 30) -> bool:
         raise DownloadError(f"cannot probe {url}: {exc}") from None
 
 
+_TRANSIENT = (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException)
+
+
 def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeout: float = 60,
              retries: int = 3) -> Path:
     """Download `url` to `dest`, resuming a partial `dest.part` with an HTTP Range request."""
@@ -76,7 +81,8 @@ def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeou
         raise DownloadError(f"refusing non-HTTP URL {url!r}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    for attempt in range(retries + 1):
+
+    def once() -> Path:
         have = part.stat().st_size if part.exists() else 0
         req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})  # noqa: S310
         try:
@@ -102,11 +108,11 @@ def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeou
                 shutil.move(part, dest)
                 return dest
             raise DownloadError(f"download of {url} failed: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException) as exc:
-            if attempt == retries:
-                raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {exc}") from None
-            time.sleep(min(2**attempt, 10))
-    raise AssertionError("unreachable")
+
+    try:  # a dropped connection or a timeout is retried (1, 2, 4 … at most 10 s apart), an HTTP error is not
+        return retry.call(once, retry.Backoff(attempts=retries + 1, first=1, cap=10), retry_on=_TRANSIENT)
+    except _TRANSIENT as exc:
+        raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {exc}") from None
 
 
 def verify(path: Path, expected: str) -> None:

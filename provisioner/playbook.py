@@ -6,12 +6,10 @@ The recorder writes exactly this format, and load → dump → load round-trips.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
 import stat
-import tempfile
 import time
 import typing
 from collections.abc import Iterable
@@ -21,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from provisioner import secrets, step_registry, validate
+from provisioner import atomic, secrets, step_registry, validate
 
 SCHEMA_VERSION = 1
 
@@ -536,19 +534,4 @@ def dumps(playbook: Playbook) -> str:
 def dump(playbook: Playbook, path: str | Path) -> None:
     """Write atomically: a temporary file in the same directory, fsync, then rename over `path`.
     A crash or a full disk leaves the old file (or none), never half a playbook."""
-    target = Path(path)
-    text = dumps(playbook)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic.write_text(path, dumps(playbook))

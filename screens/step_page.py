@@ -17,7 +17,7 @@ for confirmation; the live output (or the error panel in its place); the action 
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -45,10 +45,8 @@ from screens.fit import fit_urls, has_long_url
 from screens.plain_text import plain_line
 from screens.widgets.error_panel import ErrorPanel, error_text
 from screens.widgets.params_form import ParamsForm
+from screens.wizard_app import WizardApp
 from screens.wizard_session import PAGES, PageDef, StepRun, WizardSession, params_model
-
-if TYPE_CHECKING:
-    from screens.app import ProvisionerApp
 
 LOG_MAX_LINES = 5000
 STATUS_MARK = {"pending": "○", "planning": "…", "planned": "◐", "running": "▶", "ok": "✓", "changed": "✓",
@@ -122,11 +120,9 @@ class StepPage(Screen[None]):
         self.body_ready = False
 
     @property
-    def wizard(self) -> ProvisionerApp:
-        from screens.app import ProvisionerApp
-
+    def wizard(self) -> WizardApp:
         app = self.app
-        assert isinstance(app, ProvisionerApp)
+        assert isinstance(app, WizardApp)
         return app
 
     # --- layout ------------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ def test_parse_driver_and_floors() -> None:
     assert driver_at_least(parse_driver("525.60.13"), "525.60.13")
     assert not driver_at_least(parse_driver("525.60.12"), "525.60.13")
     assert not driver_at_least(parse_driver("450.80"), "450.80.02")
+    assert parse_driver("570.148.08") == (570, 148, 8)  # leading zeros: packaging.version reads them as numbers
+    assert driver_at_least((570, 26), "570.26.0") and not driver_at_least((570, 26), "570.26.1")  # zero padding
     for bad in ("59x", "abc", "", "595.71.05.1", "-1"):
         with pytest.raises(ValueError, match="driver"):
             parse_driver(bad)

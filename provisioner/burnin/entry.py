@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provisioner.burnin import rank
 from provisioner.burnin.config import ConfigError, make_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -128,11 +129,7 @@ def _real_stream(stream: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     if a.worker:
-        from provisioner.burnin.config import BurninConfig
-        from provisioner.burnin.worker import run_worker
-
-        cfg = BurninConfig.from_json(Path(a.config_file).read_text(encoding="utf-8"))
-        return run_worker(cfg, a.result_file)
+        return rank.run(a.config_file, a.result_file)
     try:
         cfg = config_from_args(a)
     except ConfigError as exc:

@@ -35,7 +35,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,74 +43,24 @@ import types
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
+from provisioner.burnin import rank
 from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.report import failure_result, write_outputs
+from provisioner.burnin.spawn import (
+    PACKAGE_PARENT,
+    RankHandle,
+    child_env,
+    free_port,
+    spawn_world,
+    wait_world,
+)
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that holds `provisioner/`
-RANK0_DONE_GRACE = 10.0
 #: imported once by the forkserver the ranks fork from (the worker imports torch and torch.distributed)
 PRELOAD = ["torch", "torch.distributed", "provisioner.burnin.worker"]
 #: the line each forked rank writes first to its log (tests and people read where it came from)
 FORKED_MARK = "[launch] rank {rank} forked from preloaded process {ppid} (torch preloaded: {pre})"
-
-
-class RankHandle(Protocol):
-    """What the launcher needs of a rank process: `subprocess.Popen` or a forked `ForkedRank`."""
-
-    @property
-    def returncode(self) -> int | None: ...
-    def poll(self) -> int | None: ...
-    def send_signal(self, sig: int) -> None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
-    def kill(self) -> None: ...
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def child_env(rank: int, world: int, port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-        GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-        TORCHELASTIC_RUN_ID="provisioner-burnin",
-    )
-    env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun does: no oversubscription
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p)
-    env.update(extra or {})
-    return env
-
-
-def spawn_world(
-    module: str,
-    args: list[str],
-    world: int,
-    log_dir: Path,
-    extra_env: dict[str, str] | None = None,
-    rank0_stderr: IO[str] | None = None,
-) -> list[subprocess.Popen[bytes]]:
-    """Start `python -m module args` once per rank; stdout+stderr of rank k go to log_dir/rank<k>.log
-    (rank 0's stderr to `rank0_stderr` when given, so progress shows live)."""
-    port = free_port()
-    procs: list[subprocess.Popen[bytes]] = []
-    for rank in range(world):
-        log = open(log_dir / f"rank{rank}.log", "wb")  # closed below: the child keeps its copy
-        stderr: Any = rank0_stderr if (rank == 0 and rank0_stderr is not None) else log
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", module, *args],
-                env=child_env(rank, world, port, extra_env),
-                stdout=log, stderr=stderr, stdin=subprocess.DEVNULL,
-            )
-        )
-        log.close()
-    return procs
 
 
 class _InheritFd:
@@ -157,11 +106,9 @@ def _rank_main(env: dict[str, str], log_path: str, stderr_fd: Any, args: list[st
     threads = env.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
-    from provisioner.burnin.entry import main
-
     sys.argv = [str(Path(__file__).with_name("__main__.py")), *args]
     try:
-        code = main(args)
+        code = rank.main(args)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     sys.stdout.flush()
@@ -261,39 +208,6 @@ def spawn_ranks(
     return procs
 
 
-def _kill(procs: Sequence[RankHandle]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    end = time.monotonic() + 3
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_world(procs: Sequence[RankHandle], grace: float, deadline: float | None = None) -> list[int]:
-    """Wait for every rank. After the first failure the rest get `grace` seconds (time for their
-    watchdogs to report), once rank 0 has exited at most RANK0_DONE_GRACE; past `deadline`
-    (monotonic) everything is killed. Returns exit codes (negative = killed by that signal)."""
-    kill_at: float | None = None
-    while True:
-        codes = [p.poll() for p in procs]
-        if all(c is not None for c in codes):
-            return [int(c) for c in codes if c is not None]
-        now = time.monotonic()
-        if codes[0] is not None:  # rank 0 has written (or failed to write) the result: nothing to wait for
-            kill_at = min(kill_at, now + RANK0_DONE_GRACE) if kill_at is not None else now + RANK0_DONE_GRACE
-        elif kill_at is None and any(c not in (None, 0) for c in codes):
-            kill_at = now + grace
-        if (kill_at is not None and now > kill_at) or (deadline is not None and now > deadline):
-            _kill(procs)
-            return [p.wait() for p in procs]  # every rank has exited or been killed by now
-        time.sleep(0.05)
-
-
 def _tail(path: Path, lines: int = 8) -> list[str]:
     try:
         return path.read_text(errors="replace").splitlines()[-lines:]
@@ -314,7 +228,7 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
     result_file = log_dir / "result.json"
     result_file.unlink(missing_ok=True)
     config_file.write_text(replace(cfg, json=False, out=None).to_json(), encoding="utf-8")
-    args = ["--worker", "--config-file", str(config_file), "--result-file", str(result_file)]
+    args = rank.worker_args(config_file, result_file)
     started = time.monotonic()
     procs: Sequence[RankHandle] = (
         spawn_ranks(args, cfg.world_size, log_dir, extra_env, rank0_stderr) if start == "forkserver"

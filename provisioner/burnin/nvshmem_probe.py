@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from provisioner.burnin.launcher import child_env, spawn_world, wait_world
+from provisioner.burnin.spawn import child_env, spawn_world, wait_world
 from provisioner.burnin.verdict import PhaseResult
 
 MIN_TORCH = (2, 9)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from packaging.version import Version
 
 from provisioner.exitcodes import INTERRUPTED_ROW, ExitCode, exit_codes_epilog
 
@@ -72,7 +73,7 @@ def demo_playbook(source: Path, dest: Path) -> Path:
         want = str(params.get("python", ""))
         if want and want not in pythons and pythons:
             # the lab's containers run the machine's Pythons (offline): use the newest one it has
-            have = max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+            have = max(pythons, key=Version)
             if want not in told:
                 told.add(want)
                 click.echo(f"LAB: this machine has no Python {want} for the lab's containers; the demo uses "

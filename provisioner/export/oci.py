@@ -15,17 +15,16 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import tarfile
-import tempfile
 import urllib.request
 from calendar import timegm
 from pathlib import Path
 from time import strptime
 from typing import Any
 
+from provisioner import atomic
 from provisioner.export.models import HostNeeds, RuntimeProof
 from provisioner.export.pylock import PYLOCK, Wheel
 
@@ -66,17 +65,15 @@ def fetch_wheel(w: Wheel, cache: Path) -> Path:
         return path
     digest = hashlib.sha256()
     size = 0
-    with tempfile.NamedTemporaryFile(dir=cache, delete=False) as tmp:
+    with atomic.AtomicWriter(path, mode=0o600) as tmp:  # a private cache, as before
         with urllib.request.urlopen(w.url, timeout=600) as resp:  # noqa: S310 - an http(s) URL of the lock
             while chunk := resp.read(1 << 20):
                 digest.update(chunk)
                 size += len(chunk)
                 tmp.write(chunk)
-    if digest.hexdigest() != w.sha256 or size != w.size:
-        os.unlink(tmp.name)
-        raise ValueError(f"{w.url}: got sha256 {digest.hexdigest()} ({size} bytes), the lock says {w.sha256} "
-                         f"({w.size} bytes)")
-    os.replace(tmp.name, path)
+        if digest.hexdigest() != w.sha256 or size != w.size:  # the temporary file goes, the cache keeps nothing
+            raise ValueError(f"{w.url}: got sha256 {digest.hexdigest()} ({size} bytes), the lock says {w.sha256} "
+                             f"({w.size} bytes)")
     return path
 
 
@@ -179,14 +176,14 @@ def build_layout(out: Path, export_dir: Path, runtime: RuntimeProof, host: HostN
     blobs.mkdir(parents=True)
     mtime = epoch_of(runtime.proven.at)
     files = _layer_files(export_dir, wheels, smoke)
-    with tempfile.NamedTemporaryFile(dir=blobs, delete=False) as gz_file:
+    layer = atomic.AtomicWriter(blobs / "layer", mode=0o644)  # named by its digest once written
+    with layer as gz_file:
         gz_hash = _Hashing(gz_file)
         with gzip.GzipFile(filename="", mode="wb", fileobj=gz_hash, mtime=0, compresslevel=6) as gz:
             tar_hash = _Hashing(gz)
             _write_tar(tar_hash, files, mtime)
-    layer_digest = gz_hash.digest.hexdigest()
-    os.replace(gz_file.name, blobs / layer_digest)
-    os.chmod(blobs / layer_digest, 0o644)
+        layer_digest = gz_hash.digest.hexdigest()
+        layer.path = blobs / layer_digest
     config = {
         "architecture": {"x86_64": "amd64", "aarch64": "arm64"}[host.machine], "os": "linux",
         "created": runtime.proven.at,

@@ -13,11 +13,12 @@ container's `nvidia-smi` facts), so the next read probes again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from provisioner.transport.base import CommandResult, Transport
+from provisioner import retry
+from provisioner.transport.base import CommandResult, Transport, TransportError
 
 T = TypeVar("T")
 
@@ -130,19 +131,10 @@ class FactCache:
 
 async def _run_with_retry(transport: Transport, fact: Fact[Any], retries: int,
                           on_line: Callable[[str], None] | None = None) -> CommandResult:
-    """Idempotent probes are retried with backoff when the connection drops."""
-    import asyncio
+    """Idempotent probes are retried with backoff (0.5 s, doubling) when the connection drops."""
+    def once() -> Awaitable[CommandResult]:
+        target = transport if fact.login else transport.for_facts()
+        return target.run(fact.argv, timeout=fact.timeout, on_line=on_line, quiet=True)
 
-    from provisioner.transport.base import TransportError
-
-    delay = 0.5
-    for attempt in range(retries + 1):
-        try:
-            target = transport if fact.login else transport.for_facts()
-            return await target.run(fact.argv, timeout=fact.timeout, on_line=on_line, quiet=True)
-        except TransportError:
-            if not fact.idempotent or attempt == retries:
-                raise
-            await asyncio.sleep(delay)
-            delay *= 2
-    raise AssertionError("unreachable")
+    return await retry.acall(once, retry.Backoff(attempts=retries + 1 if fact.idempotent else 1, first=0.5),
+                             retry_on=(TransportError,))

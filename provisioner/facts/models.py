@@ -13,6 +13,7 @@ import re
 from enum import StrEnum
 from typing import Literal
 
+from packaging.version import Version
 from pydantic import BaseModel, ConfigDict
 
 
@@ -363,7 +364,7 @@ class Libc(_Model):
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
-        return tuple(int(p) for p in self.version.split("."))
+        return Version(self.version).release
 
 
 class DfEntry(_Model):

@@ -12,12 +12,10 @@ lab has to choose (bus ids, serials, UUIDs) are marked LAB in the docs (``docs/l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from provisioner.lab import render
-
-if TYPE_CHECKING:
-    from provisioner.lab.state import LabSettings
+from provisioner.lab.settings import DEFAULT_TEMPLATES, LabSettings
 
 DEFAULT_PROFILE = "rtxpro6000-8x"
 NVIDIA_MAJOR = render.NVIDIA_MAJOR
@@ -206,6 +204,12 @@ PROFILES: dict[str, HostProfile] = {
 }
 
 #: lab kernels per PVE version (the kernel each release ships by default)
+#: what /version answers per lab PVE version (version, release, repoid)
+VERSIONS: dict[str, tuple[str, str, str]] = {
+    "8.1": ("8.1.4", "8.1", "ec5affc9e41f1d79"),
+    "8.4": ("8.4.1", "8.4", "2a5fa54a8503f96d"),
+    "9": ("9.1.1", "9.1", "42db4a6cf33dac83"),
+}
 PVE_KERNELS = {"8.1": "6.5.13-5-pve", "8.4": "6.8.12-10-pve", "9": "6.14.11-4-pve"}
 #: (lxc-pve, pve-container, Debian codename, gcc banner) per PVE version
 PVE_USERLAND = {
@@ -224,8 +228,6 @@ def get_profile(name: str) -> HostProfile:
 
 def profile_settings(name: str) -> dict[str, object]:
     """LabSettings fields a fresh lab of profile `name` starts with."""
-    from provisioner.lab.state import DEFAULT_TEMPLATES
-
     p = get_profile(name)
     out: dict[str, object] = {"profile": p.name, "pve_version": p.pve, "driver_version": p.driver_version,
                               "gpu_count": p.gpu_count, "gpu_name": p.gpu.name}
@@ -257,8 +259,6 @@ def profile_gpus(p: HostProfile, settings: LabSettings | None = None) -> tuple[r
 
 def lab_host(settings: LabSettings) -> render.LabHost:
     """The render model of the lab host described by lab.json (profile + day-two state)."""
-    from provisioner.lab.pve_api import VERSIONS
-
     p = get_profile(settings.profile)
     pve, _, repoid = VERSIONS.get(settings.pve_version, VERSIONS["8.4"])
     lxc_pve, pve_container, codename, gcc = PVE_USERLAND.get(settings.pve_version, PVE_USERLAND["8.4"])

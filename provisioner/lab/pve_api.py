@@ -46,6 +46,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from provisioner.lab import safe_fs
 from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.profiles import VERSIONS
 from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
 from provisioner.proxmox import privileges
@@ -58,12 +59,6 @@ TICKET_LIFETIME = 7200
 DEVN_PERM = "configuring device passthrough is only allowed for root@pam"
 SECRET_PARAMS = {"password", "otp", "tfa-challenge", "ticket", "CSRFPreventionToken"}
 
-#: what /version answers per lab PVE version (version, release, repoid)
-VERSIONS: dict[str, tuple[str, str, str]] = {
-    "8.1": ("8.1.4", "8.1", "ec5affc9e41f1d79"),
-    "8.4": ("8.4.1", "8.4", "2a5fa54a8503f96d"),
-    "9": ("9.1.1", "9.1", "42db4a6cf33dac83"),
-}
 HOST_CPUS = 128
 HOST_MEM = 1_082_331_758_592
 

@@ -51,14 +51,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from provisioner.lab import safe_fs
-from provisioner.lab.state import PRIVATE_DIR, LabSettings, LabState, make_private_dir
+from provisioner.lab import render, safe_fs
+from provisioner.lab.commands.ct_seed import seed_container
+from provisioner.lab.host_tools import discover_pythons as discover_pythons
+from provisioner.lab.host_tools import find_uv as find_uv
+from provisioner.lab.host_tools import lab_python as lab_python
+from provisioner.lab.host_tools import lab_pythonpath as lab_pythonpath
+from provisioner.lab.host_tools import project_dir as project_dir
+from provisioner.lab.profiles import get_profile
+from provisioner.lab.profiles import lab_host as profile_host
+from provisioner.lab.state import PRIVATE_DIR, LabSettings, LabState, bin_dir, make_private_dir
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
-
-if TYPE_CHECKING:
-    from provisioner.lab import render
 
 #: PATH of a login on the lab node (stand-ins first, then sshd's default PATH)
 NODE_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -128,83 +132,6 @@ def unshare_prefix() -> tuple[str, ...]:
         "LAB: this kernel does not let this user create user namespaces (`unshare -Urm` failed: "
         + probe.stderr.decode(errors="replace").strip()
         + "); the lab needs them (e.g. sysctl kernel.unprivileged_userns_clone=1)")
-
-
-def lab_python() -> str:
-    """The interpreter the stand-ins run with."""
-    return sys.executable
-
-
-def project_dir() -> Path:
-    """Directory that holds the `provisioner` package (for the stand-ins' imports)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def lab_pythonpath() -> list[Path]:
-    """Where the stand-ins (the lab's Python) import from besides its own prefix: the project, then
-    this process's PYTHONPATH (a lab started with a plain Python and PYTHONPATH; bound read-only)."""
-    out = [project_dir()]
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        p = Path(entry).resolve() if entry else None
-        if p is not None and p.is_dir() and p not in out:
-            out.append(p)
-    return out
-
-
-@cache
-def discover_pythons() -> dict[str, Path]:
-    """Real CPython interpreters on this machine: ``"3.12" -> /path/to/python3.12`` (newest patch)."""
-    found: dict[str, tuple[tuple[int, ...], Path]] = {}
-    roots = [Path.home() / ".pyenv" / "versions", Path("/root/.pyenv/versions"),
-             Path.home() / ".local/share/uv/python", Path("/opt/python")]
-    for base in roots:
-        try:
-            entries = sorted(base.iterdir()) if base.is_dir() else []
-        except OSError:  # e.g. /root/.pyenv for another user
-            continue
-        for d in entries:
-            m = re.search(r"(\d+)\.(\d+)\.(\d+)", d.name)
-            if not m:
-                continue
-            minor = f"{m.group(1)}.{m.group(2)}"
-            exe = d / "bin" / f"python{minor}"
-            if not exe.exists():
-                continue
-            key = tuple(int(x) for x in m.groups())
-            if minor not in found or key > found[minor][0]:
-                found[minor] = (key, exe)
-    for minor in ("3.10", "3.11", "3.12", "3.13", "3.14"):
-        if minor not in found:
-            exe_s = shutil.which(f"python{minor}", path="/usr/bin:/usr/local/bin")
-            if exe_s:
-                found[minor] = ((0,), Path(exe_s))
-    return {k: v[1] for k, v in sorted(found.items())}
-
-
-def find_uv() -> Path | None:
-    """The real `uv` binary (not a pyenv shim); inside a lab view, the one the lab found
-    (``PROVISIONER_LAB_UV``: the view's PATH no longer has the user's)."""
-    given = os.environ.get("PROVISIONER_LAB_UV")
-    if given and Path(given).exists():
-        return Path(given)
-    candidates: list[Path] = [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
-    if os.environ.get("UV"):  # `uv run` names itself in $UV: a uv invoked by path, not on PATH
-        candidates.append(Path(os.environ["UV"]))
-    which = shutil.which("uv")
-    if which:
-        candidates.append(Path(which))
-    for c in candidates:
-        if c.exists():
-            real = c.resolve()
-            if "shims" not in real.parts:
-                return real
-    try:
-        out = subprocess.run(["pyenv", "which", "uv"], capture_output=True, text=True, check=False, timeout=10)
-        if out.returncode == 0 and out.stdout.strip():
-            return Path(out.stdout.strip()).resolve()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return None
 
 
 def _prefix_of(exe: Path) -> Path:
@@ -359,8 +286,6 @@ PVE_KERNELS = {"8.1": "6.5.13-5-pve", "8.4": "6.8.12-10-pve", "9": "6.14.11-4-pv
 
 def lab_host(settings: LabSettings) -> render.LabHost:
     """The render model of the lab host described by lab.json (its profile, `provisioner.lab.profiles`)."""
-    from provisioner.lab.profiles import lab_host as profile_host
-
     return profile_host(settings)
 
 
@@ -391,8 +316,6 @@ def node_dir(root: Path) -> Path:
 
 def write_node_files(state: LabState) -> Path:
     """(Re)write the node's /sys/module, /proc/driver and /proc/devices stand-ins; returns their dir."""
-    from provisioner.lab import render
-
     settings = state.settings()
     host = lab_host(settings)
     root = state.root
@@ -408,8 +331,6 @@ def write_node_files(state: LabState) -> Path:
         devices = "".join(line for line in devices.splitlines(keepends=True) if not line.endswith(" nvidia-uvm\n"))
         safe_fs.remove_tree(root, uvm)
     _write(root, d / "proc-devices", devices)
-    from provisioner.lab.profiles import get_profile
-
     if get_profile(settings.profile).vgpu_manager:  # the vGPU manager's module (every loaded module has initstate)
         _write(root, d / "sys-module" / "nvidia_vgpu_vfio" / "initstate", "live\n")
     for g in host.gpus:
@@ -710,10 +631,6 @@ def held_node_argv(state: LabState, holder_pid: int, argv: Sequence[str]) -> lis
             str(root / "etc"), str(root / "run" / "overlay-work" / "etc"), *argv]
 
 
-def bin_dir(root: Path) -> Path:
-    return root / "bin"
-
-
 # --- containers -------------------------------------------------------------------------------
 
 _ALLOW_RE = re.compile(r"^\s*([abc])\s*(?:(\*|\d+):(\*|\d+))?\s*([rwm]*)\s*$")
@@ -811,8 +728,6 @@ def ct_hidden_under(path: Path) -> str | None:
 def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root") -> str:
     """Setup script of container `vmid`'s view (run inside the node view, or anywhere on the machine);
     ends by running ``"$@"`` in the container's own root."""
-    from provisioner.lab.commands.ct_seed import seed_container
-
     root = state.root
     ct = state.ct_dir(vmid)
     rootfs = seed_container(state, vmid, conf)

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from provisioner.resolver.data import SCHEMA_VERSION, parse_data
 
 DATA_VERSION = "2026.12.03"
@@ -267,7 +269,7 @@ def _python_tags(raw: list[str]) -> list[dict[str, Any]]:
 
 
 def _driver_requirements(cuda: str, release: tuple[int, int]) -> list[dict[str, str]]:
-    major = int(cuda.split(".")[0])
+    major = Version(cuda).major
     reqs: list[dict[str, str]] = [
         {
             "min_driver": str(floor["min_driver"]),
@@ -313,7 +315,7 @@ def _variant(
         notes.append(str(raw["note"]))
     if extra_note:
         notes.append(extra_note)
-    rel_t = tuple(int(x) for x in rel.split("."))
+    rel_t = Version(rel).release
     confidence = str(raw.get("confidence", "M"))
     out: dict[str, Any] = {
         "variant": raw["variant"],
@@ -353,7 +355,7 @@ def build(reference: dict[str, Any], ref_path: Path | None = None) -> dict[str, 
         # aarch64 CUDA wheels start with 2.7 and are manylinux_2_28 (inferred: the 2.6 switch).
         variants += [_variant(v, "aarch64", rel, "2.28", ga) for v in raw.get("linux_aarch64", [])]
         pypi = str(raw.get("pypi_default_linux_x86_64", "")).split(" ")[0] or None
-        aarch64_pypi = "cpu" if "pypi_aarch64" in raw or tuple(map(int, rel.split("."))) <= (2, 10) else None
+        aarch64_pypi = "cpu" if "pypi_aarch64" in raw or Version(rel) <= Version("2.10") else None
         notes = [str(raw[k]) for k in ("aarch64_note", "glibc_note", "release_note_conflict") if k in raw]
         notes += CHECKED.get(rel, [])
         python = _python_tags(raw["python"])
@@ -388,7 +390,7 @@ def build(reference: dict[str, Any], ref_path: Path | None = None) -> dict[str, 
     ltt_table: dict[str, str] = {}
     for key, drv in ltt["linux_min_driver"].items():
         lo, _, hi = key.partition("-")
-        lo_t, hi_t = (tuple(int(x) for x in v.split(".")) for v in (lo, hi or lo))
+        lo_t, hi_t = (Version(v).release for v in (lo, hi or lo))
         major = lo_t[0]
         for minor in range(lo_t[1], hi_t[1] + 1):
             ltt_table[f"cu{major}{minor}"] = drv

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 _CC_DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")
 _CC_SM = re.compile(r"^(?:sm_|compute_)?(\d{1,2})(\d)([af]?)$")
 _DRIVER = re.compile(r"^\d{2,4}(\.\d{1,3}){0,2}$")
@@ -41,8 +43,8 @@ def parse_cc(text: str) -> CC:
 
 
 def parse_version_tuple(text: str) -> tuple[int, ...]:
-    """'595.71.05' -> (595, 71, 5); used for driver versions and their floors."""
-    return tuple(int(part) for part in text.split("."))
+    """'595.71.05' -> (595, 71, 5); used for driver versions and their floors (a ValueError if malformed)."""
+    return Version(text).release
 
 
 def parse_driver(text: str) -> tuple[int, ...]:
@@ -55,9 +57,7 @@ def parse_driver(text: str) -> tuple[int, ...]:
 
 def driver_at_least(driver: tuple[int, ...], floor: str) -> bool:
     """Compare with zero padding: (580, 95, 5) >= '580' and (570, 26) >= '570.26'."""
-    want = parse_version_tuple(floor)
-    width = max(len(driver), len(want))
-    return driver + (0,) * (width - len(driver)) >= want + (0,) * (width - len(want))
+    return Version(".".join(map(str, driver))) >= Version(floor)  # packaging pads the shorter with zeros
 
 
 def driver_branch(driver: tuple[int, ...]) -> int:
@@ -82,8 +82,8 @@ def parse_glibc(text: str) -> tuple[int, int]:
 
 
 def cuda_tuple(cuda: str) -> tuple[int, int]:
-    major, minor = cuda.split(".")[:2]
-    return int(major), int(minor)
+    major, minor = Version(cuda).release[:2]  # '12.8' -> (12, 8); '12' is a ValueError, as before
+    return major, minor
 
 
 def cc_from_text(text: str) -> CC:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from provisioner import download as dl
-from provisioner import validate
+from provisioner import retry, validate
 from provisioner.diagnose.model import Finding
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
@@ -53,6 +53,10 @@ ALLOWED_FLAGS = frozenset({"--no-nvidia-modprobe", "--no-opengl-files", "--no-in
 DATACENTER_GPU_RE = re.compile(
     r"\b(Tesla|[ABH]100|A800|H800|H20|H200|GH200|B200|B300|GB200|GB300|A30|A40|A10G?|A16|A2|L40S?|L20|L4|T4|"
     r"V100|P100|P40|P4)\b")
+
+
+class _AptLocked(Exception):
+    """apt/dpkg's lock is held by another process in the container (waited for with a backoff)."""
 
 
 class DriverParams(Params):
@@ -534,19 +538,26 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         if not missing:
             return
         yield ctx.info(f"installing installer prerequisites (missing: {', '.join(missing)})")
-        for attempt in range(6):
+        backoff = retry.Backoff(attempts=6, first=1, cap=self.params.apt_lock_backoff_max_s)
+
+        async def once() -> None:
             result = await ct.run(["sh", "-c", f"export DEBIAN_FRONTEND=noninteractive; {PREREQ_INSTALL}"],
                                   timeout=900)
             if result.ok:
                 return
             if any("Could not get lock" in ln or "Unable to acquire the dpkg" in ln for ln in result.lines):
-                yield ctx.warning(f"apt/dpkg lock held by another process; retrying ({attempt + 1}/6)")
-                await asyncio.sleep(min(2 ** attempt, self.params.apt_lock_backoff_max_s))
-                continue
+                raise _AptLocked
             raise StepFailed("installing kmod/pkg-config in the container failed", result=result,
                              fix="check the container's network and package sources (apt-get update)")
-        raise StepFailed("the apt/dpkg lock in the container stayed held", fix="wait for the other apt run to finish "
-                         f"(unattended-upgrades?), {ctx.words.retry}")
+
+        def waiting(attempt: int, _exc: BaseException, _wait: float) -> None:
+            ctx.bus.emit(ctx.warning(f"apt/dpkg lock held by another process; retrying ({attempt}/{backoff.attempts})"))
+
+        try:
+            await retry.acall(once, backoff, retry_on=(_AptLocked,), on_retry=waiting)
+        except _AptLocked:
+            raise StepFailed("the apt/dpkg lock in the container stayed held", fix="wait for the other apt run to "
+                             f"finish (unattended-upgrades?), {ctx.words.retry}") from None
 
     async def _installer_failed(self, ctx: StepContext, result: CommandResult) -> None:
         log = await ctx.container().run(["cat", INSTALLER_LOG], timeout=60, quiet=True)

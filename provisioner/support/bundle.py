@@ -24,14 +24,13 @@ import io
 import json
 import os
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from provisioner import __version__
+from provisioner import __version__, atomic
 from provisioner.diagnose import diagnose
 from provisioner.paths import runs_dir as default_runs_dir
 from provisioner.support import summary
@@ -211,28 +210,22 @@ def write_bundle(
     members = [*w.members, (MANIFEST, manifest_text.encode("utf-8"))]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        mtime = time.time()
-        with tarfile.open(tmp, "w:gz", format=tarfile.PAX_FORMAT) as tar:
-            dirs: set[str] = set()
-            for name, data in sorted(members, key=lambda m: m[0]):
-                full = f"{ROOT}/{name}"
-                for parent in reversed(PurePosixPath(full).parents[:-1]):
-                    if str(parent) not in dirs:
-                        dirs.add(str(parent))
-                        info = tarfile.TarInfo(str(parent))
-                        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
-                        tar.addfile(info)
-                info = tarfile.TarInfo(full)
-                info.size, info.mode, info.mtime = len(data), 0o644, mtime
-                tar.addfile(info, io.BytesIO(data))
-        os.chmod(tmp, 0o600)  # support data: readable by the collector only until shared on purpose
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    mtime = time.time()
+    # support data: readable by the collector only until shared on purpose
+    with atomic.AtomicWriter(path, mode=0o600) as fh, tarfile.open(fileobj=fh, mode="w:gz",
+                                                                    format=tarfile.PAX_FORMAT) as tar:
+        dirs: set[str] = set()
+        for name, data in sorted(members, key=lambda m: m[0]):
+            full = f"{ROOT}/{name}"
+            for parent in reversed(PurePosixPath(full).parents[:-1]):
+                if str(parent) not in dirs:
+                    dirs.add(str(parent))
+                    info = tarfile.TarInfo(str(parent))
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
+                    tar.addfile(info)
+            info = tarfile.TarInfo(full)
+            info.size, info.mode, info.mtime = len(data), 0o644, mtime
+            tar.addfile(info, io.BytesIO(data))
     return BundleResult(path=path, manifest=json.loads(manifest_text), members=w.entries,
                         size=path.stat().st_size, redacted_members=sorted(set(w.redacted)))
 

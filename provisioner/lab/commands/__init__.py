@@ -13,7 +13,8 @@ import shlex
 from pathlib import Path
 
 from provisioner.lab import safe_fs
-from provisioner.lab.sandbox import bin_dir, lab_python, lab_pythonpath
+from provisioner.lab.host_tools import lab_python, lab_pythonpath
+from provisioner.lab.state import bin_dir
 
 #: wrapper name -> python module run by it
 NODE_COMMANDS: dict[str, str] = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from provisioner.lab.commands import wrapper_text, write_executable
 from provisioner.lab.commands.installer import MISMATCH_PREINSTALLED, install_userspace
-from provisioner.lab.sandbox import discover_pythons, find_uv
+from provisioner.lab.host_tools import discover_pythons, find_uv
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 
