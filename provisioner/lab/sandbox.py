@@ -54,6 +54,7 @@ from pathlib import Path
 
 from provisioner.lab import render, safe_fs
 from provisioner.lab.commands.ct_seed import seed_container
+from provisioner.lab.commands.installer import installer_env
 from provisioner.lab.host_tools import discover_pythons as discover_pythons
 from provisioner.lab.host_tools import find_uv as find_uv
 from provisioner.lab.host_tools import lab_python as lab_python
@@ -793,8 +794,6 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
 def _installer_env(s: _Script, r: str, root: Path) -> None:
     """``/.lab/installer.env`` (read-only): the lab's values the driver installer stand-in sources, so that
     the .run file itself is the same bytes on every lab (`provisioner.lab.commands.installer.build_run`)."""
-    from provisioner.lab.commands.installer import installer_env
-
     path = root / "run" / "installer.env"
     text = installer_env(root)
     if not path.exists() or path.read_text() != text:
