@@ -24,7 +24,6 @@ import copy
 import csv
 import fcntl
 import hashlib
-import html
 import importlib.metadata
 import importlib.util
 import io
@@ -34,12 +33,12 @@ import shutil
 import struct
 import zipfile
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
+from provisioner.lab.simple_index import links_page, project_of
 from provisioner.lab.torch_supply import SuppliedTorch
 
 TORCH_VERSION = "2.11.0"
@@ -453,10 +452,6 @@ def served_python(root: Path) -> str:
 # --- the PEP 503 server ---------------------------------------------------------------------------
 
 
-def _project(filename: str) -> str:
-    return filename.split("-", 1)[0].lower().replace("_", "-")
-
-
 @dataclass
 class _Index:
     root: Path
@@ -474,67 +469,44 @@ class _Index:
         return digest
 
 
-def _page(title: str, links: list[tuple[str, str]]) -> bytes:
-    body = "\n".join(f'    <a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
-    return (f"<!DOCTYPE html>\n<html>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n  </body>\n</html>\n"
-            "<!-- LAB: gpu-provisioner lab package index (stand-in wheels) -->\n").encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietGetHandler):
     server_version = "LAB-wheel-index"
     index: _Index
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def _dispatch(self, head: bool) -> None:
+    def serve(self, head: bool) -> None:
         index = self.server.index  # type: ignore[attr-defined]
-        parts = [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
+        parts = self.path_parts()
         if parts[:1] != ["whl"]:
-            self._send(404, b"LAB: not found\n", "text/plain", head)
+            self.send_body(404, b"LAB: not found\n", "text/plain", head)
             return
         if len(parts) == 1:
-            self._send(200, _page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
+            self.send_body(200, links_page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
             return
         variant = parts[1]
         files = index.files(variant)
         if not files:
-            self._send(404, b"LAB: no such index\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such index\n", "text/plain", head)
             return
         if len(parts) == 2:
-            projects = sorted({_project(f.name) for f in files})
-            self._send(200, _page(f"Links for {variant}", [(f"/whl/{variant}/{p}/", p) for p in projects]),
-                       head=head)
+            projects = sorted({project_of(f.name) for f in files})
+            page = links_page(f"Links for {variant}", [(f"/whl/{variant}/{p}/", p) for p in projects])
+            self.send_body(200, page, head=head)
             return
         name = parts[2]
         if name.endswith(".whl"):
             match = [f for f in files if f.name == name]
             if not match:
-                self._send(404, b"LAB: no such file\n", "text/plain", head)
+                self.send_body(404, b"LAB: no such file\n", "text/plain", head)
                 return
-            self._send(200, match[0].read_bytes(), "application/octet-stream", head)
+            self.send_body(200, match[0].read_bytes(), "application/octet-stream", head)
             return
         project = name.lower().replace("_", "-")
         links = [(f"/whl/{variant}/{quote(f.name)}#sha256={index.sha256(f)}", f.name)
-                 for f in files if _project(f.name) == project]
+                 for f in files if project_of(f.name) == project]
         if not links:
-            self._send(404, b"LAB: no such project\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such project\n", "text/plain", head)
             return
-        self._send(200, _page(f"Links for {project}", links), head=head)
+        self.send_body(200, links_page(f"Links for {project}", links), head=head)
 
 
 class WheelIndexServer(BackgroundHttpServer):
