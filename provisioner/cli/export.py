@@ -22,10 +22,10 @@ def _venv_path(playbook: Any) -> str:
 
 def _fetch_url(playbook: Any) -> Any:
     """Where the venv's indexes are fetched from on this site (the playbook's venv.build mirrors, if any)."""
-    from provisioner.steps.venv_build import VenvBuild, VenvParams
+    from provisioner.steps.venv_build import VenvParams
 
     spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
-    return VenvBuild(VenvParams.model_validate(spec.params if spec is not None else {}))._fetch_url
+    return VenvParams.model_validate(spec.params if spec is not None else {}).fetch_url
 
 
 async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
@@ -72,7 +72,7 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     from provisioner.cli.common import echo_json, load_or_exit, with_lab
     from provisioner.export import write
     from provisioner.export.source import ExportRefused, find_proof, require_proven
-    from provisioner.steps.venv_build import UV_PIN
+    from provisioner.steps.venv_common import UV_PIN
 
     src_is_playbook = Path(source).is_file() and Path(source).suffix in (".yaml", ".yml")
     if fmt == "oci" and base is None:
