@@ -22,7 +22,6 @@ only carry `__version__`): the resolver and installer paths are what is modelled
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import socket
@@ -32,9 +31,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from provisioner.lab.build_once import build_once
 from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
 from provisioner.lab.simple_index import links_page, project_of
-from provisioner.lab.wheels import NVML_PY_VERSION, VARIANTS, _pynvml_source, make_wheel
+from provisioner.lab.wheels import NVML_PY_VERSION, VARIANTS, make_wheel, pynvml_source
 
 SHAPE_VERSION = "1"
 #: (project, old versions on download.pytorch.org/whl/<variant>/) — "a few old versions" of each side package
@@ -70,25 +70,19 @@ def _side_wheel(out: Path, project: str, version: str, requires: tuple[str, ...]
 
 def build_side(base: Path) -> Path:
     """Side packages of the PyTorch index (`torch-side/`) and the PyPI mirror (`pypi/`), built once under `base`."""
-    root = base / f"index-shape-{SHAPE_VERSION}-{hashlib.sha256(_pynvml_source()).hexdigest()[:8]}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f".index-shape-{SHAPE_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            for project, versions in TORCH_INDEX_SIDE:
-                for v in versions:
-                    _side_wheel(root / "torch-side", project, v)
-            for project, versions, requires in PYPI:
-                for v in versions:
-                    _side_wheel(root / "pypi", project, v, requires)
-            make_wheel(root / "pypi", "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any",
-                       {"pynvml.py": _pynvml_source()},
-                       summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)")
-            done.write_text("ok\n")
-    return root
+
+    def build(root: Path) -> None:
+        for project, versions in TORCH_INDEX_SIDE:
+            for v in versions:
+                _side_wheel(root / "torch-side", project, v)
+        for project, versions, requires in PYPI:
+            for v in versions:
+                _side_wheel(root / "pypi", project, v, requires)
+        make_wheel(root / "pypi", "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any", {"pynvml.py": pynvml_source()},
+                   summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)")
+
+    root = base / f"index-shape-{SHAPE_VERSION}-{hashlib.sha256(pynvml_source()).hexdigest()[:8]}"
+    return build_once(root, base / f".index-shape-{SHAPE_VERSION}.lock", build)
 
 
 def rebuilt(wheel: Path) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import copy
 import csv
-import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -37,6 +36,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
+from provisioner.lab.build_once import build_once
 from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
 from provisioner.lab.simple_index import links_page, project_of
 from provisioner.lab.torch_supply import SuppliedTorch
@@ -311,7 +311,7 @@ def _module_wheel(out_dir: Path, module: str, dist: str, summary: str) -> Path:
                       summary=f"{summary} ({dist} {version}: a copy of this machine's, served by the LAB)")
 
 
-def _pynvml_source() -> bytes:
+def pynvml_source() -> bytes:
     """This machine's pynvml.py (nvidia-ml-py), for the lab's PyPI mirror; a stand-in when it has none."""
     spec = importlib.util.find_spec("pynvml")
     if spec is not None and spec.origin and spec.origin.endswith(".py"):
@@ -428,20 +428,13 @@ def build_index(base: Path, real: SuppliedTorch) -> Path:
     st = real.path.stat()
     key = hashlib.sha256(f"{BUILDER_VERSION}|{real.path.name}|{st.st_size}|{st.st_mtime_ns}|{real.numpy}|"
                          f"{hashlib.sha256(_TORCH_LAB.encode() + _INIT_TAIL).hexdigest()}".encode()).hexdigest()[:12]
-    root = base / f"wheels-{key}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    base.mkdir(parents=True, exist_ok=True)
-    # Several labs may start at once (fleets, parallel tests): one builds, the others wait for it.
-    with open(base / f".wheels-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            for variant in VARIANTS:
-                build_variant(root / variant, variant, real)
-            (root / "python").write_text(real.python + "\n")
-            done.write_text("ok\n")
-    return root
+
+    def build(root: Path) -> None:
+        for variant in VARIANTS:
+            build_variant(root / variant, variant, real)
+        (root / "python").write_text(real.python + "\n")
+
+    return build_once(base / f"wheels-{key}", base / f".wheels-{key}.lock", build)
 
 
 def served_python(root: Path) -> str:
