@@ -307,12 +307,17 @@ class StepSession:
                 if run.status in ("edited", "failed", "interrupted", "planned"):
                     return None  # an earlier step still waits: the later ones keep waiting
                 continue
-            status = await self.plan(run.index)
-            if status != "planned" or run.changes:
-                return run.index
-            if await self.apply(run.index) not in ("ok", "changed"):
+            if not await self._apply_if_unchanged(run):
                 return run.index
         return None
+
+    async def _apply_if_unchanged(self, run: StepRun) -> bool:
+        """Plan `run` and, when its plan shows no change, apply it at once (a no-op that records it as it now
+        runs). False: the walk stops here (changes to confirm, or a failure)."""
+        status = await self.plan(run.index)
+        if status != "planned" or run.changes:
+            return False
+        return await self.apply(run.index) in ("ok", "changed")
 
     def autosave(self) -> Path | None:
         """Save the recording after every applied step, so that quitting (or a crash) loses no work; a
@@ -347,10 +352,7 @@ class StepSession:
         for run in self.runs:
             if run.done:
                 continue
-            status = await self.plan(run.index)
-            if status != "planned" or run.changes:
-                return run.index
-            if await self.apply(run.index) not in ("ok", "changed"):
+            if not await self._apply_if_unchanged(run):
                 return run.index
         return None
 

@@ -1,8 +1,8 @@
-"""Modal dialogs: host-key confirmation on first contact."""
+"""Modal dialogs: host-key confirmation on first contact, and what to do with running or unsaved work on quit."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual import on
@@ -12,19 +12,41 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+ResultT = TypeVar("ResultT")
 
-class HostKeyDialog(ModalScreen[bool]):
+
+class WarningDialog(ModalScreen[ResultT]):
+    """A centred dialog in a warning frame: its text (`body`, a Static with id `text_id`) above its buttons
+    (`buttons`), which stand right-aligned below."""
+
+    DEFAULT_CSS = """
+    WarningDialog { align: center middle; }
+    WarningDialog > Vertical { width: 76; max-width: 100%; height: auto; border: thick $warning;
+                               background: $surface; padding: 0 1; }
+    WarningDialog .dialog-text { height: auto; }
+    WarningDialog Horizontal { height: auto; align-horizontal: right; }
+    WarningDialog Button { margin-left: 1; }
+    """
+    text_id: ClassVar[str]
+
+    def body(self) -> Text:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def buttons(self) -> list[Button]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.body(), id=self.text_id, classes="dialog-text")
+            with Horizontal():
+                yield from self.buttons()
+
+
+class HostKeyDialog(WarningDialog[bool]):
     """Trust-on-first-use only after the user compares the fingerprint."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-    DEFAULT_CSS = """
-    HostKeyDialog { align: center middle; }
-    HostKeyDialog > Vertical { width: 76; max-width: 100%; height: auto; border: thick $warning;
-                               background: $surface; padding: 0 1; }
-    HostKeyDialog #hk-text { height: auto; }
-    HostKeyDialog Horizontal { height: auto; align-horizontal: right; }
-    HostKeyDialog Button { margin-left: 1; }
-    """
+    text_id = "hk-text"
 
     def __init__(self, host: str, fingerprint: str, known_hosts: str) -> None:
         super().__init__()
@@ -32,18 +54,17 @@ class HostKeyDialog(ModalScreen[bool]):
         self.fingerprint = fingerprint
         self.known_hosts = known_hosts
 
-    def compose(self) -> ComposeResult:
+    def body(self) -> Text:
         text = Text()
         text.append("Unknown SSH host\n", style="bold")
         text.append(f"{self.host} is not in {self.known_hosts}.\n\nIts host key fingerprint is:\n  ")
         text.append(self.fingerprint, style="bold")
         text.append("\n\nCompare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the node. "
                     "Trusting adds the key to known_hosts.")
-        with Vertical():
-            yield Static(text, id="hk-text")
-            with Horizontal():
-                yield Button("Cancel", id="hk-cancel")
-                yield Button("Trust this host", id="hk-trust", variant="warning")
+        return text
+
+    def buttons(self) -> list[Button]:
+        return [Button("Cancel", id="hk-cancel"), Button("Trust this host", id="hk-trust", variant="warning")]
 
     @on(Button.Pressed, "#hk-trust")
     def _trust(self) -> None:
@@ -57,7 +78,7 @@ class HostKeyDialog(ModalScreen[bool]):
 QuitChoice = str  # "finish" | "stop" | "save" | "quit"; None: stay
 
 
-class QuitDialog(ModalScreen[str | None]):
+class QuitDialog(WarningDialog[str | None]):
     """ctrl+q while a step runs or with work not yet applied: never lose work silently.
 
     While a step runs: finish it, then quit; or stop it safely now (the step is logged `interrupted`,
@@ -65,14 +86,7 @@ class QuitDialog(ModalScreen[str | None]):
     recording and quit, or quit anyway. Escape stays."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "stay", "Stay")]
-    DEFAULT_CSS = """
-    QuitDialog { align: center middle; }
-    QuitDialog > Vertical { width: 76; max-width: 100%; height: auto; border: thick $warning;
-                            background: $surface; padding: 0 1; }
-    QuitDialog #quit-text { height: auto; }
-    QuitDialog Horizontal { height: auto; align-horizontal: right; }
-    QuitDialog Button { margin-left: 1; }
-    """
+    text_id = "quit-text"
 
     def __init__(self, *, running: str | None, unsaved: bool, record_to: str) -> None:
         super().__init__()
@@ -80,7 +94,7 @@ class QuitDialog(ModalScreen[str | None]):
         self.unsaved = unsaved
         self.record_to = record_to
 
-    def compose(self) -> ComposeResult:
+    def body(self) -> Text:
         text = Text()
         if self.running:
             text.append("A step is running\n", style="bold")
@@ -90,16 +104,15 @@ class QuitDialog(ModalScreen[str | None]):
             text.append("Work not applied yet\n", style="bold")
             text.append("Edited or planned steps have not been applied; they are lost on quit.\n")
         text.append(f"\nThe recording of what completed is kept in {self.record_to}.")
-        with Vertical():
-            yield Static(text, id="quit-text")
-            with Horizontal():
-                yield Button("Stay", id="quit-stay")
-                if self.running:
-                    yield Button("Stop safely", id="quit-stop", variant="warning")
-                    yield Button("Finish step, then quit", id="quit-finish", variant="primary")
-                else:
-                    yield Button("Quit", id="quit-quit", variant="warning")
-                    yield Button("Save and quit", id="quit-save", variant="primary")
+        return text
+
+    def buttons(self) -> list[Button]:
+        stay = Button("Stay", id="quit-stay")
+        if self.running:
+            return [stay, Button("Stop safely", id="quit-stop", variant="warning"),
+                    Button("Finish step, then quit", id="quit-finish", variant="primary")]
+        return [stay, Button("Quit", id="quit-quit", variant="warning"),
+                Button("Save and quit", id="quit-save", variant="primary")]
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

@@ -206,6 +206,26 @@ def test_interrupt_lock_and_half_created_container_resume(run: LabRun, tmp_path:
     assert counts["changed"] == 0 and counts["failed"] == 0, counts
 
 
+def _ours_changed(run: LabRun, pb: Path, change: tuple[str, str | None]) -> tuple[Any, str]:
+    """CT 200 made by the playbook (unless it is there and tagged ours), then one option of its config set (or,
+    with None, deleted) behind the tool's back: the lab state and the config text before the change."""
+    from provisioner.proxmox.lxc_conf import LxcConfig
+
+    state = run.state()
+    if not state.has_ct(VMID) or "tags: gpu-provisioner" not in conf_text(run):
+        ok = cli(run, "replay", str(pb), "--lab", "--json")
+        assert ok.returncode == 0, ok.stderr[-3000:]
+    original = conf_text(run)
+    conf = LxcConfig.parse(original)
+    key, value = change
+    if value is None:
+        conf.delete(key)
+    else:
+        conf.set(key, value)
+    state.write_conf(VMID, conf)
+    return state, original
+
+
 @pytest.mark.parametrize(("change", "needle"), [
     (("tags", None), "is not tagged 'gpu-provisioner'"),
     (("tags", "inference"), "is not tagged 'gpu-provisioner'"),
@@ -219,18 +239,7 @@ def test_container_with_our_name_but_not_our_tag_or_spec_is_refused(run: LabRun,
     from provisioner.proxmox.lxc_conf import LxcConfig
 
     pb = _playbook(tmp_path / "pb.yaml")
-    state = run.state()
-    if not state.has_ct(VMID) or "tags: gpu-provisioner" not in conf_text(run):
-        ok = cli(run, "replay", str(pb), "--lab", "--json")
-        assert ok.returncode == 0, ok.stderr[-3000:]
-    original = conf_text(run)
-    conf = LxcConfig.parse(original)
-    key, value = change
-    if value is None:
-        conf.delete(key)
-    else:
-        conf.set(key, value)
-    state.write_conf(VMID, conf)
+    state, original = _ours_changed(run, pb, change)
     before = conf_text(run)
     try:
         res = cli(run, "replay", str(pb), "--lab", "--json")
@@ -256,18 +265,7 @@ def test_our_container_with_another_spec_is_updated_in_place(run: LabRun, tmp_pa
     from provisioner.proxmox.lxc_conf import LxcConfig
 
     pb = _playbook(tmp_path / "pb.yaml")
-    state = run.state()
-    if not state.has_ct(VMID) or "tags: gpu-provisioner" not in conf_text(run):
-        ok = cli(run, "replay", str(pb), "--lab", "--json")
-        assert ok.returncode == 0, ok.stderr[-3000:]
-    original = conf_text(run)
-    conf = LxcConfig.parse(original)
-    key, value = change
-    if value is None:
-        conf.delete(key)
-    else:
-        conf.set(key, value)
-    state.write_conf(VMID, conf)
+    state, original = _ours_changed(run, pb, change)
     try:
         res = cli(run, "replay", str(pb), "--lab", "--json")
         assert res.returncode == 0, res.stderr[-3000:]

@@ -28,7 +28,8 @@ import pytest
 
 from provisioner import playbook as playbook_mod
 from provisioner.playbook import Playbook
-from provisioner.steps.venv_build import UV_PIN, parse_lock, parse_state
+from provisioner.steps.venv_build import parse_lock
+from provisioner.steps.venv_common import UV_PIN, parse_state
 from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
 from tests.support.require import require
 

@@ -52,7 +52,7 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     from provisioner.export import write
     from provisioner.export.offer import venv_path
     from provisioner.export.source import ExportRefused, find_proof, require_proven
-    from provisioner.steps.venv_build import UV_PIN
+    from provisioner.steps.venv_common import UV_PIN
 
     src_is_playbook = Path(source).is_file() and Path(source).suffix in (".yaml", ".yml")
     if fmt == "oci" and base is None:

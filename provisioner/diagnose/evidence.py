@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -220,15 +220,29 @@ def log_evidence(text: str) -> LogEvidence:
     return extract_evidence(log.full_text, fields)
 
 
+#: the facts that are a flag: an extractor's key -> the LogEvidence field it sets (the key names the line)
+_FLAGS = {"proxmox": "proxmox", "smi_cannot_communicate": "smi_cannot_communicate",
+          "userspace_missing": "userspace_missing", "resolution_failed": "resolution_failed",
+          "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded"}
+
+
+_T = TypeVar("_T")
+
+
+def _add_once(items: list[_T], item: _T) -> None:
+    """Append `item` unless `items` holds it (a list of facts in the order of first sight)."""
+    if item not in items:
+        items.append(item)
+
+
 def _apply(ev: LogEvidence, key: str, m: Match, line: str) -> None:
     group = m.group
-    if key.startswith("place:"):
-        place: Place = key.split(":", 1)[1]  # type: ignore[assignment]
-        if place not in ev.places:
-            ev.places.append(place)
+    if key in _FLAGS:
+        setattr(ev, _FLAGS[key], True)
         ev.see(key, line)
-    elif key == "proxmox":
-        ev.proxmox = True
+    elif key.startswith("place:"):
+        place: Place = key.split(":", 1)[1]  # type: ignore[assignment]
+        _add_once(ev.places, place)
         ev.see(key, line)
     elif key == "proc_readable":
         ev.driver_loaded = True
@@ -245,38 +259,19 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str) -> None:
         if ev.driver_loaded is None:
             ev.driver_loaded = False
         ev.see(key, line)
-    elif key == "smi_cannot_communicate":
-        ev.smi_cannot_communicate = True
-        ev.see(key, line)
-    elif key == "userspace_missing":
-        ev.userspace_missing = True
-        ev.see(key, line)
     elif key == "node_missing":
         node = group(1)
-        if node not in ev.nodes_missing:
-            ev.nodes_missing.append(node)
+        _add_once(ev.nodes_missing, node)
         ev.see(f"node_missing:{node}", line)
     elif key == "node_seen":
-        node = "/dev/" + group(1)
-        if node not in ev.nodes_seen:
-            ev.nodes_seen.append(node)
+        _add_once(ev.nodes_seen, "/dev/" + group(1))
     elif key == "arch_list":
         ev.arch_list = ev.arch_list or [a.strip("',") for a in group(1).split() if a.strip("',")]
     elif key.startswith("phase:"):
         ev.installer_phase = ev.installer_phase or key.split(":", 1)[1]  # type: ignore[assignment]
         ev.see("installer_phase", line)
     elif key == "nccl":
-        if group(1) not in ev.nccl_errors:
-            ev.nccl_errors.append(group(1))
-    elif key == "resolution_failed":
-        ev.resolution_failed = True
-        ev.see(key, line)
-    elif key == "cpu_build":
-        ev.cpu_build_installed = True
-        ev.see(key, line)
-    elif key == "kernel_upgraded":
-        ev.kernel_upgraded = True
-        ev.see(key, line)
+        _add_once(ev.nccl_errors, group(1))
 
 
 @dataclass(frozen=True)

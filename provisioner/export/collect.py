@@ -21,7 +21,8 @@ from provisioner.payloads import RuntimeGpu, VenvRuntime
 from provisioner.resolver.compat import variant_min_driver
 from provisioner.resolver.data import Variant, load_data
 from provisioner.resolver.versions import parse_version_tuple
-from provisioner.steps.venv_build import RUNTIME_FILE, VERIFY_SCRIPT, split_lock
+from provisioner.steps.venv_build import split_lock
+from provisioner.steps.venv_common import RUNTIME_FILE, VERIFY_SCRIPT
 from provisioner.transport.base import Transport
 
 VERIFY = VERIFY_SCRIPT  # the smoke test venv.build runs; import proves with the same one

@@ -11,7 +11,7 @@ stays the host's.
 from __future__ import annotations
 
 from provisioner.export.models import HostNeeds, RuntimeProof
-from provisioner.export.pylock import PYLOCK, _value
+from provisioner.export.pylock import PYLOCK, toml_value
 
 MANIFEST = "manifest.toml"
 
@@ -48,14 +48,14 @@ def render(runtime: RuntimeProof, host: HostNeeds, uv_version: str) -> str:
         "version = 1",
         "",
         "[install]",
-        f"python3.pkg-path = {_value(f'python{major_minor}')}",
-        f"python3.version = {_value(runtime.python)}",
-        f"uv.pkg-path = {_value('uv')}",
-        f"uv.version = {_value(uv_version)}",
+        f"python3.pkg-path = {toml_value(f'python{major_minor}')}",
+        f"python3.version = {toml_value(runtime.python)}",
+        f"uv.pkg-path = {toml_value('uv')}",
+        f"uv.version = {toml_value(uv_version)}",
         "",
         "[vars]",
-        f"GPU_PROVISIONER_TORCH = {_value(runtime.torch)}",
-        f"GPU_PROVISIONER_MIN_DRIVER = {_value(host.min_driver)}",
+        f"GPU_PROVISIONER_TORCH = {toml_value(runtime.torch)}",
+        f"GPU_PROVISIONER_MIN_DRIVER = {toml_value(host.min_driver)}",
         "",
         "[hook]",
         'on-activate = """',
@@ -63,7 +63,7 @@ def render(runtime: RuntimeProof, host: HostNeeds, uv_version: str) -> str:
         '"""',
         "",
         "[options]",
-        f"systems = {_value([system])}",
+        f"systems = {toml_value([system])}",
         "cuda-detection = true",
         "",
     ]

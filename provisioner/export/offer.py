@@ -38,11 +38,10 @@ def venv_path(playbook: Playbook) -> str:
 
 def fetch_url(playbook: Playbook) -> Callable[[str], str]:
     """Where the venv's indexes are fetched from on this site (the playbook's venv.build mirrors, if any)."""
-    from provisioner.steps.venv_build import VenvBuild, VenvParams
+    from provisioner.steps.venv_build import VenvParams
 
     spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
-    fetch: Callable[[str], str] = VenvBuild(VenvParams.model_validate(spec.params if spec is not None else {}))._fetch_url
-    return fetch
+    return VenvParams.model_validate(spec.params if spec is not None else {}).fetch_url
 
 
 async def gather(ct: Transport, proof: Proof, venv: str, fetch: Callable[[str], str], vmid: int | None) -> Export:
@@ -154,7 +153,7 @@ async def write_export(plan: ExportPlan, ct: Transport, *, fetch: Callable[[str]
     if not plan.ok or plan.proof is None:
         raise ExportRefused(plan.refused or "no plan")
     if not uv_version:
-        from provisioner.steps.venv_build import UV_PIN
+        from provisioner.steps.venv_common import UV_PIN
 
         uv_version = UV_PIN
     exp = await gather(ct, plan.proof, plan.venv, fetch, plan.vmid)

@@ -150,7 +150,8 @@ def load(text: str) -> dict[str, Any]:
 
 # --- a small TOML writer for the pylock shape (tomllib only reads) ------------------------------------
 
-def _value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """`v` (bool, int, str, list, dict of those) as a TOML value: the pylock writer's and the Flox manifest's."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -158,9 +159,9 @@ def _value(v: Any) -> str:
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
     if isinstance(v, list):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{_key(k)} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
 
 
@@ -169,7 +170,7 @@ def _key(k: str) -> str:
 
 
 def _table(prefix: str, table: dict[str, Any]) -> list[str]:
-    scalars = [f"{_key(k)} = {_value(v)}" for k, v in table.items()
+    scalars = [f"{_key(k)} = {toml_value(v)}" for k, v in table.items()
                if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
                                                   and k == "packages")]
     out = ([f"[{prefix}]"] if prefix else []) + scalars
@@ -179,7 +180,7 @@ def _table(prefix: str, table: dict[str, Any]) -> list[str]:
     for k, v in table.items():
         if k == "packages" and isinstance(v, list):
             for item in v:
-                out += ["", f"[[{_key(k)}]]", *[f"{_key(a)} = {_value(b)}" for a, b in item.items()]]
+                out += ["", f"[[{_key(k)}]]", *[f"{_key(a)} = {toml_value(b)}" for a, b in item.items()]]
     return out
 
 

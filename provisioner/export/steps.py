@@ -22,21 +22,20 @@ from provisioner.exitcodes import ExitCode
 from provisioner.export import pylock
 from provisioner.export.models import HostNeeds, RuntimeProof, floor_problem
 from provisioner.payloads import JsonObject, VenvRuntime
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
-from provisioner.steps.venv_build import (
+from provisioner.steps.venv_build import VenvParams
+from provisioner.steps.venv_common import (
     BUILDING_MARKER,
     BUILT_BY,
     META_DIR,
     PYPI_INDEX,
     RUNTIME_FILE,
-    VERIFY_SCRIPT,
-    VenvBuild,
-    VenvParams,
-    _probe_script,
     arch_covers,
-    parse_state,
+    ensure_uv,
+    probe_venv,
+    smoke_test,
 )
 
 #: in the container: fetch each wheel, check sha256 and size, print {"sha256": ..., "size": ...} per file
@@ -126,12 +125,7 @@ class ExportInstall(StepKind[InstallParams]):
         return hashlib.sha256(self.params.pylock_text().encode()).hexdigest()
 
     async def check(self, ctx: StepContext) -> Plan:
-        result = await ctx.container().run(["sh", "-c", _probe_script(self.params.path, VenvParams().uv_dir)], timeout=60, quiet=True)
-        if not result.ok:
-            if ctx.mode == "plan":
-                raise DependsOnEarlier("the container is not running yet")
-            raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
-        state = parse_state(result.output)
+        state, _ = await probe_venv(ctx, self.params.path, VenvParams().uv_dir)
         want = f"{self.params.path} from the export (pylock sha256 {self._sha()[:12]})"
         if state["state"] == "built":
             rt = state["runtime"]
@@ -157,8 +151,8 @@ class ExportInstall(StepKind[InstallParams]):
                                   f" && mkdir -p {quoting.join([meta + '/wheels'])}"], timeout=60, check=True)
         # uv from the same PyPI the export's other wheels came from (a site's mirror stays that site's)
         pypi = str(doc.get("tool", {}).get("gpu-provisioner", {}).get("pypi-index") or PYPI_INDEX)
-        builder = VenvBuild(VenvParams(path=path, pypi_mirror=None if pypi.rstrip("/") == PYPI_INDEX else pypi))
-        uv = await builder._ensure_uv(ctx, {"pypi_url": PYPI_INDEX})
+        site = VenvParams(path=path, pypi_mirror=None if pypi.rstrip("/") == PYPI_INDEX else pypi)
+        uv = (await ensure_uv(ctx, uv_dir=site.uv_dir, pypi=site.fetch_url(PYPI_INDEX))).path
         py = ".".join(runtime.python.split(".")[:2])
         yield ctx.info(f"creating venv {path} with Python {py} (proven on {runtime.python})")
         found = await ct.run([uv, "python", "find", py], timeout=120, quiet=True)
@@ -203,13 +197,7 @@ class ExportInstall(StepKind[InstallParams]):
         if have != {w.sha256 for w in wheels}:
             raise StepFailed(f"the wheels in {path} are not the export's: {sorted(have ^ {w.sha256 for w in wheels})}",
                              result=sums)
-        result = await ct.run([f"{path}/bin/python", "-c", VERIFY_SCRIPT], timeout=600, quiet=True)
-        try:
-            info = json.loads(result.lines[-1])
-        except (json.JSONDecodeError, IndexError):
-            raise StepFailed("the torch check in the venv crashed", result=result) from None
-        if "error" in info:
-            raise StepFailed(info["error"], result=result)
+        info = await smoke_test(ct, path)
         inv = await ensure_inventory(ctx)
         problems = []
         if info.get("torch") != want.torch or info.get("cuda") != want.cuda:

@@ -57,7 +57,8 @@ def _unit_dir(state: LabState) -> Path:
     return state.root / "etc" / "systemd" / "system"
 
 
-def _parse_unit(text: str) -> dict[str, list[str]]:
+def parse_unit(text: str) -> dict[str, list[str]]:
+    """A systemd unit file's `Key=value` lines as {key: [values]} (what the lab's boot and `systemctl` run)."""
     out: dict[str, list[str]] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -78,7 +79,7 @@ def enabled_units(state: LabState) -> list[tuple[str, dict[str, list[str]]]]:
             text = target.read_text()
         except OSError:
             continue
-        units.append((link.name, _parse_unit(text)))
+        units.append((link.name, parse_unit(text)))
     return units
 
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 from provisioner.lab.commands.installer import LAB_DRIVER_VERSIONS, build_run, corrupt, run_name, sha256sum_line
-from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
 from provisioner.lab.state import LabState
 
 BASE_PATH = "/XFree86/Linux-x86_64"
@@ -72,32 +71,15 @@ class DriverMirror:
         return data
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietGetHandler):
     server_version = "LAB-driver-mirror"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_HEAD(self) -> None:
-        self._serve(head=True)
-
-    def do_GET(self) -> None:
-        self._serve(head=False)
-
-    def _send(self, code: int, body: bytes, ctype: str, head: bool) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def _serve(self, head: bool) -> None:
+    def serve(self, head: bool) -> None:
         mirror: DriverMirror = self.server.mirror  # type: ignore[attr-defined]
         path = self.path.split("?", 1)[0]
         if path == f"{BASE_PATH}/latest.txt":
             v = mirror.state.settings().driver_version
-            self._send(200, f"{v} {v}/{run_name(v)}\n".encode(), "text/plain", head)
+            self.send_body(200, f"{v} {v}/{run_name(v)}\n".encode(), "text/plain", head)
             return
         layout, checksum = "XFree86/Linux-x86_64", True
         m = _PATH_RE.match(path)
@@ -107,17 +89,17 @@ class _Handler(BaseHTTPRequestHandler):
             layout = "XFree86/Linux-aarch64"
         if not m or m.group(1) != m.group(2) or m.group(1) not in mirror.versions(layout) or \
                 (m.group(3) and not checksum):
-            self._send(404, b"<html><body><h1>404 Not Found</h1>LAB driver mirror</body></html>\n", "text/html", head)
+            self.send_body(404, b"<html><body><h1>404 Not Found</h1>LAB driver mirror</body></html>\n", "text/html", head)
             return
         version = m.group(1)
         if m.group(3):
             line = sha256sum_line(mirror.run_bytes(version), version)
             if layout == "XFree86/Linux-aarch64":
                 line = line.replace("Linux-x86_64", "Linux-aarch64")
-            self._send(200, line.encode(), "text/plain", head)
+            self.send_body(200, line.encode(), "text/plain", head)
             return
         data = mirror.run_bytes(version) if head else mirror.download(version)
-        self._send(200, data, "application/octet-stream", head)
+        self.send_body(200, data, "application/octet-stream", head)
 
 
 class DriverFileServer(BackgroundHttpServer):

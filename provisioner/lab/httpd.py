@@ -1,10 +1,42 @@
-"""The lab's HTTP servers (PVE API, wheel index, driver mirror) run in a background thread each."""
+"""The lab's HTTP servers (PVE API, wheel index, driver mirror) run in a background thread each; the plain-HTTP
+ones (wheel index, package index, files host, driver mirror) answer through one quiet GET/HEAD handler."""
 
 from __future__ import annotations
 
 import threading
-from http.server import ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import unquote
+
+
+class QuietGetHandler(BaseHTTPRequestHandler):
+    """A handler that logs nothing and answers GET and HEAD through `serve(head)`: HEAD sends the same status and
+    headers as GET, without the body."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_HEAD(self) -> None:
+        self.serve(head=True)
+
+    def do_GET(self) -> None:
+        self.serve(head=False)
+
+    def serve(self, head: bool) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def send_body(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
+        """Status, Content-Type and Content-Length, then the body unless this answers a HEAD."""
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def path_parts(self) -> list[str]:
+        """The request path's segments, unquoted, without the query."""
+        return [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
 
 
 class BackgroundHttpServer:

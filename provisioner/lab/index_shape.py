@@ -22,19 +22,19 @@ only carry `__version__`): the resolver and installer paths are what is modelled
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import html
 import os
 import socket
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from provisioner.lab.httpd import BackgroundHttpServer
-from provisioner.lab.wheels import NVML_PY_VERSION, VARIANTS, _pynvml_source, make_wheel
+from provisioner.lab.build_once import build_once
+from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
+from provisioner.lab.simple_index import links_page, project_of
+from provisioner.lab.wheels import NVML_PY_VERSION, VARIANTS, make_wheel, pynvml_source
 
 SHAPE_VERSION = "1"
 #: (project, old versions on download.pytorch.org/whl/<variant>/) — "a few old versions" of each side package
@@ -70,25 +70,19 @@ def _side_wheel(out: Path, project: str, version: str, requires: tuple[str, ...]
 
 def build_side(base: Path) -> Path:
     """Side packages of the PyTorch index (`torch-side/`) and the PyPI mirror (`pypi/`), built once under `base`."""
-    root = base / f"index-shape-{SHAPE_VERSION}-{hashlib.sha256(_pynvml_source()).hexdigest()[:8]}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / f".index-shape-{SHAPE_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            for project, versions in TORCH_INDEX_SIDE:
-                for v in versions:
-                    _side_wheel(root / "torch-side", project, v)
-            for project, versions, requires in PYPI:
-                for v in versions:
-                    _side_wheel(root / "pypi", project, v, requires)
-            make_wheel(root / "pypi", "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any",
-                       {"pynvml.py": _pynvml_source()},
-                       summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)")
-            done.write_text("ok\n")
-    return root
+
+    def build(root: Path) -> None:
+        for project, versions in TORCH_INDEX_SIDE:
+            for v in versions:
+                _side_wheel(root / "torch-side", project, v)
+        for project, versions, requires in PYPI:
+            for v in versions:
+                _side_wheel(root / "pypi", project, v, requires)
+        make_wheel(root / "pypi", "nvidia-ml-py", NVML_PY_VERSION, "py3-none-any", {"pynvml.py": pynvml_source()},
+                   summary="Python Bindings for the NVIDIA Management Library (copy served by the LAB)")
+
+    root = base / f"index-shape-{SHAPE_VERSION}-{hashlib.sha256(pynvml_source()).hexdigest()[:8]}"
+    return build_once(root, base / f".index-shape-{SHAPE_VERSION}.lock", build)
 
 
 def rebuilt(wheel: Path) -> Path:
@@ -103,10 +97,6 @@ def rebuilt(wheel: Path) -> Path:
             dst.writestr("torch/_lab_republished.txt", "LAB: scenario changed-bytes: re-published after its hash\n")
         tmp.replace(out)
     return out
-
-
-def _project(filename: str) -> str:
-    return filename.split("-", 1)[0].lower().replace("_", "-")
 
 
 def _sha256(path: Path) -> str:
@@ -135,11 +125,11 @@ class Shelves:
         """PyPI's shelf: the real wheels the lab was supplied with (numpy, typing-extensions: what the real torch
         imports, beside it in the wheel root) in place of those projects' stand-ins, then the stand-ins."""
         real_dir = next((self.wheel_root / v for v in VARIANTS if (self.wheel_root / v).is_dir()), None)
-        real = [f for f in sorted(real_dir.glob("*.whl")) if _project(f.name) not in ("torch", "torchvision",
+        real = [f for f in sorted(real_dir.glob("*.whl")) if project_of(f.name) not in ("torch", "torchvision",
                                                                                        "nvidia-ml-py")] \
             if real_dir is not None else []
-        have = {_project(f.name) for f in real}
-        stand_ins = [f for f in sorted((self.side_root / "pypi").glob("*.whl")) if _project(f.name) not in have]
+        have = {project_of(f.name) for f in real}
+        stand_ins = [f for f in sorted((self.side_root / "pypi").glob("*.whl")) if project_of(f.name) not in have]
         return sorted([*real, *stand_ins])
 
     def find(self, shelf: str, name: str) -> Path | None:
@@ -150,98 +140,67 @@ def _hashless(filename: str) -> bool:
     """Scenario `hashless-links`: the torch files of every Python but cp310 lose their `#sha256=`, the way the
     real index gave hashes for only some files of a release (astral-sh/uv#13195: torch 2.7.0+cu128 aarch64
     links without, x86_64 with); uv expects all or none of a project's files hashed."""
-    return _project(filename) == "torch" and "-cp310-" not in filename
+    return project_of(filename) == "torch" and "-cp310-" not in filename
 
 
-def _page(title: str, links: list[tuple[str, str]]) -> bytes:
-    body = "\n".join(f'    <a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
-    return (f"<!DOCTYPE html>\n<html>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n  </body>\n</html>\n"
-            "<!-- LAB: gpu-provisioner lab package index (stand-in wheels) -->\n").encode()
-
-
-class _Quiet(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def _dispatch(self, head: bool) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def _parts(self) -> list[str]:
-        return [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
-
-
-class _FilesHandler(_Quiet):
+class _FilesHandler(QuietGetHandler):
     """The files host (download-r2.pytorch.org / files.pythonhosted.org): `/<shelf>/<file>`."""
 
     server_version = "LAB-files"
 
-    def _dispatch(self, head: bool) -> None:
+    def serve(self, head: bool) -> None:
         srv: Any = self.server
-        parts = self._parts()
+        parts = self.path_parts()
         shelf = parts[1] if parts[:1] == ["whl"] and len(parts) == 3 else ("pypi" if parts[:1] == ["packages"] else "")
         found = srv.shelves.find(shelf, parts[-1]) if shelf and len(parts) >= 2 else None
         if found is None:
-            self._send(404, b"LAB: no such file\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such file\n", "text/plain", head)
             return
         changed = found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios()
         data = rebuilt(found).read_bytes() if changed else found.read_bytes()
-        self._send(200, data, "application/octet-stream", head)
+        self.send_body(200, data, "application/octet-stream", head)
 
 
-class _PagesHandler(_Quiet):
+class _PagesHandler(QuietGetHandler):
     """The index pages: `/whl/<variant>/<project>/` and `/pypi/simple/<project>/` (PEP 503), files linked on
     the files host."""
 
     server_version = "LAB-package-index"
 
-    def _dispatch(self, head: bool) -> None:
+    def serve(self, head: bool) -> None:
         srv: Any = self.server
-        parts = self._parts()
+        parts = self.path_parts()
         if parts[:2] == ["pypi", "simple"]:
             shelf, rest, prefix = "pypi", parts[2:], "/pypi/simple"
         elif parts[:1] == ["whl"] and len(parts) >= 2:
             shelf, rest, prefix = parts[1], parts[2:], f"/whl/{parts[1]}"
         elif parts == ["whl"]:
-            self._send(200, _page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
+            self.send_body(200, links_page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
             return
         else:
-            self._send(404, b"LAB: not found\n", "text/plain", head)
+            self.send_body(404, b"LAB: not found\n", "text/plain", head)
             return
         files = srv.shelves.files(shelf)
         if not files:
-            self._send(404, b"LAB: no such index\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such index\n", "text/plain", head)
             return
         if not rest:
-            projects = sorted({_project(f.name) for f in files})
-            self._send(200, _page(f"Links for {shelf}", [(f"{prefix}/{p}/", p) for p in projects]), head=head)
+            projects = sorted({project_of(f.name) for f in files})
+            self.send_body(200, links_page(f"Links for {shelf}", [(f"{prefix}/{p}/", p) for p in projects]), head=head)
             return
         project = rest[0].lower().replace("_", "-").replace(".", "-")
         hashless = shelf != "pypi" and "hashless-links" in srv.scenarios()
         base = srv.files_url + ("/packages" if shelf == "pypi" else f"/whl/{shelf}")
         links = []
         for f in files:
-            if _project(f.name) != project:
+            if project_of(f.name) != project:
                 continue
             frag = "" if hashless and _hashless(f.name) else f"#sha256={_sha256(f)}"
             links.append((f"{base}/{quote(f.name)}{frag}", f.name))
         if not links:
-            self._send(404, b"LAB: no such project\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such project\n", "text/plain", head)
             return
-        self._send(200, _page(f"Links for {project}", links), head=head)
+        self.send_body(200, links_page(f"Links for {project}", links), head=head)
 
 
 def _files_host(preferred: str) -> str:

@@ -831,12 +831,17 @@ class LabApi:
             raise ApiError(500, f"CT {vmid} already running\n")
         return self.start_task("vzstart", str(vmid), ident, lambda log: self._start_work(vmid, log))
 
-    def _stop_common(self, p: dict[str, Any], ident: Identity, type_: str) -> str:
+    def _running_ct(self, p: dict[str, Any], ident: Identity) -> int:
+        """The vmid of a stop, shutdown or reboot: the caller may power it, its config exists, it runs."""
         vmid = int(p["vmid"])
         self._check_perm(ident, privileges.power_needs(vmid))
         self.state.read_conf(vmid)
         if self.state.get_status(vmid).status != "running":
             raise ApiError(500, f"CT {vmid} not running\n")
+        return vmid
+
+    def _stop_common(self, p: dict[str, Any], ident: Identity, type_: str) -> str:
+        vmid = self._running_ct(p, ident)
 
         def work(log: list[str]) -> None:
             self.state.set_status(vmid, "stopped")
@@ -851,11 +856,7 @@ class LabApi:
         return self._stop_common(p, ident, "vzshutdown")
 
     def _reboot(self, p: dict[str, Any], ident: Identity) -> str:
-        vmid = int(p["vmid"])
-        self._check_perm(ident, privileges.power_needs(vmid))
-        self.state.read_conf(vmid)
-        if self.state.get_status(vmid).status != "running":
-            raise ApiError(500, f"CT {vmid} not running\n")
+        vmid = self._running_ct(p, ident)
 
         def work(log: list[str]) -> None:
             self.state.set_status(vmid, "stopped")

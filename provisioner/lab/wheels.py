@@ -22,9 +22,7 @@ from __future__ import annotations
 import base64
 import copy
 import csv
-import fcntl
 import hashlib
-import html
 import importlib.metadata
 import importlib.util
 import io
@@ -34,12 +32,13 @@ import shutil
 import struct
 import zipfile
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from provisioner.lab.httpd import BackgroundHttpServer
+from provisioner.lab.build_once import build_once
+from provisioner.lab.httpd import BackgroundHttpServer, QuietGetHandler
+from provisioner.lab.simple_index import links_page, project_of
 from provisioner.lab.torch_supply import SuppliedTorch
 
 TORCH_VERSION = "2.11.0"
@@ -312,7 +311,7 @@ def _module_wheel(out_dir: Path, module: str, dist: str, summary: str) -> Path:
                       summary=f"{summary} ({dist} {version}: a copy of this machine's, served by the LAB)")
 
 
-def _pynvml_source() -> bytes:
+def pynvml_source() -> bytes:
     """This machine's pynvml.py (nvidia-ml-py), for the lab's PyPI mirror; a stand-in when it has none."""
     spec = importlib.util.find_spec("pynvml")
     if spec is not None and spec.origin and spec.origin.endswith(".py"):
@@ -429,20 +428,13 @@ def build_index(base: Path, real: SuppliedTorch) -> Path:
     st = real.path.stat()
     key = hashlib.sha256(f"{BUILDER_VERSION}|{real.path.name}|{st.st_size}|{st.st_mtime_ns}|{real.numpy}|"
                          f"{hashlib.sha256(_TORCH_LAB.encode() + _INIT_TAIL).hexdigest()}".encode()).hexdigest()[:12]
-    root = base / f"wheels-{key}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    base.mkdir(parents=True, exist_ok=True)
-    # Several labs may start at once (fleets, parallel tests): one builds, the others wait for it.
-    with open(base / f".wheels-{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            for variant in VARIANTS:
-                build_variant(root / variant, variant, real)
-            (root / "python").write_text(real.python + "\n")
-            done.write_text("ok\n")
-    return root
+
+    def build(root: Path) -> None:
+        for variant in VARIANTS:
+            build_variant(root / variant, variant, real)
+        (root / "python").write_text(real.python + "\n")
+
+    return build_once(base / f"wheels-{key}", base / f".wheels-{key}.lock", build)
 
 
 def served_python(root: Path) -> str:
@@ -451,10 +443,6 @@ def served_python(root: Path) -> str:
 
 
 # --- the PEP 503 server ---------------------------------------------------------------------------
-
-
-def _project(filename: str) -> str:
-    return filename.split("-", 1)[0].lower().replace("_", "-")
 
 
 @dataclass
@@ -474,67 +462,44 @@ class _Index:
         return digest
 
 
-def _page(title: str, links: list[tuple[str, str]]) -> bytes:
-    body = "\n".join(f'    <a href="{html.escape(href)}">{html.escape(text)}</a><br/>' for href, text in links)
-    return (f"<!DOCTYPE html>\n<html>\n  <body>\n    <h1>{html.escape(title)}</h1>\n{body}\n  </body>\n</html>\n"
-            "<!-- LAB: gpu-provisioner lab package index (stand-in wheels) -->\n").encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietGetHandler):
     server_version = "LAB-wheel-index"
     index: _Index
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/html", head: bool = False) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if not head:
-            self.wfile.write(body)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def _dispatch(self, head: bool) -> None:
+    def serve(self, head: bool) -> None:
         index = self.server.index  # type: ignore[attr-defined]
-        parts = [unquote(p) for p in self.path.split("?", 1)[0].split("/") if p]
+        parts = self.path_parts()
         if parts[:1] != ["whl"]:
-            self._send(404, b"LAB: not found\n", "text/plain", head)
+            self.send_body(404, b"LAB: not found\n", "text/plain", head)
             return
         if len(parts) == 1:
-            self._send(200, _page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
+            self.send_body(200, links_page("LAB wheel index", [(f"/whl/{v}/", v) for v in VARIANTS]), head=head)
             return
         variant = parts[1]
         files = index.files(variant)
         if not files:
-            self._send(404, b"LAB: no such index\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such index\n", "text/plain", head)
             return
         if len(parts) == 2:
-            projects = sorted({_project(f.name) for f in files})
-            self._send(200, _page(f"Links for {variant}", [(f"/whl/{variant}/{p}/", p) for p in projects]),
-                       head=head)
+            projects = sorted({project_of(f.name) for f in files})
+            page = links_page(f"Links for {variant}", [(f"/whl/{variant}/{p}/", p) for p in projects])
+            self.send_body(200, page, head=head)
             return
         name = parts[2]
         if name.endswith(".whl"):
             match = [f for f in files if f.name == name]
             if not match:
-                self._send(404, b"LAB: no such file\n", "text/plain", head)
+                self.send_body(404, b"LAB: no such file\n", "text/plain", head)
                 return
-            self._send(200, match[0].read_bytes(), "application/octet-stream", head)
+            self.send_body(200, match[0].read_bytes(), "application/octet-stream", head)
             return
         project = name.lower().replace("_", "-")
         links = [(f"/whl/{variant}/{quote(f.name)}#sha256={index.sha256(f)}", f.name)
-                 for f in files if _project(f.name) == project]
+                 for f in files if project_of(f.name) == project]
         if not links:
-            self._send(404, b"LAB: no such project\n", "text/plain", head)
+            self.send_body(404, b"LAB: no such project\n", "text/plain", head)
             return
-        self._send(200, _page(f"Links for {project}", links), head=head)
+        self.send_body(200, links_page(f"Links for {project}", links), head=head)
 
 
 class WheelIndexServer(BackgroundHttpServer):

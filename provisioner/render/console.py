@@ -95,14 +95,7 @@ class ConsoleRenderer:
                     Text(f" ({event.duration_s:.1f}s) " if event.duration_s else " ") +
                     Text(plain(event.message.splitlines()[0]) if event.message else "", style="dim" if event.status
                          in ("ok", "changed", "skipped") else ""))
-            if event.status in ("failed", "interrupted"):
-                for line in event.message.splitlines()[1:]:
-                    c.print(p + Text("     " + plain(line)))
-                for finding in event.diagnosis:
-                    c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
-                            Text(plain(str(finding.get("root_cause", "")), multiline=True)))
-                    if finding.get("fix"):
-                        c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
+            self._failure_lines(p, event)
         elif isinstance(event, RunFinished):
             self._stop_progress()
             c.print(recap_table(event.recap, mode=self._mode))
@@ -117,14 +110,20 @@ class ConsoleRenderer:
                 + Text(f" ({event.duration_s:.1f}s)" if event.duration_s else "")
                 + Text(f"  {first}"[:160], style="dim" if event.status in ("ok", "changed", "skipped") else ""),
                 crop=False, overflow="ignore")
-        if event.status in ("failed", "interrupted"):
-            for line in event.message.splitlines()[1:]:
-                c.print(p + Text("     " + plain(line)))
-            for finding in event.diagnosis:
-                c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
-                        Text(plain(str(finding.get("root_cause", "")), multiline=True)))
-                if finding.get("fix"):
-                    c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
+        self._failure_lines(p, event)
+
+    def _failure_lines(self, p: Text, event: StepFinished) -> None:
+        """A failed or interrupted step's message lines after the first, then each diagnosis and its fix."""
+        if event.status not in ("failed", "interrupted"):
+            return
+        c = self.console
+        for line in event.message.splitlines()[1:]:
+            c.print(p + Text("     " + plain(line)))
+        for finding in event.diagnosis:
+            c.print(p + Text(f"   diagnosis [{finding.get('category')}]: ", style="magenta") +
+                    Text(plain(str(finding.get("root_cause", "")), multiline=True)))
+            if finding.get("fix"):
+                c.print(p + Text("   fix: ", style="magenta") + Text(plain(str(finding["fix"]), multiline=True)))
 
     def _on_progress(self, event: ProgressEvent) -> None:
         if self._progress is None:

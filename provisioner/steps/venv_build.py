@@ -35,37 +35,26 @@ from pydantic import Field, field_validator
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.payloads import JsonObject, Resolved, VenvLock, VenvRuntime
+from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
 from provisioner.resolver.build_data import PYTORCH_INDEX
-from provisioner.resolver.compat import arch_list_covers
-from provisioner.resolver.versions import cc_from_text
-from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
+from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_common import ensure_inventory
+from provisioner.steps.venv_common import (
+    BUILDING_MARKER,
+    BUILT_BY,
+    META_DIR,
+    PY_VERSION,
+    PYPI_INDEX,
+    RUNTIME_FILE,
+    arch_covers,
+    ensure_uv,
+    install_failure,
+    probe_venv,
+    recorded_toolchain,
+    smoke_test,
+)
 from provisioner.transport.base import CommandResult
-from provisioner.words import Words
-
-PYPI_INDEX = "https://pypi.org/simple"
-
-
-UV_PIN = "0.13.9"
-
-
-BUILDING_MARKER = ".provisioner-building"
-
-
-RUNTIME_FILE = "runtime.json"
-
-
-META_DIR = ".provisioner"
-
-
-#: uv_dir's "made by us" marker (written before the venv that holds uv)
-UV_MARKER = ".provisioner-uv"
-
-
-BUILT_BY = "gpu-provisioner"
-
 
 TORCH_FAMILY = ("torch", "torchvision")
 
@@ -129,34 +118,14 @@ class VenvParams(Params):
             raise ValueError(f"not an http(s) URL: {v!r}")
         return v
 
-
-VERIFY_SCRIPT = r"""
-import json, platform, sys
-out = {"python": platform.python_version()}
-try:
-    import torch
-except Exception as exc:
-    print(json.dumps({"error": f"import torch failed: {exc}"})); sys.exit(0)
-out["torch"] = torch.__version__
-out["cuda"] = torch.version.cuda
-out["available"] = bool(torch.cuda.is_available())
-out["count"] = torch.cuda.device_count() if out["available"] else 0
-out["arch_list"] = list(torch.cuda.get_arch_list()) if out["available"] else []
-out["capabilities"] = [".".join(map(str, torch.cuda.get_device_capability(i))) for i in range(out["count"])]
-out["matmul_ok"] = []
-for i in range(out["count"]):
-    try:
-        a = torch.ones((64, 64), device=f"cuda:{i}")
-        out["matmul_ok"].append(bool(float((a @ a).sum().item()) == 64.0 * 64 * 64))
-    except Exception as exc:  # report, do not crash
-        out["matmul_ok"].append(False); out.setdefault("errors", []).append(f"cuda:{i}: {exc}")
-print(json.dumps(out))
-"""
-
-
-def arch_covers(arch_list: list[str], cc: str) -> bool:
-    """Whether torch's arch list runs on compute capability `cc` (`resolver.compat.arch_list_covers`)."""
-    return arch_list_covers(arch_list, cc_from_text(cc))
+    def fetch_url(self, url: str) -> str:
+        """Where `url` (an index the request names) is fetched from on this site: its mirror, if one is set."""
+        mirror, real = self.index_mirror, PYTORCH_INDEX.rstrip("/")
+        if mirror and (url == real or url.startswith(real + "/")):
+            return mirror.rstrip("/") + url[len(real):]
+        if self.pypi_mirror and url.rstrip("/") == PYPI_INDEX:
+            return self.pypi_mirror.rstrip("/")
+        return url
 
 
 def _req_name(spec: str) -> str:
@@ -175,54 +144,6 @@ def parse_lock(text: str) -> dict[str, str]:
     return pins
 
 
-def parse_state(text: str) -> dict[str, Any]:
-    """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...,
-    "real": the venv path resolved in the container, "uv_real": uv_dir resolved}."""
-    sections: dict[str, list[str]] = {}
-    current = ""
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = line[2:].strip()
-            sections.setdefault(current, [])
-        elif current:
-            sections[current].append(line)
-    state = (sections.get("state") or ["foreign"])[0].strip()
-    real = {k: (sections.get(s) or [""])[0].strip() for k, s in (("real", "real"), ("uv_real", "uvreal"))}
-    out: dict[str, Any] = {"state": state, **real,
-                           "uv_path_version": uv_version("\n".join(sections.get("uvpath", []))),
-                           "uv_dir_version": uv_version("\n".join(sections.get("uvdir", []))),
-                           "venv_python": (sections.get("pyver") or [""])[0].strip() or None}
-    if state == "built":
-        try:
-            runtime = json.loads("\n".join(sections.get("runtime", [])))
-        except json.JSONDecodeError:
-            runtime = None
-        if not isinstance(runtime, dict) or runtime.get("built_by") != BUILT_BY:
-            return {"state": "foreign", **real}
-        out["runtime"] = runtime
-        try:
-            out["lock"] = json.loads("\n".join(sections.get("lock", []))) or None
-        except json.JSONDecodeError:
-            out["lock"] = None
-    return out
-
-
-#: prints the running Python's full version (3.12.3)
-PY_VERSION = "import platform; print(platform.python_version())"
-_UV_VERSION_RE = re.compile(r"^uv ([0-9]+\.[0-9]+\.[0-9]+)\b", re.MULTILINE)
-
-
-def uv_version(text: str) -> str | None:
-    """`uv --version` output ("uv 0.13.9 (abc123 2025-10-01)") → "0.13.9"; None when uv did not answer."""
-    m = _UV_VERSION_RE.search(text)
-    return m.group(1) if m else None
-
-
-def recorded_toolchain(resolved: Resolved) -> dict[str, Any]:
-    """The playbook's `resolved.toolchain` ({"uv": {"version", "source"}, "python": {"version", "provided_by"}})."""
-    return dict(resolved.toolchain or {})
-
-
 def toolchain_drift(recorded: dict[str, Any], state: dict[str, Any], *, vmid: int, uv_dir: str) -> tuple[list[str], list[str]]:
     """(changes, notes) for a built venv whose container's toolchain differs from the playbook's record: a uv
     other than the recorded one (neither on PATH nor in uv_dir) is installed into uv_dir at the recorded
@@ -238,35 +159,6 @@ def toolchain_drift(recorded: dict[str, Any], state: dict[str, Any], *, vmid: in
         notes.append(f"warning: drift: Python {state['venv_python']} in the venv of CT {vmid}, the playbook "
                      f"recorded {want_py}; set recreate: true to rebuild it with the recorded Python")
     return changes, notes
-
-
-def _resolve_lines(var: str, section: str) -> list[str]:
-    """Print `@@section` and the variable's path resolved in the container (every symlink followed; the
-    last components need not exist): GNU `realpath -m`, else `readlink -f` (busybox)."""
-    return [f"echo @@{section}", f'realpath -m -- "${var}" 2>/dev/null || readlink -f -- "${var}" 2>/dev/null || echo']
-
-
-def _probe_script(path: str, uv_dir: str) -> str:
-    p = quoting.join([path])
-    return quoting.script(
-        f"p={p}",
-        f"u={quoting.join([uv_dir])}",
-        *_resolve_lines("p", "real"),
-        *_resolve_lines("u", "uvreal"),
-        "echo @@uvpath; uv --version 2>/dev/null || true",
-        'echo @@uvdir; "$u/bin/uv" --version 2>/dev/null || true',
-        'if [ ! -e "$p" ]; then echo @@state; echo absent; exit 0; fi',
-        'if [ ! -d "$p" ]; then echo @@state; echo notdir; exit 0; fi',
-        'if [ -z "$(ls -A "$p")" ]; then echo @@state; echo empty; exit 0; fi',
-        f'if [ -e "$p/{BUILDING_MARKER}" ]; then echo @@state; echo incomplete; exit 0; fi',
-        f'if [ -f "$p/{RUNTIME_FILE}" ]; then',
-        '  if [ ! -x "$p/bin/python" ]; then echo @@state; echo incomplete; exit 0; fi',
-        f'  echo @@pyver; "$p/bin/python" -c {quoting.join([PY_VERSION])} 2>/dev/null || true',
-        f'  echo @@state; echo built; echo @@runtime; cat "$p/{RUNTIME_FILE}"; echo',
-        f'  echo @@lock; cat "$p/{META_DIR}/lock.json" 2>/dev/null; echo; exit 0',
-        "fi",
-        "echo @@state; echo foreign",
-    )
 
 
 def request_pyproject(requirements: list[str], torch_index: str) -> str:
@@ -331,46 +223,6 @@ def pick_file(listing: str, page_url: str, name: str, version: str, python: str)
     return None
 
 
-def _lines_match(result: CommandResult, *needles: str) -> bool:
-    return any(n.lower() in line.lower() for line in result.lines for n in needles)
-
-
-_NO_BUILD = ("no solution found", "no version of", "not found in the package registry",
-             "was not found in the provided package locations", "unsatisfiable", "no matching distribution")
-
-
-_UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connection refused", "client error (connect)",
-                "network unreachable")
-
-
-def _install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
-                     words: Words | None = None) -> StepFailed:
-    """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
-    words = words or Words()
-    if _lines_match(result, *_NO_BUILD):
-        fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
-               "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
-              ("check the names and versions in extra_packages; an extra that needs another torch than the one "
-               "installed cannot be added to this venv")
-        return StepFailed(f"resolver_failure: the index {index_desc} has no build satisfying {' '.join(reqs)} "
-                          f"for this Python/platform ({what} packages)", fix=fix, result=result, exit_code=ExitCode.NO_SOLUTION)
-    if _lines_match(result, *_UNREACHABLE):
-        return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
-                          fix="check the container's network/DNS and proxy settings, or point index_url: at a "
-                              "reachable mirror", result=result, exit_code=ExitCode.UNREACHABLE)
-    if _lines_match(result, "hash mismatch", "hashes do not match"):
-        return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
-                          fix="the index served different bytes than when the lock was made; check the mirror, or "
-                              "remove resolved.venv_lock from the playbook to resolve afresh", result=result)
-    if _lines_match(result, "No space left on device", "os error 28"):
-        return StepFailed(f"the container ran out of disk space while installing the {what} packages "
-                          "(No space left on device)",
-                          fix=words.field("lxc.create", "rootfs_size_gb", "grow the container's disk (the Container "
-                                          "step grows it in place)") + f" or free space, {words.retry}: the "
-                              "interrupted build is finished", result=result)
-    return StepFailed(f"uv failed while installing the {what} packages", result=result)
-
-
 def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any]) -> dict[str, Any] | None:
     """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
     lock = ctx.resolved.venv_lock
@@ -422,18 +274,9 @@ class VenvBuild(StepKind[VenvParams]):
         python = self.params.python or res.get("python") or "3.12"
         pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
         # What the user asked for (the real index URLs): a site's mirror is where they are fetched from
-        # (`_fetch_url`), never part of the request, so a mirror that moves is not drift.
+        # (`VenvParams.fetch_url`), never part of the request, so a mirror that moves is not drift.
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
-
-    def _fetch_url(self, url: str) -> str:
-        """Where `url` (an index the request names) is fetched from on this site: its mirror, if one is set."""
-        mirror, real = self.params.index_mirror, PYTORCH_INDEX.rstrip("/")
-        if mirror and (url == real or url.startswith(real + "/")):
-            return mirror.rstrip("/") + url[len(real):]
-        if self.params.pypi_mirror and url.rstrip("/") == PYPI_INDEX:
-            return self.params.pypi_mirror.rstrip("/")
-        return url
 
     def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
         """torch (+ torchvision), then the extras; each resolved with PyPI as the index and the PyTorch index
@@ -458,13 +301,7 @@ class VenvBuild(StepKind[VenvParams]):
     async def _state(self, ctx: StepContext) -> dict[str, Any]:
         """What is at the venv path, with the venv path and uv_dir resolved in the container and guarded
         (`_guard_resolved`) before anything else runs: one read-only command."""
-        script = _probe_script(self.params.path, self.params.uv_dir)
-        result = await ctx.container().run(["sh", "-c", script], timeout=60, quiet=True)
-        if not result.ok:
-            if ctx.mode == "plan":
-                raise DependsOnEarlier("the container is not running yet")
-            raise StepFailed(f"cannot inspect {self.params.path} in CT {ctx.vmid}", result=result)
-        state = parse_state(result.output)
+        state, result = await probe_venv(ctx, self.params.path, self.params.uv_dir)
         self._guard_resolved(ctx, state, result)
         return state
 
@@ -609,8 +446,8 @@ class VenvBuild(StepKind[VenvParams]):
         ct, uv, req = ctx.container(), build.uv, build.req
         meta, py = build.meta(self.params.path), f"{self.params.path}/bin/python"
         name, reqs = group["name"], group["requirements"]
-        default = self._fetch_url(group["index_url"])
-        explicit = self._fetch_url(group["torch_index_url"]) if group["torch_index_url"] else None
+        default = self.params.fetch_url(group["index_url"])
+        explicit = self.params.fetch_url(group["torch_index_url"]) if group["torch_index_url"] else None
         index_desc = default + (f" (torch, torchvision: {explicit})" if explicit else "")
         lockfile = f"{meta}/{name}.lock.txt"
         prior = _recorded_lock(ctx, group, req)
@@ -638,7 +475,7 @@ class VenvBuild(StepKind[VenvParams]):
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
             if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
-                raise _install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
+                raise install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
                                        ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output
         parts = split_lock(text) if explicit else {"": text}
@@ -657,7 +494,7 @@ class VenvBuild(StepKind[VenvParams]):
                 if mismatch is not None:
                     raise await self._hash_failure(ctx, mismatch, str(source), installed, recorded=bool(prior),
                                                    python=req["python"])
-                raise _install_failure(name, reqs, str(source), installed, ctx.words)
+                raise install_failure(name, reqs, str(source), installed, ctx.words)
         build.pins.update(parse_lock(text))
         build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
                              "python": req["python"], "text": text}
@@ -720,72 +557,18 @@ class VenvBuild(StepKind[VenvParams]):
     def _uv_record(build: _Build) -> dict[str, str]:
         return {"version": build.uv_version, "source": build.uv_source}
 
-    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any], build: _Build | None = None) -> str:
-        """uv from PATH, else the one we installed before, else pip-install the pinned uv (from PyPI or the
-        site's PyPI mirror, never from the PyTorch index) into a venv at uv_dir. uv_dir is made by us
-        (its marker `.provisioner-uv` first) or left alone: a directory of someone else's is never cleared.
-        With a uv version in the playbook's `resolved.toolchain`, only that version is used: a uv of another
-        version on PATH is passed over and the recorded one installed into uv_dir."""
-        ct, build = ctx.container(), build or _Build(req=req)
-        recorded = (recorded_toolchain(ctx.resolved).get("uv") or {}).get("version")
-        pin = str(recorded) if recorded else UV_PIN
-        uv_bin = f"{self.params.uv_dir}/bin/uv"
-        for cmd, source in ((["sh", "-c", "command -v uv"], "container PATH"),
-                            (["sh", "-c", f"test -x {quoting.join([uv_bin])} && echo {quoting.join([uv_bin])}"],
-                             "uv_dir (installed by gpu-provisioner)")):
-            where = await ct.run(cmd, timeout=60, quiet=True)
-            path = next((ln.strip() for ln in where.lines if ln.strip().startswith("/")), None)
-            if not where.ok or path is None:
-                continue
-            version = uv_version((await ct.run([path, "--version"], timeout=60, quiet=True)).output)
-            if version and (not recorded or version == pin):
-                build.uv_version, build.uv_source = version, source
-                return path
-        return await self._install_uv(ctx, req, pin, build)
-
-    async def _install_uv(self, ctx: StepContext, req: dict[str, Any], pin: str, build: _Build) -> str:
-        ct = ctx.container()
-        uv_bin = f"{self.params.uv_dir}/bin/uv"
-        build.uv_version, build.uv_source = pin, "uv_dir (installed by gpu-provisioner)"
-        d = quoting.join([self.params.uv_dir])
-        mark = quoting.join([f"{self.params.uv_dir}/{UV_MARKER}"])
-        made = await ct.run(["sh", "-c", quoting.script(
-            f'if [ -e {d} ] && [ ! -e {mark} ] && [ -n "$(ls -A {d} 2>/dev/null)" ]; then',
-            f"  echo 'uv_dir {self.params.uv_dir} exists and was not made by gpu-provisioner' >&2; exit 3",
-            "fi",
-            f"mkdir -p {d} && : > {mark} || exit 1",
-            # no --clear: a venv that python3-venv could not finish is completed in place
-            f"python3 -m venv {d} || {{ export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && "
-            f"apt-get install -y -qq python3-venv && python3 -m venv {d}; }}")], timeout=900)
-        if made.exit_status == 3:
-            raise StepFailed(f"uv {pin} is not installed in the container and uv_dir {self.params.uv_dir} holds files "
-                             "gpu-provisioner did not make; it is left untouched", result=made, exit_code=ExitCode.USAGE,
-                             fix="install uv in the container (on PATH), or set uv_dir: to an empty or new directory")
-        if not made.ok:
-            raise StepFailed(f"uv {pin} is not installed in the container and no Python venv could be made to install it",
-                             result=made, fix="install python3 and python3-venv in the container, or install uv")
-        pypi = self._fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
-        pip = await ct.run([f"{self.params.uv_dir}/bin/pip", "install", "--disable-pip-version-check",
-                            "--index-url", pypi, f"uv=={pin}"], timeout=900)
-        if not pip.ok:
-            raise _install_failure("uv", [f"uv=={pin}"], pypi, pip, ctx.words)
-        version = await ct.run([uv_bin, "--version"], timeout=60, quiet=True)
-        if not version.ok or uv_version(version.output) != pin:
-            raise StepFailed(f"the uv installed into {self.params.uv_dir} does not run as uv {pin}", result=version)
-        return uv_bin
+    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any], build: _Build) -> str:
+        """`ensure_uv` with this step's uv_dir, from PyPI (or the site's PyPI mirror, never the PyTorch index)."""
+        pypi = self.params.fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
+        uv = await ensure_uv(ctx, uv_dir=self.params.uv_dir, pypi=pypi)
+        build.uv_version, build.uv_source = uv.version, uv.source
+        return uv.path
 
     async def verify(self, ctx: StepContext) -> None:
         runtime = ctx.state.venv_runtime.dump() if ctx.state.venv_runtime is not None else {}
         if not self.params.smoke_test:
             return
-        ct = ctx.container()
-        result = await ct.run([f"{self.params.path}/bin/python", "-c", VERIFY_SCRIPT], timeout=600, quiet=True)
-        try:
-            info = json.loads(result.lines[-1])
-        except (json.JSONDecodeError, IndexError):
-            raise StepFailed("the torch check in the venv crashed", result=result) from None
-        if "error" in info:
-            raise StepFailed(info["error"], result=result)
+        info = await smoke_test(ctx.container(), self.params.path)
         inv = await ensure_inventory(ctx)
         gpus = ctx.state.gpus
         problems = []

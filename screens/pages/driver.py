@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Static
 
 from provisioner.events import Progress
 from provisioner.steps.state import GpuDetection
 from screens.fit import fit_urls, has_long_url
 from screens.step_page import StepPage
+from screens.widgets.step_progress import progress_widgets, show_progress
 
 
 def version_text(host: str | None, wanted: str, installed_note: str, detected: GpuDetection | None,
@@ -39,9 +40,7 @@ class DriverPage(StepPage):
 
     def compose_view(self) -> ComposeResult:
         yield Static("", id="versions")
-        yield Static("", id="download-label", markup=False)
-        # Hidden until the step reports progress: an idle page shows no animation.
-        yield ProgressBar(total=None, show_eta=False, id="download", classes="idle")
+        yield from progress_widgets("download-label", "download")
 
     def refresh_view(self) -> None:
         state = self.session.state
@@ -62,8 +61,5 @@ class DriverPage(StepPage):
             self.refresh_view()  # the note's URL fitted to the new width
 
     def on_progress(self, event: Progress) -> None:
-        bar = self.query_one("#download", ProgressBar)
-        bar.remove_class("idle")
-        bar.update(total=event.total, progress=event.completed)
         done = f"{event.completed / 1e6:.1f}" + (f" / {event.total / 1e6:.1f} MB" if event.total else " MB")
-        self.query_one("#download-label", Static).update(f"{event.task}: {done}")
+        show_progress(self, "download-label", "download", event, f"{event.task}: {done}")

@@ -6,11 +6,12 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Static
 
 from provisioner.events import Progress
 from provisioner.resolver.models import Resolution
 from screens.step_page import StepPage
+from screens.widgets.step_progress import progress_widgets, show_progress
 
 
 def installed_packages(freeze: list[str]) -> list[str]:
@@ -46,9 +47,7 @@ class VenvPage(StepPage):
 
     def compose_view(self) -> ComposeResult:
         yield Static("", id="packages")
-        yield Static("", id="venv-progress-label", markup=False)
-        # Hidden until the step reports progress: an idle page shows no animation.
-        yield ProgressBar(total=None, show_eta=False, id="venv-progress", classes="idle")
+        yield from progress_widgets("venv-progress-label", "venv-progress")
 
     def refresh_view(self) -> None:
         state = self.session.state
@@ -59,7 +58,5 @@ class VenvPage(StepPage):
             packages_text(params, state.torch.resolution if state.torch is not None else None, list(state.venv_freeze)))
 
     def on_progress(self, event: Progress) -> None:
-        self.query_one("#venv-progress", ProgressBar).remove_class("idle")
-        self.query_one("#venv-progress", ProgressBar).update(total=event.total, progress=event.completed)
-        self.query_one("#venv-progress-label", Static).update(f"{event.task}: {event.completed:g}"
-                                                               + (f"/{event.total:g}" if event.total else ""))
+        show_progress(self, "venv-progress-label", "venv-progress", event,
+                      f"{event.task}: {event.completed:g}" + (f"/{event.total:g}" if event.total else ""))

@@ -114,9 +114,9 @@ def _start_stop(lab: LabState, cmd: str, unit: str) -> int:
     if cmd == "stop":
         marker.unlink(missing_ok=True)
         return 0
-    from provisioner.lab.day2 import _parse_unit, run_unit_here
+    from provisioner.lab.day2 import parse_unit, run_unit_here
 
-    rc = run_unit_here(_parse_unit((_unit_dir(lab) / unit).read_text()))
+    rc = run_unit_here(parse_unit((_unit_dir(lab) / unit).read_text()))
     if rc == 0:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text("LAB\n")
