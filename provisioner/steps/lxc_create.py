@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from provisioner import secrets, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
+from provisioner.payloads import JsonObject
 from provisioner.steps import lxc_spec, ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -319,7 +320,7 @@ class LxcCreate(StepKind[CreateParams]):
         if bad:
             raise StepFailed(f"CT {vmid} was created but differs: " + "; ".join(bad))
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         out: dict[str, Any] = {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
         template = ctx.state.template or ctx.resolved.template  # an existing CT keeps its record
         if template:

@@ -12,6 +12,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
+from provisioner.payloads import JsonObject
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
 from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
@@ -141,5 +142,5 @@ class TorchResolve(StepKind[ResolveParams]):
         return
         yield  # pragma: no cover
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         return {"torch": ctx.state.torch.recorded()} if ctx.state.torch is not None else {}
