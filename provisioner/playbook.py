@@ -85,7 +85,7 @@ class Playbook(_Model):
     description: str = ""
     target: Target
     steps: list[StepSpec]
-    resolved: dict[str, Any] = {}
+    resolved: dict[str, object] = {}  # open: each step records its own section (read typed via payloads.Resolved)
     #: (site profile, the playbook as written) when a site profile was applied at run time (`provisioner.site`);
     #: never dumped: the recorder uses it to write back only what the user set
     _site: tuple[Any, Any] | None = PrivateAttr(default=None)

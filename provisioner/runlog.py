@@ -39,7 +39,7 @@ class Recorder:
         self.base = base
         self.spec_of = spec_of or (lambda index: base.steps[index])
         self.steps: dict[int, StepSpec] = {}
-        self.resolved: dict[str, Any] = dict(base.resolved)
+        self.resolved: dict[str, object] = dict(base.resolved)
 
     def __call__(self, event: Event) -> None:
         if not isinstance(event, StepFinished) or event.mode != "apply":

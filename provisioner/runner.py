@@ -90,7 +90,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def diagnose_lines(lines: list[str]) -> list[dict[str, Any]]:
+def diagnose_lines(lines: list[str]) -> list[dict[str, object]]:
     """Findings of the diagnoser for a failing step's evidence (empty when unavailable)."""
     try:
         from provisioner.diagnose import diagnose
@@ -278,8 +278,8 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
                          if label != step.kind else step.title))
     start = time.monotonic()
 
-    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, Any]] | None = None) -> StepStatus:
-        resolved: dict[str, Any] = {}
+    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, object]] | None = None) -> StepStatus:
+        resolved: dict[str, object] = {}
         if mode == "apply" and status in ("ok", "changed"):
             try:
                 resolved = step.resolved(ctx)

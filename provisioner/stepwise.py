@@ -63,7 +63,7 @@ class StepRun:
     changes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     message: str = ""
-    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: list[dict[str, object]] = field(default_factory=list)
     failing_command: str = ""
     last_command: str = ""
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
@@ -153,7 +153,7 @@ class StepSession:
         return dict(self.recorder.steps)
 
     @property
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> dict[str, object]:
         return self.recorder.resolved
 
     def indices(self, kinds: tuple[str, ...]) -> list[int]:

@@ -53,7 +53,7 @@ class StepFailed(Exception):
 
     def __init__(self, message: str, *, fix: str = "", result: CommandResult | None = None,
                  evidence: list[str] | None = None, exit_code: int = 1,
-                 findings: list[dict[str, Any]] | None = None) -> None:
+                 findings: list[dict[str, object]] | None = None) -> None:
         self.message = message
         self.findings = findings or []  # diagnosis findings (`Finding.to_dict()`) the step itself established
         self.fix = fix

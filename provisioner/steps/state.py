@@ -14,7 +14,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
-from provisioner.payloads import BurninReport, DriverSourceRecord, MultinodeReport, VenvLock, VenvRuntime
+from provisioner.payloads import (
+    BurninReport,
+    DriverSourceRecord,
+    MultinodeReport,
+    TemplateRecord,
+    VenvLock,
+    VenvRuntime,
+)
 from provisioner.resolver.models import Resolution
 
 
@@ -108,7 +115,7 @@ class RunState:
     venv_lock: VenvLock | None = None
     venv_freeze: list[str] = field(default_factory=list)
     venv_runtime: VenvRuntime | None = None
-    template: dict[str, Any] | None = None  # lxc.create: the template's name and aplinfo sha512
+    template: TemplateRecord | None = None  # lxc.create: the template's name and aplinfo sha512
     burnin: BurninReport | None = None  # the burn-in's report, parsed from the rank's JSON line
     burnin_collective: str = ""
     burnin_multinode: MultinodeReport | None = None  # this node's view of the multi-node burn-in report
