@@ -76,7 +76,7 @@ class Target(_Model):
 class StepSpec(_Model):
     kind: str
     name: str | None = None
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}  # open: validated by the step kind's Params model when the step is built
 
 
 class Playbook(_Model):

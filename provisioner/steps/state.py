@@ -9,7 +9,7 @@ fields directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -71,9 +71,9 @@ class TorchChoice(_Model):
 
     resolution: Resolution
     python: str
-    request: dict[str, Any]
+    request: dict[str, object]  # the torch.resolve parameters (ResolveParams.model_dump())
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> dict[str, object]:
         """What the playbook's `resolved.torch` keeps (a replay compares `request`)."""
         r = self.resolution
         return {"variant": r.variant, "index_url": r.index_url, "torch": r.torch, "torchvision": r.torchvision,

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
 
 from pydantic import Field, ValidationError
 
@@ -86,10 +85,10 @@ class TorchResolve(StepKind[ResolveParams]):
     title = "Pick the PyTorch wheel"
     Params = ResolveParams
 
-    def _request(self) -> dict[str, Any]:
+    def _request(self) -> dict[str, object]:
         return self.params.model_dump()
 
-    def _resolve(self, base: dict[str, Any], torch: str | None) -> Resolution | ResolveError:
+    def _resolve(self, base: Mapping[str, object], torch: str | None) -> Resolution | ResolveError:
         try:
             request = ResolveRequest.model_validate({**base, "torch": torch})
         except ValidationError as exc:
