@@ -81,6 +81,15 @@ class DriftFinding:
         return {"kind": self.kind, "text": self.text, "repair": self.repair}
 
 
+class ManifestGpu(BaseModel):
+    """A GPU passed at provisioning: its index then and its UUID (which outlives a renumbering)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    index: int
+    uuid: str = ""
+
+
 class Manifest(BaseModel):
     """What provisioning left on the node for CT `vmid` (written by `lxc.boot_persistence`): the passed
     device nodes and their devN mode, the GPUs passed (index, UUID), whether the CT starts at boot."""
@@ -91,7 +100,7 @@ class Manifest(BaseModel):
     devices: list[str]
     dev_mode: str = "0666"
     passthrough: Literal["dev", "raw"] = "dev"
-    gpus: list[dict[str, Any]] = []
+    gpus: list[ManifestGpu] = []
     onboot: bool | None = None
     unit: str = UNIT_NAME  # "" = the playbook removed the boot unit (state: absent)
     persistence_mode: bool = True
@@ -226,15 +235,15 @@ def config_drift(conf: LxcConfig, manifest: Manifest, char_majors: dict[str, int
     return out
 
 
-def gpus_drift(recorded: list[dict[str, Any]], current: list[tuple[int, str]]) -> list[DriftFinding]:
+def gpus_drift(recorded: list[ManifestGpu], current: list[tuple[int, str]]) -> list[DriftFinding]:
     """GPUs passed at provisioning (UUIDs) that the node no longer lists, or a changed count."""
     if not recorded:
         return []
     now = {uuid for _, uuid in current}
-    gone = [g for g in recorded if str(g.get("uuid", "")) not in now]
+    gone = [g for g in recorded if g.uuid not in now]
     out = []
     if len(current) < len(recorded) or gone:
-        what = ", ".join(f"GPU {g.get('index')} {g.get('uuid')}" for g in gone)
+        what = ", ".join(f"GPU {g.index} {g.uuid}" for g in gone)
         out.append(DriftFinding("gpus", f"GPUs vanished: provisioned {len(recorded)}, the node lists {len(current)}"
                                         + (f"; gone: {what}" if what else ""), ""))
     return out
@@ -262,7 +271,7 @@ class DriftReport:
     def clean(self) -> bool:
         return not self.findings
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"host": self.host, "vmid": self.vmid, "findings": [f.to_dict() for f in self.findings],
                 "unchecked": list(self.unchecked)}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -61,9 +61,9 @@ class StepFinished(_Event):
     status: StepStatus
     message: str = ""
     duration_s: float = 0.0
-    diagnosis: list[dict[str, Any]] = []
+    diagnosis: list[dict[str, object]] = []  # `Finding.to_dict()` of provisioner.diagnose
     mode: Literal["plan", "apply"] = "apply"
-    resolved: dict[str, Any] = {}  # apply mode, ok/changed: the facts the step adds to the playbook's `resolved`
+    resolved: dict[str, object] = {}  # apply mode, ok/changed: the facts the step adds to the playbook's `resolved`
 
 
 class CommandStarted(_Event):

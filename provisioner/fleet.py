@@ -24,7 +24,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -116,7 +116,7 @@ def load_inventory(path: str | Path, *, check_files: bool = True) -> Inventory:
 def playbook_for(playbook: Playbook, entry: InventoryHost, site: SiteProfile | None = None) -> Playbook:
     """The playbook with its target replaced by the inventory entry (validated again) and the site profile
     applied: `site` (the command's `--site`) with the entry's own `site:` file on top."""
-    update: dict[str, Any] = {k: v for k, v in
+    update: dict[str, object] = {k: v for k, v in
                               {"host": entry.host, "node": entry.node, "container": entry.container,
                                "ssh": entry.ssh, "api": entry.api}.items() if v is not None}
     target = type(playbook.target).model_validate({**playbook.target.model_dump(), **{
@@ -185,14 +185,33 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
         return list(await asyncio.gather(*tasks))
 
 
-def write_report(path: Path, results: list[HostResult], started: float) -> dict[str, Any]:
+class FleetRun(TypedDict):
+    """One fleet run's part of the fleet report."""
+
+    hosts: dict[str, dict[str, int]]
+    errors: dict[str, str]
+    status: str
+    duration_s: float
+
+
+class FleetReport(TypedDict, total=False):
+    """The fleet report file: every host's last counts and error (a --limit run keeps the others')."""
+
+    hosts: dict[str, dict[str, int]]
+    errors: dict[str, str]
+    status: str
+    duration_s: float
+    last_run: FleetRun
+
+
+def write_report(path: Path, results: list[HostResult], started: float) -> FleetRun:
     """Merge this run's hosts into the fleet report (a --limit run must not forget earlier failures);
     returns this run's part."""
-    doc = {"hosts": {r.host: dict(r.counts) for r in results},
+    doc: FleetRun = {"hosts": {r.host: dict(r.counts) for r in results},
            "errors": {r.host: r.error for r in results if r.error},
            "status": "failed" if any(r.failed for r in results) else "ok",
            "duration_s": round(time.time() - started, 3)}
-    merged: dict[str, Any] = {"hosts": {}, "errors": {}}
+    merged: FleetReport = {"hosts": {}, "errors": {}}
     if path.exists():
         try:
             previous = json.loads(path.read_text())

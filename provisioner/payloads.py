@@ -225,6 +225,15 @@ class MultinodeReport(BurninReport):
     """This node's copy of a multi-node burn-in's report (the same document; `phases.fabric` is filled)."""
 
 
+# --- lxc.create ------------------------------------------------------------------------------------------
+class TemplateRecord(Payload):
+    """`resolved.template`: the template's file name and the sha512 PVE's appliance index (aplinfo) lists
+    for it (None for a template the index does not list)."""
+
+    name: str
+    sha512: str | None = None
+
+
 # --- the playbook's `resolved` section, as a step reads it -----------------------------------------------
 class Resolved(Payload):
     """What earlier runs recorded (the playbook's `resolved`) plus what this run's steps add: the sections a
@@ -238,7 +247,7 @@ class Resolved(Payload):
     burnin: JsonObject | None = None  # burnin.run: {verdict, summary}
     burnin_multinode: JsonObject | None = None  # burnin.multinode: {verdict, world_size, nodes}
     toolchain: JsonObject | None = None  # venv.build: uv {version, source}, Python {version, provided_by}
-    template: JsonObject | None = None  # lxc.create: the template's file name and its aplinfo sha512
+    template: TemplateRecord | None = None  # lxc.create: the template's file name and its aplinfo sha512
 
     @classmethod
     def from_recorded(cls, recorded: Mapping[str, object]) -> Resolved:

@@ -74,7 +74,7 @@ class Target(_Model):
 class StepSpec(_Model):
     kind: str
     name: str | None = None
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}  # open: validated by the step kind's Params model when the step is built
 
 
 class Playbook(_Model):
@@ -83,7 +83,7 @@ class Playbook(_Model):
     description: str = ""
     target: Target
     steps: list[StepSpec]
-    resolved: dict[str, Any] = {}
+    resolved: dict[str, object] = {}  # open: each step records its own section (read typed via payloads.Resolved)
     #: (site profile, the playbook as written) when a site profile was applied at run time (`provisioner.site`);
     #: never dumped: the recorder uses it to write back only what the user set
     _site: tuple[Any, Any] | None = PrivateAttr(default=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from provisioner.events import Event, StepFinished
 from provisioner.paths import runs_dir
@@ -39,7 +39,7 @@ class Recorder:
         self.base = base
         self.spec_of = spec_of or (lambda index: base.steps[index])
         self.steps: dict[int, StepSpec] = {}
-        self.resolved: dict[str, Any] = dict(base.resolved)
+        self.resolved: dict[str, object] = dict(base.resolved)
 
     def __call__(self, event: Event) -> None:
         if not isinstance(event, StepFinished) or event.mode != "apply":
@@ -56,7 +56,7 @@ class Recorder:
         site, origin = site_of(self.base), origin_of(self.base)
         written = dict(enumerate(origin.steps)) if len(origin.steps) == len(self.base.steps) else {}
         steps = [strip_step(self.steps[i], site, written.get(i)) for i in sorted(self.steps)]
-        update: dict[str, Any] = {"steps": steps, "resolved": json.loads(json.dumps(self.resolved, default=str))}
+        update: dict[str, object] = {"steps": steps, "resolved": json.loads(json.dumps(self.resolved, default=str))}
         if target is not None and target != self.base.target:
             update["target"] = target  # edited during the run (the wizard's connect page)
         else:

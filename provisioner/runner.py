@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from provisioner import interrupts, node_lock, secrets
 from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
@@ -90,7 +90,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def diagnose_lines(lines: list[str]) -> list[dict[str, Any]]:
+def diagnose_lines(lines: list[str]) -> list[dict[str, object]]:
     """Findings of the diagnoser for a failing step's evidence (empty when unavailable)."""
     try:
         from provisioner.diagnose import diagnose
@@ -278,8 +278,8 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
                          if label != step.kind else step.title))
     start = time.monotonic()
 
-    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, Any]] | None = None) -> StepStatus:
-        resolved: dict[str, Any] = {}
+    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, object]] | None = None) -> StepStatus:
+        resolved: dict[str, object] = {}
         if mode == "apply" and status in ("ok", "changed"):
             try:
                 resolved = step.resolved(ctx)
@@ -350,7 +350,24 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
                                 "this is a bug of gpu-provisioner; the run log has the steps before it")
 
 
-def recap_json(results: list[HostResult]) -> dict[str, Any]:
+class Recap(TypedDict, total=False):
+    """The run's recap (`--json`'s last line): each host's counts by status, the overall status, and
+    (`plan --json`) each host's planned changes."""
+
+    hosts: dict[str, dict[str, int]]
+    status: str
+    plan: dict[str, list[PlannedStep]]
+
+
+class PlannedStep(TypedDict):
+    index: int
+    step: str
+    changes: list[str]
+    commands: list[str]
+    notes: list[str]
+
+
+def recap_json(results: list[HostResult]) -> Recap:
     hosts = {r.host: dict(r.counts) for r in results}
     status = "failed" if any(r.failed for r in results) else "ok"
     return {"hosts": hosts, "status": status}

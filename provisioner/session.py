@@ -6,8 +6,9 @@ import contextlib
 import importlib
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from provisioner import secrets
 from provisioner.events import Bus
@@ -24,15 +25,49 @@ class LabNotRunning(RuntimeError):
     pass
 
 
-def lab_connection(root: Path | None = None) -> dict[str, Any]:
+class LabSsh(TypedDict, total=False):
+    host: str
+    port: int
+    user: str
+    key_file: str
+    known_hosts: str
+
+
+class LabApi(TypedDict, total=False):
+    port: int
+    user: str
+    password: str  # a secret reference (`file:<root>/private/api-password`), never the value
+    token_value: str
+    ca_file: str
+    fingerprint: str
+
+
+class LabConnection(TypedDict, total=False):
+    """The running lab's `private/connection.json` (written by `provisioner.lab.lab.LabServices.connection`)."""
+
+    lab: str
+    node: str
+    root: str
+    ssh: LabSsh
+    api: LabApi
+    index_url: str
+    pypi_url: str | None
+    torch_python: str
+    driver_mirror: str
+    scenarios: list[str]
+    pve: str
+    pid: int
+
+
+def lab_connection(root: Path | None = None) -> LabConnection:
     path = (root or lab_dir()) / "private" / "connection.json"  # provisioner.lab.lab.connection_path
     if not path.exists():
         raise LabNotRunning(f"the lab is not running (no {path}); start it with `provisioner lab up`")
-    data: dict[str, Any] = json.loads(path.read_text())
+    data: LabConnection = json.loads(path.read_text())
     return data
 
 
-def allow_lab_secrets(root: Path | None = None) -> dict[str, Any]:
+def allow_lab_secrets(root: Path | None = None) -> LabConnection:
     """A `--lab` run: the running lab names the directory of its own password file as a secrets directory
     for this process (`secrets.allow_dir`), before the playbook loads (a recording of a lab run refers
     to that file). Returns the lab's connection (LabNotRunning when none is up)."""
@@ -161,12 +196,12 @@ def pve_factory(target: Target) -> PveFactory | None:
     return PveFactory(target) if target.api is not None else None
 
 
-def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
+def lab_settings(root: Path | None = None) -> dict[str, dict[str, object]]:
     """What the running lab hands out as ordinary step parameters, by step kind: the mirrors a
     real site would configure (driver server, PyTorch wheel index, PyPI) and the burn-in's
     settings for a node with no NVML and two CPU cores. The steps never learn that it is a lab."""
     conn = lab_connection(root)
-    out: dict[str, dict[str, Any]] = {"driver.userspace": {"apt_lock_backoff_max_s": 2.0},
+    out: dict[str, dict[str, object]] = {"driver.userspace": {"apt_lock_backoff_max_s": 2.0},
                                       "burnin.run": {"sizes": "1KiB:256KiB", "duration_s": 2, "gemm_seconds": 1,
                                                      "nvml_gpu_count_check": False},
                                       # two CPU cores: two gloo ranks per node prove the plumbing
@@ -187,7 +222,7 @@ def lab_settings(root: Path | None = None) -> dict[str, dict[str, Any]]:
     return out
 
 
-def with_settings(playbook: Playbook, settings: dict[str, dict[str, Any]]) -> Playbook:
+def with_settings(playbook: Playbook, settings: Mapping[str, Mapping[str, object]]) -> Playbook:
     """The playbook with `settings` (kind -> parameters) as defaults of each step of that kind: what the
     playbook sets itself wins, as a site's own mirror or sizes win over what the lab hands out."""
     steps = [spec.model_copy(update={"params": {**settings[spec.kind], **spec.params}})

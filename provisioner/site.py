@@ -18,7 +18,6 @@ defaults of the steps of that kind (what the playbook sets itself wins); the rec
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -30,10 +29,10 @@ class SiteProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    steps: dict[str, dict[str, Any]] = {}
+    steps: dict[str, dict[str, object]] = {}  # step kind -> parameters (open: each kind validates its own)
     #: values the site imposes over the playbook's own (the lab: the one Python its index serves a torch for);
     #: on record, the playbook's own value comes back (or the key goes)
-    force: dict[str, dict[str, Any]] = {}
+    force: dict[str, dict[str, object]] = {}
 
     def merged(self, other: SiteProfile | None) -> SiteProfile:
         """This profile with `other`'s values on top (a user's file over the lab's defaults)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -63,7 +63,7 @@ class StepRun:
     changes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     message: str = ""
-    diagnosis: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: list[dict[str, object]] = field(default_factory=list)
     failing_command: str = ""
     last_command: str = ""
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
@@ -71,7 +71,7 @@ class StepRun:
     #: what this session last applied for the step ("ok"/"changed") and with which parameters: an edit
     #: that puts the values back restores it, and the Summary counts it
     applied_status: RunStatus | None = None
-    applied_params: dict[str, Any] | None = None
+    applied_params: dict[str, object] | None = None
 
     @property
     def done(self) -> bool:
@@ -87,11 +87,11 @@ def params_model(kind: str) -> type[Params] | None:
     return None if cls is None else cls.Params
 
 
-def changed_params(model: type[BaseModel], values: dict[str, Any], keep: set[str]) -> dict[str, Any]:
+def changed_params(model: type[BaseModel], values: Mapping[str, object], keep: set[str]) -> dict[str, object]:
     """The parameters worth writing: those that differ from the model's default, plus `keep`."""
     validated = model.model_validate(values)
     dumped = validated.model_dump(mode="json")
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, info in model.model_fields.items():
         value = dumped[name]
         default = None if info.is_required() else info.get_default(call_default_factory=True)
@@ -153,7 +153,7 @@ class StepSession:
         return dict(self.recorder.steps)
 
     @property
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> dict[str, object]:
         return self.recorder.resolved
 
     def indices(self, kinds: tuple[str, ...]) -> list[int]:
@@ -179,7 +179,7 @@ class StepSession:
         for run in self.runs:
             run.plan_stale = True
 
-    def set_params(self, index: int, values: dict[str, Any]) -> None:
+    def set_params(self, index: int, values: Mapping[str, object]) -> None:
         """Store validated parameters for step `index` (raises pydantic.ValidationError)."""
         run = self.runs[index]
         model = params_model(run.spec.kind)

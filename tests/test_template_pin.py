@@ -5,10 +5,10 @@ replay whose index lists another digest says so. Against the lab's real HTTPS AP
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from provisioner.events import Bus, Event
-from provisioner.payloads import Resolved
+from provisioner.payloads import Resolved, TemplateRecord
 from provisioner.playbook import loads
 from provisioner.proxmox.client import PveClient
 from provisioner.steps.context import StepContext
@@ -32,15 +32,16 @@ def _ctx(lab: Lab, resolved: dict[str, object] | None = None) -> StepContext:
 
 
 def test_template_record_from_aplinfo_and_drift() -> None:
-    apl = [{"template": NAME, "sha512sum": "ab" * 64}, {"template": "other.tar.zst", "sha512sum": "cd" * 64}]
-    assert template_record(UBUNTU, apl) == {"name": NAME, "sha512": "ab" * 64}
-    assert template_record("local:vztmpl/custom.tar.zst", apl) == {"name": "custom.tar.zst", "sha512": None}
-    assert template_record(UBUNTU, None) == {"name": NAME, "sha512": None}
-    same = {"name": NAME, "sha512": "ab" * 64}
+    apl: list[Mapping[str, object]] = [{"template": NAME, "sha512sum": "ab" * 64},
+                                       {"template": "other.tar.zst", "sha512sum": "cd" * 64}]
+    assert template_record(UBUNTU, apl).dump() == {"name": NAME, "sha512": "ab" * 64}
+    assert template_record("local:vztmpl/custom.tar.zst", apl).dump() == {"name": "custom.tar.zst", "sha512": None}
+    assert template_record(UBUNTU, None).dump() == {"name": NAME, "sha512": None}
+    same = TemplateRecord(name=NAME, sha512="ab" * 64)
     assert template_drift(same, same) is None and template_drift(None, same) is None
-    moved = template_drift({"name": NAME, "sha512": "ef" * 64}, same)
+    moved = template_drift(TemplateRecord(name=NAME, sha512="ef" * 64), same)
     assert moved is not None and f"sha512 {'ab' * 64}" in moved and f"recorded {'ef' * 64}" in moved
-    renamed = template_drift({"name": "ubuntu-22.04-standard_22.04-1_amd64.tar.zst", "sha512": None}, same)
+    renamed = template_drift(TemplateRecord(name="ubuntu-22.04-standard_22.04-1_amd64.tar.zst", sha512=None), same)
     assert renamed is not None and "the playbook recorded ubuntu-22.04-standard_22.04-1_amd64.tar.zst" in renamed
 
 

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -26,6 +25,7 @@ from provisioner.burnin.bandwidth import algbw, bus_factor, shape_for
 from provisioner.burnin.config import BurninConfig, format_size
 from provisioner.burnin.faults import Fault, find
 from provisioner.burnin.report import table_footer, table_header, table_row
+from provisioner.burnin.shapes import CollectiveRow, RankDevice
 from provisioner.burnin.watchdog import Watchdog
 
 ROOT = 0
@@ -64,7 +64,7 @@ class Runtime:
     guard_slack: float = 0.0  # rank 0 waits a little longer so it can report the others' timeouts
     log: Callable[[str], None] = lambda _msg: None
     emit: Callable[[str], None] = lambda _line: None  # raw progress lines (rank 0: the live nccl-tests table)
-    devices: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[RankDevice] = field(default_factory=list)
     _hung: set[str] = field(default_factory=set)
 
     def sync(self) -> None:
@@ -260,7 +260,7 @@ def validate(bench: Bench, rt: Runtime, collective: str) -> int | None:
 
 
 def row_dict(collective: str, size: int, count: int, inplace: bool, seconds: float, wrong: int | None,
-             n: int) -> dict[str, Any]:
+             n: int) -> CollectiveRow:
     a = algbw(size, seconds)
     return {
         "collective": collective,
@@ -291,7 +291,7 @@ def usable_sizes(sizes: tuple[int, ...], rt: Runtime) -> tuple[list[int], list[i
 
 @dataclass
 class SweepOutcome:
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[CollectiveRow] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped_sizes: list[int] = field(default_factory=list)
     broken: bool = False  # the process group raised: stop using it
@@ -311,9 +311,9 @@ def sweep(rt: Runtime, outcome: SweepOutcome, on_error: Callable[[str, BaseExcep
         if rt.rank == 0:
             for line in table_header(collective, sizes, cfg.public_dict(), rt.devices):
                 rt.emit(line)
-        done: list[dict[str, Any]] = []
+        done: list[CollectiveRow] = []
         for size in sizes:
-            pair: list[dict[str, Any]] = []
+            pair: list[CollectiveRow] = []
             for inplace in (False, True):
                 region = region_name(collective, size, inplace)
                 try:

@@ -10,7 +10,9 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
+
+from provisioner.burnin.shapes import BurninConfigDoc, ThresholdDefaults, ThresholdModel, ThresholdTable
 
 PHASES: tuple[str, ...] = ("preflight", "gemm", "collectives", "fabric", "soak", "nvshmem")
 #: what runs without --phases on one node; a world across several nodes adds "fabric"
@@ -88,7 +90,7 @@ THRESHOLD_KEYS = ("min_fraction", "min_size_bytes", "gemm_slow_fraction", "soak_
                   "shm_warn_bytes", "shm_fail_bytes", "fabric_slow_fraction")
 
 
-def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any] | None:
+def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> ThresholdTable | None:
     """`--threshold KEY=VALUE` items -> an override for the threshold table.
 
     `all_reduce_busbw_gbps=V` sets the reference for whatever GPUs this node has; the other keys
@@ -96,7 +98,7 @@ def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str
     if not pairs:
         return None
     defaults: dict[str, float | int] = {}
-    models: list[dict[str, Any]] = []
+    models: list[ThresholdModel] = []
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
@@ -113,7 +115,8 @@ def parse_threshold_pairs(pairs: list[str] | tuple[str, ...] | None) -> dict[str
             defaults[key] = int(value) if key.endswith("_bytes") else value
         else:
             raise ConfigError(f"--threshold {key!r}: unknown key (all_reduce_busbw_gbps, {', '.join(THRESHOLD_KEYS)})")
-    return {"defaults": defaults, "models": models}
+    # every key is one of THRESHOLD_KEYS, the keys of ThresholdDefaults
+    return {"defaults": cast(ThresholdDefaults, defaults), "models": models}
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ class BurninConfig:
     nvshmem_timeout: float = 180.0
     expected_gpus: int | None = None
     thresholds_file: str | None = None
-    thresholds_override: dict[str, Any] | None = None
+    thresholds_override: ThresholdTable | None = None
     monitor_interval: float = 1.0
     p2p_ab: bool = False  # rerun all_reduce with NCCL_P2P_DISABLE=1 (local launcher only)
     json: bool = False
@@ -151,13 +154,16 @@ class BurninConfig:
             raw[key] = tuple(raw[key])
         return cls(**raw)
 
-    def public_dict(self) -> dict[str, Any]:
-        """The settings echoed in the result (no override blobs)."""
-        d = dataclasses.asdict(self)
-        d.pop("thresholds_override", None)
-        d.pop("extra_env", None)
-        d["sizes"] = [format_size(s) for s in self.sizes]
-        return d
+    def public_dict(self) -> BurninConfigDoc:
+        """The settings echoed in the result (no override blobs), in the fields' order."""
+        return {
+            "backend": self.backend, "world_size": self.world_size, "sizes": [format_size(s) for s in self.sizes],
+            "phases": list(self.phases), "collectives": list(self.collectives), "iters": self.iters,
+            "warmup_iters": self.warmup_iters, "duration": self.duration, "timeout": self.timeout,
+            "gemm_seconds": self.gemm_seconds, "gemm_size": self.gemm_size, "nvshmem_timeout": self.nvshmem_timeout,
+            "expected_gpus": self.expected_gpus, "thresholds_file": self.thresholds_file,
+            "monitor_interval": self.monitor_interval, "p2p_ab": self.p2p_ab, "json": self.json, "out": self.out,
+        }
 
 
 def make_config(

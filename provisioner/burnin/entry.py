@@ -18,6 +18,7 @@ from typing import Any
 
 from provisioner.burnin import rank
 from provisioner.burnin.config import ConfigError, make_config
+from provisioner.burnin.shapes import ResultDoc
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -107,7 +108,7 @@ def config_from_args(a: argparse.Namespace) -> Any:
     )
 
 
-def emit(doc: dict[str, Any], json_out: bool) -> None:
+def emit(doc: ResultDoc, json_out: bool) -> None:
     from provisioner.burnin.report import format_summary, format_table, json_line
 
     if json_out:

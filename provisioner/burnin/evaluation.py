@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from provisioner.burnin.config import format_size
+from provisioner.burnin.shapes import BandwidthCheck, CollectiveRow, GemmResult, ThresholdTable
 from provisioner.burnin.thresholds import lookup
 from provisioner.burnin.verdict import PhaseResult
 
 MAX_LISTED = 8
 
 
-def _row_label(row: dict[str, Any]) -> str:
+def _row_label(row: CollectiveRow) -> str:
     place = "in-place" if row["inplace"] else "out-of-place"
     return f"{row['collective']} {format_size(int(row['size']))} {place}"
 
 
-def avg_busbw(rows: list[dict[str, Any]]) -> float:
+def avg_busbw(rows: list[CollectiveRow]) -> float:
     """nccl-tests' 'Avg bus bandwidth': the mean busbw over every row (both placements)."""
     values = [float(r["busbw"]) for r in rows]
     return sum(values) / len(values) if values else 0.0
 
 
 def evaluate_collectives(
-    rows: list[dict[str, Any]],
+    rows: list[CollectiveRow],
     *,
     world_size: int,
     backend: str,
     gpu_names: list[str],
-    table: dict[str, Any],
+    table: ThresholdTable,
     expected_collectives: tuple[str, ...],
     errors: list[str] | None = None,
 ) -> PhaseResult:
@@ -55,12 +55,12 @@ def evaluate_collectives(
 
 def _bandwidth_check(
     res: PhaseResult,
-    rows: list[dict[str, Any]],
+    rows: list[CollectiveRow],
     world_size: int,
     backend: str,
     gpu_names: list[str],
-    table: dict[str, Any],
-) -> dict[str, Any]:
+    table: ThresholdTable,
+) -> BandwidthCheck:
     if backend != "nccl":
         res.note(f"bandwidth thresholds off for {backend} (it checks logic, not speed)")
         return {"applied": False, "why": f"backend {backend}"}
@@ -78,7 +78,7 @@ def _bandwidth_check(
         return {"applied": False, "why": why, "reference_gbps": ref.busbw_gbps}
     measured = sum(large) / len(large)
     required = fraction * ref.busbw_gbps
-    check = {
+    check: BandwidthCheck = {
         "applied": True,
         "measured_gbps": measured,
         "reference_gbps": ref.busbw_gbps,
@@ -95,7 +95,7 @@ def _bandwidth_check(
 
 
 def evaluate_gemm(
-    results: list[dict[str, Any]],
+    results: list[GemmResult],
     *,
     world_size: int,
     thresholds_on: bool,

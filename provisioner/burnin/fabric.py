@@ -24,6 +24,15 @@ from provisioner.burnin.collectives import Runtime
 from provisioner.burnin.fabric_eval import schedule
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import find
+from provisioner.burnin.shapes import (
+    FabricNode,
+    FabricRankDoc,
+    FabricRaw,
+    FabricRawPair,
+    FabricRecord,
+    NodeAllReduce,
+    RankDevice,
+)
 
 PHASE = "fabric"
 REPS = 3
@@ -43,14 +52,14 @@ def local_address(master_addr: str | None, master_port: str | None) -> str | Non
         return None
 
 
-def group_nodes(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def group_nodes(devices: list[RankDevice]) -> list[FabricNode]:
     """[{label, host, addr, ranks}] ordered by node rank; labels are host names when they tell nodes apart."""
-    by_node: dict[int, list[dict[str, Any]]] = {}
+    by_node: dict[int, list[RankDevice]] = {}
     for d in devices:
         by_node.setdefault(int(d.get("node_rank", 0)), []).append(d)
     hosts = {k: {str(d.get("host")) for d in ds} for k, ds in by_node.items()}
     distinct = all(len(h) == 1 for h in hosts.values()) and len({next(iter(h)) for h in hosts.values()}) == len(hosts)
-    nodes = []
+    nodes: list[FabricNode] = []
     for k in sorted(by_node):
         ds = sorted(by_node[k], key=lambda d: int(d["rank"]))
         host = str(ds[0].get("host"))
@@ -79,7 +88,7 @@ def _time_all_reduce(buf: torch.Tensor, rt: Runtime, group: Any) -> float:
     return best
 
 
-def run_fabric(rt: Runtime) -> dict[str, Any]:
+def run_fabric(rt: Runtime) -> FabricRaw:
     """Measure; returns the raw document for `fabric_eval.evaluate_fabric` (identical on every rank)."""
     cfg, me, dev = rt.cfg, rt.rank, rt.device
     nodes = group_nodes(rt.devices)
@@ -105,7 +114,7 @@ def run_fabric(rt: Runtime) -> dict[str, Any]:
     send = torch.empty(count, dtype=torch.float32, device=dev)
     recv = torch.empty(count, dtype=torch.float32, device=dev)
     my_base = patterns.base(me, dev)
-    records: list[dict[str, Any]] = []
+    records: list[FabricRecord] = []
     for k, rnd in enumerate(schedule([n["ranks"] for n in nodes])):
         rt.barrier()
         pair = next(((a, b, kind) for a, b, kind in rnd if me in (a, b)), None)
@@ -139,28 +148,30 @@ def run_fabric(rt: Runtime) -> dict[str, Any]:
                         "node_seconds": node_seconds})
     rt.barrier()
     with rt.dog.guard("fabric gather", cfg.timeout + rt.guard_slack):
-        gathered: list[Any] = [None] * rt.world
-        dist.all_gather_object(gathered, {"rank": me, "node": mine, "node_seconds": node_seconds,
-                                          "records": records, "fault": os.environ.get(FAULT_ENV) or None})
+        gathered: list[FabricRankDoc | None] = [None] * rt.world  # each rank's `doc`, unpickled
+        doc: FabricRankDoc = {"rank": me, "node": mine, "node_seconds": node_seconds, "records": records,
+                              "fault": os.environ.get(FAULT_ENV) or None}
+        dist.all_gather_object(gathered, doc)
     return assemble(nodes, size, global_seconds, [g for g in gathered if isinstance(g, dict)])
 
 
-def assemble(nodes: list[dict[str, Any]], size: int, global_seconds: float,
-             per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+def assemble(nodes: list[FabricNode], size: int, global_seconds: float,
+             per_rank: list[FabricRankDoc]) -> FabricRaw:
     """Both sides' records of each pair -> one pair (the slower side's time, each side's wrong count)."""
-    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    pairs: dict[tuple[int, int], FabricRawPair] = {}
     for doc in per_rank:
         for rec in doc["records"]:
             key = (rec["ranks"][0], rec["ranks"][1])
             p = pairs.setdefault(key, {"ranks": list(key), "kind": rec["kind"], "seconds": 0.0, "wrong": {}})
             p["seconds"] = max(p["seconds"], float(rec["seconds"]))
             p["wrong"][str(rec["rank"])] = int(rec["wrong"])
-    node_ar = []
+    node_ar: list[NodeAllReduce] = []
     for i in range(len(nodes)):
         times = [float(d["node_seconds"]) for d in per_rank if d["node"] == i and d["node_seconds"] > 0]
         if times:
             node_ar.append({"node": i, "seconds": max(times)})
-    return {"size": size, "nodes": [{k: n[k] for k in ("label", "host", "addr", "ranks")} for n in nodes],
+    return {"size": size,
+            "nodes": [{"label": n["label"], "host": n["host"], "addr": n["addr"], "ranks": n["ranks"]} for n in nodes],
             "pairs": [pairs[k] for k in sorted(pairs)], "node_all_reduce": node_ar,
             "global_all_reduce": {"seconds": global_seconds},
             "faults": {int(d["rank"]): d["fault"] for d in per_rank if d.get("fault")}}

@@ -18,10 +18,10 @@ formulas for the global world size and the per-GPU-model thresholds).
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import format_size
+from provisioner.burnin.shapes import FabricNode, FabricNodeVerdict, FabricPair, FabricRaw, GlobalAllReduce
 from provisioner.burnin.verdict import PhaseResult
 
 INTRA, INTER = "intra", "inter"
@@ -67,18 +67,18 @@ def schedule(nodes: list[list[int]]) -> list[list[tuple[int, int, str]]]:
     return rounds
 
 
-def _ref(pairs: list[dict[str, Any]], kind: str, exclude: set[int]) -> float | None:
+def _ref(pairs: list[FabricPair], kind: str, exclude: set[int]) -> float | None:
     values = [p["busbw"] for p in pairs if p["kind"] == kind and not exclude & set(p["ranks"])]
     return statistics.median(values) if values else None
 
 
-def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float | None = None) -> PhaseResult:
+def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> PhaseResult:
     """raw: {"size", "nodes": [{"label", "host", "addr", "ranks"}], "pairs": [{"ranks", "kind", "seconds",
     "wrong": {rank: n}}], "node_all_reduce": [{"node", "seconds"}], "global_all_reduce": {"seconds"}}."""
     res = PhaseResult("fabric")
     frac = slow_fraction if slow_fraction is not None else DEFAULT_SLOW_FRACTION.get(backend, 0.5)
     size = int(raw["size"])
-    nodes: list[dict[str, Any]] = raw["nodes"]
+    nodes: list[FabricNode] = raw["nodes"]
     node_of = {r: i for i, n in enumerate(nodes) for r in n["ranks"]}
     world = sum(len(n["ranks"]) for n in nodes)
 
@@ -86,14 +86,14 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
         n = nodes[node_of[rank]]
         return f"rank {rank} on {n['label']}" + (f" ({n['addr']})" if n.get("addr") else "")
 
-    pairs: list[dict[str, Any]] = []
-    for p in raw["pairs"]:
-        a, b = p["ranks"]
-        seconds = float(p["seconds"])
+    pairs: list[FabricPair] = []
+    for measured in raw["pairs"]:
+        a, b = measured["ranks"]
+        seconds = float(measured["seconds"])
         gbps = size / seconds / 1e9 if seconds > 0 else 0.0
         pairs.append({"ranks": [a, b], "nodes": [nodes[node_of[a]]["label"], nodes[node_of[b]]["label"]],
-                      "kind": p["kind"], "size": size, "time_us": seconds * 1e6, "algbw": gbps, "busbw": gbps,
-                      "wrong": {int(k): int(v) for k, v in (p.get("wrong") or {}).items()}})
+                      "kind": measured["kind"], "size": size, "time_us": seconds * 1e6, "algbw": gbps, "busbw": gbps,
+                      "wrong": {int(k): int(v) for k, v in (measured.get("wrong") or {}).items()}})
     # -- data integrity: who sent what arrived wrong ---------------------------------------------
     bad_from: dict[int, list[int]] = {}  # sender -> receivers that saw wrong data
     partners: dict[int, set[int]] = {}
@@ -114,7 +114,7 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
             for r in sorted(receivers):
                 res.fail(f"data from {where(sender)} arrived wrong at {where(r)}")
     # -- speed: slow ranks, nodes, links ---------------------------------------------------------
-    slow_pairs: list[dict[str, Any]] = []
+    slow_pairs: list[FabricPair] = []
     for p in pairs:
         ref = _ref(pairs, p["kind"], set(p["ranks"]))
         p["reference_busbw"] = ref
@@ -137,7 +137,7 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
     slow_nodes = [i for i, n in enumerate(nodes) if len(n["ranks"]) > 0 and all(r in slow_ranks for r in n["ranks"])]
     for i in slow_nodes:
         res.fail(f"node {nodes[i]['label']} is slow: all its ranks are ({', '.join(map(str, nodes[i]['ranks']))})")
-    links: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    links: dict[tuple[int, int], list[FabricPair]] = {}
     for p in pairs:
         if p["kind"] == INTER:
             x, y = sorted((node_of[p["ranks"][0]], node_of[p["ranks"][1]]))
@@ -149,7 +149,8 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
             slow_links.append([nodes[x]["label"], nodes[y]["label"]])
             res.fail(f"link {nodes[x]['label']} <-> {nodes[y]['label']} is slow: "
                      f"{statistics.mean(p['busbw'] for p in ps):.3g} GB/s vs "
-                     f"{statistics.median(p['reference_busbw'] for p in ps):.3g} GB/s on the other links")
+                     f"{statistics.median(ref for p in ps if (ref := p['reference_busbw']) is not None):.3g} GB/s "
+                     "on the other links")  # every pair here is slow, so each has a reference
     for p in slow_pairs:
         if not set(p["ranks"]) & set(slow_ranks) and p["kind"] == INTRA:
             res.warn(f"pair {p['ranks'][0]}-{p['ranks'][1]} inside {p['nodes'][0]} is slow: {p['busbw']:.3g} GB/s "
@@ -162,25 +163,25 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
         res.note("speed not compared: no pair has another pair of its kind to compare with")
     # -- per node --------------------------------------------------------------------------------
     node_ar = {int(d["node"]): float(d["seconds"]) for d in raw.get("node_all_reduce", [])}
-    per_node = []
-    for i, n in enumerate(nodes):
-        k = len(n["ranks"])
+    per_node: list[FabricNodeVerdict] = []
+    for i, node in enumerate(nodes):
+        k = len(node["ranks"])
         node_s = node_ar.get(i)
         alg = size / node_s / 1e9 if node_s else None
         inter = [p["busbw"] for p in pairs if p["kind"] == INTER and node_of[p["ranks"][0]] != node_of[p["ranks"][1]]
                  and i in (node_of[p["ranks"][0]], node_of[p["ranks"][1]])]
         intra = [p["busbw"] for p in pairs if p["kind"] == INTRA and node_of[p["ranks"][0]] == i]
-        status = "fail" if (i in slow_nodes or set(n["ranks"]) & set(corrupt_ranks + slow_ranks)) else "pass"
+        status = "fail" if (i in slow_nodes or set(node["ranks"]) & set(corrupt_ranks + slow_ranks)) else "pass"
         per_node.append({
-            "node": n["label"], "host": n.get("host"), "addr": n.get("addr"), "ranks": list(n["ranks"]),
-            "status": status, "slow_ranks": [r for r in n["ranks"] if r in slow_ranks],
-            "corrupt_ranks": [r for r in n["ranks"] if r in corrupt_ranks],
+            "node": node["label"], "host": node.get("host"), "addr": node.get("addr"), "ranks": list(node["ranks"]),
+            "status": status, "slow_ranks": [r for r in node["ranks"] if r in slow_ranks],
+            "corrupt_ranks": [r for r in node["ranks"] if r in corrupt_ranks],
             "all_reduce": None if alg is None else {"ranks": k, "size": size, "time_us": node_s * 1e6 if node_s else None,
                                                     "algbw": alg, "busbw": alg * bus_factor("all_reduce", k)},
             "intra_pair_busbw_min": min(intra) if intra else None,
             "inter_pair_busbw_min": min(inter) if inter else None,
         })
-    g = raw.get("global_all_reduce") or {}
+    g: GlobalAllReduce | dict[str, float] = raw.get("global_all_reduce") or {}
     g_alg = size / float(g["seconds"]) / 1e9 if g.get("seconds") else None
     res.data.update({
         "size": size, "size_text": format_size(size), "slow_fraction": frac,
@@ -196,6 +197,6 @@ def evaluate_fabric(raw: dict[str, Any], *, backend: str, slow_fraction: float |
     return res
 
 
-def _other(p: dict[str, Any], r: int) -> int:
+def _other(p: FabricPair, r: int) -> int:
     a, b = p["ranks"]
     return int(b if a == r else a)

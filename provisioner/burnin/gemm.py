@@ -11,11 +11,11 @@ TF32 is switched off for the phase so the fp32 bound holds (gpu-burn uses plain 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import torch
 
 from provisioner.burnin.faults import Fault, find
+from provisioner.burnin.shapes import GemmResult
 
 TOLERANCE = 1e-3  # gpu-burn EPSILON for float
 REFERENCE_ROWS = 4
@@ -31,10 +31,10 @@ def _reference_mismatches(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> 
     return int(((got - ref).abs() > bound).sum().item())
 
 
-def run_gemm(rank: int, device: torch.device, n: int, seconds: float, faults: tuple[Fault, ...] = ()) -> dict[str, Any]:
+def run_gemm(rank: int, device: torch.device, n: int, seconds: float, faults: tuple[Fault, ...] = ()) -> GemmResult:
     """Stress one device for `seconds`; returns the per-rank result dict that `evaluate_gemm` judges."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    result: dict[str, Any] = {"rank": rank, "device": str(device), "name": name, "size": n,
+    result: GemmResult = {"rank": rank, "device": str(device), "name": name, "size": n,
                               "iterations": 0, "gflops": 0.0, "mismatches": 0, "reference_mismatches": 0,
                               "seconds": 0.0, "error": None}
     tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -68,12 +68,12 @@ def run_gemm(rank: int, device: torch.device, n: int, seconds: float, faults: tu
                 break
             per_call = elapsed / done
             batch = max(1, min(64, int(0.25 / per_call) if per_call > 0 else 64))
-        result.update(
-            iterations=done,
-            seconds=elapsed,
-            gflops=2.0 * n**3 * done / elapsed / 1e9 if elapsed > 0 else 0.0,
-            mismatches=int(bad.item()),
-        )
+        result.update({
+            "iterations": done,
+            "seconds": elapsed,
+            "gflops": 2.0 * n**3 * done / elapsed / 1e9 if elapsed > 0 else 0.0,
+            "mismatches": int(bad.item()),
+        })
     except Exception as exc:  # an OOM or a CUDA error is a verdict, not a crash
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:

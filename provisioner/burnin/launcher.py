@@ -48,6 +48,7 @@ from typing import IO, Any
 from provisioner.burnin import rank
 from provisioner.burnin.config import BurninConfig
 from provisioner.burnin.report import failure_result, write_outputs
+from provisioner.burnin.shapes import PhaseDoc, RankExit, ResultDoc
 from provisioner.burnin.spawn import (
     PACKAGE_PARENT,
     RankHandle,
@@ -217,7 +218,7 @@ def _tail(path: Path, lines: int = 8) -> list[str]:
 
 def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | None = None,
               deadline_s: float | None = None, rank0_stderr: IO[str] | None = None,
-              start: str = "forkserver") -> dict[str, Any]:
+              start: str = "forkserver") -> ResultDoc:
     """One world of workers; returns rank 0's result document (or a synthesized failure). `start`:
     "forkserver" (ranks fork from a preloaded process) or "exec" (`python -m` per rank, the baseline
     of bench/burnin_launch.py)."""
@@ -235,8 +236,8 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
         else spawn_world("provisioner.burnin", args, cfg.world_size, log_dir, extra_env, rank0_stderr))
     deadline = started + deadline_s if deadline_s else None
     codes = wait_world(procs, grace=cfg.timeout + 15.0, deadline=deadline)
-    ranks = [{"rank": k, "returncode": c} for k, c in enumerate(codes)]
-    doc: dict[str, Any] | None = None
+    ranks: list[RankExit] = [{"rank": k, "returncode": c} for k, c in enumerate(codes)]
+    doc: ResultDoc | None = None
     if result_file.exists():
         try:
             doc = json.loads(result_file.read_text(encoding="utf-8"))
@@ -258,7 +259,7 @@ def run_world(cfg: BurninConfig, log_dir: Path, *, extra_env: dict[str, str] | N
 
 
 def run_local(cfg: BurninConfig, *, deadline_s: float | None = None, rank0_stderr: IO[str] | None = None,
-              ) -> dict[str, Any]:
+              ) -> ResultDoc:
     """The `provisioner burnin` path: run the world (and the P2P-off rerun if asked), write --out."""
     base = Path(cfg.out) / "ranks" if cfg.out else Path(tempfile.mkdtemp(prefix="burnin-"))
     doc = run_world(cfg, base / "main", deadline_s=deadline_s, rank0_stderr=rank0_stderr)
@@ -275,14 +276,15 @@ def run_local(cfg: BurninConfig, *, deadline_s: float | None = None, rank0_stder
     return doc
 
 
-def attach_p2p_ab(doc: dict[str, Any], ab: dict[str, Any]) -> None:
+def attach_p2p_ab(doc: ResultDoc, ab: ResultDoc) -> None:
     """Add the NCCL_P2P_DISABLE=1 rerun; a pass there after a failure with P2P points at the P2P path."""
-    phase = dict(ab.get("phases", {}).get("collectives", {"status": "fail", "reasons": ab.get("verdict", {})
-                                                           .get("reasons", [])}))
+    fallback: PhaseDoc = {"status": "fail", "reasons": ab.get("verdict", {}).get("reasons", [])}
+    phase = PhaseDoc(**ab.get("phases", {}).get("collectives", fallback))  # a copy
     phase["env"] = {"NCCL_P2P_DISABLE": "1"}
     main = doc.get("phases", {}).get("collectives", {})
     if main.get("status") == "fail" and phase.get("status") != "fail":
-        phase["finding"] = ("collectives fail with P2P but pass with NCCL_P2P_DISABLE=1: the P2P path is "
-                            "broken (ACS, IOMMU or BIOS; see docs/burnin.md)")
-        doc.setdefault("verdict", {}).setdefault("reasons", []).append(phase["finding"])
+        finding = ("collectives fail with P2P but pass with NCCL_P2P_DISABLE=1: the P2P path is "
+                   "broken (ACS, IOMMU or BIOS; see docs/burnin.md)")
+        phase["finding"] = finding
+        doc.setdefault("verdict", {}).setdefault("reasons", []).append(finding)
     doc.setdefault("phases", {})["collectives_p2p_off"] = phase

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from provisioner.burnin.nvml_eval import evaluate_monitor
 from provisioner.burnin.nvml_reader import NvmlReader, XidWatcher
+from provisioner.burnin.shapes import NvmlEvent, NvmlRecord, NvmlSample
 from provisioner.burnin.verdict import PhaseResult
 
 MAX_SAMPLES = 20000  # ~5.5 h at 1 s; older samples are thinned beyond that
@@ -16,12 +16,12 @@ MAX_SAMPLES = 20000  # ~5.5 h at 1 s; older samples are thinned beyond that
 class Monitor:
     """`start()` after preflight; `set_phase()` labels samples (PCIe is judged only under load)."""
 
-    def __init__(self, reader: NvmlReader, baseline: dict[str, Any], interval: float = 1.0) -> None:
+    def __init__(self, reader: NvmlReader, baseline: NvmlRecord, interval: float = 1.0) -> None:
         self.reader = reader
         self.baseline = baseline
         self.interval = max(0.05, interval)
-        self.samples: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
+        self.samples: list[NvmlSample] = []
+        self.events: list[NvmlEvent] = []
         self.phase = "idle"
         self.error: str | None = None
         self._stop = threading.Event()

@@ -24,10 +24,21 @@ Monitor sample: ``{"t": 3.0, "phase": "gemm", "gpus": [{"index": 0, "temperature
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from provisioner.burnin import xid as xid_table
 from provisioner.burnin.config import format_size
+from provisioner.burnin.shapes import (
+    EccCounts,
+    GpuMonitorSummary,
+    NvmlEvent,
+    NvmlGpu,
+    NvmlGpuSample,
+    NvmlRecord,
+    NvmlSample,
+    PcieLink,
+    ShmInfo,
+)
 from provisioner.burnin.verdict import PhaseResult
 
 # nvmlClocksEventReason* bits (pynvml.py L2190-2200)
@@ -65,6 +76,10 @@ HARMLESS_NCCL_VARS = frozenset(
     {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_SOCKET_IFNAME"}
 )
 LOADED_PHASES = frozenset({"gemm", "collectives", "soak"})
+#: the per-sample NVML fields a GPU's verdict reads over the run
+SampleKey = Literal["ecc_dbe_volatile", "ecc_sbe_volatile", "clocks_event_reasons", "temperature_c", "power_w",
+                    "power_limit_w", "pcie_replay", "pcie_gen", "pcie_width"]
+DeltaKey = Literal["ecc_dbe_volatile_delta", "ecc_sbe_volatile_delta"]
 
 
 def reason_names(mask: int) -> list[str]:
@@ -75,7 +90,7 @@ def describe_xid(xid: int) -> str:
     return xid_table.meaning(xid)
 
 
-def _with_xid_info(ev: dict[str, Any]) -> dict[str, Any]:
+def _with_xid_info(ev: NvmlEvent) -> NvmlEvent:
     """An XID event plus the catalogue's mnemonic, meaning, likely cause and action (a copy)."""
     if ev.get("kind") != "xid":
         return ev
@@ -85,13 +100,13 @@ def _with_xid_info(ev: dict[str, Any]) -> dict[str, Any]:
     return {**ev, "mnemonic": entry.mnemonic, "meaning": entry.meaning, "cause": entry.cause, "action": entry.action}
 
 
-def _gpu_label(gpu: dict[str, Any]) -> str:
+def _gpu_label(gpu: NvmlGpu) -> str:
     bus = gpu.get("pci_bus_id")
     return f"GPU {gpu.get('index')}" + (f" [{bus}]" if bus else "")
 
 
 def evaluate_preflight(
-    record: dict[str, Any],
+    record: NvmlRecord,
     *,
     expected_gpus: int | None,
     shm_warn_bytes: int = 1 << 30,
@@ -99,7 +114,7 @@ def evaluate_preflight(
 ) -> PhaseResult:
     res = PhaseResult("preflight")
     res.data["record"] = record
-    gpus: list[dict[str, Any]] = record.get("gpus") or []
+    gpus: list[NvmlGpu] = record.get("gpus") or []
     if record.get("error"):
         if expected_gpus:
             res.fail(f"expected {expected_gpus} GPU(s) but NVML is unavailable: {record['error']}")
@@ -118,14 +133,17 @@ def evaluate_preflight(
     return res
 
 
-def _check_gpu(res: PhaseResult, gpu: dict[str, Any]) -> None:
+def _check_gpu(res: PhaseResult, gpu: NvmlGpu) -> None:
     who = _gpu_label(gpu)
     if gpu.get("ecc_mode") == 0:
         res.warn(f"{who}: ECC is disabled")
-    ecc = gpu.get("ecc") or {}
-    for key, label in (("dbe_volatile", "since driver load"), ("dbe_aggregate", "lifetime")):
-        if (ecc.get(key) or 0) > 0:
-            res.fail(f"{who}: {ecc[key]} uncorrectable (double-bit) ECC error(s) {label}")
+    ecc: EccCounts = gpu.get("ecc") or {}
+    dbe: tuple[tuple[Literal["dbe_volatile", "dbe_aggregate"], str], ...] = (
+        ("dbe_volatile", "since driver load"), ("dbe_aggregate", "lifetime"))
+    for key, label in dbe:
+        count = ecc.get(key) or 0
+        if count > 0:
+            res.fail(f"{who}: {count} uncorrectable (double-bit) ECC error(s) {label}")
     rows = gpu.get("remapped_rows")
     if rows:
         if rows.get("failure"):
@@ -136,19 +154,19 @@ def _check_gpu(res: PhaseResult, gpu: dict[str, Any]) -> None:
             res.warn(f"{who}: {rows['uncorrectable']} row(s) remapped after uncorrectable errors")
     if gpu.get("retired_pages_pending"):
         res.fail(f"{who}: page retirement pending: reset the GPU to apply it")
-    pcie = gpu.get("pcie") or {}
-    wc, wm, gc, gm = (pcie.get(k) for k in ("width_current", "width_max", "gen_current", "gen_max"))
+    pcie: PcieLink = gpu.get("pcie") or {}
+    wc, wm, gc, gm = (pcie.get("width_current"), pcie.get("width_max"), pcie.get("gen_current"), pcie.get("gen_max"))
     if wc is not None and wm is not None and wc < wm:
         res.fail(f"{who}: PCIe link x{wc}, capable of x{wm} (degraded width)")
     if gc is not None and gm is not None and gc < gm:
         res.note(f"{who}: PCIe Gen{gc} at idle (max Gen{gm}); links downclock when idle, re-checked under load")
 
 
-def _check_nvlink(res: PhaseResult, gpus: list[dict[str, Any]]) -> None:
+def _check_nvlink(res: PhaseResult, gpus: list[NvmlGpu]) -> None:
     counts = {
-        int(g["index"]): sum(1 for up in g["nvlink_active"] if up)
+        int(g["index"]): sum(1 for up in links if up)
         for g in gpus
-        if g.get("nvlink_active") is not None
+        if (links := g.get("nvlink_active")) is not None
     }
     if not counts:
         return
@@ -173,7 +191,7 @@ def _check_p2p(res: PhaseResult, matrix: list[list[int | None]] | None) -> None:
         )
 
 
-def _check_shm(res: PhaseResult, shm: dict[str, Any] | None, warn_bytes: int, fail_bytes: int) -> None:
+def _check_shm(res: PhaseResult, shm: ShmInfo | None, warn_bytes: int, fail_bytes: int) -> None:
     if not shm or shm.get("total_bytes") is None:
         return
     total = int(shm["total_bytes"])
@@ -204,9 +222,9 @@ def bus_key(bus: str | None) -> tuple[int, int, int] | None:
 
 
 def evaluate_monitor(
-    baseline: dict[str, Any],
-    samples: list[dict[str, Any]],
-    events: list[dict[str, Any]],
+    baseline: NvmlRecord,
+    samples: list[NvmlSample],
+    events: list[NvmlEvent],
     used_buses: list[str] | None = None,
 ) -> PhaseResult:
     """XID events, ECC deltas, clock-event reasons, temperature and power vs limits, PCIe under load.
@@ -226,8 +244,8 @@ def evaluate_monitor(
         elif ev.get("kind") == "dbe":
             res.fail(f"GPU {ev.get('gpu')}: double-bit ECC error event")
     res.data["events"] = [_with_xid_info(ev) for ev in events]
-    per_gpu: dict[int, list[dict[str, Any]]] = {}
-    loaded: dict[int, list[dict[str, Any]]] = {}
+    per_gpu: dict[int, list[NvmlGpuSample]] = {}
+    loaded: dict[int, list[NvmlGpuSample]] = {}
     for s in samples:
         for g in s.get("gpus", []):
             per_gpu.setdefault(int(g["index"]), []).append(g)
@@ -245,24 +263,28 @@ def evaluate_monitor(
     return res
 
 
-def _values(gs: list[dict[str, Any]], key: str) -> list[Any]:
+def _values(gs: list[NvmlGpuSample], key: SampleKey) -> list[Any]:
     return [g[key] for g in gs if g.get(key) is not None]
 
 
 def _judge_gpu(
     res: PhaseResult,
     index: int,
-    gs: list[dict[str, Any]],
-    loaded: list[dict[str, Any]],
-    base: dict[str, Any],
-) -> dict[str, Any]:
+    gs: list[NvmlGpuSample],
+    loaded: list[NvmlGpuSample],
+    base: NvmlGpu,
+) -> GpuMonitorSummary:
     who = f"GPU {index}"
-    out: dict[str, Any] = {"index": index}
-    for key, label in (("ecc_dbe_volatile", "uncorrectable"), ("ecc_sbe_volatile", "correctable")):
+    out: GpuMonitorSummary = {"index": index}
+    ecc_keys: tuple[tuple[SampleKey, DeltaKey, str], ...] = (
+        ("ecc_dbe_volatile", "ecc_dbe_volatile_delta", "uncorrectable"),
+        ("ecc_sbe_volatile", "ecc_sbe_volatile_delta", "correctable"),
+    )
+    for key, delta_key, label in ecc_keys:
         vals = _values(gs, key)
         if vals:
             delta = max(vals) - min(vals)
-            out[f"{key}_delta"] = delta
+            out[delta_key] = delta
             if delta > 0 and label == "uncorrectable":
                 res.fail(f"{who}: {delta} new uncorrectable ECC error(s) during the run")
             elif delta > 0:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
+
+from provisioner.burnin.shapes import NvmlEvent, NvmlGpu, NvmlGpuSample, NvmlRecord, NvmlSample, ShmInfo
 
 
 def import_pynvml() -> Any | None:
@@ -21,7 +23,7 @@ def import_pynvml() -> Any | None:
     return pynvml
 
 
-def shm_info(path: str = "/dev/shm") -> dict[str, int] | None:
+def shm_info(path: str = "/dev/shm") -> ShmInfo | None:
     try:
         st = os.statvfs(path)
     except OSError:
@@ -71,9 +73,9 @@ class NvmlReader:
             return None
 
     # -- preflight ---------------------------------------------------------------------------------
-    def record(self, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def record(self, environ: Mapping[str, str] | None = None) -> NvmlRecord:
         env = nccl_env(environ if environ is not None else os.environ)
-        rec: dict[str, Any] = {"error": self.error, "gpus": [], "shm": shm_info(), "env": env}
+        rec: NvmlRecord = {"error": self.error, "gpus": [], "shm": shm_info(), "env": env}
         if self.error is not None:
             return rec
         n = self.nvml
@@ -83,7 +85,7 @@ class NvmlReader:
         rec["p2p_read"] = self._p2p_matrix()
         return rec
 
-    def _gpu(self, index: int, h: Any) -> dict[str, Any]:
+    def _gpu(self, index: int, h: Any) -> NvmlGpu:
         n = self.nvml
         pci = self._safe(n.nvmlDeviceGetPciInfo_v3, h)
         ecc_mode = self._safe(n.nvmlDeviceGetEccMode, h)
@@ -151,9 +153,9 @@ class NvmlReader:
         ]
 
     # -- monitoring -------------------------------------------------------------------------------
-    def sample(self, phase: str, t: float) -> dict[str, Any]:
+    def sample(self, phase: str, t: float) -> NvmlSample:
         n = self.nvml
-        gpus = []
+        gpus: list[NvmlGpuSample] = []
         for i, h in enumerate(self.handles):
             ecc_err = n.nvmlDeviceGetTotalEccErrors
             gpus.append({
@@ -205,7 +207,7 @@ class XidWatcher:
                 continue
             self.registered.append(i)
 
-    def wait(self, timeout_ms: int, t0: float) -> list[dict[str, Any]]:
+    def wait(self, timeout_ms: int, t0: float) -> list[NvmlEvent]:
         """Block up to timeout_ms; returns the events seen (at most one per call, as NVML delivers)."""
         n = self.reader.nvml
         if self.event_set is None:
@@ -216,8 +218,8 @@ class XidWatcher:
         except Exception:  # NVML_ERROR_TIMEOUT: nothing happened
             return []
         index = self.reader._safe(n.nvmlDeviceGetIndex, data.device)
-        kind = "xid" if data.eventType == n.nvmlEventTypeXidCriticalError else "dbe"
-        ev: dict[str, Any] = {"t": round(time.monotonic() - t0, 3), "gpu": index, "kind": kind}
+        kind: Literal["xid", "dbe"] = "xid" if data.eventType == n.nvmlEventTypeXidCriticalError else "dbe"
+        ev: NvmlEvent = {"t": round(time.monotonic() - t0, 3), "gpu": index, "kind": kind}
         if kind == "xid":
             ev["xid"] = int(data.eventData)
         return [ev]

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from provisioner.burnin.shapes import ProbeDoc, ProbeStep
 from provisioner.burnin.spawn import child_env, spawn_world, wait_world
 from provisioner.burnin.verdict import PhaseResult
 
@@ -53,7 +54,7 @@ def precheck(torch_version: str, cuda_available: bool, nvshmem_available: bool |
     return None
 
 
-def classify(returncode: int | None, timed_out: bool, timeout: float, doc: dict[str, Any] | None,
+def classify(returncode: int | None, timed_out: bool, timeout: float, doc: ProbeDoc | None,
              stderr: str) -> PhaseResult:
     """Turn the probe's outcome into a phase verdict. Pure."""
     res = PhaseResult("nvshmem")
@@ -129,7 +130,7 @@ def _kill_session(proc: subprocess.Popen[bytes]) -> None:
 
 
 # -- inside the probe processes (need CUDA) -----------------------------------------------------------
-def _step(steps: list[dict[str, Any]], name: str, fn: Any) -> Any:
+def _step(steps: list[ProbeStep], name: str, fn: Any) -> Any:
     try:
         value = fn()
     except Exception as exc:
@@ -149,7 +150,7 @@ def probe_rank(result_file: str) -> int:
     device = torch.device("cuda", local)
     torch.cuda.set_device(device)
     torch.empty(1, device=device)  # torch's own test: initialise the context first or it may hang
-    steps: list[dict[str, Any]] = []
+    steps: list[ProbeStep] = []
     if hasattr(symm_mem, "set_backend"):
         _step(steps, "set_backend NVSHMEM", lambda: symm_mem.set_backend("NVSHMEM"))
     else:

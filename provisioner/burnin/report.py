@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from provisioner.burnin.config import DEFAULT_PHASES, PHASES, BurninConfig
+from provisioner.burnin.shapes import BurninConfigDoc, CollectiveRow, Environment, RankDevice, ResultDoc
 from provisioner.burnin.verdict import FAIL, PASS, PhaseResult, overall
 
 SCHEMA_VERSION = 1
@@ -23,12 +23,12 @@ def build_result(
     cfg: BurninConfig,
     phases: dict[str, PhaseResult],
     *,
-    environment: dict[str, Any],
-    devices: list[dict[str, Any]],
+    environment: Environment,
+    devices: list[RankDevice],
     started: float,
     fault_spec: str | None,
     extra_reasons: list[str] | None = None,
-) -> dict[str, Any]:
+) -> ResultDoc:
     filled = dict(phases)
     for name in PHASES:
         if name in DEFAULT_PHASES or name in cfg.phases:  # fabric shows only where it was asked for
@@ -60,7 +60,7 @@ def build_result(
     }
 
 
-def failure_result(cfg: BurninConfig, reasons: list[str]) -> dict[str, Any]:
+def failure_result(cfg: BurninConfig, reasons: list[str]) -> ResultDoc:
     """A result for a run that produced none (rank 0 crashed or was killed)."""
     return {
         "tool": "provisioner.burnin",
@@ -99,7 +99,7 @@ def one_line_summary(status: str, phases: dict[str, PhaseResult]) -> str:
     return f"{status}: " + "; ".join(bits) if bits else status
 
 
-def json_line(doc: dict[str, Any]) -> str:
+def json_line(doc: ResultDoc) -> str:
     return json.dumps(doc, separators=(",", ":"), default=str)
 
 
@@ -121,7 +121,7 @@ def float_str(value: float, width: int) -> str:
     return f"{value:{width}.0e}"
 
 
-def _half(row: dict[str, Any] | None) -> str:
+def _half(row: CollectiveRow | None) -> str:
     if row is None:
         return "  " + " " * 7 + "  " + " " * 6 + "  " + " " * 6 + "  " + " " * 6
     body = f"  {float_str(row['time_us'], 7):>7s}  {float_str(row['algbw'], 6):>6s}  {float_str(row['busbw'], 6):>6s}"
@@ -130,7 +130,7 @@ def _half(row: dict[str, Any] | None) -> str:
     return body + f"  {float(row['wrong']):6g}"
 
 
-def table_header(name: str, sizes: list[int], cfg: dict[str, Any], devices: list[dict[str, Any]]) -> list[str]:
+def table_header(name: str, sizes: list[int], cfg: BurninConfigDoc, devices: list[RankDevice]) -> list[str]:
     """The preamble and column header nccl-tests prints before a collective's rows."""
     lines = [
         f"# Collective test starting: {name}",
@@ -160,7 +160,7 @@ def table_header(name: str, sizes: list[int], cfg: dict[str, Any], devices: list
     return lines
 
 
-def table_row(oop: dict[str, Any] | None, ip: dict[str, Any] | None) -> str:
+def table_row(oop: CollectiveRow | None, ip: CollectiveRow | None) -> str:
     """One size: out-of-place then in-place, as `%12li  %12li  %8s  %6s  %6s` + two bodies."""
     first = oop or ip
     if first is None:
@@ -171,7 +171,7 @@ def table_row(oop: dict[str, Any] | None, ip: dict[str, Any] | None) -> str:
     )
 
 
-def table_footer(name: str, rows: list[dict[str, Any]]) -> list[str]:
+def table_footer(name: str, rows: list[CollectiveRow]) -> list[str]:
     wrong_sizes = len({int(r["size"]) for r in rows if r.get("wrong")})  # sizes with any wrong element
     avg = sum(float(r["busbw"]) for r in rows) / len(rows) if rows else 0.0
     return [
@@ -182,9 +182,9 @@ def table_footer(name: str, rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def format_table(doc: dict[str, Any]) -> str:
+def format_table(doc: ResultDoc) -> str:
     """One nccl-tests block per collective (src/util.cu format strings)."""
-    rows: list[dict[str, Any]] = doc.get("phases", {}).get("collectives", {}).get("rows", [])
+    rows: list[CollectiveRow] = doc.get("phases", {}).get("collectives", {}).get("rows", [])
     lines: list[str] = []
     for name in dict.fromkeys(r["collective"] for r in rows):
         mine = [r for r in rows if r["collective"] == name]
@@ -199,7 +199,7 @@ def format_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_summary(doc: dict[str, Any]) -> str:
+def format_summary(doc: ResultDoc) -> str:
     verdict = doc.get("verdict", {})
     lines = [
         f"burn-in {str(doc.get('status', 'fail')).upper()}: backend {doc.get('backend')}, "
@@ -229,7 +229,7 @@ def format_summary(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(doc: dict[str, Any], out_dir: Path) -> None:
+def write_outputs(doc: ResultDoc, out_dir: Path) -> None:
     """burnin.json (the document) and burnin.txt (table + summary) in out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULT_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")

@@ -7,17 +7,18 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from provisioner.burnin.shapes import ThresholdTable
 
 DATA_FILE = Path(__file__).with_name("thresholds.json")
 
 
-def load_default() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+def load_default() -> ThresholdTable:
+    data: ThresholdTable = json.loads(DATA_FILE.read_text(encoding="utf-8"))
     return data
 
 
-def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def merge(base: ThresholdTable, override: ThresholdTable) -> ThresholdTable:
     """`defaults` keys replace the base ones; override `models` are tried before the base models."""
     out = copy.deepcopy(base)
     unknown = set(override) - {"defaults", "models", "schema_version", "about"}
@@ -38,7 +39,7 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load(path: str | None = None, override: dict[str, Any] | None = None) -> dict[str, Any]:
+def load(path: str | None = None, override: ThresholdTable | None = None) -> ThresholdTable:
     table = load_default()
     if path:
         table = merge(table, json.loads(Path(path).read_text(encoding="utf-8")))
@@ -57,7 +58,7 @@ class Reference:
     reason: str | None = None  # set when no bandwidth verdict is possible
 
 
-def lookup(table: dict[str, Any], gpu_names: list[str], world_size: int) -> Reference:
+def lookup(table: ThresholdTable, gpu_names: list[str], world_size: int) -> Reference:
     if len(set(gpu_names)) > 1:
         return Reference(None, None, "", f"mixed GPU models {sorted(set(gpu_names))}: no single reference")
     name = gpu_names[0] if gpu_names else ""  # unknown model: only a catch-all override (".*") matches

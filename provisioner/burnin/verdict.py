@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from provisioner.burnin.shapes import PhaseData, PhaseDoc, Verdict
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 _RANK = {SKIP: 0, PASS: 1, WARN: 2, FAIL: 3}
@@ -16,7 +17,7 @@ class PhaseResult:
     name: str
     status: str = PASS
     reasons: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    data: PhaseData = field(default_factory=lambda: PhaseData())
     notes: list[str] = field(default_factory=list)  # context that does not change the status
 
     def fail(self, reason: str) -> None:
@@ -35,7 +36,7 @@ class PhaseResult:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PhaseDoc:
         return {"status": self.status, "reasons": list(self.reasons), "notes": list(self.notes), **self.data}
 
 
@@ -46,7 +47,7 @@ def worst(statuses: list[str]) -> str:
     return max(statuses, key=lambda s: _RANK[s])
 
 
-def overall(phases: dict[str, PhaseResult]) -> dict[str, Any]:
+def overall(phases: dict[str, PhaseResult]) -> Verdict:
     """'fail' if any phase failed, else 'pass' (warnings are reported, not fatal)."""
     failed = [name for name, p in phases.items() if p.status == FAIL]
     warned = [name for name, p in phases.items() if p.status == WARN]

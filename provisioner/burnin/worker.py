@@ -37,6 +37,7 @@ from provisioner.burnin.nvml_eval import evaluate_preflight
 from provisioner.burnin.nvml_reader import NvmlReader
 from provisioner.burnin.nvshmem_probe import precheck, run_probe
 from provisioner.burnin.report import build_result, format_summary, format_table, json_line, write_outputs
+from provisioner.burnin.shapes import Environment, GemmResult, PeerTimeout, RankDevice, ResultDoc
 from provisioner.burnin.thresholds import load as load_thresholds
 from provisioner.burnin.verdict import FAIL, PhaseResult
 from provisioner.burnin.watchdog import Watchdog
@@ -63,8 +64,8 @@ class Worker:
         self.soak: SoakOutcome | None = None
         self.monitor: Monitor | None = None
         self.gpu_names: list[str] = []
-        self.devices: list[dict[str, Any]] = []
-        self.env_info: dict[str, Any] | None = None
+        self.devices: list[RankDevice] = []
+        self.env_info: Environment | None = None
         self.store: Any = None
         self.broken = False
         self._done = threading.Lock()
@@ -89,12 +90,12 @@ class Worker:
             except (OSError, ValueError):
                 pass
 
-    def _peer_reports(self, wait: float) -> dict[int, dict[str, Any]]:
+    def _peer_reports(self, wait: float) -> dict[int, PeerTimeout]:
         """Timeouts other ranks left in the c10d store: {rank: {"region": ..., "limit": ...}}."""
         if self.store is None:
             return {}
         end = time.monotonic() + wait
-        found: dict[int, dict[str, Any]] = {}
+        found: dict[int, PeerTimeout] = {}
         while True:
             for r in range(self.world):
                 if r == self.rank or r in found:
@@ -110,7 +111,7 @@ class Worker:
             time.sleep(0.1)
 
     @staticmethod
-    def _describe_peers(peers: dict[int, dict[str, Any]]) -> str:
+    def _describe_peers(peers: dict[int, PeerTimeout]) -> str:
         by_region: dict[str, list[int]] = {}
         for r, info in sorted(peers.items()):
             by_region.setdefault(f"{info.get('region')} (limit {info.get('limit', 0):g}s)", []).append(r)
@@ -175,7 +176,7 @@ class Worker:
                 self.store = dist.distributed_c10d._get_default_store()
             except Exception:
                 self.store = None
-            me = {
+            me: RankDevice = {
                 "rank": self.rank, "pid": os.getpid(), "host": socket.gethostname(),
                 "node_rank": int(os.environ.get("GROUP_RANK", "0")),
                 "addr": local_address(os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")),
@@ -183,7 +184,7 @@ class Worker:
                 "bus": _bus_id(device), "name": torch.cuda.get_device_name(device) if device.type == "cuda"
                 else f"cpu ({platform.machine()})",
             }
-            gathered: list[Any] = [None] * self.world
+            gathered: list[RankDevice | None] = [None] * self.world  # each rank's `me`, unpickled
             dist.all_gather_object(gathered, me)
             self.devices = [g for g in gathered if isinstance(g, dict)]
 
@@ -195,10 +196,10 @@ class Worker:
         cfg = self.cfg
         with self.dog.guard("gemm", cfg.gemm_seconds + cfg.timeout + self._slack()):
             mine = run_gemm(self.rank, rt.device, cfg.gemm_size, cfg.gemm_seconds, self.faults)
-            gathered: list[Any] = [None] * self.world
-            dist.all_gather_object(gathered, mine)
+            ranks: list[GemmResult | None] = [None] * self.world  # each rank's run_gemm result
+            dist.all_gather_object(ranks, mine)
         self.phases["gemm"] = evaluate_gemm(
-            [g for g in gathered if isinstance(g, dict)], world_size=self.world,
+            [g for g in ranks if isinstance(g, dict)], world_size=self.world,
             thresholds_on=cfg.backend == "nccl", slow_fraction=float(self.table["defaults"]["gemm_slow_fraction"]),
         )
 
@@ -278,11 +279,11 @@ class Worker:
         return precheck(torch.__version__, torch.cuda.is_available(), available, self.cfg.backend)
 
     # -- the run ----------------------------------------------------------------------------------
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """Read once after init (the watchdog path must not call into CUDA)."""
         if self.env_info is not None:
             return self.env_info
-        env: dict[str, Any] = {
+        env: Environment = {
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "host": socket.gethostname(),
             # the interpreter the ranks run (the venv's bin/python when the step launched it) and its venv
@@ -332,7 +333,7 @@ class Worker:
     def _multi_node(self) -> bool:
         return self.world > self.local_world and self.store is not None
 
-    def _emit(self, doc: dict[str, Any]) -> None:
+    def _emit(self, doc: ResultDoc) -> None:
         if self._multi_node() and self.rank == 0:
             try:
                 self.store.set(RESULT_KEY, json_line(doc))

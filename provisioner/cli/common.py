@@ -18,7 +18,7 @@ from provisioner.events import Event, PlanReady
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
-from provisioner.runner import HostResult, Mode, exit_code, recap_json, run_host
+from provisioner.runner import HostResult, Mode, PlannedStep, Recap, exit_code, recap_json, run_host
 from provisioner.session import (
     LabNotRunning,
     allow_lab_secrets,
@@ -57,7 +57,7 @@ async def run_playbook(
     trust_new_host: bool = False,
     record_to: Path | None = None,
     verbose: bool = True,
-) -> tuple[list[HostResult], dict[str, Any], Path]:
+) -> tuple[list[HostResult], Recap, Path]:
     """One host: open the run, run the playbook, finish the run (and write the recording)."""
     host = host_label(playbook.target)
     plans = PlanCollector([host])
@@ -82,7 +82,7 @@ class PlanCollector:
     what the recap's "changed" count stands for."""
 
     def __init__(self, hosts: list[str]) -> None:
-        self.by_host: dict[str, list[dict[str, Any]]] = {host: [] for host in hosts}
+        self.by_host: dict[str, list[PlannedStep]] = {host: [] for host in hosts}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, PlanReady) and (event.changes or event.commands):

@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import click
 from packaging.version import Version
@@ -60,10 +59,11 @@ def demo_playbook(source: Path, dest: Path) -> Path:
 
     from provisioner.lab.sandbox import discover_pythons
 
-    data: dict[str, Any] = yaml.safe_load(source.read_text())
+    data: dict[str, object] = yaml.safe_load(source.read_text())  # the playbook as written (open YAML)
     pythons = discover_pythons()
     told: set[str] = set()
-    for step in data.get("steps", []):
+    steps = data.get("steps", [])
+    for step in steps if isinstance(steps, list) else []:
         if not isinstance(step, dict):
             continue
         params = step.setdefault("params", {}) if step.get("kind") in ("burnin.run", "torch.resolve",
@@ -103,8 +103,9 @@ def pin_unpublished_driver(book: Path, profile: str, lab_root: Path) -> None:
     url = f"{str(conn['driver_mirror']).rstrip('/')}/tesla/{p.driver_version}/{name}"
     with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 - the lab's loopback mirror
         sha = hashlib.sha256(resp.read()).hexdigest()
-    data: dict[str, Any] = yaml.safe_load(book.read_text())
-    for step in data.get("steps", []):
+    data: dict[str, object] = yaml.safe_load(book.read_text())  # the playbook as written (open YAML)
+    steps = data.get("steps", [])
+    for step in steps if isinstance(steps, list) else []:
         if isinstance(step, dict) and step.get("kind") == "driver.userspace":
             step.setdefault("params", {})["sha256"] = sha
     book.write_text(yaml.safe_dump(data, sort_keys=False))

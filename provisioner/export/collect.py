@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from provisioner.export import pylock
 from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof
+from provisioner.export.pylock import LockPart
 from provisioner.export.source import ExportRefused, Proof
 from provisioner.payloads import RuntimeGpu, VenvRuntime
 from provisioner.resolver.compat import variant_min_driver
@@ -33,7 +33,7 @@ _MANYLINUX = re.compile(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)")
 class Export:
     runtime: RuntimeProof
     host: HostNeeds
-    pylock: dict[str, Any]
+    pylock: pylock.PylockDoc
 
 
 async def _uv(ct: Transport) -> str:
@@ -57,13 +57,13 @@ async def read_venv_runtime(ct: Transport, venv: str) -> VenvRuntime:
     return data
 
 
-def compile_groups(groups: dict[str, dict[str, Any]], fetch: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+def compile_groups(groups: Mapping[str, LockPart], fetch: Callable[[str], str]) -> dict[str, LockPart]:
     """The venv's lock groups as uv compiles them to pylock: a group resolved with the PyTorch index explicit
     (`torch_index_url`) is split like venv.build installs it — its torch/torchvision lines from the PyTorch
     index, the rest from its `index_url` (PyPI) — each part with the URL this site fetches it from. The torch
     parts come first (merge keeps the first entry of a package)."""
-    torch_parts: dict[str, dict[str, Any]] = {}
-    rest: dict[str, dict[str, Any]] = {}
+    torch_parts: dict[str, LockPart] = {}
+    rest: dict[str, LockPart] = {}
     for name, group in groups.items():
         explicit = group.get("torch_index_url") or group.get("extra_index_url")
         if not explicit:
@@ -77,20 +77,20 @@ def compile_groups(groups: dict[str, dict[str, Any]], fetch: Callable[[str], str
     return {**torch_parts, **rest}
 
 
-async def make_pylock(ct: Transport, venv: str, groups: dict[str, dict[str, Any]], *, variant: str,
-                      torch_index: str, python: str, fetch: Callable[[str], str] = str) -> dict[str, Any]:
-    groups = compile_groups(groups, fetch)
+async def make_pylock(ct: Transport, venv: str, groups: Mapping[str, LockPart], *, variant: str,
+                      torch_index: str, python: str, fetch: Callable[[str], str] = str) -> pylock.PylockDoc:
+    parts = compile_groups(groups, fetch)
     uv = await _uv(ct)
     made = await ct.run(["mktemp", "-d"], timeout=60, quiet=True, check=True)
     work = made.lines[-1].strip()
     try:
-        for name, group in groups.items():
+        for name, group in parts.items():
             await ct.write_file(f"{work}/{name}.txt", str(group["text"]).encode())
-        result = await ct.run(["sh", "-c", pylock.compile_script(uv, venv, groups, work)], timeout=900, quiet=True)
+        result = await ct.run(["sh", "-c", pylock.compile_script(uv, venv, parts, work)], timeout=900, quiet=True)
         if not result.ok:
             raise ExportRefused("uv could not compile the venv's lock to pylock.toml in the container: "
                                 + " | ".join(result.tail(5)))
-        doc = pylock.merge(pylock.split_output(result.output), groups, variant=variant, torch_index=torch_index,
+        doc = pylock.merge(pylock.split_output(result.output), parts, variant=variant, torch_index=torch_index,
                            python=python)
         need = pylock.missing_sizes(doc)
         if need:
@@ -133,9 +133,9 @@ def machine_of(wheels: list[pylock.Wheel]) -> str:
     return arches.pop() if arches else "x86_64"
 
 
-def build(proof: Proof, venv: str, venv_rt: VenvRuntime, doc: dict[str, Any], vmid: int | None) -> Export:
+def build(proof: Proof, venv: str, venv_rt: VenvRuntime, doc: pylock.PylockDoc, vmid: int | None) -> Export:
     res = proof.resolved
-    torch_res: dict[str, Any] = res["torch"] if isinstance(res.get("torch"), dict) else {}
+    torch_res: Mapping[str, object] = res["torch"] if isinstance(res.get("torch"), dict) else {}
     burnin = res["burnin"]
     variant_name = str(torch_res.get("variant") or "")
     if not variant_name:

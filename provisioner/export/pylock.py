@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 PYLOCK = "pylock.toml"
 SEP = "@@pylock "
@@ -44,6 +45,58 @@ print(json.dumps(out))
 """
 
 
+class LockPart(TypedDict, total=False):
+    """A lock to compile to pylock: the `uv pip compile --generate-hashes` text and the index it came from
+    (a `resolved.venv_lock` group, or the torch or PyPI part of one; `collect.compile_groups`)."""
+
+    text: str
+    index_url: str | None
+    torch_index_url: str | None
+    extra_index_url: str | None  # an older record's name for torch_index_url
+    requirements: list[str]
+    python: str | None
+
+
+class PylockHashes(TypedDict, total=False):
+    sha256: str
+
+
+class PylockWheel(TypedDict, total=False):
+    """A `[[packages.wheels]]` entry of PEP 751 (the keys this engine reads; others kept as read)."""
+
+    name: str
+    url: str
+    size: int
+    hashes: PylockHashes
+    upload_time: str
+
+
+# PEP 751's keys have dashes: the functional form
+PylockPackage = TypedDict("PylockPackage", {
+    "name": str,
+    "version": str,
+    "index": str,
+    "marker": str,
+    "requires-python": str,
+    "wheels": list[PylockWheel],
+}, total=False)
+
+PylockTool = TypedDict("PylockTool", {
+    "torch-variant": str,
+    "torch-index": str,
+    "indexes": list[str],
+    "pypi-index": str,
+}, total=False)
+
+PylockDoc = TypedDict("PylockDoc", {
+    "lock-version": str,
+    "created-by": str,
+    "requires-python": str,
+    "packages": list[PylockPackage],
+    "tool": dict[str, PylockTool],
+}, total=False)
+
+
 @dataclass(frozen=True)
 class Wheel:
     name: str
@@ -59,7 +112,7 @@ class Wheel:
         return unquote(self.url.rsplit("/", 1)[-1])
 
 
-def compile_script(uv: str, venv: str, groups: dict[str, dict[str, Any]], workdir: str) -> str:
+def compile_script(uv: str, venv: str, groups: dict[str, LockPart], workdir: str) -> str:
     """Shell script: each group's lock text compiled to pylock.<group>.toml, printed after a separator line."""
     from provisioner import quoting
 
@@ -90,46 +143,48 @@ def split_output(text: str) -> dict[str, str]:
     return {k: "\n".join(v) + "\n" for k, v in out.items()}
 
 
-def merge(pylocks: dict[str, str], groups: dict[str, dict[str, Any]], *, variant: str, torch_index: str,
-          python: str) -> dict[str, Any]:
+def merge(pylocks: dict[str, str], groups: dict[str, LockPart], *, variant: str, torch_index: str,
+          python: str) -> PylockDoc:
     """One pylock document from the groups' (torch group first), each package with its index."""
-    packages: dict[str, dict[str, Any]] = {}
+    packages: dict[str, PylockPackage] = {}
     requires = None
     for name, text in pylocks.items():
-        doc = tomllib.loads(text)
+        doc = load(text)
         requires = requires or doc.get("requires-python")
         for pkg in doc.get("packages", []):
             key = re.sub(r"[-_.]+", "-", str(pkg["name"])).lower()
             if key in packages:
                 continue
-            entry = dict(pkg)
+            entry = PylockPackage(**pkg)  # a copy
             entry.setdefault("index", str(groups[name]["index_url"]))
             packages[key] = entry
     pypi = next((str(g["index_url"]) for n, g in groups.items() if not n.endswith("torch")), None)
-    indexes = []
+    indexes: list[str] = []
     for g in groups.values():
         for url in (g.get("index_url"), g.get("extra_index_url")):
             if url and url not in indexes:
                 indexes.append(str(url))
+    tool: PylockTool = {"torch-variant": variant, "torch-index": torch_index, "indexes": indexes}
+    if pypi:
+        tool["pypi-index"] = pypi
     return {"lock-version": "1.0", "created-by": "gpu-provisioner (uv pip compile --format pylock.toml)",
             "requires-python": requires or f"=={python}.*",
             "packages": [packages[k] for k in sorted(packages)],
-            "tool": {"gpu-provisioner": {"torch-variant": variant, "torch-index": torch_index, "indexes": indexes,
-                                         **({"pypi-index": pypi} if pypi else {})}}}
+            "tool": {"gpu-provisioner": tool}}
 
 
-def missing_sizes(doc: dict[str, Any]) -> list[str]:
+def missing_sizes(doc: PylockDoc) -> list[str]:
     return [str(w["url"]) for p in doc["packages"] for w in p.get("wheels", []) if "size" not in w]
 
 
-def set_sizes(doc: dict[str, Any], sizes: dict[str, int]) -> None:
+def set_sizes(doc: PylockDoc, sizes: dict[str, int]) -> None:
     for pkg in doc["packages"]:
         for w in pkg.get("wheels", []):
             if "size" not in w and str(w["url"]) in sizes:
                 w["size"] = int(sizes[str(w["url"])])
 
 
-def wheels(doc: dict[str, Any]) -> list[Wheel]:
+def wheels(doc: PylockDoc) -> list[Wheel]:
     """Every wheel of a pylock document; a package without a wheel, a hash or a size is an error."""
     out = []
     for pkg in doc.get("packages", []):
@@ -144,13 +199,15 @@ def wheels(doc: dict[str, Any]) -> list[Wheel]:
     return out
 
 
-def load(text: str) -> dict[str, Any]:
-    return tomllib.loads(text)
+def load(text: str) -> PylockDoc:
+    """A pylock.toml document (PEP 751; uv's or ours): the keys this engine reads are typed, others kept."""
+    doc: PylockDoc = tomllib.loads(text)  # type: ignore[assignment]  # tomllib is untyped: the shape PEP 751 states
+    return doc
 
 
 # --- a small TOML writer for the pylock shape (tomllib only reads) ------------------------------------
 
-def toml_value(v: Any) -> str:
+def toml_value(v: object) -> str:
     """`v` (bool, int, str, list, dict of those) as a TOML value: the pylock writer's and the Flox manifest's."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -169,7 +226,7 @@ def _key(k: str) -> str:
     return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
 
 
-def _table(prefix: str, table: dict[str, Any]) -> list[str]:
+def _table(prefix: str, table: Mapping[str, object]) -> list[str]:
     scalars = [f"{_key(k)} = {toml_value(v)}" for k, v in table.items()
                if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)
                                                   and k == "packages")]
@@ -184,5 +241,5 @@ def _table(prefix: str, table: dict[str, Any]) -> list[str]:
     return out
 
 
-def dumps(doc: dict[str, Any]) -> str:
+def dumps(doc: PylockDoc) -> str:
     return "\n".join(_table("", doc)) + "\n"

@@ -150,7 +150,7 @@ class ExportInstall(StepKind[InstallParams]):
         await ct.run(["sh", "-c", f"mkdir -p {quoting.join([path])} && : > {quoting.join([path + '/' + BUILDING_MARKER])}"
                                   f" && mkdir -p {quoting.join([meta + '/wheels'])}"], timeout=60, check=True)
         # uv from the same PyPI the export's other wheels came from (a site's mirror stays that site's)
-        pypi = str(doc.get("tool", {}).get("gpu-provisioner", {}).get("pypi-index") or PYPI_INDEX)
+        pypi = str((doc.get("tool") or {}).get("gpu-provisioner", {}).get("pypi-index") or PYPI_INDEX)
         site = VenvParams(path=path, pypi_mirror=None if pypi.rstrip("/") == PYPI_INDEX else pypi)
         uv = (await ensure_uv(ctx, uv_dir=site.uv_dir, pypi=site.fetch_url(PYPI_INDEX))).path
         py = ".".join(runtime.python.split(".")[:2])

@@ -130,7 +130,7 @@ class Resolution(BaseModel):
     others: list[OtherTool] = Field(default_factory=list)
     data_version: str = ""
 
-    def contract(self) -> dict[str, Any]:
+    def contract(self) -> dict[str, object]:
         """The `provisioner resolve --json` object (ARCHITECTURE §8) plus `others`/`warnings`."""
         return {
             "variant": self.variant,
@@ -174,7 +174,7 @@ class ResolveError(BaseModel):
     others: list[OtherTool] = Field(default_factory=list)
     data_version: str = ""
 
-    def contract(self) -> dict[str, Any]:
+    def contract(self) -> dict[str, object]:
         """`{"error": {"code","message","fix"}}` plus the rejected candidates."""
         return {
             "error": {"code": self.code, "message": self.message, "fix": self.fix},

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from provisioner import step_registry
 from provisioner.events import Event
+from provisioner.payloads import JsonObject
 from provisioner.steps.context import StepContext
 from provisioner.transport.base import CommandResult
 
@@ -52,7 +53,7 @@ class StepFailed(Exception):
 
     def __init__(self, message: str, *, fix: str = "", result: CommandResult | None = None,
                  evidence: list[str] | None = None, exit_code: int = 1,
-                 findings: list[dict[str, Any]] | None = None) -> None:
+                 findings: list[dict[str, object]] | None = None) -> None:
         self.message = message
         self.findings = findings or []  # diagnosis findings (`Finding.to_dict()`) the step itself established
         self.fix = fix
@@ -107,7 +108,7 @@ class StepKind(abc.ABC, Generic[P]):
     async def verify(self, ctx: StepContext) -> None:
         """Prove the result; raise StepFailed when it does not hold."""
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         """Facts to store in the playbook's `resolved` section after a successful run."""
         return {}
 

@@ -28,7 +28,7 @@ from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.facts.vgpu import vgpu_host_problem
 from provisioner.paths import cache_dir
-from provisioner.payloads import DriverSourceRecord
+from provisioner.payloads import DriverSourceRecord, JsonObject
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import ChecksumConfirmation, StepContext
 from provisioner.steps.gpu_common import verify_smi
@@ -584,7 +584,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         host = ctx.state.host_driver or (await ensure_inventory(ctx)).driver_version
         await verify_smi(ctx, host)
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         """The installer this run used and the SHA-256 it verified (a later replay verifies against it)."""
         rec = getattr(self, "_record", None)
         if rec is None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from provisioner.events import Event
 from provisioner.facts import nvidia
+from provisioner.payloads import JsonObject
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.gpu_common import verify_smi
@@ -50,7 +50,7 @@ class GpuDetect(StepKind[DetectParams]):
         return
         yield  # pragma: no cover
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         det = ctx.state.detection
         keys = {"index", "name", "uuid", "pci_bus_id", "compute_cap", "memory_mib"}
         return {"container_gpus": [g.model_dump(include=keys) for g in det.gpus]} if det else {"container_gpus": []}

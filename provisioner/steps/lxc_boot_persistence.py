@@ -118,7 +118,7 @@ class LxcBootPersistence(StepKind[BootParams]):
         p = self.params
         pt = _passthrough_params(ctx)
         by_index = {f"/dev/nvidia{g.index}": g for g in inv.gpus}
-        gpus = [{"index": by_index[d].index, "uuid": by_index[d].uuid} for d in devices if d in by_index]
+        gpus = [drift.ManifestGpu(index=by_index[d].index, uuid=by_index[d].uuid) for d in devices if d in by_index]
         obs.want_record = drift.Manifest(
             vmid=ctx.vmid, devices=devices, dev_mode=str(pt.get("dev_mode", "0666")),
             passthrough="raw" if mode == "raw" else "dev", gpus=gpus,

@@ -7,7 +7,7 @@ written on the node before the API call, and is waited for or removed and create
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from provisioner import secrets, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
+from provisioner.payloads import JsonObject, TemplateRecord
 from provisioner.steps import lxc_spec, ownership
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -91,8 +92,9 @@ class CreateParams(Params):
         validate.storage(storage)
         return v
 
-    def api_params(self, vmid: int) -> dict[str, Any]:
-        params: dict[str, Any] = {
+    def api_params(self, vmid: int) -> dict[str, str | int]:
+        """The `POST /nodes/{node}/lxc` parameters (without the secrets `apply` adds)."""
+        params: dict[str, str | int] = {
             "vmid": vmid,
             "ostemplate": self.template,
             "hostname": self.hostname,
@@ -114,7 +116,7 @@ class CreateParams(Params):
         return ownership.spec_of_params(self)
 
 
-def _existing_comparable(config: dict[str, Any]) -> dict[str, str]:
+def _existing_comparable(config: Mapping[str, object]) -> dict[str, str]:
     return ownership.spec_of_config(config)
 
 
@@ -137,36 +139,37 @@ async def choose_vmid(ctx: StepContext, vmid: int | None) -> int:
     return chosen
 
 
-async def container_exists(ctx: StepContext, vmid: int) -> dict[str, Any] | None:
+async def container_exists(ctx: StepContext, vmid: int) -> Mapping[str, object] | None:
+    """The container's config (`GET .../lxc/{vmid}/config`: open PVE JSON, read by key), None when absent."""
     client = ctx.pve()
     cts = await call(ctx, "list containers", client.list_cts, node_name(ctx))
     for ct in cts:
         if int(ct.get("vmid", -1)) == vmid:
-            config: dict[str, Any] = await call(ctx, f"read CT {vmid} config", client.ct_config, vmid, node_name(ctx))
+            config: Mapping[str, object] = await call(ctx, f"read CT {vmid} config", client.ct_config, vmid, node_name(ctx))
             return config
     return None
 
 
-def template_record(volid: str, aplinfo: list[dict[str, Any]] | None) -> dict[str, Any]:
+def template_record(volid: str, aplinfo: list[Mapping[str, object]] | None) -> TemplateRecord:
     """The template as `resolved.template` records it: its file name and the sha512 PVE's appliance index
     lists for it (`GET /nodes/{node}/aplinfo`, `sha512sum` per template: pve-manager PVE/APLInfo.pm; `pveam
     available` reads the same index); sha512 None for a template the index does not list (a custom one)."""
     name = volid.partition(":")[2].removeprefix("vztmpl/")
     entry = next((e for e in aplinfo or [] if e.get("template") == name), None)
     sha = entry.get("sha512sum") if entry else None
-    return {"name": name, "sha512": sha if isinstance(sha, str) and sha else None}
+    return TemplateRecord(name=name, sha512=sha if isinstance(sha, str) and sha else None)
 
 
-def template_drift(recorded: Any, current: dict[str, Any]) -> str | None:
+def template_drift(recorded: TemplateRecord | None, current: TemplateRecord) -> str | None:
     """A note when the index now lists another sha512 for the recorded template (or another template)."""
-    if not isinstance(recorded, dict) or not recorded.get("name"):
+    if recorded is None or not recorded.name:
         return None
-    if recorded["name"] != current["name"]:
-        return (f"warning: drift: template {current['name']}, the playbook recorded {recorded['name']} "
-                f"(sha512 {recorded.get('sha512')})")
-    if recorded.get("sha512") and current["sha512"] and recorded["sha512"] != current["sha512"]:
-        return (f"warning: drift: aplinfo lists template {current['name']} with sha512 {current['sha512']}, "
-                f"the playbook recorded {recorded['sha512']}: the index re-published the file")
+    if recorded.name != current.name:
+        return (f"warning: drift: template {current.name}, the playbook recorded {recorded.name} "
+                f"(sha512 {recorded.sha512})")
+    if recorded.sha512 and current.sha512 and recorded.sha512 != current.sha512:
+        return (f"warning: drift: aplinfo lists template {current.name} with sha512 {current.sha512}, "
+                f"the playbook recorded {recorded.sha512}: the index re-published the file")
     return None
 
 
@@ -254,7 +257,7 @@ class LxcCreate(StepKind[CreateParams]):
         """The template's record (name, aplinfo sha512) for `resolved.template`, and a note when it differs
         from the playbook's. An index that cannot be read leaves the name alone recorded."""
         try:
-            apl: list[dict[str, Any]] | None = await call(ctx, "read aplinfo", ctx.pve().aplinfo, node)
+            apl: list[Mapping[str, object]] | None = await call(ctx, "read aplinfo", ctx.pve().aplinfo, node)
         except StepFailed:
             apl = None
         ctx.state.template = template_record(self.params.template, apl)
@@ -323,9 +326,9 @@ class LxcCreate(StepKind[CreateParams]):
         if bad:
             raise StepFailed(f"CT {vmid} was created but differs: " + "; ".join(bad))
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
-        out: dict[str, Any] = {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
+    def resolved(self, ctx: StepContext) -> JsonObject:
+        out: JsonObject = {"vmid": ctx.vmid} if ctx.playbook.target.container is None else {}
         template = ctx.state.template or ctx.resolved.template  # an existing CT keeps its record
         if template:
-            out["template"] = template
+            out["template"] = template.dump()
         return out

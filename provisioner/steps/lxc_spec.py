@@ -19,7 +19,7 @@ The net0 and features values sent keep every property the playbook does not name
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ class SpecUpdate:
     """What it takes to bring an existing container of ours to the playbook's spec."""
 
     vmid: int
-    config: dict[str, Any] = field(default_factory=dict)  # PUT …/config parameters
+    config: dict[str, str] = field(default_factory=dict)  # PUT …/config parameters
     resize_gb: int | None = None  # PUT …/resize rootfs to this size
     changes: list[str] = field(default_factory=list)  # `cores 64 → 32`, as the plan shows them
     refused: list[str] = field(default_factory=list)  # differences PVE cannot apply in place, with why
@@ -51,7 +51,7 @@ class SpecUpdate:
         return out
 
 
-def _flag(value: Any, default: str = "0") -> str:
+def _flag(value: object, default: str = "0") -> str:
     text = str(value if value is not None else default)
     return "1" if text in ("1", "true", "True") else "0"
 
@@ -78,7 +78,7 @@ def manages_onboot(params: Any, steps: Sequence[Any]) -> bool:
         s.kind == "lxc.boot_persistence" and s.params.get("onboot") is not None for s in steps)
 
 
-def plan_update(params: Any, config: dict[str, Any], vmid: int, *, onboot: bool = True) -> SpecUpdate:
+def plan_update(params: Any, config: Mapping[str, object], vmid: int, *, onboot: bool = True) -> SpecUpdate:
     """The update from `config` (GET …/config of CT `vmid`) to the `lxc.create` parameters `params`;
     `onboot`: whether this step owns `onboot` (`manages_onboot`)."""
     upd = SpecUpdate(vmid=vmid)

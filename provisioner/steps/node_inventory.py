@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 from pydantic import Field
 
@@ -11,6 +10,7 @@ from provisioner.events import Event
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import UnitState
+from provisioner.payloads import JsonObject
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
 from provisioner.steps.host_inventory import gather_inventory
@@ -56,7 +56,7 @@ class NodeInventory(StepKind[InventoryParams]):
         return
         yield  # pragma: no cover
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         inv = ctx.state.inventory
         if inv is None:
             return {}

@@ -20,7 +20,10 @@ import json
 import re
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from provisioner.proxmox.lxc_conf import parse_property_string
 from provisioner.proxmox.tasks import decode_upid, exitstatus_is_ok
@@ -35,16 +38,16 @@ _SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([KMGT]?)\Z")
 _SIZE_GB = {"K": 1 / 1024 / 1024, "M": 1 / 1024, "G": 1.0, "T": 1024.0, "": 1 / 1024 / 1024 / 1024}
 
 
-def tags_of(config: dict[str, Any]) -> set[str]:
+def tags_of(config: Mapping[str, object]) -> set[str]:
     """PVE's `pve-tag-list`: tags separated by `;`, `,` or spaces."""
     return {t for t in re.split(r"[;,\s]+", str(config.get("tags", ""))) if t}
 
 
-def is_ours(config: dict[str, Any]) -> bool:
+def is_ours(config: Mapping[str, object]) -> bool:
     return OWNER_TAG in tags_of(config)
 
 
-def is_half_created(config: dict[str, Any]) -> bool:
+def is_half_created(config: Mapping[str, object]) -> bool:
     return str(config.get("lock", "")) == "create"
 
 
@@ -76,7 +79,7 @@ def features_of(value: str) -> dict[str, str]:
     return out
 
 
-def spec_of_config(config: dict[str, Any]) -> dict[str, str]:
+def spec_of_config(config: Mapping[str, object]) -> dict[str, str]:
     """The comparable settings of an existing container (PVE's defaults where a key is absent)."""
     net = parse_property_string(str(config.get("net0", "")))
     rootfs = parse_property_string(str(config.get("rootfs", "")), "volume")
@@ -111,7 +114,7 @@ def spec_of_params(p: Any) -> dict[str, str]:
     }
 
 
-def differences(params: Any, config: dict[str, Any]) -> list[str]:
+def differences(params: Any, config: Mapping[str, object]) -> list[str]:
     want, have = spec_of_params(params), spec_of_config(config)
     return [f"{k}: existing {have.get(k, '')!r}, playbook {want.get(k, '')!r}"
             for k in dict.fromkeys([*want, *have]) if have.get(k, "") != want.get(k, "")]
@@ -130,17 +133,30 @@ async def write_marker(ctx: StepContext, vmid: int, hostname: str, upid: str | N
     await ctx.node.write_file(marker_path(vmid), json.dumps(doc).encode(), timeout=30)
 
 
-async def read_marker(ctx: StepContext, vmid: int) -> dict[str, Any] | None:
+class CreateMarker(BaseModel):
+    """The marker `write_marker` leaves on the node while our create runs (read back to adopt a half-created CT)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    vmid: int | None = None
+    hostname: str | None = None
+    upid: str | None = None  # absent until the create call answered
+    started: int = 0
+    controller: str | None = None
+    tool: str | None = None
+
+
+async def read_marker(ctx: StepContext, vmid: int) -> CreateMarker | None:
     result = await ctx.node.run(["cat", marker_path(vmid)], timeout=30, quiet=True)
     if not result.ok:
         return None
     try:
-        doc = json.loads(result.output)
-    except ValueError:
+        marker = CreateMarker.model_validate_json(result.output)
+    except ValidationError:
         return None
-    if not isinstance(doc, dict) or doc.get("tool") != OWNER_TAG or doc.get("vmid") != vmid:
+    if marker.tool != OWNER_TAG or marker.vmid != vmid:
         return None
-    return doc
+    return marker
 
 
 async def clear_marker(ctx: StepContext, vmid: int) -> None:
@@ -159,14 +175,14 @@ async def half_created(ctx: StepContext, vmid: int, hostname: str) -> HalfCreate
     """Our half-created container `vmid` (marker on the node for this hostname), or None when the
     marker is missing: then the `lock: create` container is someone else's."""
     marker = await read_marker(ctx, vmid)
-    if marker is None or marker.get("hostname") != hostname:
+    if marker is None or marker.hostname != hostname:
         return None
     client = ctx.pve()
-    upid = marker.get("upid")
-    if not isinstance(upid, str) or not _is_create_task(upid, vmid):
+    upid = marker.upid
+    if upid is None or not _is_create_task(upid, vmid):
         # The create call itself did not answer: look for a vzcreate task of this vmid since the marker.
         tasks = await call(ctx, "list tasks", client.list_tasks, node_name(ctx), vmid=vmid, typefilter="vzcreate")
-        since = int(marker.get("started", 0)) - 5
+        since = marker.started - 5
         mine = [t for t in tasks if int(t.get("starttime", 0)) >= since and _is_create_task(str(t.get("upid")), vmid)]
         if not mine:
             return HalfCreated(vmid, None, "unknown")

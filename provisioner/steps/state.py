@@ -9,12 +9,19 @@ fields directly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from provisioner.facts.models import Gpu, P2PMatrix, TopoMatrix
-from provisioner.payloads import BurninReport, DriverSourceRecord, MultinodeReport, VenvLock, VenvRuntime
+from provisioner.payloads import (
+    BurninReport,
+    DriverSourceRecord,
+    MultinodeReport,
+    TemplateRecord,
+    VenvLock,
+    VenvRuntime,
+)
 from provisioner.resolver.models import Resolution
 
 
@@ -64,9 +71,9 @@ class TorchChoice(_Model):
 
     resolution: Resolution
     python: str
-    request: dict[str, Any]
+    request: dict[str, object]  # the torch.resolve parameters (ResolveParams.model_dump())
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> dict[str, object]:
         """What the playbook's `resolved.torch` keeps (a replay compares `request`)."""
         r = self.resolution
         return {"variant": r.variant, "index_url": r.index_url, "torch": r.torch, "torchvision": r.torchvision,
@@ -108,7 +115,7 @@ class RunState:
     venv_lock: VenvLock | None = None
     venv_freeze: list[str] = field(default_factory=list)
     venv_runtime: VenvRuntime | None = None
-    template: dict[str, Any] | None = None  # lxc.create: the template's name and aplinfo sha512
+    template: TemplateRecord | None = None  # lxc.create: the template's name and aplinfo sha512
     burnin: BurninReport | None = None  # the burn-in's report, parsed from the rank's JSON line
     burnin_collective: str = ""
     burnin_multinode: MultinodeReport | None = None  # this node's view of the multi-node burn-in report

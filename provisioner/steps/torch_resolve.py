@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
 
 from pydantic import Field, ValidationError
 
@@ -12,6 +11,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.facts import catalog
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
+from provisioner.payloads import JsonObject
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, resolve
 from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
@@ -85,10 +85,10 @@ class TorchResolve(StepKind[ResolveParams]):
     title = "Pick the PyTorch wheel"
     Params = ResolveParams
 
-    def _request(self) -> dict[str, Any]:
+    def _request(self) -> dict[str, object]:
         return self.params.model_dump()
 
-    def _resolve(self, base: dict[str, Any], torch: str | None) -> Resolution | ResolveError:
+    def _resolve(self, base: Mapping[str, object], torch: str | None) -> Resolution | ResolveError:
         try:
             request = ResolveRequest.model_validate({**base, "torch": torch})
         except ValidationError as exc:
@@ -141,5 +141,5 @@ class TorchResolve(StepKind[ResolveParams]):
         return
         yield  # pragma: no cover
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         return {"torch": ctx.state.torch.recorded()} if ctx.state.torch is not None else {}

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TypedDict
 
 from provisioner import __version__, atomic
 from provisioner.diagnose import diagnose
@@ -65,11 +65,29 @@ class BundleError(ValueError):
     """Not a readable support bundle."""
 
 
+class MemberEntry(TypedDict):
+    """A member of the bundle as the manifest lists it (its bytes' sha256, after redaction)."""
+
+    path: str
+    size: int
+    sha256: str
+    source: str
+
+
+class RunLogEntry(TypedDict, total=False):
+    """A run log the bundle took (its tail), or why it could not."""
+
+    log: str
+    file: str
+    truncated_to_tail: bool
+    error: str
+
+
 @dataclass
 class BundleResult:
     path: Path
-    manifest: dict[str, Any]
-    members: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, object]  # manifest.json as written (read back)
+    members: list[MemberEntry] = field(default_factory=list)
     size: int = 0
     redacted_members: list[str] = field(default_factory=list)
 
@@ -103,7 +121,7 @@ class _Writer:
     def __init__(self, scrub: Scrubber) -> None:
         self.scrub = scrub
         self.members: list[tuple[str, bytes]] = []
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[MemberEntry] = []
         self.redacted: list[str] = []
 
     def add(self, path: str, text: str, source: str, pre: Callable[[str, Scrubber], str] | None = None) -> None:
@@ -171,7 +189,7 @@ def write_bundle(
             parsed_file[r.name] = f"parsed/{r.name}.json"
             w.add(parsed_file[r.name], json.dumps(scrub.scrub_obj(r.parsed), indent=2, sort_keys=True) + "\n",
                   f"{r.name} parsed by its fact's parser")
-    run_entries: list[dict[str, Any]] = []
+    run_entries: list[RunLogEntry] = []
     if include_runs:
         for log in recent_run_logs(runs_dir):
             try:
@@ -185,7 +203,7 @@ def write_bundle(
     for name, text in (extra_files or {}).items():
         w.add(f"extra/{PurePosixPath(name).name}", text, f"extra file {name}")
 
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "tool": f"provisioner {__version__}",
@@ -281,20 +299,22 @@ def _nesting(raw: bytes) -> int:
     return deepest
 
 
-def _check_manifest(p: Path, manifest: dict[str, Any]) -> None:
+def _check_manifest(p: Path, manifest: dict[str, object]) -> None:
     """Every part read below has the type written by `write_bundle` (else exit 2, not a traceback)."""
 
     def bad(what: str) -> BundleError:
         return BundleError(f"{p}: {MANIFEST}: {what}")
 
+    objects: dict[str, list[dict[str, object]]] = {}
     for key in ("members", "probes"):
         value = manifest.get(key, [])
         if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
             raise bad(f"'{key}' must be a list of objects")
-    for entry in manifest.get("members", []):
+        objects[key] = value
+    for entry in objects["members"]:
         if not isinstance(entry.get("path"), str) or not isinstance(entry.get("sha256", ""), str):
             raise bad("a member needs a string 'path' and 'sha256'")
-    for meta in manifest.get("probes", []):
+    for meta in objects["probes"]:
         if not isinstance(meta.get("file", ""), (str, type(None))):
             raise bad("a probe's 'file' must be a string")
     col = manifest.get("collection", {})

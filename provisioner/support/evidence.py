@@ -37,7 +37,7 @@ class ProbeRecord:
         """The command ran to an exit status on its target."""
         return self.status in ("ok", "absent", "failed")
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> dict[str, object]:
         """Everything but the output (the manifest's probe entry)."""
         return {
             "name": self.name, "target": self.target, "where": self.where, "command": self.command,
