@@ -13,13 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from provisioner.export import flox, nix, oci, pylock, write
 from provisioner.export.collect import Export, build, make_pylock, read_venv_runtime
 from provisioner.export.models import FORMATS
 from provisioner.export.source import ExportRefused, Proof, read_run, require_proven
 from provisioner.playbook import Playbook
+from provisioner.steps.venv_common import section
 from provisioner.transport.base import Transport
 
 #: what each format renders beside the core files (pylock.toml, runtime.json, host.json)
@@ -130,8 +130,8 @@ def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *,
         plan.refused = "the playbook names no container and the run recorded none"
         return plan
     plan.proof, plan.vmid = proof, int(vmid)
-    torch: dict[str, Any] = res["torch"] if isinstance(res.get("torch"), dict) else {}
-    runtime: dict[str, Any] = res["runtime"] if isinstance(res.get("runtime"), dict) else {}
+    torch = section(res, "torch")
+    runtime = section(res, "runtime")
     built = runtime.get("torch") or torch.get("version") or "the venv's torch"
     groups = res["venv_lock"]["groups"]
     plan.files = [

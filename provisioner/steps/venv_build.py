@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from pydantic import Field, field_validator
 
@@ -47,16 +47,55 @@ from provisioner.steps.venv_common import (
     PY_VERSION,
     PYPI_INDEX,
     RUNTIME_FILE,
+    VenvProbe,
     arch_covers,
     ensure_uv,
     install_failure,
     probe_venv,
     recorded_toolchain,
+    section,
     smoke_test,
 )
 from provisioner.transport.base import CommandResult
 
 TORCH_FAMILY = ("torch", "torchvision")
+
+
+class VenvRequest(TypedDict):
+    """What venv.build is asked to build (kept as `request` in runtime.json: a replay compares it)."""
+
+    torch: str
+    torchvision: str | None
+    index_url: str
+    python: str
+    extra_packages: list[str]
+    pypi_url: str
+
+
+class LockGroup(TypedDict, total=False):
+    """One group to lock and install (`_groups`), and once locked its `resolved.venv_lock` entry (plus
+    python and text; `name` is the key there)."""
+
+    name: str
+    requirements: list[str]
+    index_url: str
+    torch_index_url: str | None
+    python: str
+    text: str
+
+
+class HashMismatch(TypedDict):
+    """uv's "Hash mismatch" report: the file, the hashes the lock allows and the one its bytes have."""
+
+    name: str
+    version: str
+    expected: list[str]
+    computed: str | None
+
+
+def _text(value: object) -> str | None:
+    """A recorded string value (None when absent or empty)."""
+    return str(value) if value else None
 
 
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
@@ -144,17 +183,18 @@ def parse_lock(text: str) -> dict[str, str]:
     return pins
 
 
-def toolchain_drift(recorded: dict[str, Any], state: dict[str, Any], *, vmid: int, uv_dir: str) -> tuple[list[str], list[str]]:
+def toolchain_drift(recorded: Mapping[str, object], state: VenvProbe, *, vmid: int,
+                    uv_dir: str) -> tuple[list[str], list[str]]:
     """(changes, notes) for a built venv whose container's toolchain differs from the playbook's record: a uv
     other than the recorded one (neither on PATH nor in uv_dir) is installed into uv_dir at the recorded
     version; a venv whose Python is another patch release is named (its repair is `recreate: true`)."""
     changes, notes = [], []
-    want_uv = (recorded.get("uv") or {}).get("version")
+    want_uv = section(recorded, "uv").get("version")
     have = [v for v in (state.get("uv_path_version"), state.get("uv_dir_version")) if v]
     if want_uv and want_uv not in have:
         seen = f"uv {have[0]} in CT {vmid}" if have else f"no uv in CT {vmid}"
         changes.append(f"install uv {want_uv} into {uv_dir}: {seen}, the playbook recorded {want_uv}")
-    want_py = (recorded.get("python") or {}).get("version")
+    want_py = section(recorded, "python").get("version")
     if want_py and state.get("venv_python") and state["venv_python"] != want_py:
         notes.append(f"warning: drift: Python {state['venv_python']} in the venv of CT {vmid}, the playbook "
                      f"recorded {want_py}; set recreate: true to rebuild it with the recorded Python")
@@ -185,7 +225,7 @@ _MISMATCH_RE = re.compile(r"Hash mismatch for `([A-Za-z0-9._\-]+)==([^`\s]+)`")
 _SHA_RE = re.compile(r"sha256:([0-9a-f]{64})")
 
 
-def parse_hash_mismatch(text: str) -> dict[str, Any] | None:
+def parse_hash_mismatch(text: str) -> HashMismatch | None:
     """uv's "Hash mismatch for `name==version`" with its Expected/Computed sha256 lines (None: not one)."""
     m = _MISMATCH_RE.search(text)
     if m is None:
@@ -223,14 +263,15 @@ def pick_file(listing: str, page_url: str, name: str, version: str, python: str)
     return None
 
 
-def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any]) -> dict[str, Any] | None:
+def _recorded_lock(ctx: StepContext, group: LockGroup, req: VenvRequest) -> JsonObject | None:
     """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
     lock = ctx.resolved.venv_lock
     recorded = lock.groups.get(group["name"]) if lock is not None else None
     if recorded is None or not recorded.text:
         return None
     prior = recorded.dump()
-    same = all(prior.get(k) == group[k] for k in ("requirements", "index_url", "torch_index_url"))
+    same = (prior.get("requirements") == group["requirements"] and prior.get("index_url") == group["index_url"]
+            and prior.get("torch_index_url") == group["torch_index_url"])
     return prior if same and prior.get("python") == req["python"] else None
 
 
@@ -238,13 +279,13 @@ def _recorded_lock(ctx: StepContext, group: dict[str, Any], req: dict[str, Any])
 class _Build:
     """What the phases of one `venv.build` apply hand on to each other."""
 
-    req: dict[str, Any]
+    req: VenvRequest
     uv: str = ""
     uv_version: str = ""
     uv_source: str = ""
     python_provided: str = ""
     repair: bool = False
-    locks: dict[str, Any] = field(default_factory=dict)
+    locks: dict[str, LockGroup] = field(default_factory=dict)
     pins: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
@@ -261,51 +302,55 @@ class VenvBuild(StepKind[VenvParams]):
     Params = VenvParams
 
     # --- what is wanted ---------------------------------------------------------------------------
-    def _request(self, ctx: StepContext) -> dict[str, Any]:
-        res: dict[str, Any] = ctx.state.torch.recorded() if ctx.state.torch is not None else dict(ctx.resolved.torch or {})
-        torch_v = self.params.torch or res.get("torch")
+    def _request(self, ctx: StepContext) -> VenvRequest:
+        res: Mapping[str, object] = (ctx.state.torch.recorded() if ctx.state.torch is not None
+                                     else dict(ctx.resolved.torch or {}))
+        torch_v = self.params.torch or _text(res.get("torch"))
         if not torch_v:
             raise StepFailed("no torch version: run torch.resolve before venv.build or set torch:", exit_code=ExitCode.USAGE)
-        index = self.params.index_url or res.get("index_url")
+        index = self.params.index_url or _text(res.get("index_url"))
         if not index:
             raise StepFailed("no wheel index: run torch.resolve before venv.build or set index_url:", exit_code=ExitCode.USAGE)
         index = index.rstrip("/")
-        tv = self.params.torchvision or (None if self.params.torch else res.get("torchvision"))
-        python = self.params.python or res.get("python") or "3.12"
+        tv = self.params.torchvision or (None if self.params.torch else _text(res.get("torchvision")))
+        python = self.params.python or _text(res.get("python")) or "3.12"
         pypi = index if self.params.extras_from_torch_index else (self.params.pypi_url or PYPI_INDEX)
         # What the user asked for (the real index URLs): a site's mirror is where they are fetched from
         # (`VenvParams.fetch_url`), never part of the request, so a mirror that moves is not drift.
         return {"torch": torch_v, "torchvision": tv, "index_url": index, "python": python,
                 "extra_packages": list(self.params.extra_packages), "pypi_url": pypi.rstrip("/")}
 
-    def _groups(self, req: dict[str, Any]) -> list[dict[str, Any]]:
+    def _groups(self, req: VenvRequest) -> list[LockGroup]:
         """torch (+ torchvision), then the extras; each resolved with PyPI as the index and the PyTorch index
         explicit for torch/torchvision (None when the site has no PyPI: then the PyTorch index is the index)."""
         torch_reqs = [f"torch=={req['torch']}"] + ([f"torchvision=={req['torchvision']}"] if req["torchvision"] else [])
         explicit = None if req["pypi_url"] == req["index_url"] else req["index_url"]
-        indexes = {"index_url": req["pypi_url"], "torch_index_url": explicit}
-        groups = [{"name": "torch", "requirements": torch_reqs, **indexes}]
+        groups: list[LockGroup] = [{"name": "torch", "requirements": torch_reqs, "index_url": req["pypi_url"],
+                                    "torch_index_url": explicit}]
         if req["extra_packages"]:
-            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), **indexes})
+            groups.append({"name": "extra", "requirements": list(req["extra_packages"]), "index_url": req["pypi_url"],
+                           "torch_index_url": explicit})
         return groups
 
     @staticmethod
-    def _describe(req: dict[str, Any]) -> str:
-        text = f"torch {req['torch']}" + (f" + torchvision {req['torchvision']}" if req["torchvision"] else "")
-        text += f" from {req['index_url']}"
-        if req["extra_packages"]:
-            text += f" + {', '.join(req['extra_packages'])}"
-        return text + f" (Python {req['python']})"
+    def _describe(req: Mapping[str, object]) -> str:
+        """A request (ours, or one a runtime.json recorded) in words."""
+        text = f"torch {req.get('torch')}" + (f" + torchvision {req['torchvision']}" if req.get("torchvision") else "")
+        text += f" from {req.get('index_url')}"
+        extras = req.get("extra_packages")
+        if isinstance(extras, list) and extras:
+            text += f" + {', '.join(map(str, extras))}"
+        return text + f" (Python {req.get('python')})"
 
     # --- what is there ----------------------------------------------------------------------------
-    async def _state(self, ctx: StepContext) -> dict[str, Any]:
+    async def _state(self, ctx: StepContext) -> VenvProbe:
         """What is at the venv path, with the venv path and uv_dir resolved in the container and guarded
         (`_guard_resolved`) before anything else runs: one read-only command."""
         state, result = await probe_venv(ctx, self.params.path, self.params.uv_dir)
         self._guard_resolved(ctx, state, result)
         return state
 
-    def _guard_resolved(self, ctx: StepContext, state: dict[str, Any], result: CommandResult) -> None:
+    def _guard_resolved(self, ctx: StepContext, state: VenvProbe, result: CommandResult) -> None:
         """The venv path and uv_dir as the container resolves them: a path that reaches another directory
         through a symbolic link (`/opt/link -> /`) or a system directory is refused before any command
         changes anything, and every later command uses the path as given, which is then the real one."""
@@ -348,7 +393,8 @@ class VenvBuild(StepKind[VenvParams]):
             if rt.get("request") == req:
                 return Plan(changes=[f"finish {path}: its last build did not pass verification ({want})"])
             if not self.params.recreate:
-                have = self._describe(rt["request"]) if isinstance(rt.get("request"), dict) else "another set"
+                prior = rt.get("request")
+                have = self._describe(prior) if isinstance(prior, dict) else "another set"
                 raise StepFailed(f"{path} exists with {have}; the playbook wants {want}. It is left untouched.",
                                  fix="set recreate: true on the venv.build step, or choose another path")
             return Plan(changes=[f"recreate {path} (recreate: true): {want}"])
@@ -370,12 +416,12 @@ class VenvBuild(StepKind[VenvParams]):
         group from its lock → record the lock and runtime."""
         build = _Build(req=self._request(ctx))
         state = await self._state(ctx)
-        rt = state.get("runtime") or {}
+        rt: JsonObject = state.get("runtime") or {}
         if (state["state"] == "built" and rt.get("request") == build.req
                 and (rt.get("verified") or not self.params.smoke_test)):
             # a current venv whose uv drifted: install the recorded uv, nothing else
             build.uv = await self._ensure_uv(ctx, build.req, build)
-            runtime = {**rt, "toolchain": {**(rt.get("toolchain") or {}), "uv": self._uv_record(build)}}
+            runtime: JsonObject = {**rt, "toolchain": {**section(rt, "toolchain"), "uv": self._uv_record(build)}}
             ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
             await self._write_runtime(ctx, runtime)
             yield ctx.info(f"using {build.uv} (uv {build.uv_version}); {self.params.path} is unchanged")
@@ -414,7 +460,7 @@ class VenvBuild(StepKind[VenvParams]):
 
     async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
-        rec = recorded_toolchain(ctx.resolved).get("python") or {}
+        rec = section(recorded_toolchain(ctx.resolved), "python")
         if (str(rec.get("provided_by", "")).startswith("uv") and str(rec.get("version", "")).startswith(python + ".")):
             python = str(rec["version"])  # uv provided it: the same patch release again
         found = await ct.run([uv, "python", "find", python], timeout=120, quiet=True)
@@ -434,7 +480,7 @@ class VenvBuild(StepKind[VenvParams]):
                              fix=f"install Python {python} in the container, or allow uv to download it "
                                  "(network access to GitHub; UV_PYTHON_DOWNLOADS not 'never')")
 
-    async def _install_group(self, ctx: StepContext, build: _Build, group: dict[str, Any]) -> AsyncIterator[Event]:
+    async def _install_group(self, ctx: StepContext, build: _Build, group: LockGroup) -> AsyncIterator[Event]:
         """Resolve (or take the recorded lock of) one group with hashes, then install exactly that.
 
         With a PyTorch index and a PyPI, the resolution is uv's documented one for PyTorch: a request
@@ -496,10 +542,10 @@ class VenvBuild(StepKind[VenvParams]):
                                                    python=req["python"])
                 raise install_failure(name, reqs, str(source), installed, ctx.words)
         build.pins.update(parse_lock(text))
-        build.locks[name] = {**{k: group[k] for k in ("requirements", "index_url", "torch_index_url")},
-                             "python": req["python"], "text": text}
+        build.locks[name] = {"requirements": group["requirements"], "index_url": group["index_url"],
+                             "torch_index_url": group["torch_index_url"], "python": req["python"], "text": text}
 
-    async def _hash_failure(self, ctx: StepContext, mismatch: dict[str, Any], index: str, result: CommandResult, *,
+    async def _hash_failure(self, ctx: StepContext, mismatch: HashMismatch, index: str, result: CommandResult, *,
                             recorded: bool, python: str) -> StepFailed:
         """A file whose bytes are not the sha256 the lock holds: which file, from which host, and whose the
         fault is. The link's own hash (read from the index page) tells an index that links a wrong hash
@@ -539,7 +585,7 @@ class VenvBuild(StepKind[VenvParams]):
         pyver = await ct.run([f"{path}/bin/python", "-c", PY_VERSION], timeout=120, quiet=True, check=True)
         toolchain = {"uv": self._uv_record(build),
                      "python": {"version": pyver.output.strip(), "provided_by": build.python_provided}}
-        runtime = {"built_by": BUILT_BY, "request": req, "verified": False, "torch": build.pins.get("torch"),
+        runtime: JsonObject = {"built_by": BUILT_BY, "request": dict(req), "verified": False, "torch": build.pins.get("torch"),
                    "index_url": req["index_url"], "python": req["python"], "toolchain": toolchain,
                    "packages": [line for line in freeze.lines if "==" in line or " @ " in line]}
         ctx.state.venv_lock = VenvLock.model_validate(lock)
@@ -550,14 +596,14 @@ class VenvBuild(StepKind[VenvParams]):
         await ct.run(["rm", "-f", f"{path}/{BUILDING_MARKER}"], timeout=60, check=True)
         yield ctx.info(f"installed {len(freeze.lines)} packages into {path}; lock recorded")
 
-    async def _write_runtime(self, ctx: StepContext, runtime: dict[str, Any]) -> None:
+    async def _write_runtime(self, ctx: StepContext, runtime: Mapping[str, object]) -> None:
         await ctx.container().write_file(f"{self.params.path}/{RUNTIME_FILE}", json.dumps(runtime, indent=1).encode())
 
     @staticmethod
     def _uv_record(build: _Build) -> dict[str, str]:
         return {"version": build.uv_version, "source": build.uv_source}
 
-    async def _ensure_uv(self, ctx: StepContext, req: dict[str, Any], build: _Build) -> str:
+    async def _ensure_uv(self, ctx: StepContext, req: VenvRequest, build: _Build) -> str:
         """`ensure_uv` with this step's uv_dir, from PyPI (or the site's PyPI mirror, never the PyTorch index)."""
         pypi = self.params.fetch_url(req["pypi_url"] if not self.params.extras_from_torch_index else PYPI_INDEX)
         uv = await ensure_uv(ctx, uv_dir=self.params.uv_dir, pypi=pypi)
@@ -594,7 +640,7 @@ class VenvBuild(StepKind[VenvParams]):
         ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
         await self._write_runtime(ctx, runtime)
 
-    def resolved(self, ctx: StepContext) -> dict[str, Any]:
+    def resolved(self, ctx: StepContext) -> JsonObject:
         out: JsonObject = {}
         if ctx.state.venv_lock is not None:
             out["venv_lock"] = ctx.state.venv_lock.dump()

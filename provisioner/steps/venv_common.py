@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, cast
 
 from provisioner import quoting
 from provisioner.exitcodes import ExitCode
-from provisioner.payloads import Resolved
+from provisioner.payloads import JsonObject, Resolved
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, StepFailed
@@ -65,12 +66,46 @@ print(json.dumps(out))
 """
 
 
+class TorchCheck(TypedDict, total=False):
+    """What VERIFY_SCRIPT prints (one JSON object): `error` alone when torch does not import."""
+
+    python: str
+    torch: str
+    cuda: str | None
+    available: bool
+    count: int
+    arch_list: list[str]
+    capabilities: list[str]
+    matmul_ok: list[bool]
+    errors: list[str]
+    error: str
+
+
 def arch_covers(arch_list: list[str], cc: str) -> bool:
     """Whether torch's arch list runs on compute capability `cc` (`resolver.compat.arch_list_covers`)."""
     return arch_list_covers(arch_list, cc_from_text(cc))
 
 
-def parse_state(text: str) -> dict[str, Any]:
+class VenvProbe(TypedDict, total=False):
+    """What the probe script found at the venv path (`parse_state`)."""
+
+    state: str  # absent | empty | notdir | incomplete | foreign | built
+    real: str  # the venv path resolved in the container
+    uv_real: str  # uv_dir resolved
+    uv_path_version: str | None
+    uv_dir_version: str | None
+    venv_python: str | None
+    runtime: JsonObject  # runtime.json as read (a built venv of ours)
+    lock: JsonObject | None  # .provisioner/lock.json as read
+
+
+def section(record: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """A sub-object of a recorded JSON object ({} when absent or not an object)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def parse_state(text: str) -> VenvProbe:
     """Output of the venv probe script → {"state": absent|empty|notdir|incomplete|foreign|built, ...,
     "real": the venv path resolved in the container, "uv_real": uv_dir resolved}."""
     sections: dict[str, list[str]] = {}
@@ -82,23 +117,25 @@ def parse_state(text: str) -> dict[str, Any]:
         elif current:
             sections[current].append(line)
     state = (sections.get("state") or ["foreign"])[0].strip()
-    real = {k: (sections.get(s) or [""])[0].strip() for k, s in (("real", "real"), ("uv_real", "uvreal"))}
-    out: dict[str, Any] = {"state": state, **real,
-                           "uv_path_version": uv_version("\n".join(sections.get("uvpath", []))),
-                           "uv_dir_version": uv_version("\n".join(sections.get("uvdir", []))),
-                           "venv_python": (sections.get("pyver") or [""])[0].strip() or None}
+    real = (sections.get("real") or [""])[0].strip()
+    uv_real = (sections.get("uvreal") or [""])[0].strip()
+    out: VenvProbe = {"state": state, "real": real, "uv_real": uv_real,
+                      "uv_path_version": uv_version("\n".join(sections.get("uvpath", []))),
+                      "uv_dir_version": uv_version("\n".join(sections.get("uvdir", []))),
+                      "venv_python": (sections.get("pyver") or [""])[0].strip() or None}
     if state == "built":
         try:
             runtime = json.loads("\n".join(sections.get("runtime", [])))
         except json.JSONDecodeError:
             runtime = None
         if not isinstance(runtime, dict) or runtime.get("built_by") != BUILT_BY:
-            return {"state": "foreign", **real}
+            return {"state": "foreign", "real": real, "uv_real": uv_real}
         out["runtime"] = runtime
         try:
-            out["lock"] = json.loads("\n".join(sections.get("lock", []))) or None
+                lock = json.loads("\n".join(sections.get("lock", []))) or None
         except json.JSONDecodeError:
-            out["lock"] = None
+            lock = None
+        out["lock"] = lock if isinstance(lock, dict) else None
     return out
 
 
@@ -113,7 +150,7 @@ def uv_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def recorded_toolchain(resolved: Resolved) -> dict[str, Any]:
+def recorded_toolchain(resolved: Resolved) -> JsonObject:
     """The playbook's `resolved.toolchain` ({"uv": {"version", "source"}, "python": {"version", "provided_by"}})."""
     return dict(resolved.toolchain or {})
 
@@ -189,7 +226,7 @@ def install_failure(what: str, reqs: list[str], index_desc: str, result: Command
     return StepFailed(f"uv failed while installing the {what} packages", result=result)
 
 
-async def probe_venv(ctx: StepContext, path: str, uv_dir: str) -> tuple[dict[str, Any], CommandResult]:
+async def probe_venv(ctx: StepContext, path: str, uv_dir: str) -> tuple[VenvProbe, CommandResult]:
     """What is at the venv `path` in the container (`parse_state`) and the probe's result: one read-only
     command. In a plan, a container that does not run yet is an earlier step's to make (DependsOnEarlier)."""
     result = await ctx.container().run(["sh", "-c", probe_script(path, uv_dir)], timeout=60, quiet=True)
@@ -220,7 +257,7 @@ async def ensure_uv(ctx: StepContext, *, uv_dir: str, pypi: str) -> UvTool:
     With a uv version in the playbook's `resolved.toolchain`, only that version is used: a uv of another
     version on PATH is passed over and the recorded one installed into uv_dir."""
     ct = ctx.container()
-    recorded = (recorded_toolchain(ctx.resolved).get("uv") or {}).get("version")
+    recorded = section(recorded_toolchain(ctx.resolved), "uv").get("version")
     pin = str(recorded) if recorded else UV_PIN
     uv_bin = f"{uv_dir}/bin/uv"
     for cmd, source in ((["sh", "-c", "command -v uv"], "container PATH"),
@@ -266,14 +303,16 @@ async def _install_uv(ctx: StepContext, uv_dir: str, pypi: str, pin: str) -> UvT
     return UvTool(uv_bin, pin, UV_DIR_SOURCE)
 
 
-async def smoke_test(ct: Transport, venv: str) -> dict[str, Any]:
+async def smoke_test(ct: Transport, venv: str) -> TorchCheck:
     """VERIFY_SCRIPT run with the venv's Python: what torch reports (a JSON object). A crash, or an `error`
     (torch does not import), fails the step."""
     result = await ct.run([f"{venv}/bin/python", "-c", VERIFY_SCRIPT], timeout=600, quiet=True)
     try:
-        info: dict[str, Any] = json.loads(result.lines[-1])
+        info = json.loads(result.lines[-1])
     except (json.JSONDecodeError, IndexError):
         raise StepFailed("the torch check in the venv crashed", result=result) from None
+    if not isinstance(info, dict):
+        raise StepFailed("the torch check in the venv printed no JSON object", result=result)
     if "error" in info:
-        raise StepFailed(info["error"], result=result)
-    return info
+        raise StepFailed(str(info["error"]), result=result)
+    return cast(TorchCheck, info)  # VERIFY_SCRIPT's own output
