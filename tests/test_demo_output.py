@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from provisioner.events import CommandStarted, Message, OutputLine, PlanReady, RunFinished, StepFinished, StepStarted
@@ -50,6 +51,7 @@ def test_verbose_streams_commands_and_their_output() -> None:
     assert "$ uv pip install torch" in text and "Installed 3 packages" in text and "will change: create /opt/v" in text
 
 
+@pytest.mark.timeout(1200)  # the whole demo (two replays, a real torch, gloo): 150 s alone, more under load
 def test_demo_prints_under_60_lines_and_its_run_logs_outlive_it(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     tmp = tmp_path / "tmp"

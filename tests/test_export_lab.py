@@ -75,6 +75,7 @@ def lab(tmp_path: Path) -> Any:
         yield run
 
 
+@pytest.mark.timeout(1200)  # a full install, four exports, an OCI build and unpack, an import: over 300 s on a loaded 2-core machine
 def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) -> None:
     from provisioner.cli.demo import demo_playbook
 
