@@ -354,7 +354,7 @@ def test_the_burnin_shows_phase_progress_and_eta(snap_compare: Any, tmp_path: Pa
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-PROVEN_RUN = Path(__file__).parent / "fixtures" / "runs" / "20261203T084504-16857c.jsonl"
+PROVEN_RUN = Path(__file__).parent / "fixtures" / "runs" / "20261203T131151-82a539.jsonl"
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
