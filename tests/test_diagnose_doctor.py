@@ -68,7 +68,7 @@ async def test_lab_doctor_healthy_then_after_driver_upgrade(tmp_path: Path) -> N
     """The lab's node and CT 200 (userspace installed at the host's version): at least ten probes pass and
     nothing is found; after `lab upgrade-driver` (lab/day2.upgrade_driver: the module changes, the container
     keeps its userspace, as a real host upgrade does) one finding names the mismatch, first."""
-    from provisioner.facts.nvidia import LIB_DIRS
+    from provisioner.facts.userspace import LIB_DIRS
     from provisioner.lab.day2 import upgrade_driver
     from provisioner.lab.lab import Lab, LabServices
     from provisioner.proxmox.lxc_conf import LxcConfig

@@ -298,8 +298,10 @@ def test_fabricmanager_down_cuda_reports_802_in_the_container(tmp_path: Path) ->
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_profile_renders_parse_back_through_the_engines_parsers(tmp_path: Path, name: str) -> None:
     """What each profile's node prints reads back, through provisioner.facts, as the profile it was made from."""
-    from provisioner.facts.nvidia import parse_proc_devices, parse_proc_driver_version, parse_smi_q
+    from provisioner.facts.device_nodes import parse_proc_devices
+    from provisioner.facts.driver_module import parse_proc_driver_version
     from provisioner.facts.proxmox import parse_pveversion
+    from provisioner.facts.smi_q import parse_smi_q
     from provisioner.lab import render
     from provisioner.lab.profiles import lab_host
 

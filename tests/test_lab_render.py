@@ -9,22 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from provisioner.facts.device_nodes import parse_ls_dev, parse_proc_devices
+from provisioner.facts.driver_module import parse_module_version, parse_proc_driver_version
 from provisioner.facts.models import NvidiaSmiFailed, SmiFailureKind
-from provisioner.facts.nvidia import (
-    SmiNode,
-    parse_gpu_query_csv,
-    parse_ls_dev,
-    parse_module_version,
-    parse_proc_devices,
-    parse_proc_driver_version,
-    parse_smi_q,
-    parse_smi_q_tree,
-    parse_smi_status,
-    parse_smi_table,
-    parse_topo_matrix,
-    parse_topo_p2p,
-)
 from provisioner.facts.proxmox import parse_pveversion
+from provisioner.facts.smi_csv import parse_gpu_query_csv
+from provisioner.facts.smi_failure import parse_smi_status
+from provisioner.facts.smi_q import SmiNode, parse_smi_q, parse_smi_q_tree
+from provisioner.facts.smi_table import parse_smi_table
+from provisioner.facts.smi_topo import parse_topo_matrix, parse_topo_p2p
 from provisioner.lab import render
 from provisioner.lab.render import LabGpu, LabHost, reference_host
 

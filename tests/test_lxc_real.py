@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.facts import nvidia, system
+from provisioner.facts import device_nodes, smi_csv, system
 from provisioner.lab import render
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.steps.gpu_common import PassthroughParams, wanted_devices
@@ -42,8 +42,8 @@ MODESET_MINOR = 254  # NV_MODESET_MINOR_DEVICE_NUM
 def reference_inventory(uvm_major: int, cgroup_version: int) -> HostInventory:
     """What `gather_inventory` returns for the reference host, built with the engine's parsers."""
     host = render.reference_host().model_copy(update={"uvm_major": uvm_major})
-    gpus = nvidia.parse_gpu_query_csv(render.render_query_csv(host))
-    devices = nvidia.parse_proc_devices(render.render_proc_devices(host))
+    gpus = smi_csv.parse_gpu_query_csv(render.render_query_csv(host))
+    devices = device_nodes.parse_proc_devices(render.render_proc_devices(host))
     return HostInventory(gpus=gpus, driver_version=host.driver_version, module_flavour="open",
                          uvm_major=devices.uvm_major, caps_major=devices.caps_major,
                          nvidia_major=devices.nvidia_major or NV_MAJOR,

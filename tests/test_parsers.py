@@ -10,23 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from provisioner.facts.device_nodes import parse_ls_dev, parse_proc_devices, parse_stat_dev
+from provisioner.facts.driver_module import parse_module_version, parse_proc_driver_version
+from provisioner.facts.installer_log import parse_installer_log
 from provisioner.facts.models import NvidiaSmiFailed, ParseError, SmiFailureKind
-from provisioner.facts.nvidia import (
-    classify_smi_failure,
-    parse_gpu_query_csv,
-    parse_installer_log,
-    parse_ls_dev,
-    parse_module_version,
-    parse_proc_devices,
-    parse_proc_driver_version,
-    parse_smi_q,
-    parse_smi_status,
-    parse_smi_table,
-    parse_stat_dev,
-    parse_topo_matrix,
-    parse_topo_p2p,
-)
 from provisioner.facts.proxmox import parse_pveversion
+from provisioner.facts.smi_csv import parse_gpu_query_csv
+from provisioner.facts.smi_failure import classify_smi_failure, parse_smi_status
+from provisioner.facts.smi_q import parse_smi_q
+from provisioner.facts.smi_table import parse_smi_table
+from provisioner.facts.smi_topo import parse_topo_matrix, parse_topo_p2p
 from provisioner.facts.system import (
     parse_cgroup_fs,
     parse_df,
@@ -780,7 +773,7 @@ def test_installer_incomplete_log() -> None:
 
 
 def test_installer_record_finished_and_unfinished() -> None:
-    from provisioner.facts.nvidia import INSTALLER_RECORD_SEPARATOR, parse_installer_record
+    from provisioner.facts.installer_log import INSTALLER_RECORD_SEPARATOR, parse_installer_record
 
     full = fx("nvidia_installer_success_userspace.log")
     done = parse_installer_record(f"{INSTALLER_RECORD_SEPARATOR}\n{full}")

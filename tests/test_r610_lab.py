@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.facts import catalog
-from provisioner.facts.nvidia import parse_smi_q, parse_smi_table
+from provisioner.facts.smi_q import parse_smi_q
+from provisioner.facts.smi_table import parse_smi_table
 from provisioner.lab import day2, render
 from tests.test_lab_profiles import make_lab, node
 from tests.test_parsers import fx

@@ -13,7 +13,7 @@ import pytest
 
 from provisioner.driver_eol import RULES, branch_eol_problems
 from provisioner.events import Event
-from provisioner.facts import catalog, nvidia, proxmox, system
+from provisioner.facts import catalog, pci, proxmox, smi_csv, system
 from provisioner.facts.base import Fact
 from provisioner.lab.profiles import get_profile
 from provisioner.resolver import ResolveError, ResolveRequest, resolve
@@ -101,7 +101,7 @@ def test_uuid_check_names_extra_and_missing_gpus() -> None:
 
 def test_nvidia_smi_L_parser_reads_the_lab_node(tmp_path: Path) -> None:
     state = make_lab(tmp_path / "lab", "minors-shuffled")
-    listed = nvidia.parse_smi_list(node(state, "nvidia-smi -L").stdout)
+    listed = smi_csv.parse_smi_list(node(state, "nvidia-smi -L").stdout)
     gpus = probe(state, catalog.GPUS)
     assert [(i, u) for i, _, u in listed] == [(g.index, g.uuid) for g in gpus]  # type: ignore[attr-defined]
 
@@ -167,7 +167,7 @@ def test_no_nvswitch_no_fabric_manager_needed(tmp_path: Path) -> None:
 
 def test_nvswitch_seen_on_pci_alone() -> None:
     """A real HGX lspci line (class Bridge [0680], pci.ids "GH100 [H100 NVSwitch]" 10de:22a3)."""
-    facts = nvidia.parse_nvswitch("pci: 07:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] "
+    facts = pci.parse_nvswitch("pci: 07:00.0 Bridge [0680]: NVIDIA Corporation GH100 [H100 NVSwitch] [10de:22a3] "
                                   "(rev a1)\npci: 18:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H100 SXM5 "
                                   "80GB] [10de:2330] (rev a1)\n")
     assert facts.pci == ("07:00.0 [10de:22a3]",) and facts.present
@@ -216,7 +216,7 @@ def test_resolver_and_driver_step_apply_the_same_eol_rule(cc: str, driver: str, 
 
     problems = branch_eol_problems([cc], driver)
     assert bool(problems) is stops
-    gpu = nvidia.parse_gpu_query_csv(f"0, GPU, GPU-0, 00000000:01:00.0, {cc}, {driver}, 1000 MiB\n")
+    gpu = smi_csv.parse_gpu_query_csv(f"0, GPU, GPU-0, 00000000:01:00.0, {cc}, {driver}, 1000 MiB\n")
     inv = Inv(gpus=gpu, driver_version=driver, module_flavour="open", uvm_major=None, caps_major=None,
               device_nodes=[], pve_version="8.4.1", pve_release=(8, 4), kernel="k", cgroup_version=2)
     assert (legacy_gpu_problem(inv, driver) is not None) is stops  # the driver step

@@ -21,7 +21,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from provisioner.events import CommandStarted, OutputLine
-from provisioner.facts.nvidia import parse_gpu_query_csv
+from provisioner.facts.smi_csv import parse_gpu_query_csv
 from provisioner.lab.render import reference_host, render_query_csv
 from provisioner.payloads import BurninReport
 from provisioner.playbook import load

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.events import Bus, Event
-from provisioner.facts import nvidia
+from provisioner.facts import device_nodes
 from provisioner.playbook import Playbook
 from provisioner.runner import run_host
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, parse_output
@@ -25,7 +25,7 @@ MOUNT_ERROR = "mount: /tmp/lab/newroot/usr: wrong fs type, bad option, bad super
 def test_parse_output_names_the_command_and_shows_its_output() -> None:
     result = CommandResult("sh -c 'ls -l /dev/nvidia* 2>&1; true'", 0, [MOUNT_ERROR])
     with pytest.raises(StepFailed) as err:
-        parse_output(result, nvidia.parse_ls_dev, what="the device nodes in the container")
+        parse_output(result, device_nodes.parse_ls_dev, what="the device nodes in the container")
     failure = err.value
     assert failure.message.startswith("unexpected output from `sh -c 'ls -l /dev/nvidia* 2>&1; true'` "
                                       "(the device nodes in the container): ls -l line 1: not a long-listing entry")
@@ -46,7 +46,7 @@ class UnguardedProbe(StepKind[ProbeParams]):
 
     async def check(self, ctx: StepContext) -> Plan:
         result = await ctx.node.run(["echo", MOUNT_ERROR], quiet=True)
-        nvidia.parse_ls_dev(result.output)
+        device_nodes.parse_ls_dev(result.output)
         return Plan.no_change("parsed")
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:

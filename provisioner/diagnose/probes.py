@@ -9,7 +9,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from provisioner.facts import nvidia, system
+from provisioner.facts import system
+from provisioner.facts.device_nodes import parse_ls_dev, parse_proc_devices
 from provisioner.facts.models import ParseError
 from provisioner.proxmox.lxc_conf import LxcConfig as PveLxcConfig
 from provisioner.proxmox.lxc_conf import parse_property_string
@@ -64,13 +65,13 @@ class DeviceNode:
 
 
 def device_nodes(raw: object) -> dict[str, DeviceNode]:
-    """`ls -l /dev/nvidia* /dev/nvidia-caps` output (`facts.nvidia.parse_ls_dev`), or a list of paths."""
+    """`ls -l /dev/nvidia* /dev/nvidia-caps` output (`facts.device_nodes.parse_ls_dev`), or a list of paths."""
     if raw is None:
         return {}
     if isinstance(raw, list | tuple):
         return {str(p): DeviceNode(str(p)) for p in raw}
     try:
-        listed = nvidia.parse_ls_dev(str(raw), "/dev")
+        listed = parse_ls_dev(str(raw), "/dev")
     except ParseError:  # not a long listing: the /dev paths it names, majors unknown
         return {tok: DeviceNode(tok) for tok in str(raw).split() if tok.startswith("/dev/") and not tok.endswith(":")}
     return {n.path: DeviceNode(n.path, n.major, n.minor) for n in listed.nodes if n.type == "c"}
@@ -81,13 +82,13 @@ def gpu_nodes(nodes: Mapping[str, DeviceNode]) -> list[str]:
 
 
 def char_majors(raw: object) -> dict[str, int]:
-    """/proc/devices -> {name: major} for character devices (`facts.nvidia.parse_proc_devices`)."""
+    """/proc/devices -> {name: major} for character devices (`facts.device_nodes.parse_proc_devices`)."""
     if isinstance(raw, Mapping):
         return {str(k): int(v) for k, v in raw.items()}
     if raw is None:
         return {}
     try:
-        return dict(nvidia.parse_proc_devices(str(raw)).char)
+        return dict(parse_proc_devices(str(raw)).char)
     except ParseError:
         return {}
 

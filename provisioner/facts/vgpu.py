@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from provisioner.facts.models import ParseError, _Model
-from provisioner.facts.nvidia import strip_ansi
+from provisioner.facts.nvidia_text import strip_ansi
 
 #: the vGPU manager's kernel module as /sys/module and lsmod name it (the file is nvidia-vgpu-vfio.ko)
 VGPU_MANAGER_MODULE = "nvidia_vgpu_vfio"

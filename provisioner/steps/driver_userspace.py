@@ -23,7 +23,7 @@ from provisioner.diagnose.model import Finding
 from provisioner.driver_eol import branch_eol_problems
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.facts import catalog, nvidia
+from provisioner.facts import catalog, installer_log
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import Gpu
 from provisioner.facts.vgpu import vgpu_host_problem
@@ -563,7 +563,7 @@ class DriverUserspaceStep(StepKind[DriverParams]):
         log = await ctx.container().run(["cat", INSTALLER_LOG], timeout=60, quiet=True)
         lines = result.tail(10)
         try:
-            parsed = nvidia.parse_installer_log(log.output) if log.ok and log.output.strip() else None
+            parsed = installer_log.parse_installer_log(log.output) if log.ok and log.output.strip() else None
         except ValueError:
             parsed = None
         decisive = list(parsed.decisive_lines) if parsed else []

@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field
 
 from provisioner import validate
 from provisioner.exitcodes import ExitCode
-from provisioner.facts import catalog, nvidia
+from provisioner.facts import catalog, device_nodes, smi_csv, smi_failure
 from provisioner.facts.models import Gpu
 from provisioner.steps.base import Params, StepFailed, parse_output
 from provisioner.steps.context import StepContext
@@ -114,7 +114,7 @@ async def verify_gpus_by_uuid(ctx: StepContext) -> list[str] | None:
     if result.exit_status == 127:
         return None
     try:
-        seen = [uuid for _, _, uuid in nvidia.parse_smi_list(result.output)]
+        seen = [uuid for _, _, uuid in smi_csv.parse_smi_list(result.output)]
     except ValueError:
         # the userspace cannot report yet (e.g. another version than the host module): driver.userspace
         # replaces it and checks the UUIDs again
@@ -135,7 +135,7 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
     inv = await ensure_inventory(ctx)
     ct = ctx.container()
     result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
-    inside = parse_output(result, nvidia.parse_ls_dev, what="the device nodes in the container").by_path()
+    inside = parse_output(result, device_nodes.parse_ls_dev, what="the device nodes in the container").by_path()
     host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
     problems = []
     for dev in devices:
@@ -156,13 +156,13 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
 
 async def verify_smi(ctx: StepContext, host: str) -> list[Gpu]:
     """nvidia-smi inside the container lists every passed GPU at the host's driver version."""
-    result = await ctx.container().for_facts().run(list(nvidia.QUERY_GPU_COMMAND), timeout=120, quiet=True)
-    failure = nvidia.classify_smi_failure(result.output)
+    result = await ctx.container().for_facts().run(list(smi_csv.QUERY_GPU_COMMAND), timeout=120, quiet=True)
+    failure = smi_failure.classify_smi_failure(result.output)
     if failure is not None or not result.ok:
         raise StepFailed(f"nvidia-smi in CT {ctx.vmid} failed: {failure.kind if failure else result.exit_status}",
                          result=result,
                          fix="container userspace and host module must be the same version; replay this step")
-    gpus = parse_output(result, nvidia.parse_gpu_query_csv, what="nvidia-smi in the container")
+    gpus = parse_output(result, smi_csv.parse_gpu_query_csv, what="nvidia-smi in the container")
     versions = {g.driver_version for g in gpus}
     selected = ctx.state.selected_gpus
     if selected is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from provisioner.events import Event
-from provisioner.facts import nvidia
+from provisioner.facts import smi_topo
 from provisioner.payloads import JsonObject
 from provisioner.steps.base import DependsOnEarlier, Params, Plan, StepFailed, StepKind, parse_output, register
 from provisioner.steps.context import StepContext
@@ -40,8 +40,8 @@ class GpuDetect(StepKind[DetectParams]):
             topo = await ct.run(["nvidia-smi", "topo", "-m"], timeout=60, quiet=True)
             p2p = await ct.run(["nvidia-smi", "topo", "-p2p", "r"], timeout=60, quiet=True)
             detected = detected.model_copy(update={
-                "topology": parse_output(topo, nvidia.parse_topo_matrix) if topo.ok else None,
-                "p2p_read": parse_output(p2p, nvidia.parse_topo_p2p) if p2p.ok else None})
+                "topology": parse_output(topo, smi_topo.parse_topo_matrix) if topo.ok else None,
+                "p2p_read": parse_output(p2p, smi_topo.parse_topo_p2p) if p2p.ok else None})
         ctx.state.detection = detected
         ccs = sorted({str(g.compute_cap) for g in gpus})
         return Plan.no_change(f"{len(gpus)} GPU(s) visible in CT {ctx.vmid}, compute capability {', '.join(ccs)}")

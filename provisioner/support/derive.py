@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from provisioner.facts.nvidia import parse_gpu_query_csv
+from provisioner.facts.smi_csv import parse_gpu_query_csv
 from provisioner.support.evidence import ProbeRecord
 
 _NVML_LIB_RE = re.compile(r"^NVML library version: *\S+", re.MULTILINE)

@@ -6,7 +6,7 @@ import re
 
 from provisioner import __version__
 from provisioner.diagnose import probes as fact_parsers
-from provisioner.facts.nvidia import parse_gpu_query_csv
+from provisioner.facts.smi_csv import parse_gpu_query_csv
 from provisioner.support.derive import torch_report
 from provisioner.support.evidence import Evidence
 
