@@ -212,3 +212,25 @@ def test_round_trip_property(lines: list[str], ending: str, final: bool) -> None
     for key, value in conf.raw_lines():
         assert conf.add_raw(key, value) is False
     assert conf.render() == text
+
+
+def test_passthrough_view_of_raw_lines_reads_the_main_section_only() -> None:
+    """What the diagnosis reads: allow rules, /dev bind-mount sources; the snapshot's lines are not the container's."""
+    conf = LxcConfig.parse(RAW_GPU_CONF)
+    assert conf.device_allow_rules() == [("c", "195", "*"), ("c", "511", "*")]
+    assert conf.raw_text("lxc.cgroup2.devices.allow") == ["lxc.cgroup2.devices.allow: c 195:* rwm",
+                                                          "lxc.cgroup2.devices.allow: c 511:* rwm"]
+    assert conf.allows_char_major(195) and conf.allows_char_major(511) and not conf.allows_char_major(510)
+    assert conf.mount_sources() == ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    assert conf.dev_paths() == [] and conf.raw_text("lxc.idmap") == []
+
+
+def test_passthrough_view_of_devn_entries_and_wildcard_rules() -> None:
+    conf = LxcConfig.parse(DEVN_CONF)
+    assert conf.dev_paths() == ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    assert conf.mount_sources() == ["/dev/net/tun"]
+    assert conf.device_allow_rules() == [("c", "10", "200")] and conf.allows_char_major(10)
+    assert not conf.allows_char_major(195)
+    assert LxcConfig.parse("lxc.cgroup2.devices.allow: a\n").allows_char_major(195)
+    assert LxcConfig.parse("lxc.cgroup2.devices.allow: c *:* rwm\n").allows_char_major(509)
+    assert not LxcConfig.parse("lxc.cgroup.devices.allow: c 195:* rwm\n").allows_char_major(195)  # v1 key

@@ -180,9 +180,11 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
     if raw is None:
         return []
     conf = probes.lxc_config(raw)
+    v1_allow_lines = conf.raw_text("lxc.cgroup.devices.allow")
+    idmap_lines = conf.raw_text("lxc.idmap")
     out: list[Candidate] = []
-    nvidia_mounts = [p for p in conf.mount_sources if p.startswith("/dev/nvidia")]
-    nvidia_devs = [p for p in conf.dev_paths if p.startswith("/dev/nvidia")]
+    nvidia_mounts = [p for p in conf.mount_sources() if p.startswith("/dev/nvidia")]
+    nvidia_devs = [p for p in conf.dev_paths() if p.startswith("/dev/nvidia")]
     if not nvidia_mounts and not nvidia_devs:
         out.append(
             _cand(
@@ -195,7 +197,7 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
                 ["lxc config: no dev*/lxc.mount.entry for /dev/nvidia*"],
             )
         )
-    if conf.v1_allow_lines and str(facts.get("cgroup_fs", "cgroup2fs")).strip() != "tmpfs":
+    if v1_allow_lines and str(facts.get("cgroup_fs", "cgroup2fs")).strip() != "tmpfs":
         out.append(
             _cand(
                 "proxmox_lxc",
@@ -204,7 +206,7 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
                 "The config uses cgroup v1 keys (lxc.cgroup.devices.allow) on a cgroup v2 host, "
                 "so the device rules are ignored.",
                 "Rename them to lxc.cgroup2.devices.allow (or use devN entries).",
-                [*conf.v1_allow_lines[:4], f"host cgroup filesystem: {facts.get('cgroup_fs', 'cgroup2fs (assumed)')}"],
+                [*v1_allow_lines[:4], f"host cgroup filesystem: {facts.get('cgroup_fs', 'cgroup2fs (assumed)')}"],
             )
         )
     uncovered: dict[int, list[str]] = {}
@@ -212,7 +214,7 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
         if path in nvidia_devs:
             continue
         major = _major_for(path, facts)
-        if major is not None and not conf.allows(major):
+        if major is not None and not conf.allows_char_major(major):
             uncovered.setdefault(major, []).append(path)
     if uncovered:
         majors = sorted(uncovered)
@@ -226,12 +228,12 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
                 f"{', '.join(paths[:4])} are bind-mounted but cannot be opened.",
                 "Add " + "; ".join(f"lxc.cgroup2.devices.allow: c {m}:* rwm" for m in majors)
                 + " (read dynamic majors from /proc/devices), or switch to devN entries.",
-                (conf.allow_lines[:6] or ["lxc config: no lxc.cgroup2.devices.allow lines"])
+                (conf.raw_text("lxc.cgroup2.devices.allow")[:6] or ["lxc config: no lxc.cgroup2.devices.allow lines"])
                 + [f"needed major for {uncovered[m][0]}: {m}" for m in majors],
             )
         )
-    if conf.idmap_lines:
-        kinds = {re.split(r"[:=]", ln, maxsplit=1)[1].split()[0] for ln in conf.idmap_lines}
+    if idmap_lines:
+        kinds = {re.split(r"[:=]", ln, maxsplit=1)[1].split()[0] for ln in idmap_lines}
         absent = [k for k in ("u", "g") if k not in kinds]
         if absent:
             out.append(
@@ -243,7 +245,7 @@ def check_lxc_config(facts: Facts) -> list[Candidate]:
                     "lxc.idmap line Proxmox adds no default mapping, so the container cannot start.",
                     "Add " + " and ".join(f"`lxc.idmap: {k} 0 100000 65536`" for k in absent)
                     + " (split around passed-through ids) and matching /etc/subuid, /etc/subgid entries.",
-                    conf.idmap_lines[:6],
+                    idmap_lines[:6],
                 )
             )
     return out

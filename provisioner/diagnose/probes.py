@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from provisioner.facts import system
 from provisioner.facts.device_nodes import parse_ls_dev, parse_proc_devices
 from provisioner.facts.models import ParseError
-from provisioner.proxmox.lxc_conf import LxcConfig as PveLxcConfig
-from provisioner.proxmox.lxc_conf import parse_property_string
+from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import CC
 
@@ -93,51 +92,10 @@ def char_majors(raw: object) -> dict[str, int]:
         return {}
 
 
-@dataclass
-class LxcConfig:
-    """What a Proxmox container config says about GPU passthrough."""
-
-    allow: list[tuple[str, str, str]] = field(default_factory=list)  # (type, major|'*', minor|'*')
-    allow_lines: list[str] = field(default_factory=list)
-    v1_allow_lines: list[str] = field(default_factory=list)
-    mount_sources: list[str] = field(default_factory=list)
-    dev_paths: list[str] = field(default_factory=list)
-    idmap_lines: list[str] = field(default_factory=list)
-    unprivileged: bool = False
-
-    def allows(self, major: int) -> bool:
-        for kind, maj, _ in self.allow:
-            if kind == "a" or (kind in ("c", "*") and maj in ("*", str(major))):
-                return True
-        return False
-
-
 def lxc_config(raw: object) -> LxcConfig:
-    """/etc/pve/lxc/<vmid>.conf (current section only), read by `proxmox.lxc_conf.LxcConfig`: the
-    passthrough-relevant view of the one container-config parser."""
-    conf = LxcConfig()
-    if raw is None:
-        return conf
-    parsed = PveLxcConfig.parse(str(raw))
-    for key, value in parsed.raw_lines():
-        line = f"{key}: {value}"
-        if key == "lxc.cgroup2.devices.allow":
-            conf.allow_lines.append(line)
-            am = re.match(r"([abc*])(?:\s+([\d*]+):([\d*]+))?", value.strip())
-            if am:
-                conf.allow.append((am.group(1), am.group(2) or "*", am.group(3) or "*"))
-        elif key == "lxc.cgroup.devices.allow":
-            conf.v1_allow_lines.append(line)
-        elif key == "lxc.mount.entry":
-            src = value.split()[0] if value.split() else ""
-            if src.startswith("/dev/"):
-                conf.mount_sources.append(src)
-        elif key == "lxc.idmap":
-            conf.idmap_lines.append(line)
-    for _, value in sorted(parsed.indexed("dev").items()):
-        conf.dev_paths.append(parse_property_string(value, "path").get("path", ""))
-    conf.unprivileged = (parsed.get("unprivileged") or "").strip() == "1"
-    return conf
+    """/etc/pve/lxc/<vmid>.conf (main section; snapshots and pending ignored) as the one container-config
+    parser reads it, `proxmox.lxc_conf.LxcConfig` (it keeps any line it does not know); None reads as empty."""
+    return LxcConfig.parse("" if raw is None else str(raw))
 
 
 def shm_bytes(raw: object) -> int | None:

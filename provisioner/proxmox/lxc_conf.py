@@ -28,6 +28,7 @@ _SECTION_RE = re.compile(r"^\[[^\]\s]+\]\s*$")
 _RAW_RE = re.compile(r"^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$")
 _OPTION_RE = re.compile(r"^([a-z][a-z_\-]*\d*):\s*(.*\S)\s*$")
 _INDEXED_RE = re.compile(r"^([a-z]+)(\d+)$")
+_ALLOW_RE = re.compile(r"([abc*])(?:\s+([\d*]+):([\d*]+))?")
 PENDING_SECTION = "pve:pending"
 
 #: highest index + 1 for PVE's indexed keys (Config.pm $MAX_LXC_NETWORKS, $MAX_MOUNT_POINTS, $MAX_DEVICES)
@@ -310,6 +311,34 @@ class LxcConfig:
                 keep.append(line)
         self._lines = keep
         return removed
+
+    # -- what it passes through (read by the diagnosis) --------------------------------------
+    def raw_text(self, key: str) -> list[str]:
+        """The ``key: value`` lines of one raw lxc key, in file order (as evidence quotes them)."""
+        return [f"{k}: {v}" for k, v in self.raw_lines(key)]
+
+    def device_allow_rules(self) -> list[tuple[str, str, str]]:
+        """(type, major|``*``, minor|``*``) of each ``lxc.cgroup2.devices.allow`` line, in file order
+        (a bare type such as ``a`` covers every major and minor)."""
+        out: list[tuple[str, str, str]] = []
+        for _, value in self.raw_lines("lxc.cgroup2.devices.allow"):
+            if m := _ALLOW_RE.match(value.strip()):
+                out.append((m.group(1), m.group(2) or "*", m.group(3) or "*"))
+        return out
+
+    def allows_char_major(self, major: int) -> bool:
+        """Whether an allow line covers character devices of `major` (``a``, ``c MAJOR:*``, ``c *:*``)."""
+        return any(kind == "a" or (kind in ("c", "*") and maj in ("*", str(major)))
+                   for kind, maj, _ in self.device_allow_rules())
+
+    def mount_sources(self) -> list[str]:
+        """Source paths under /dev of the ``lxc.mount.entry`` lines (device nodes bind-mounted in)."""
+        sources = [value.split()[0] for _, value in self.raw_lines("lxc.mount.entry") if value.split()]
+        return [src for src in sources if src.startswith("/dev/")]
+
+    def dev_paths(self) -> list[str]:
+        """Paths of the main section's devN entries, by index (``""`` for an entry without one)."""
+        return [parse_property_string(value, "path").get("path", "") for value in self.indexed("dev").values()]
 
     # -- views -----------------------------------------------------------------------------
     def to_api_dict(self) -> dict[str, object]:
