@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from provisioner.exitcodes import ExitCode
+from provisioner.facts import evidence
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.steps.base import DependsOnEarlier, StepFailed
 from provisioner.steps.context import StepContext
@@ -30,7 +31,11 @@ def conf_path(vmid: int) -> str:
 
 
 async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
-    result = await ctx.node.run(["cat", conf_path(vmid)], timeout=30, quiet=True)
+    """The container's config as the node has it now, read through the fact `bundle` and `diagnose --host`
+    read (`facts.evidence.LXC_CONFIG_FILE`), afresh: the lxc.* steps edit the file, a kept read would be stale."""
+    fact = evidence.bind(evidence.LXC_CONFIG_FILE, vmid, None)
+    ctx.facts.invalidate(ctx.node.name, fact.name)
+    result = await ctx.facts.result(ctx.node, fact)
     if not result.ok:
         raise DependsOnEarlier(f"CT {vmid} config does not exist yet") if ctx.mode == "plan" else \
             StepFailed(f"cannot read {conf_path(vmid)}: {' '.join(result.tail(2))}")
