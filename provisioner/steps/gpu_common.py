@@ -12,7 +12,7 @@ from pydantic import BeforeValidator, Field
 
 from provisioner import validate
 from provisioner.exitcodes import ExitCode
-from provisioner.facts import catalog, device_nodes, smi_csv, smi_failure
+from provisioner.facts import catalog, smi_csv, smi_failure
 from provisioner.facts.models import Gpu
 from provisioner.steps.base import Params, StepFailed, parse_output
 from provisioner.steps.context import StepContext
@@ -134,8 +134,10 @@ async def verify_devices_in_container(ctx: StepContext) -> None:
         return
     inv = await ensure_inventory(ctx)
     ct = ctx.container()
-    result = await ct.run(["sh", "-c", "ls -l /dev/nvidia* 2>&1; true"], timeout=60, quiet=True)
-    inside = parse_output(result, device_nodes.parse_ls_dev, what="the device nodes in the container").by_path()
+    # the node's own probe (`catalog.DEV_NODES`), in the container, afresh: its nodes change with each start
+    ctx.facts.invalidate(ct.name, catalog.DEV_NODES.name)
+    result = await ctx.facts.result(ct, catalog.DEV_NODES)
+    inside = parse_output(result, catalog.DEV_NODES.parse, what="the device nodes in the container").by_path()
     host_nodes = (await ctx.fact(ctx.node, catalog.DEV_NODES)).by_path()
     problems = []
     for dev in devices:
