@@ -11,7 +11,8 @@ from provisioner.steps.host_inventory import gather_inventory
 from provisioner.steps.ownership import OWNER_TAG
 from provisioner.steps.state import HostInventory
 
-__all__ = ["BACKUP_DIR", "OWNER_TAG", "conf_path", "ensure_inventory", "read_conf", "target_vmid"]
+__all__ = ["BACKUP_DIR", "OWNER_TAG", "conf_path", "ensure_inventory", "read_conf", "read_conf_text",
+           "target_vmid"]
 
 
 BACKUP_DIR = "/etc/gpu-provisioner/backups"  # node config files are copied here before an edit
@@ -30,8 +31,8 @@ def conf_path(vmid: int) -> str:
     return f"/etc/pve/lxc/{vmid}.conf"
 
 
-async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
-    """The container's config as the node has it now, read through the fact `bundle` and `diagnose --host`
+async def read_conf_text(ctx: StepContext, vmid: int) -> str:
+    """The container's config file as the node has it now, read through the fact `bundle` and `diagnose --host`
     read (`facts.evidence.LXC_CONFIG_FILE`), afresh: the lxc.* steps edit the file, a kept read would be stale."""
     fact = evidence.bind(evidence.LXC_CONFIG_FILE, vmid, None)
     ctx.facts.invalidate(ctx.node.name, fact.name)
@@ -39,7 +40,12 @@ async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
     if not result.ok:
         raise DependsOnEarlier(f"CT {vmid} config does not exist yet") if ctx.mode == "plan" else \
             StepFailed(f"cannot read {conf_path(vmid)}: {' '.join(result.tail(2))}")
-    return LxcConfig.parse(result.output)
+    return result.output
+
+
+async def read_conf(ctx: StepContext, vmid: int) -> LxcConfig:
+    """`read_conf_text`, parsed."""
+    return LxcConfig.parse(await read_conf_text(ctx, vmid))
 
 
 async def ensure_inventory(ctx: StepContext) -> HostInventory:

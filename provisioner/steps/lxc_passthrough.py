@@ -21,7 +21,7 @@ from provisioner.steps.gpu_common import (
     device_selection,
 )
 from provisioner.steps.host_inventory import gather_inventory
-from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory, read_conf
+from provisioner.steps.lxc_common import BACKUP_DIR, conf_path, ensure_inventory, read_conf, read_conf_text
 from provisioner.steps.state import HostInventory
 
 #: flock's exit status when PVE's config lock stays taken (util-linux flock -E)
@@ -265,8 +265,7 @@ class LxcGpuPassthrough(StepKind[PassthroughParams]):
             if inv.uvm_major is None:
                 raise StepFailed("nvidia-uvm is not loaded on the host (/proc/devices has no nvidia-uvm)",
                                  fix="run `nvidia-modprobe -u -c=0` on the node, then replay")
-            read = await ctx.node.run(["cat", path], timeout=30, quiet=True, check=True)
-            before = read.output
+            before = await read_conf_text(ctx, vmid)
             conf = LxcConfig.parse(before)
             for major in stale_allow_majors(conf, await self._char_majors(ctx)):
                 conf.remove_raw("lxc.cgroup2.devices.allow", f"c {major}:* rwm")
