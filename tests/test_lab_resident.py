@@ -88,6 +88,14 @@ async def test_held_container_view_follows_config_and_start(lab: tuple[LabServic
         assert r.ok and json.loads(holder.read_text())["pid"] == first, "an unchanged container keeps its view"
         r = await node.run(["pct", "set", "200", "--delete", "dev7"])
         assert r.ok, r.lines
+        # PVE 8 cannot hot-unplug a device: the delete waits in [pve:pending] until the container restarts
+        # (pve-container's vmconfig_hotplug_pending), so the running container still has the node
+        r = await node.run(["pct", "exec", "200", "--", "sh", "-c", "ls /dev | grep -c '^nvidia[0-9]'"])
+        assert r.lines == ["8"], "a pending delete is not applied to a running container"
+        for verb in ("stop", "start"):
+            r = await node.run(["pct", verb, "200"])
+            assert r.ok, r.lines
+        await _gone(first)
         r = await node.run(["pct", "exec", "200", "--", "sh", "-c", "ls /dev | grep -c '^nvidia[0-9]'"])
         assert r.lines == ["7"], "the view follows the config"
         second = json.loads(holder.read_text())["pid"]

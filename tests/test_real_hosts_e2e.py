@@ -127,13 +127,20 @@ def _h200_tesla_driver_needs_the_sha256_pinned_then_resolved_verifies_it(lab_of:
     first = cli(env, "replay", str(book), "--lab", "--quiet")
     out = first.stdout + first.stderr
     assert first.returncode == 2, out[-4000:]
-    m = re.search(r"NVIDIA publishes no checksum for tesla/580\.95\.05/NVIDIA-Linux-x86_64-580\.95\.05\.run; "
-                  r"the downloaded file has sha256 ([0-9a-f]{64})", out)
+    # the step's line (one line per step, cut at the terminal's width) names the cause; its fix line holds the
+    # whole sha256 to pin
+    assert re.search(r"NVIDIA publishes no checksum for tesla/580\.95\.05/NVIDIA-Linux-x86_64-580\.95\.05\.run; "
+                     r"the downloaded file has sha256 [0-9a-f]+", out), out[-4000:]
+    m = re.search(r"pin it in the playbook: driver\.userspace params: sha256: ([0-9a-f]{64})", out)
     assert m is not None, out[-4000:]
     sha = m.group(1)
     assert sha == shown.group(1) and f"sha256: {sha}" in out  # what the plan showed; how to pin it
     # the plan said why nvidia-modeset is not passed; the config has no nvidia-modeset entry
-    assert "skipped /dev/nvidia-modeset: not present on this host (nvidia-modeset not loaded; headless node)" in out
+    # (--quiet prints a line per step: the plan's notes are in the run's log)
+    run_log = re.search(r"run log: (\S+\.jsonl)", out)
+    assert run_log is not None, out[-4000:]
+    assert "skipped /dev/nvidia-modeset: not present on this host (nvidia-modeset not loaded; headless node)" in \
+        Path(run_log.group(1)).read_text()
     conf = state.read_conf(200).render()
     assert "nvidia-modeset" not in conf and "/dev/nvidia7," in conf
     assert not any("libnvidia-ml" in p.name for p in (state.ct_root(200) / "usr" / "lib").rglob("libnvidia-ml*"))
