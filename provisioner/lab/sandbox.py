@@ -606,9 +606,14 @@ def node_argv(state: LabState, argv: Sequence[str]) -> list[str]:
 #: what an SSH command does on entering the held node view (`held_node_argv`): a mount namespace of
 #: its own with a fresh /etc overlay (LabState writes ``<root>/etc`` by rename, which a long-lived
 #: overlay would not show), then ``"$@"`` in /root as in a fresh view
+#: Each command's overlay gets a work directory of its own (beside the holder's, same file system): overlayfs
+#: empties and recreates `work/` in its workdir at every mount (ovl_workdir_create, fs/overlayfs/super.c), so
+#: commands started together on one workdir raced (a mount failed, exit 32) and took each other's work dir away.
 HELD_ENTER = """set -e
-mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2,index=off" /etc 2>/dev/null || \\
-  mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$2" /etc
+mkdir -p "$2-cmd"
+w=$(mktemp -d "$2-cmd/w.XXXXXXXX")
+mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$w,index=off" /etc 2>/dev/null || \\
+  mount -n -t overlay lab-node-etc -o "lowerdir=/.lab/etc,upperdir=$1,workdir=$w" /etc
 shift 2
 cd /root 2>/dev/null || cd /
 exec "$@"
