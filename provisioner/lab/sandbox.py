@@ -800,11 +800,7 @@ def _installer_env(s: _Script, r: str, root: Path) -> None:
     """``/.lab/installer.env`` (read-only): the lab's values the driver installer stand-in sources, so that
     the .run file itself is the same bytes on every lab (`provisioner.lab.commands.installer.build_run`)."""
     path = root / "run" / "installer.env"
-    text = installer_env(root)
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    _write(root, path, installer_env(root))
     s.raw(f": > {_q(r + '/.lab/installer.env')}")
     s.mount("--bind", path, f"{r}/.lab/installer.env")
     s.raw(f"mount -n -o remount,bind,ro {_q(r + '/.lab/installer.env')}")
