@@ -19,6 +19,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 JsonObject = dict[str, object]
 
 
+def object_at(record: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """The JSON object at `key` of `record` ({} when absent or not an object)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 class Payload(BaseModel):
     model_config = ConfigDict(extra="allow")
 

@@ -17,7 +17,7 @@ from provisioner.export import pylock
 from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof
 from provisioner.export.pylock import LockPart
 from provisioner.export.source import ExportRefused, Proof
-from provisioner.payloads import RuntimeGpu, VenvRuntime
+from provisioner.payloads import RuntimeGpu, VenvRuntime, object_at
 from provisioner.resolver.compat import variant_min_driver
 from provisioner.resolver.data import Variant, load_data
 from provisioner.resolver.versions import parse_version_tuple
@@ -135,7 +135,7 @@ def machine_of(wheels: list[pylock.Wheel]) -> str:
 
 def build(proof: Proof, venv: str, venv_rt: VenvRuntime, doc: pylock.PylockDoc, vmid: int | None) -> Export:
     res = proof.resolved
-    torch_res: Mapping[str, object] = res["torch"] if isinstance(res.get("torch"), dict) else {}
+    torch_res = object_at(res, "torch")
     burnin = res["burnin"]
     variant_name = str(torch_res.get("variant") or "")
     if not variant_name:

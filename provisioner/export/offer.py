@@ -18,8 +18,8 @@ from provisioner.export import flox, nix, oci, pylock, write
 from provisioner.export.collect import Export, build, make_pylock, read_venv_runtime
 from provisioner.export.models import FORMATS
 from provisioner.export.source import ExportRefused, Proof, read_run, require_proven
+from provisioner.payloads import object_at
 from provisioner.playbook import Playbook
-from provisioner.steps.venv_common import section
 from provisioner.transport.base import Transport
 
 #: what each format renders beside the core files (pylock.toml, runtime.json, host.json)
@@ -130,8 +130,8 @@ def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *,
         plan.refused = "the playbook names no container and the run recorded none"
         return plan
     plan.proof, plan.vmid = proof, int(vmid)
-    torch = section(res, "torch")
-    runtime = section(res, "runtime")
+    torch = object_at(res, "torch")
+    runtime = object_at(res, "runtime")
     built = runtime.get("torch") or torch.get("version") or "the venv's torch"
     groups = res["venv_lock"]["groups"]
     plan.files = [

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.paths import runs_dir
+from provisioner.payloads import object_at
 from provisioner.playbook import Playbook
 
 
@@ -116,7 +117,7 @@ def find_proof(source: str, playbook: Playbook | None, directory: Path | None = 
 def require_proven(proof: Proof) -> None:
     """Refuse a run without a built venv or without a passing burn-in, saying which."""
     res = proof.resolved
-    burnin = res.get("burnin") if isinstance(res.get("burnin"), dict) else {}
+    burnin = object_at(res, "burnin")
     if proof.burnin_status == "failed":
         raise ExportRefused(f"run {proof.run_id}: the burn-in failed ({proof.burnin_message or 'see its run log'}); "
                             "only a runtime with a passing burn-in is exported")

@@ -35,7 +35,7 @@ from pydantic import Field, field_validator
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.payloads import JsonObject, VenvLock, VenvRuntime
+from provisioner.payloads import JsonObject, VenvLock, VenvRuntime, object_at
 from provisioner.resolver.build_data import PYTORCH_INDEX
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -53,7 +53,6 @@ from provisioner.steps.venv_common import (
     install_failure,
     probe_venv,
     recorded_toolchain,
-    section,
     smoke_test,
 )
 from provisioner.transport.base import CommandResult
@@ -189,12 +188,12 @@ def toolchain_drift(recorded: Mapping[str, object], state: VenvProbe, *, vmid: i
     other than the recorded one (neither on PATH nor in uv_dir) is installed into uv_dir at the recorded
     version; a venv whose Python is another patch release is named (its repair is `recreate: true`)."""
     changes, notes = [], []
-    want_uv = section(recorded, "uv").get("version")
+    want_uv = object_at(recorded, "uv").get("version")
     have = [v for v in (state.get("uv_path_version"), state.get("uv_dir_version")) if v]
     if want_uv and want_uv not in have:
         seen = f"uv {have[0]} in CT {vmid}" if have else f"no uv in CT {vmid}"
         changes.append(f"install uv {want_uv} into {uv_dir}: {seen}, the playbook recorded {want_uv}")
-    want_py = section(recorded, "python").get("version")
+    want_py = object_at(recorded, "python").get("version")
     if want_py and state.get("venv_python") and state["venv_python"] != want_py:
         notes.append(f"warning: drift: Python {state['venv_python']} in the venv of CT {vmid}, the playbook "
                      f"recorded {want_py}; set recreate: true to rebuild it with the recorded Python")
@@ -421,7 +420,7 @@ class VenvBuild(StepKind[VenvParams]):
                 and (rt.get("verified") or not self.params.smoke_test)):
             # a current venv whose uv drifted: install the recorded uv, nothing else
             build.uv = await self._ensure_uv(ctx, build.req, build)
-            runtime: JsonObject = {**rt, "toolchain": {**section(rt, "toolchain"), "uv": self._uv_record(build)}}
+            runtime: JsonObject = {**rt, "toolchain": {**object_at(rt, "toolchain"), "uv": self._uv_record(build)}}
             ctx.state.venv_runtime = VenvRuntime.model_validate(runtime)
             await self._write_runtime(ctx, runtime)
             yield ctx.info(f"using {build.uv} (uv {build.uv_version}); {self.params.path} is unchanged")
@@ -460,7 +459,7 @@ class VenvBuild(StepKind[VenvParams]):
 
     async def _create_venv(self, ctx: StepContext, build: _Build) -> AsyncIterator[Event]:
         ct, path, uv, python = ctx.container(), self.params.path, build.uv, build.req["python"]
-        rec = section(recorded_toolchain(ctx.resolved), "python")
+        rec = object_at(recorded_toolchain(ctx.resolved), "python")
         if (str(rec.get("provided_by", "")).startswith("uv") and str(rec.get("version", "")).startswith(python + ".")):
             python = str(rec["version"])  # uv provided it: the same patch release again
         found = await ct.run([uv, "python", "find", python], timeout=120, quiet=True)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict, cast
 
 from provisioner import quoting
 from provisioner.exitcodes import ExitCode
-from provisioner.payloads import JsonObject, Resolved
+from provisioner.payloads import JsonObject, Resolved, object_at
 from provisioner.resolver.compat import arch_list_covers
 from provisioner.resolver.versions import cc_from_text
 from provisioner.steps.base import DependsOnEarlier, StepFailed
@@ -97,12 +96,6 @@ class VenvProbe(TypedDict, total=False):
     venv_python: str | None
     runtime: JsonObject  # runtime.json as read (a built venv of ours)
     lock: JsonObject | None  # .provisioner/lock.json as read
-
-
-def section(record: Mapping[str, object], key: str) -> Mapping[str, object]:
-    """A sub-object of a recorded JSON object ({} when absent or not an object)."""
-    value = record.get(key)
-    return value if isinstance(value, dict) else {}
 
 
 def parse_state(text: str) -> VenvProbe:
@@ -257,7 +250,7 @@ async def ensure_uv(ctx: StepContext, *, uv_dir: str, pypi: str) -> UvTool:
     With a uv version in the playbook's `resolved.toolchain`, only that version is used: a uv of another
     version on PATH is passed over and the recorded one installed into uv_dir."""
     ct = ctx.container()
-    recorded = section(recorded_toolchain(ctx.resolved), "uv").get("version")
+    recorded = object_at(recorded_toolchain(ctx.resolved), "uv").get("version")
     pin = str(recorded) if recorded else UV_PIN
     uv_bin = f"{uv_dir}/bin/uv"
     for cmd, source in ((["sh", "-c", "command -v uv"], "container PATH"),
