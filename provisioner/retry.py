@@ -44,6 +44,16 @@ class Backoff:
         return [self.delay(n) for n in range(1, self.attempts)]
 
 
+def _wait_before_retry(attempt: int, exc: BaseException, backoff: Backoff, on_retry: OnRetry | None) -> float | None:
+    """After failed try `attempt`: the wait before the next one (`on_retry` told), or None: no try is left."""
+    if attempt >= backoff.attempts:
+        return None
+    wait = backoff.delay(attempt)
+    if on_retry is not None:
+        on_retry(attempt, exc, wait)
+    return wait
+
+
 def call(fn: Callable[[], T], backoff: Backoff, *, retry_on: tuple[type[BaseException], ...],
          on_retry: OnRetry | None = None, sleep: Callable[[float], None] = time.sleep) -> T:
     """`fn()`, tried up to `backoff.attempts` times while it raises one of `retry_on`."""
@@ -51,11 +61,9 @@ def call(fn: Callable[[], T], backoff: Backoff, *, retry_on: tuple[type[BaseExce
         try:
             return fn()
         except retry_on as exc:
-            if attempt >= backoff.attempts:
+            wait = _wait_before_retry(attempt, exc, backoff, on_retry)
+            if wait is None:
                 raise
-            wait = backoff.delay(attempt)
-            if on_retry is not None:
-                on_retry(attempt, exc, wait)
             sleep(wait)
     raise AssertionError("unreachable")
 
@@ -68,10 +76,8 @@ async def acall(fn: Callable[[], Awaitable[T]], backoff: Backoff, *, retry_on: t
         try:
             return await fn()
         except retry_on as exc:
-            if attempt >= backoff.attempts:
+            wait = _wait_before_retry(attempt, exc, backoff, on_retry)
+            if wait is None:
                 raise
-            wait = backoff.delay(attempt)
-            if on_retry is not None:
-                on_retry(attempt, exc, wait)
             await sleep(wait)
     raise AssertionError("unreachable")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from provisioner.facts.models import P2PMatrix, ParseError, TopoMatrix
 from provisioner.facts.nvidia_text import na, require_text, split_lines
@@ -84,11 +84,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             numa[label] = na(extra["NUMA Affinity"])
         if "GPU NUMA ID" in extra:
             gpu_numa[label] = na(extra["GPU NUMA ID"])
-    for d in devices:
-        if d not in links:
-            raise ParseError(f"nvidia-smi topo -m: no row for {d}")
-        if links[d][d] != "X":
-            raise ParseError(f"nvidia-smi topo -m: diagonal entry for {d} is {links[d][d]!r}, expected 'X'")
+    _require_rows_and_diagonal(links, devices, "nvidia-smi topo -m", ", expected 'X'")
     legend, nics = _parse_legend(tail)
     return TopoMatrix(
         devices=tuple(devices),
@@ -99,6 +95,16 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         nic_names=nics,
         legend=legend,
     )
+
+
+def _require_rows_and_diagonal(rows: Mapping[str, Mapping[str, str]], labels: Sequence[str], what: str,
+                               hint: str = "") -> None:
+    """Every label has its row and an "X" on the diagonal (the matrix is the one nvidia-smi prints)."""
+    for d in labels:
+        if d not in rows:
+            raise ParseError(f"{what}: no row for {d}")
+        if rows[d][d] != "X":
+            raise ParseError(f"{what}: diagonal entry for {d} is {rows[d][d]!r}{hint}")
 
 
 P2P_CODES = frozenset({"X", "OK", "CNS", "GNS", "TNS", "NS", "DR", "U"})
@@ -119,10 +125,6 @@ def parse_topo_p2p(text: str) -> P2PMatrix:
         if bad:
             raise ParseError(f"nvidia-smi topo -p2p: row {label}: unknown status {bad[0]!r}")
         status[label] = dict(zip(gpus, values, strict=True))
-    for g in gpus:
-        if g not in status:
-            raise ParseError(f"nvidia-smi topo -p2p: no row for {g}")
-        if status[g][g] != "X":
-            raise ParseError(f"nvidia-smi topo -p2p: diagonal entry for {g} is {status[g][g]!r}")
+    _require_rows_and_diagonal(status, gpus, "nvidia-smi topo -p2p")
     legend, _ = _parse_legend(tail)
     return P2PMatrix(gpus=tuple(gpus), status=status, legend=legend)
