@@ -5,8 +5,9 @@
   (torchmetrics itself requires torch) builds: numpy and pillow from PyPI, the same torch as the torch group
   from the PyTorch index. The same request with the PyTorch index as an extra index (the way uv's first-index
   rule breaks it, astral-sh/uv#7554) fails "No solution found" with real uv: the shape makes the difference.
-- Scenario `changed-bytes` (pytorch/pytorch#181056) fails with a message that names the file, the host it came
-  from and the fix; with `hashless-links` real uv hashes what it downloads and the lock still pins every file.
+- Scenario `changed-bytes` (pytorch/vision#9243, pytorch/pytorch#195141) fails with a message that names the file, the host it came
+  from and the fix; so does `hashless-links` (real uv hashes what it downloads: nothing vouches for those
+  bytes) until the playbook's `trusted_hashes` names the sha256.
 
 Commands reach the "container" through the test-only `pct` stand-in (tests/support/fake_pct.py); the lab's
 torch answers CUDA queries from /dev/nvidia* nodes this machine lacks, so the smoke test is off here (the lab
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from provisioner.events import Message
 from provisioner.lab import index_shape, wheels
 from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
 from tests.support.require import require
@@ -152,27 +154,57 @@ async def test_changed_bytes_names_the_file_the_host_and_the_fix(tmp_path: Path,
     assert "publishes a wrong hash" in message, message
 
 
-async def test_hashless_links_are_hashed_from_the_download(tmp_path: Path, lab: Lab, node: Node) -> None:
-    """Links without `#sha256=` for some of torch's files (astral-sh/uv#13195): uv 0.13.9 hashes the file it
-    downloads, so the lock still pins every file by its sha256 and the build succeeds (older uv refused)."""
+async def test_hashless_links_are_refused_until_the_playbook_trusts_the_sha256(tmp_path: Path, lab: Lab,
+                                                                                 node: Node) -> None:
+    """Links without `#sha256=` for some of torch's files (pytorch/pytorch#153469, #164347): real uv 0.13.9
+    hashes the bytes it downloads, so a lock would pin a hash nobody published. venv.build refuses the file,
+    naming it, the host it came from and the fix (the sha256 to check and the trusted_hashes line); with that
+    line the build succeeds and the lock pins exactly that sha256; a trusted sha256 the bytes do not have is
+    refused again."""
     lab.scenarios = ["hashless-links"]
     page = urllib.request.urlopen(f"{lab.server.base_url}cu128/torch/").read().decode()
     links = re.findall(r'href="([^"]+)"', page)
     assert links and all(("#sha256=" in link) == ("-cp310-" in link) for link in links), page  # only cp310 keeps its hash
-    venv = tmp_path / "ct" / "opt" / "venv"
-    out = await _run(node, lab, venv, ["nvidia-ml-py"])
-    assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
-    lock = out.recorder.playbook().resolved["venv_lock"]["groups"]["torch"]["text"]
     py = "cp" + "".join(map(str, sys.version_info[:2]))
+    require(py != "cp310", "scenario hashless-links keeps cp310's hashes: this test needs another Python")
     served = next((lab.wheel_root / "cu128").glob(f"torch-*-{py}-*.whl"))
-    assert f"--hash=sha256:{hashlib.sha256(served.read_bytes()).hexdigest()}" in lock
+    sha = hashlib.sha256(served.read_bytes()).hexdigest()
+    files_host = lab.server.files.base_url.split("//")[1]
+
+    refused = await _run(node, lab, tmp_path / "ct" / "opt" / "venv", ["nvidia-ml-py"])
+    assert refused.result.statuses == ["ok", "failed"], refused.finished("venv.build").message
+    failed = refused.finished("venv.build")
+    assert f"links {served.name} from {files_host} without a sha256" in failed.message, failed.message
+    assert f"uv hashed the bytes it downloaded: sha256 {sha}" in failed.message, failed.message
+    assert "fix: check the sha256 against a source you trust" in failed.message, failed.message
+    assert f'trusted_hashes: {{{served.name}: "{sha}"}}' in failed.message, failed.message
+
+    async def build(venv: Path, trusted: dict[str, str]) -> Any:
+        return await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"],
+                                                                   "trusted_hashes": trusted}),
+                                  state=known_gpus(reference_gpus(2)), settings=lab.settings())
+
+    venv = tmp_path / "ct" / "opt" / "venv-trusted"
+    out = await build(venv, {served.name: f"sha256:{sha}"})
+    assert out.result.statuses == ["ok", "changed"], out.finished("venv.build").message
+    said = [e.text for e in out.events if isinstance(e, Message)]
+    assert f"linked without a sha256, trusted by the playbook: {served.name} (sha256 {sha})" in said, said
+    lock = out.recorder.playbook().resolved["venv_lock"]["groups"]["torch"]["text"]
+    assert f"--hash=sha256:{sha}" in lock
     assert "torch==2.11.0+cu128" in freeze(venv)
+
+    wrong = await build(tmp_path / "ct" / "opt" / "venv-wrong", {served.name: "0" * 64})
+    assert wrong.result.statuses == ["ok", "failed"]
+    message = wrong.finished("venv.build").message
+    assert f"{served.name} from {files_host} is not the file the playbook trusts" in message, message
+    assert f"its bytes have sha256 {sha}, trusted_hashes names {'0' * 64}" in message, message
 
 
 def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named(tmp_path: Path) -> None:
     """The same in a lab container (its sandbox, its own Python): the extras build; in a lab with scenario
     changed-bytes a fresh container's venv fails with the file, the files host and the fix (a container whose
-    uv cache already holds the good file would not even notice: uv installs from its cache)."""
+    uv cache already holds the good file would not even notice: uv installs from its cache); with scenario
+    hashless-links it fails with the file, the files host and the trusted_hashes line to add."""
     import json
     import os
 
@@ -202,3 +234,12 @@ def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named
         files_host = conn["files_url"].split("//")[1]
         assert "torch-2.11.0+cu128-cp" in message and f"from {files_host}" in message, message
         assert "publishes a wrong hash" in message and "fix:" in message, message
+
+        # The same container on a lab whose index links torch's files without a sha256 (cp310's keep theirs)
+        changed.set_scenarios("hashless-links")
+        unhashed = changed.replay(book)
+        assert unhashed.rc != 0 and unhashed.status_of("venv.build") == "failed", unhashed.describe()
+        message = unhashed.message_of("venv.build")
+        assert re.search(rf"links torch-2\.11\.0\+cu128-cp3(?!10)\d+-\S+\.whl from {re.escape(files_host)} "
+                         r"without a sha256", message), message
+        assert "fix: check the sha256 against a source you trust" in message and "trusted_hashes:" in message, message

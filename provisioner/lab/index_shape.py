@@ -11,7 +11,8 @@ What the real download.pytorch.org/whl/<variant>/ looks like (reference/real-wor
   address (127.0.0.2, else another port of 127.0.0.1) serves every file, the pages only link;
 - some links carry **no `#sha256=`** (scenario `hashless-links`: torch's files but cp310's, `_hashless`) and some
   files **changed after their hash was published** (scenario `changed-bytes`: torch 2.11.0+cu128 serves other
-  bytes than its link's hash; pytorch/pytorch#181056 is that file, 2026-04; pytorch/pytorch#195141 triton);
+  bytes than its link's hash, as pytorch/vision#9243 torchvision 0.24.0+cu128 and pytorch/pytorch#195141 triton
+  did; pytorch/pytorch#181056, torch 2.11.0+cu128 cp310 itself, is a link without a hash);
 - PyPI (`/pypi/simple/`) has the current versions, nvidia-ml-py and packages that themselves require torch
   (`torchmetrics` needs `torch>=2.0.0` and `numpy>1.20.0`, as its METADATA on PyPI says).
 
@@ -51,7 +52,7 @@ PYPI: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("fsspec", ("2025.9.0",), ()), ("packaging", ("25.0",), ()),
     ("torchmetrics", ("1.8.2",), ("numpy>1.20.0", "packaging>17.1", "torch>=2.0.0")),
 )
-#: the files scenario `changed-bytes` serves altered (pytorch/pytorch#181056: torch 2.11.0+cu128)
+#: the files scenario `changed-bytes` serves altered (the reference host's torch; pytorch/vision#9243 saw it happen)
 CHANGED_PREFIX = "torch-2.11.0+cu128-"
 INDEX_SCENARIOS = ("hashless-links", "changed-bytes")
 
@@ -87,7 +88,7 @@ def build_side(base: Path) -> Path:
 
 def rebuilt(wheel: Path) -> Path:
     """The same wheel re-published with other bytes (one more file in it): a valid wheel of the same name whose
-    sha256 is not the one the index links (what pytorch/pytorch#181056 and #195141 saw)."""
+    sha256 is not the one the index links (what pytorch/vision#9243 and pytorch/pytorch#195141 saw)."""
     out = wheel.with_name(wheel.name + ".changed")
     if not out.exists():
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")

@@ -55,6 +55,15 @@ from provisioner.steps.venv_common import (
     recorded_toolchain,
     smoke_test,
 )
+from provisioner.steps.venv_links import (
+    LIST_LINKS,
+    Listing,
+    judge_unhashed,
+    parse_listing,
+    pick_file,
+    project_page,
+    unhashed_files,
+)
 from provisioner.transport.base import CommandResult
 
 TORCH_FAMILY = ("torch", "torchvision")
@@ -97,6 +106,7 @@ def _text(value: object) -> str | None:
     return str(value) if value else None
 
 
+_FILE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+!\-]*\.(whl|tar\.gz|zip)")
 _URL_RE = re.compile(r"https?://[A-Za-z0-9.\-:\[\]]+(/[A-Za-z0-9._~\-/%+]*)?")
 
 
@@ -118,6 +128,9 @@ class VenvParams(Params):
     recreate: bool = Field(False, description="Allow deleting an existing venv at the path")
     smoke_test: bool = True
     uv_dir: str = Field("/opt/uv", description="Where uv is installed (a venv) when the container has none")
+    trusted_hashes: dict[str, str] = Field(
+        default_factory=dict, description="file name: sha256 you checked, for files the index links without one "
+                                          "(venv.build refuses those otherwise)")
 
     @field_validator("path")
     @classmethod
@@ -141,6 +154,19 @@ class VenvParams(Params):
             if _req_name(p) in TORCH_FAMILY:
                 raise ValueError(f"{p!r}: torch and torchvision come from the resolved index, not extra_packages")
         return v
+
+    @field_validator("trusted_hashes")
+    @classmethod
+    def _trusted(cls, v: dict[str, str]) -> dict[str, str]:
+        out = {}
+        for name, digest in v.items():
+            if not _FILE_RE.fullmatch(name):
+                raise ValueError(f"{name!r}: not a wheel or sdist file name")
+            sha = digest.strip().lower().removeprefix("sha256:")
+            if not re.fullmatch(r"[0-9a-f]{64}", sha):
+                raise ValueError(f"{name}: {digest!r} is not a sha256 (64 hex digits)")
+            out[name] = sha
+        return out
 
     @field_validator("torch", "torchvision")
     @classmethod
@@ -235,33 +261,6 @@ def parse_hash_mismatch(text: str) -> HashMismatch | None:
             "computed": (_SHA_RE.findall(computed_part) or [None])[0]}
 
 
-#: prints `href<TAB>text` for each link of a PEP 503 project page (run with the venv's Python, argv: URL)
-LIST_LINKS = (
-    "import html, re, sys, urllib.request\n"
-    "page = urllib.request.urlopen(sys.argv[1], timeout=60).read().decode('utf-8', 'replace')\n"
-    "for href, text in re.findall(r'<a[^>]*href=\"([^\"]*)\"[^>]*>([^<]*)</a>', page):\n"
-    "    print(html.unescape(href) + '\\t' + html.unescape(text).strip())\n")
-
-
-def pick_file(listing: str, page_url: str, name: str, version: str, python: str) -> dict[str, str] | None:
-    """The file of `name==version` a Python `python` (e.g. 3.12) installs, from a project page's links:
-    {"file", "url", "host", "sha256" (the link's, or "")}."""
-    from urllib.parse import urljoin, urlsplit
-
-    tag = "cp" + python.replace(".", "")
-    wanted = f"{name.replace('-', '_')}-{version}-".lower()
-    for line in listing.splitlines():
-        href, _, text = line.partition("\t")
-        if not text.lower().startswith(wanted) or not text.endswith(".whl"):
-            continue
-        if f"-{tag}-" not in text and "-py3-none-any" not in text:
-            continue
-        url, _, frag = urljoin(page_url, href).partition("#")
-        return {"file": text, "url": url, "host": urlsplit(url).netloc,
-                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
-    return None
-
-
 def _recorded_lock(ctx: StepContext, group: LockGroup, req: VenvRequest) -> JsonObject | None:
     """The playbook's recorded lock for this group, if it was made for the same requirements, indexes and Python."""
     lock = ctx.resolved.venv_lock
@@ -286,6 +285,7 @@ class _Build:
     repair: bool = False
     locks: dict[str, LockGroup] = field(default_factory=dict)
     pins: dict[str, str] = field(default_factory=dict)
+    hash_checked: set[str] = field(default_factory=set)  # name==version whose links' hashes were checked
 
     @staticmethod
     def meta(path: str) -> str:
@@ -528,6 +528,9 @@ class VenvBuild(StepKind[VenvParams]):
             if not part_text.strip():
                 continue
             source = explicit if part == "torch" else default
+            if not prior and (part == "torch" or not explicit):  # the files of a wheel index, freshly locked
+                async for event in self._check_hashes(ctx, build, part_text, str(source)):
+                    yield event
             part_file = lockfile if not explicit else f"{meta}/{name}.{part}.lock.txt"
             if explicit:
                 await ct.write_file(part_file, part_text.encode())
@@ -544,16 +547,44 @@ class VenvBuild(StepKind[VenvParams]):
         build.locks[name] = {"requirements": group["requirements"], "index_url": group["index_url"],
                              "torch_index_url": group["torch_index_url"], "python": req["python"], "text": text}
 
+    async def _listing(self, ctx: StepContext, pages: list[str]) -> Listing:
+        """The links of these project pages, as the container reads them (`LIST_LINKS`, the venv's Python)."""
+        result = await ctx.container().run([f"{self.params.path}/bin/python", "-c", LIST_LINKS, *pages],
+                                           timeout=120 + 10 * len(pages), quiet=True)
+        if result.ok:
+            return parse_listing(result.output)
+        why = (result.tail(1) or [f"exit status {result.exit_status}"])[0]
+        return Listing(errors={page: why for page in pages})
+
+    async def _check_hashes(self, ctx: StepContext, build: _Build, lock_text: str, index: str
+                            ) -> AsyncIterator[Event]:
+        """A freshly locked file that its wheel index links without a sha256 carries only the hash uv made of
+        the bytes it downloaded: refused unless the playbook's trusted_hashes names that sha256."""
+        pins = {name: version for name, version in parse_lock(lock_text).items()
+                if f"{name}=={version}" not in build.hash_checked}  # the extra group re-locks torch: once is enough
+        if not pins:
+            return
+        listing = await self._listing(ctx, [project_page(index, name) for name in pins])
+        found = unhashed_files(lock_text, listing, index, build.req["python"])
+        build.hash_checked.update(f"{name}=={version}" for name, version in pins.items())
+        for page, why in listing.errors.items():
+            yield ctx.warning(f"could not read {page} to check its links' hashes: {why}")
+        verdict = judge_unhashed(found, self.params.trusted_hashes)
+        if verdict["refused"]:
+            raise StepFailed("; ".join(verdict["refused"]), exit_code=ExitCode.FAILED, fix=verdict["fix"])
+        for accepted in verdict["trusted"]:
+            yield ctx.info(f"linked without a sha256, trusted by the playbook: {accepted}")
+
     async def _hash_failure(self, ctx: StepContext, mismatch: HashMismatch, index: str, result: CommandResult, *,
                             recorded: bool, python: str) -> StepFailed:
         """A file whose bytes are not the sha256 the lock holds: which file, from which host, and whose the
         fault is. The link's own hash (read from the index page) tells an index that links a wrong hash
-        (pytorch/pytorch#181056) from a file that changed since the playbook's lock was recorded."""
+        (pytorch/vision#9243) from a file that changed since the playbook's lock was recorded."""
         name, version = mismatch["name"], mismatch["version"]
-        page = f"{index.rstrip('/')}/{name}/"
-        listing = await ctx.container().run([f"{self.params.path}/bin/python", "-c", LIST_LINKS, page], timeout=120,
-                                            quiet=True)
-        found = pick_file(listing.output, page, name, version, python) if listing.ok else None
+        page = project_page(index, name)
+        listing = await self._listing(ctx, [page])
+        links = listing.pages.get(page)
+        found = pick_file(links, page, name, version, python, listing.machine) if links else None
         what = (f"{found['file']} from {found['host']}" if found
                 else f"the file of {name}=={version} (linked by {page})")
         got = f"; its bytes have sha256 {mismatch['computed']}" if mismatch.get("computed") else ""
@@ -566,7 +597,7 @@ class VenvBuild(StepKind[VenvParams]):
         if found and found["sha256"] and mismatch.get("computed") and found["sha256"] != mismatch["computed"]:
             return StepFailed(
                 f"{what} does not match the sha256 the index links it with ({found['sha256']}{got}): the index "
-                f"{page} itself publishes a wrong hash for this file (as pytorch/pytorch#181056 did), not your "
+                f"{page} itself publishes a wrong hash for this file (as pytorch/vision#9243 did), not your "
                 "mirror or network", result=result, exit_code=ExitCode.FAILED,
                 fix=f"pin another {name} version or Python (another file), or wait until the index is fixed; "
                     "report it to the index's owner with this file name")

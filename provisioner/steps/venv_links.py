@@ -1,0 +1,189 @@
+"""What a package index's project pages say about the files a venv.build lock pins: which file a container
+installs, the host it is fetched from, and the sha256 the index publishes for it (or that it publishes none).
+
+The PyTorch index links some files without a `#sha256=` (pytorch/pytorch#153469 aarch64, #164347 cu126,
+pytorch/vision#9267 win_amd64). uv 0.13.9's `uv pip compile --generate-hashes` then hashes the bytes it
+downloaded, so the lock pins whatever arrived: a hash nobody published. venv.build refuses such a file unless
+the playbook names its sha256 (`trusted_hashes`), as the SSH transport records only the host key the user
+confirmed (`unhashed_files`, `judge_unhashed`).
+
+The listing is fetched in the container (the machine that downloads the files) by `LIST_LINKS`; everything
+else here is a pure parser of its output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
+from urllib.parse import urljoin, urlsplit
+
+#: prints, for each project page URL in argv, `@@page URL` then `href<TAB>text` per link (`@@error URL: why`
+#: when a page cannot be read), after one `@@machine <platform.machine()>` line; run with the venv's Python
+LIST_LINKS = (
+    "import html, platform, re, sys, urllib.request\n"
+    "print('@@machine ' + platform.machine())\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        page = urllib.request.urlopen(url, timeout=60).read().decode('utf-8', 'replace')\n"
+    "    except Exception as exc:\n"
+    "        print('@@error ' + url + ': ' + ' '.join(str(exc).split()))\n"
+    "        continue\n"
+    "    print('@@page ' + url)\n"
+    "    for href, text in re.findall(r'<a[^>]*href=\"([^\"]*)\"[^>]*>([^<]*)</a>', page):\n"
+    "        print(html.unescape(href) + '\\t' + html.unescape(text).strip())\n")
+
+
+@dataclass
+class Listing:
+    """`LIST_LINKS` output, parsed: the container's machine, each page's (href, text) links, unread pages."""
+
+    machine: str = ""
+    pages: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def parse_listing(text: str) -> Listing:
+    out = Listing()
+    page: str | None = None
+    for line in text.splitlines():
+        if line.startswith("@@machine "):
+            out.machine = line[len("@@machine "):].strip()
+        elif line.startswith("@@page "):
+            page = line[len("@@page "):].strip()
+            out.pages[page] = []
+        elif line.startswith("@@error "):
+            url, _, why = line[len("@@error "):].partition(": ")
+            out.errors[url] = why
+            page = None
+        elif page is not None and "\t" in line:
+            href, _, label = line.partition("\t")
+            out.pages[page].append((href, label))
+    return out
+
+
+def project_page(index: str, name: str) -> str:
+    """The PEP 503 page of project `name` on `index`."""
+    return f"{index.rstrip('/')}/{name}/"
+
+
+class LinkedFile(TypedDict):
+    file: str
+    url: str
+    host: str
+    sha256: str  # the link's, or "" when it carries none
+
+
+def _installs(filename: str, name: str, version: str, python: str, machine: str) -> bool:
+    """Whether a CPython `python` (e.g. 3.12) on a Linux `machine` installs this wheel of `name==version`."""
+    if not filename.endswith(".whl"):
+        return False
+    parts = filename[:-4].split("-")
+    if len(parts) not in (5, 6):
+        return False
+    project, ver, pytag, abi, plat = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
+    if re.sub(r"[-_.]+", "-", project).lower() != name or ver != version:
+        return False
+    minor = int(python.split(".")[1])
+    tags = set(pytag.split("."))
+    stable = abi == "abi3" and any(re.fullmatch(r"cp3(\d+)", t) and int(t[3:]) <= minor for t in tags)
+    if not ({f"cp3{minor}", "py3"} & tags or stable) or abi.endswith("t"):  # cp313t: the free-threaded build
+        return False
+    if plat == "any" or not machine:
+        return True
+    return any(p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(machine) for p in plat.split("."))
+
+
+def pick_file(links: list[tuple[str, str]], page_url: str, name: str, version: str, python: str,
+              machine: str = "") -> LinkedFile | None:
+    """The file of `name==version` that CPython `python` on a Linux `machine` installs, from a project page's
+    links (`machine` "" when unknown: any platform)."""
+    for href, text in links:
+        if not _installs(text, name, version, python, machine):
+            continue
+        url, _, frag = urljoin(page_url, href).partition("#")
+        return {"file": text, "url": url, "host": urlsplit(url).netloc,
+                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
+    return None
+
+
+_PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[^\]]*\])?==([^\s\\;]+)")
+_HASH_RE = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+def lock_entries(text: str) -> dict[str, tuple[str, list[str]]]:
+    """A `uv pip compile --generate-hashes` lock → {normalized name: (version, [sha256, …])}."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line.strip() and not line[0].isspace() and not line.startswith("#"):
+            m = _PIN_RE.match(line.strip())
+            current = re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else None
+            if current is not None and m is not None:
+                out[current] = (m.group(3), [])
+        if current is not None:
+            out[current][1].extend(_HASH_RE.findall(line))
+    return out
+
+
+class Unhashed(TypedDict):
+    """A locked file its index links without a sha256."""
+
+    name: str
+    version: str
+    file: str
+    host: str
+    page: str
+    computed: list[str]  # the lock's hashes for it that no link of its page publishes: what uv hashed
+
+
+def unhashed_files(lock_text: str, listing: Listing, index: str, python: str) -> list[Unhashed]:
+    """The files of a lock (all from `index`) whose links carry no `#sha256=`; a package whose page was not
+    listed, or lists no file this Python installs, is not judged here."""
+    out: list[Unhashed] = []
+    for name, (version, hashes) in lock_entries(lock_text).items():
+        page = project_page(index, name)
+        links = listing.pages.get(page)
+        found = pick_file(links, page, name, version, python, listing.machine) if links else None
+        if found is None or found["sha256"]:
+            continue
+        published = {href.partition("#sha256=")[2] for href, _ in links or [] if "#sha256=" in href}
+        out.append({"name": name, "version": version, "file": found["file"], "host": found["host"], "page": page,
+                    "computed": [h for h in hashes if h not in published]})
+    return out
+
+
+class Verdict(TypedDict):
+    trusted: list[str]  # "file (sha256 …)" the playbook's trusted_hashes vouch for
+    refused: list[str]  # one sentence per file refused
+    fix: str
+
+
+def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str]) -> Verdict:
+    """Each unhashed file is accepted only when `trusted` (file name → sha256) names the sha256 its bytes
+    have; otherwise it is refused, with the sha256 to check and the line to add."""
+    ok: list[str] = []
+    refused: list[str] = []
+    to_add: list[str] = []
+    for f in found:
+        got = f["computed"][0] if len(f["computed"]) == 1 else ""
+        want = trusted.get(f["file"])
+        if want and want in f["computed"]:
+            ok.append(f"{f['file']} (sha256 {want})")
+            continue
+        where = f"{f['file']} from {f['host']}"
+        hashed = f"uv hashed the bytes it downloaded: sha256 {got}" if got else "uv hashed the bytes it downloaded"
+        if want:
+            refused.append(f"{where} is not the file the playbook trusts: its bytes have sha256 {got or '?'}, "
+                           f"trusted_hashes names {want} (the index {f['page']} links it without a sha256)")
+        else:
+            refused.append(f"the index {f['page']} links {where} without a sha256, so nothing vouches for its "
+                           f"bytes ({hashed})")
+        to_add.append(f"{f['file']}: \"{got or '<sha256>'}\"")
+    fix = ""
+    if refused:
+        fix = ("check the sha256 against a source you trust (the file fetched from another network, the "
+               "publisher's release notes), then add it to venv.build as trusted_hashes: {"
+               + ", ".join(to_add) + "}; or pin another torch version or Python whose file the index hashes")
+    return {"trusted": ok, "refused": refused, "fix": fix}
