@@ -158,3 +158,15 @@ def test_trusted_hashes_are_validated_where_the_playbook_says_them() -> None:
         loads(text, "site.yaml")
     assert any(p.startswith("site.yaml:6: steps[0].params.trusted_hashes:") and "trusted_hashes" in p and "is not a sha256" in p
                for p in info.value.problems), info.value.problems
+
+
+def test_the_fix_names_the_field_in_the_wizard_and_the_key_headless() -> None:
+    from provisioner.words import Words
+
+    found = [{"name": "torch", "version": "2.7.0+cu128", "file": AARCH64_270, "host": "download-r2.pytorch.org",
+              "page": "https://download.pytorch.org/whl/cu128/torch/", "computed": [DOWNLOADED]}]
+    wizard = Words(face="wizard", pages={"venv.build": "Venv"})
+    for words, where in ((Words(), "(playbook key venv.build params: trusted_hashes), then replay"),
+                         (wizard, "(field 'trusted hashes' on the Venv page), then Retry (ctrl+r)")):
+        fix = judge_unhashed(found, {}, where=words.where("venv.build", "trusted_hashes"), retry=words.retry)["fix"]  # type: ignore[arg-type]
+        assert f'trusted_hashes: {{{AARCH64_270}: "{DOWNLOADED}"}} {where}' in fix, fix

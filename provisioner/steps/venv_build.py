@@ -569,7 +569,8 @@ class VenvBuild(StepKind[VenvParams]):
         build.hash_checked.update(f"{name}=={version}" for name, version in pins.items())
         for page, why in listing.errors.items():
             yield ctx.warning(f"could not read {page} to check its links' hashes: {why}")
-        verdict = judge_unhashed(found, self.params.trusted_hashes)
+        verdict = judge_unhashed(found, self.params.trusted_hashes, where=ctx.words.where(self.kind, "trusted_hashes"),
+                                 retry=ctx.words.retry)
         if verdict["refused"]:
             raise StepFailed("; ".join(verdict["refused"]), exit_code=ExitCode.FAILED, fix=verdict["fix"])
         for accepted in verdict["trusted"]:

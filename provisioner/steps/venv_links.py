@@ -160,9 +160,12 @@ class Verdict(TypedDict):
     fix: str
 
 
-def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str]) -> Verdict:
+def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
+                   where: str = "playbook key venv.build params: trusted_hashes", retry: str = "then replay"
+                   ) -> Verdict:
     """Each unhashed file is accepted only when `trusted` (file name → sha256) names the sha256 its bytes
-    have; otherwise it is refused, with the sha256 to check and the line to add."""
+    have; otherwise it is refused, with the sha256 to check and the entry to add (`where`: the words of the
+    face in use, `provisioner.words`)."""
     ok: list[str] = []
     refused: list[str] = []
     to_add: list[str] = []
@@ -172,18 +175,18 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str]) -> Verdict
         if want and want in f["computed"]:
             ok.append(f"{f['file']} (sha256 {want})")
             continue
-        where = f"{f['file']} from {f['host']}"
+        origin = f"{f['file']} from {f['host']}"
         hashed = f"uv hashed the bytes it downloaded: sha256 {got}" if got else "uv hashed the bytes it downloaded"
         if want:
-            refused.append(f"{where} is not the file the playbook trusts: its bytes have sha256 {got or '?'}, "
+            refused.append(f"{origin} is not the file the playbook trusts: its bytes have sha256 {got or '?'}, "
                            f"trusted_hashes names {want} (the index {f['page']} links it without a sha256)")
         else:
-            refused.append(f"the index {f['page']} links {where} without a sha256, so nothing vouches for its "
+            refused.append(f"the index {f['page']} links {origin} without a sha256, so nothing vouches for its "
                            f"bytes ({hashed})")
         to_add.append(f"{f['file']}: \"{got or '<sha256>'}\"")
     fix = ""
     if refused:
         fix = ("check the sha256 against a source you trust (the file fetched from another network, the "
-               "publisher's release notes), then add it to venv.build as trusted_hashes: {"
-               + ", ".join(to_add) + "}; or pin another torch version or Python whose file the index hashes")
+               "publisher's release notes), then set trusted_hashes: {" + ", ".join(to_add) + f"}} ({where}), "
+               f"{retry}; or pin another torch version or Python whose file the index hashes")
     return {"trusted": ok, "refused": refused, "fix": fix}
