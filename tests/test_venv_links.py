@@ -170,3 +170,17 @@ def test_the_fix_names_the_field_in_the_wizard_and_the_key_headless() -> None:
                          (wizard, "(field 'trusted hashes' on the Venv page), then Retry (ctrl+r)")):
         fix = judge_unhashed(found, {}, where=words.where("venv.build", "trusted_hashes"), retry=words.retry)["fix"]  # type: ignore[arg-type]
         assert f'trusted_hashes: {{{AARCH64_270}: "{DOWNLOADED}"}} {where}' in fix, fix
+
+
+def test_the_entry_the_fix_shows_pastes_into_the_wizard_field() -> None:
+    from screens.form_fields import field_specs, from_text
+
+    found = [{"name": "torch", "version": "2.7.0+cu128", "file": AARCH64_270, "host": "download-r2.pytorch.org",
+              "page": "https://download.pytorch.org/whl/cu128/torch/", "computed": [DOWNLOADED]}]
+    fix = judge_unhashed(found, {})["fix"]  # type: ignore[arg-type]
+    entry = fix.split("trusted_hashes: ", 1)[1].split("}", 1)[0] + "}"
+    spec = next(s for s in field_specs(VenvParams) if s.name == "trusted_hashes")
+    assert (spec.kind, spec.label) == ("yaml", "trusted hashes")
+    value = from_text(spec, entry)
+    assert VenvParams.model_validate({"trusted_hashes": value}).trusted_hashes == {AARCH64_270: DOWNLOADED}
+    assert judge_unhashed(found, VenvParams.model_validate({"trusted_hashes": value}).trusted_hashes)["refused"] == []  # type: ignore[arg-type]
