@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
+from packaging.utils import canonicalize_name
+
 PYLOCK = "pylock.toml"
 SEP = "@@pylock "
 
@@ -152,7 +154,7 @@ def merge(pylocks: dict[str, str], groups: dict[str, LockPart], *, variant: str,
         doc = load(text)
         requires = requires or doc.get("requires-python")
         for pkg in doc.get("packages", []):
-            key = re.sub(r"[-_.]+", "-", str(pkg["name"])).lower()
+            key = canonicalize_name(str(pkg["name"]))
             if key in packages:
                 continue
             entry = PylockPackage(**pkg)  # a copy

@@ -99,8 +99,7 @@ def find_proof(source: str, playbook: Playbook | None, directory: Path | None = 
             return read_run(by_id)
         raise ExportRefused(f"{source}: neither a playbook, a run log nor a run id in {by_id.parent}")
     rec = playbook.resolved
-    recorded_burnin = rec.get("burnin")
-    burnin = recorded_burnin if isinstance(recorded_burnin, dict) else {}
+    burnin = object_at(rec, "burnin")
     if rec.get("venv_lock") and burnin:
         return Proof(resolved=dict(rec), run_id="recorded", at=path.stat().st_mtime, host=playbook.target.host,
                      playbook=str(path.resolve()), burnin_status="ok" if burnin.get("verdict") == "pass" else "failed",

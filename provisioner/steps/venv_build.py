@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from packaging.utils import canonicalize_name
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
@@ -59,6 +60,7 @@ from provisioner.steps.venv_links import (
     LIST_LINKS,
     Listing,
     judge_unhashed,
+    lock_entries,
     parse_listing,
     pick_file,
     project_page,
@@ -195,17 +197,12 @@ class VenvParams(Params):
 def _req_name(spec: str) -> str:
     """Normalized project name of a requirement (PEP 503)."""
     m = re.match(r"[A-Za-z0-9][A-Za-z0-9._\-]*", spec.strip())
-    return re.sub(r"[-_.]+", "-", m.group(0)).lower() if m else ""
+    return canonicalize_name(m.group(0)) if m else ""
 
 
 def parse_lock(text: str) -> dict[str, str]:
     """`name==version` pins of a `uv pip compile` output (or `uv pip freeze`), names normalized."""
-    pins: dict[str, str] = {}
-    for line in text.splitlines():
-        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(\[[^\]]*\])?==([^\s\\;]+)", line.strip())
-        if m:
-            pins[_req_name(m.group(1))] = m.group(3)
-    return pins
+    return {name: version for name, (version, _) in lock_entries(text).items()}
 
 
 def toolchain_drift(recorded: Mapping[str, object], state: VenvProbe, *, vmid: int,

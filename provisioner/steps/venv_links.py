@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 from urllib.parse import urljoin, urlsplit
 
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 #: prints, for each project page URL in argv, `@@page URL` then `href<TAB>text` per link (`@@error URL: why`
 #: when a page cannot be read), after one `@@machine <platform.machine()>` line; run with the venv's Python
 LIST_LINKS = (
@@ -77,22 +81,27 @@ class LinkedFile(TypedDict):
 
 def _installs(filename: str, name: str, version: str, python: str, machine: str) -> bool:
     """Whether a CPython `python` (e.g. 3.12) on a Linux `machine` installs this wheel of `name==version`."""
-    if not filename.endswith(".whl"):
+    try:
+        project, ver, _, tags = parse_wheel_filename(filename)
+        wanted = Version(version)
+    except (InvalidWheelFilename, InvalidVersion):
         return False
-    parts = filename[:-4].split("-")
-    if len(parts) not in (5, 6):
-        return False
-    project, ver, pytag, abi, plat = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    if re.sub(r"[-_.]+", "-", project).lower() != name or ver != version:
+    if project != canonicalize_name(name) or ver != wanted:
         return False
     minor = int(python.split(".")[1])
-    tags = set(pytag.split("."))
-    stable = abi == "abi3" and any(re.fullmatch(r"cp3(\d+)", t) and int(t[3:]) <= minor for t in tags)
-    if not ({f"cp3{minor}", "py3"} & tags or stable) or abi.endswith("t"):  # cp313t: the free-threaded build
+    return any(_tag_fits(tag, minor, machine) for tag in tags)
+
+
+def _tag_fits(tag: Tag, minor: int, machine: str) -> bool:
+    if tag.abi.endswith("t"):  # cp313t: the free-threaded build
         return False
-    if plat == "any" or not machine:
+    cp = re.fullmatch(r"cp3(\d+)", tag.interpreter)
+    stable = tag.abi == "abi3" and cp is not None and int(cp.group(1)) <= minor
+    if tag.interpreter not in (f"cp3{minor}", "py3") and not stable:
+        return False
+    if tag.platform == "any" or not machine:
         return True
-    return any(p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(machine) for p in plat.split("."))
+    return tag.platform.startswith(("manylinux", "linux", "musllinux")) and tag.platform.endswith(machine)
 
 
 def pick_file(links: list[tuple[str, str]], page_url: str, name: str, version: str, python: str,
@@ -119,7 +128,7 @@ def lock_entries(text: str) -> dict[str, tuple[str, list[str]]]:
     for line in text.splitlines():
         if line.strip() and not line[0].isspace() and not line.startswith("#"):
             m = _PIN_RE.match(line.strip())
-            current = re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else None
+            current = canonicalize_name(m.group(1)) if m else None
             if current is not None and m is not None:
                 out[current] = (m.group(3), [])
         if current is not None:
