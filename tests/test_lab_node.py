@@ -128,7 +128,7 @@ async def test_host_key_and_client_key_are_checked(lab: tuple[LabServices, dict[
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as resp:
+    with urllib.request.urlopen(url, timeout=120) as resp:
         data: bytes = resp.read()
         return data
 

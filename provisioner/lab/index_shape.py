@@ -158,8 +158,7 @@ class _FilesHandler(QuietGetHandler):
             self.send_body(404, b"LAB: no such file\n", "text/plain", head)
             return
         changed = found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios()
-        data = rebuilt(found).read_bytes() if changed else found.read_bytes()
-        self.send_body(200, data, "application/octet-stream", head)
+        self.send_file(200, rebuilt(found) if changed else found, head=head)
 
 
 class _PagesHandler(QuietGetHandler):

@@ -491,7 +491,7 @@ class _Handler(QuietGetHandler):
             if not match:
                 self.send_body(404, b"LAB: no such file\n", "text/plain", head)
                 return
-            self.send_body(200, match[0].read_bytes(), "application/octet-stream", head)
+            self.send_file(200, match[0], head=head)
             return
         project = name.lower().replace("_", "-")
         links = [(f"/whl/{variant}/{quote(f.name)}#sha256={index.sha256(f)}", f.name)
