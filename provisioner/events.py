@@ -54,6 +54,17 @@ class PlanReady(_Event):
     commands: list[str] = []
 
 
+class ParamOffer(BaseModel):
+    """An edit of the failed step's own parameter that settles its failure once the user has checked it: the
+    entries `add` merged into the mapping parameter `param`. The wizard shows `confirm` and asks (`action` is
+    its button); a replay never applies it (its fix text says what to write in the playbook)."""
+
+    param: str
+    add: dict[str, str]
+    confirm: list[str]
+    action: str
+
+
 class StepFinished(_Event):
     kind: Literal["step.finished"] = "step.finished"
     index: int
@@ -64,6 +75,7 @@ class StepFinished(_Event):
     diagnosis: list[dict[str, object]] = []  # `Finding.to_dict()` of provisioner.diagnose
     mode: Literal["plan", "apply"] = "apply"
     resolved: dict[str, object] = {}  # apply mode, ok/changed: the facts the step adds to the playbook's `resolved`
+    offer: ParamOffer | None = None  # failed: an edit of its parameters the user may confirm
 
 
 class CommandStarted(_Event):

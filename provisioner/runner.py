@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from provisioner import interrupts, node_lock, secrets
-from provisioner.events import Bus, Message, PlanReady, RunFinished, RunStarted, StepFinished, StepStarted, StepStatus
+from provisioner.events import (
+    Bus,
+    Message,
+    ParamOffer,
+    PlanReady,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    StepStatus,
+)
 from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import ParseError
@@ -278,7 +288,8 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
                          if label != step.kind else step.title))
     start = time.monotonic()
 
-    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, object]] | None = None) -> StepStatus:
+    def finish(status: StepStatus, message: str = "", diagnosis: list[dict[str, object]] | None = None,
+               offer: ParamOffer | None = None) -> StepStatus:
         resolved: dict[str, object] = {}
         if mode == "apply" and status in ("ok", "changed"):
             try:
@@ -287,7 +298,7 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
                 status, message = "failed", f"internal error in {step.kind} (resolved): {type(exc).__name__}: {exc}"
         bus.emit(StepFinished(host=host, index=index, step=step.kind, status=status, message=message,
                               duration_s=time.monotonic() - start, diagnosis=diagnosis or [], mode=mode,
-                              resolved=resolved))
+                              resolved=resolved, offer=offer))
         return status
 
     phase = "check"
@@ -322,7 +333,7 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         text = exc.message + (f"\nfix: {exc.fix}" if exc.fix else "")
         own = {f.get("category") for f in exc.findings}  # the step's own finding outranks the log's guess
         guessed = [f for f in diagnose_lines([exc.message, *exc.evidence]) if f.get("category") not in own]
-        return finish("failed", text, [*exc.findings, *guessed][:3])
+        return finish("failed", text, [*exc.findings, *guessed][:3], exc.offer)
     except CommandFailed as exc:
         return finish("failed", str(exc), diagnose_lines(exc.result.lines))
     except FactUnavailable as exc:

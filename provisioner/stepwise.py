@@ -31,6 +31,7 @@ from provisioner.events import (
     Event,
     Message,
     OutputLine,
+    ParamOffer,
     PlanReady,
     StepFinished,
     StepStarted,
@@ -64,6 +65,7 @@ class StepRun:
     notes: list[str] = field(default_factory=list)
     message: str = ""
     diagnosis: list[dict[str, object]] = field(default_factory=list)
+    offer: ParamOffer | None = None  # failed: an edit of its parameters that settles it, for the user to confirm
     failing_command: str = ""
     last_command: str = ""
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
@@ -484,3 +486,4 @@ class StepSession:
         elif isinstance(event, StepFinished):
             run.message = event.message
             run.diagnosis = list(event.diagnosis)
+            run.offer = event.offer

@@ -1,4 +1,5 @@
-"""Modal dialogs: host-key confirmation on first contact, and what to do with running or unsaved work on quit."""
+"""Modal dialogs: host-key confirmation on first contact, trusting what a failed step could not verify, and what
+to do with running or unsaved work on quit."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from provisioner.events import ParamOffer
+from screens.plain_text import plain_line
 
 ResultT = TypeVar("ResultT")
 
@@ -71,6 +75,41 @@ class HostKeyDialog(WarningDialog[bool]):
         self.dismiss(True)
 
     @on(Button.Pressed, "#hk-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class OfferDialog(WarningDialog[bool]):
+    """A failed step's offered edit (`ParamOffer`): what the user is asked to check, then Cancel or the edit.
+    Cancel is focused first: trusting takes a deliberate choice."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    text_id = "offer-text"
+
+    def __init__(self, step: str, offer: ParamOffer) -> None:
+        super().__init__()
+        self.step = step
+        self.offer = offer
+
+    def body(self) -> Text:
+        text = Text()
+        text.append(f"{self.step}: {self.offer.action.rstrip('…')}?\n\n", style="bold")
+        for line in self.offer.confirm:
+            text.append(plain_line(line) + "\n")
+        return text
+
+    def buttons(self) -> list[Button]:
+        return [Button("Cancel", id="offer-cancel"),
+                Button(f"{self.offer.action.rstrip('…')} and plan again", id="offer-accept", variant="warning")]
+
+    def on_mount(self) -> None:
+        self.query_one("#offer-cancel", Button).focus()
+
+    @on(Button.Pressed, "#offer-accept")
+    def _accept(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#offer-cancel")
     def action_cancel(self) -> None:
         self.dismiss(False)
 

@@ -41,6 +41,7 @@ from provisioner.events import (
     StepStarted,
 )
 from provisioner.steps.base import load_step_kinds
+from screens.dialogs import OfferDialog
 from screens.fit import fit_urls, has_long_url
 from screens.plain_text import plain_line
 from screens.widgets.error_panel import ErrorPanel, error_text
@@ -322,7 +323,7 @@ class StepPage(Screen[None]):
         title = cls.title if cls is not None else run.spec.kind
         command = run.failing_command or run.last_command
         self.query_one(ErrorPanel).show(error_text(title, run.message, command, list(run.tail)[-12:],
-                                                   run.diagnosis))
+                                                   run.diagnosis), run.offer.action if run.offer else "")
         self.set_class(True, "-error")
 
     def hide_error(self) -> None:
@@ -370,6 +371,30 @@ class StepPage(Screen[None]):
     @on(Button.Pressed, "#retry")
     def _retry(self) -> None:
         self.action_run()
+
+    @on(Button.Pressed, "#offer")
+    def _offer(self) -> None:
+        """The failed step offers an edit of its own parameters (trust a sha256 it could not verify): shown
+        with what to check, applied only when confirmed, then planned again like Retry (nothing is applied
+        before the new plan is confirmed)."""
+        index = self.next_index()
+        run = self.session.runs[index] if index is not None else None
+        if self.wizard.busy or run is None or run.offer is None:
+            return
+        offer = run.offer
+
+        def decided(accepted: bool | None) -> None:
+            if not accepted or run.offer is not offer:
+                return
+            current = run.spec.params.get(offer.param)
+            value = {**(current if isinstance(current, dict) else {}), **offer.add}
+            self.store_params(run.index, {offer.param: value})
+            for form in self.query(f"#form-{run.index}").results(ParamsForm):
+                form.set_value(offer.param, value)  # the field shows what the step now runs with
+            self.log_line(f"── {offer.param}: added {', '.join(offer.add)} (confirmed in the wizard)")
+            self.action_run()
+
+        self.app.push_screen(OfferDialog(run.spec.name or run.spec.kind, offer), decided)
 
     @on(Button.Pressed, "#skip")
     def _skip(self) -> None:

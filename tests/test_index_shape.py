@@ -178,6 +178,10 @@ async def test_hashless_links_are_refused_until_the_playbook_trusts_the_sha256(t
     assert f"uv hashed the bytes it downloaded: sha256 {sha}" in failed.message, failed.message
     assert "fix: check the sha256 against a source you trust" in failed.message, failed.message
     assert f'trusted_hashes: {{{served.name}: "{sha}"}}' in failed.message, failed.message
+    # the wizard's offer (shown, confirmed, then merged into the step's trusted_hashes): that file, that sha256
+    assert failed.offer is not None and failed.offer.param == "trusted_hashes", failed
+    assert failed.offer.add == {served.name: sha}
+    assert any(files_host in line for line in failed.offer.confirm), failed.offer.confirm
 
     async def build(venv: Path, trusted: dict[str, str]) -> Any:
         return await run_playbook(node, make_playbook(venv, build={"extra_packages": ["nvidia-ml-py"],
@@ -243,3 +247,7 @@ def test_in_the_lab_numpy_from_pypi_with_the_same_torch_and_a_changed_file_named
         assert re.search(rf"links torch-2\.11\.0\+cu128-cp3(?!10)\d+-\S+\.whl from {re.escape(files_host)} "
                          r"without a sha256", message), message
         assert "fix: check the sha256 against a source you trust" in message and "trusted_hashes:" in message, message
+        # the run log keeps the offer the wizard would show: the file uv downloaded and the sha256 it made
+        offer = unhashed.steps()["venv.build"].get("offer") or {}
+        assert offer.get("param") == "trusted_hashes" and len(offer.get("add", {})) == 1, offer
+        assert next(iter(offer["add"])) in message and next(iter(offer["add"].values())) in message, offer

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import BaseModel, ConfigDict
 
 from provisioner import step_registry
-from provisioner.events import Event
+from provisioner.events import Event, ParamOffer
 from provisioner.payloads import JsonObject
 from provisioner.steps.context import StepContext
 from provisioner.transport.base import CommandResult
@@ -53,8 +53,9 @@ class StepFailed(Exception):
 
     def __init__(self, message: str, *, fix: str = "", result: CommandResult | None = None,
                  evidence: list[str] | None = None, exit_code: int = 1,
-                 findings: list[dict[str, object]] | None = None) -> None:
+                 findings: list[dict[str, object]] | None = None, offer: ParamOffer | None = None) -> None:
         self.message = message
+        self.offer = offer  # an edit of the step's parameters that settles it, for the user to confirm
         self.findings = findings or []  # diagnosis findings (`Finding.to_dict()`) the step itself established
         self.fix = fix
         self.result = result

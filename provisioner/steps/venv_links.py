@@ -167,6 +167,8 @@ class Verdict(TypedDict):
     trusted: list[str]  # "file (sha256 …)" the playbook's trusted_hashes vouch for
     refused: list[str]  # one sentence per file refused
     fix: str
+    offer: dict[str, str]  # file → the sha256 uv made of its bytes: what trusting them adds to trusted_hashes
+    confirm: list[str]  # what to check before trusting them, one line each
 
 
 def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
@@ -178,6 +180,8 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
     ok: list[str] = []
     refused: list[str] = []
     to_add: list[str] = []
+    offer: dict[str, str] = {}
+    confirm: list[str] = []
     for f in found:
         got = f["computed"][0] if len(f["computed"]) == 1 else ""
         want = trusted.get(f["file"])
@@ -193,9 +197,16 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
             refused.append(f"the index {f['page']} links {origin} without a sha256, so nothing vouches for its "
                            f"bytes ({hashed})")
         to_add.append(f"{f['file']}: \"{got or '<sha256>'}\"")
+        if got:
+            offer[f["file"]] = got
+            confirm += [f["file"], f"  from {f['host']}, linked by {f['page']} without a sha256",
+                        f"  sha256 of the bytes downloaded: {got}",
+                        *([f"  (trusted_hashes names {want}: replaced)"] if want else [])]
     fix = ""
     if refused:
         fix = ("check the sha256 against a source you trust (the file fetched from another network, the "
                "publisher's release notes), then set trusted_hashes: {" + ", ".join(to_add) + f"}} ({where}), "
                f"{retry}; or pin another torch version or Python whose file the index hashes")
-    return {"trusted": ok, "refused": refused, "fix": fix}
+    if len(offer) < len(refused):  # a file whose bytes have no single sha256 to trust: nothing to offer
+        offer, confirm = {}, []
+    return {"trusted": ok, "refused": refused, "fix": fix, "offer": offer, "confirm": confirm}

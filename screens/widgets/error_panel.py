@@ -47,6 +47,7 @@ class ErrorPanel(Vertical):
     ErrorPanel #error-scroll { height: auto; max-height: 100%; }
     ErrorPanel #error-text { height: auto; }
     ErrorPanel Button { margin-right: 1; min-width: 8; }
+    ErrorPanel Button.-hidden { display: none; }
     """
 
     def compose(self) -> ComposeResult:
@@ -54,12 +55,17 @@ class ErrorPanel(Vertical):
             yield Button("Retry", id="retry", variant="warning", compact=True)
             yield Button("Skip", id="skip", compact=True)
             yield Button("Abort", id="abort", variant="error", compact=True)
+            yield Button("Trust…", id="offer", compact=True, classes="-hidden")  # a failed step's ParamOffer
             yield Static("Retry plans again and asks before applying", id="error-hint", markup=False)
         with VerticalScroll(id="error-scroll"):
             yield Static("", id="error-text")
 
-    def show(self, text: Text) -> None:
+    def show(self, text: Text, offer: str = "") -> None:
+        """The failure's text; `offer`: the label of the button that offers an edit settling it ("" none)."""
         self.query_one("#error-text", Static).update(text)
+        button = self.query_one("#offer", Button)
+        button.label = offer or "Trust…"
+        button.set_class(not offer, "-hidden")
         self.add_class("shown")
 
     def hide(self) -> None:
