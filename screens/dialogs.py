@@ -93,7 +93,8 @@ class OfferDialog(WarningDialog[bool]):
 
     def body(self) -> Text:
         text = Text()
-        text.append(f"{self.step}: {self.offer.action.rstrip('…')}?\n\n", style="bold")
+        text.append(f"{self.step} failed: {self.offer.action.rstrip('…').lower()} what it could not verify, "
+                    f"then plan it again?\n\n", style="bold")
         for line in self.offer.confirm:
             text.append(plain_line(line) + "\n")
         return text

@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Log, Static
 
 from provisioner.events import ParamOffer, StepFinished
 from provisioner.playbook import load
-from provisioner.steps.venv_links import judge_unhashed, unhashed_files
+from provisioner.steps.venv_links import judge_unhashed, trust_offer, unhashed_files
 from screens.app import ProvisionerApp
 from screens.dialogs import OfferDialog
 from screens.wizard_session import WizardSession
@@ -35,9 +35,9 @@ def _offer(index: str) -> tuple[ParamOffer, str]:
     listing.machine = "aarch64"
     found = unhashed_files(_lock(DOWNLOADED, X86_270_SHA, WIN_270_SHA), listing, index, "3.10")
     verdict = judge_unhashed(found, {})
-    assert verdict["refused"] and verdict["offer"] == {AARCH64_270: DOWNLOADED}, verdict
-    return ParamOffer(param="trusted_hashes", add=verdict["offer"], confirm=verdict["confirm"], action="Trust…"), \
-        "; ".join(verdict["refused"]) + "\nfix: " + verdict["fix"]
+    offer = trust_offer(verdict)
+    assert verdict["refused"] and offer is not None and offer.add == {AARCH64_270: DOWNLOADED}, verdict
+    return offer, "; ".join(verdict["refused"]) + "\nfix: " + verdict["fix"]
 
 
 def _closed_port() -> int:
@@ -77,6 +77,7 @@ async def test_a_failed_steps_offer_is_shown_confirmed_merged_and_planned_again(
         shown = str(app.screen.query_one("#offer-text", Static).render())
         host = index.split("/")[2]
         assert AARCH64_270 in shown and DOWNLOADED in shown and host in shown, shown
+        assert "Trust only a sha256 you have checked against a source you trust" in shown, shown
         assert app.screen.focused is not None and app.screen.focused.id == "offer-cancel"
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, OfferDialog), what="the dialog to close")

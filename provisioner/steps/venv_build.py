@@ -34,7 +34,7 @@ from packaging.utils import canonicalize_name
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
-from provisioner.events import Event, ParamOffer
+from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
 from provisioner.payloads import JsonObject, VenvLock, VenvRuntime, object_at
 from provisioner.resolver.build_data import PYTORCH_INDEX
@@ -64,6 +64,7 @@ from provisioner.steps.venv_links import (
     parse_listing,
     pick_file,
     project_page,
+    trust_offer,
     unhashed_files,
 )
 from provisioner.transport.base import CommandResult
@@ -569,12 +570,8 @@ class VenvBuild(StepKind[VenvParams]):
         verdict = judge_unhashed(found, self.params.trusted_hashes, where=ctx.words.where(self.kind, "trusted_hashes"),
                                  retry=ctx.words.retry)
         if verdict["refused"]:
-            offer = ParamOffer(param="trusted_hashes", add=verdict["offer"], action="Trust…", confirm=[
-                *verdict["confirm"], "", "Trust only a sha256 you have checked against a source you trust (the file "
-                "fetched from another network, the publisher's release notes): trusting adds it to trusted_hashes "
-                "and plans the step again."]) if verdict["offer"] else None
             raise StepFailed("; ".join(verdict["refused"]), exit_code=ExitCode.FAILED, fix=verdict["fix"],
-                             offer=offer)
+                             offer=trust_offer(verdict))
         for accepted in verdict["trusted"]:
             yield ctx.info(f"linked without a sha256, trusted by the playbook: {accepted}")
 

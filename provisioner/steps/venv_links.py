@@ -23,6 +23,8 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from provisioner.events import ParamOffer
+
 #: prints, for each project page URL in argv, `@@page URL` then `href<TAB>text` per link (`@@error URL: why`
 #: when a page cannot be read), after one `@@machine <platform.machine()>` line; run with the venv's Python
 LIST_LINKS = (
@@ -210,3 +212,14 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
     if len(offer) < len(refused):  # a file whose bytes have no single sha256 to trust: nothing to offer
         offer, confirm = {}, []
     return {"trusted": ok, "refused": refused, "fix": fix, "offer": offer, "confirm": confirm}
+
+
+def trust_offer(verdict: Verdict) -> ParamOffer | None:
+    """What the wizard offers to trust for a refused verdict (shown, then confirmed): the sha256 uv made of each
+    refused file, to merge into trusted_hashes; None when some file has no single sha256 to trust."""
+    if not verdict["offer"]:
+        return None
+    return ParamOffer(param="trusted_hashes", add=verdict["offer"], action="Trust…", confirm=[
+        *verdict["confirm"], "", "Trust only a sha256 you have checked against a source you trust (the file fetched "
+        "from another network, the publisher's release notes): it is added to trusted_hashes and the step is "
+        "planned again; nothing is applied before you confirm that plan."])
