@@ -46,11 +46,27 @@ class WarningDialog(ModalScreen[ResultT]):
                 yield from self.buttons()
 
 
-class HostKeyDialog(WarningDialog[bool]):
-    """Trust-on-first-use only after the user compares the fingerprint."""
+class ConfirmDialog(WarningDialog[bool]):
+    """A yes/no warning: the button `accept_id` dismisses with True; `cancel_id` and escape with False."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    accept_id: ClassVar[str]
+    cancel_id: ClassVar[str]
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id in (self.accept_id, self.cancel_id):
+            self.dismiss(event.button.id == self.accept_id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class HostKeyDialog(ConfirmDialog):
+    """Trust-on-first-use only after the user compares the fingerprint."""
+
     text_id = "hk-text"
+    accept_id, cancel_id = "hk-trust", "hk-cancel"
 
     def __init__(self, host: str, fingerprint: str, known_hosts: str) -> None:
         super().__init__()
@@ -70,21 +86,13 @@ class HostKeyDialog(WarningDialog[bool]):
     def buttons(self) -> list[Button]:
         return [Button("Cancel", id="hk-cancel"), Button("Trust this host", id="hk-trust", variant="warning")]
 
-    @on(Button.Pressed, "#hk-trust")
-    def _trust(self) -> None:
-        self.dismiss(True)
 
-    @on(Button.Pressed, "#hk-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(False)
-
-
-class OfferDialog(WarningDialog[bool]):
+class OfferDialog(ConfirmDialog):
     """A failed step's offered edit (`ParamOffer`): what the user is asked to check, then Cancel or the edit.
     Cancel is focused first: trusting takes a deliberate choice."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     text_id = "offer-text"
+    accept_id, cancel_id = "offer-accept", "offer-cancel"
 
     def __init__(self, step: str, offer: ParamOffer) -> None:
         super().__init__()
@@ -105,14 +113,6 @@ class OfferDialog(WarningDialog[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#offer-cancel", Button).focus()
-
-    @on(Button.Pressed, "#offer-accept")
-    def _accept(self) -> None:
-        self.dismiss(True)
-
-    @on(Button.Pressed, "#offer-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(False)
 
 
 QuitChoice = str  # "finish" | "stop" | "save" | "quit"; None: stay

@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Log, Static
 
 from provisioner.events import ParamOffer, StepFinished
 from provisioner.playbook import load
-from provisioner.steps.venv_links import judge_unhashed, trust_offer, unhashed_files
+from provisioner.steps.venv_links import judge_unhashed, unhashed_files
 from screens.app import ProvisionerApp
 from screens.dialogs import OfferDialog
 from screens.wizard_session import WizardSession
@@ -35,7 +35,7 @@ def _offer(index: str) -> tuple[ParamOffer, str]:
     listing.machine = "aarch64"
     found = unhashed_files(_lock(DOWNLOADED, X86_270_SHA, WIN_270_SHA), listing, index, "3.10")
     verdict = judge_unhashed(found, {})
-    offer = trust_offer(verdict)
+    offer = verdict["offer"]
     assert verdict["refused"] and offer is not None and offer.add == {AARCH64_270: DOWNLOADED}, verdict
     return offer, "; ".join(verdict["refused"]) + "\nfix: " + verdict["fix"]
 

@@ -132,22 +132,23 @@ def test_an_unhashed_file_is_refused_until_trusted_with_the_sha256_uv_made(index
     assert f"uv hashed the bytes it downloaded: sha256 {DOWNLOADED}" in refused["refused"][0]
     assert f'trusted_hashes: {{{AARCH64_270}: "{DOWNLOADED}"}}' in refused["fix"]
     # what the wizard offers to trust (after showing it): the file, its host and page, the sha256 uv made
-    assert refused["offer"] == {AARCH64_270: DOWNLOADED}
-    assert refused["confirm"][:3] == [AARCH64_270, f"  from {index.split('/')[2]}, linked by {page} without a sha256",
+    assert refused["offer"] is not None and refused["offer"].add == {AARCH64_270: DOWNLOADED}
+    assert refused["offer"].param == "trusted_hashes"
+    assert refused["offer"].confirm[:3] == [AARCH64_270, f"  from {index.split('/')[2]}, linked by {page} without a sha256",
                                       f"  sha256 of the bytes downloaded: {DOWNLOADED}"]
 
     assert judge_unhashed(found, {AARCH64_270: DOWNLOADED}) == {
-        "trusted": [f"{AARCH64_270} (sha256 {DOWNLOADED})"], "refused": [], "fix": "", "offer": {}, "confirm": []}
+        "trusted": [f"{AARCH64_270} (sha256 {DOWNLOADED})"], "refused": [], "fix": "", "offer": None}
     other = judge_unhashed(found, {AARCH64_270: "0" * 64})
     assert other["trusted"] == [] and "is not the file the playbook trusts" in other["refused"][0]
     assert f"its bytes have sha256 {DOWNLOADED}, trusted_hashes names {'0' * 64}" in other["refused"][0]
-    assert other["offer"] == {AARCH64_270: DOWNLOADED}  # confirming replaces the wrong entry...
-    assert f"  (trusted_hashes names {'0' * 64}: replaced)" in other["confirm"]
+    assert other["offer"] is not None and other["offer"].add == {AARCH64_270: DOWNLOADED}  # replaces the wrong entry...
+    assert f"  (trusted_hashes names {'0' * 64}: replaced)" in other["offer"].confirm
     # ...and the offer, merged into trusted_hashes, settles the verdict
-    assert judge_unhashed(found, {AARCH64_270: "0" * 64, **other["offer"]})["refused"] == []
+    assert judge_unhashed(found, {AARCH64_270: "0" * 64, **other["offer"].add})["refused"] == []
     # a file whose lock holds several unpublished hashes has no one sha256 to trust: nothing is offered
     two = judge_unhashed([{**found[0], "computed": [DOWNLOADED, "6" * 64]}], {})
-    assert two["refused"] and two["offer"] == {} and two["confirm"] == []
+    assert two["refused"] and two["offer"] is None
     # a published hash is never taken for the downloaded one
     assert judge_unhashed(found, {AARCH64_270: X86_270_SHA})["refused"]
 

@@ -64,7 +64,6 @@ from provisioner.steps.venv_links import (
     parse_listing,
     pick_file,
     project_page,
-    trust_offer,
     unhashed_files,
 )
 from provisioner.transport.base import CommandResult
@@ -571,7 +570,7 @@ class VenvBuild(StepKind[VenvParams]):
                                  retry=ctx.words.retry)
         if verdict["refused"]:
             raise StepFailed("; ".join(verdict["refused"]), exit_code=ExitCode.FAILED, fix=verdict["fix"],
-                             offer=trust_offer(verdict))
+                             offer=verdict["offer"])
         for accepted in verdict["trusted"]:
             yield ctx.info(f"linked without a sha256, trusted by the playbook: {accepted}")
 

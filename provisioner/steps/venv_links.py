@@ -169,8 +169,8 @@ class Verdict(TypedDict):
     trusted: list[str]  # "file (sha256 …)" the playbook's trusted_hashes vouch for
     refused: list[str]  # one sentence per file refused
     fix: str
-    offer: dict[str, str]  # file → the sha256 uv made of its bytes: what trusting them adds to trusted_hashes
-    confirm: list[str]  # what to check before trusting them, one line each
+    offer: ParamOffer | None  # the sha256 uv made of each refused file, for the wizard to show and, confirmed,
+    # merge into trusted_hashes; None when some refused file has no single sha256 to trust
 
 
 def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
@@ -209,17 +209,10 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
         fix = ("check the sha256 against a source you trust (the file fetched from another network, the "
                "publisher's release notes), then set trusted_hashes: {" + ", ".join(to_add) + f"}} ({where}), "
                f"{retry}; or pin another torch version or Python whose file the index hashes")
-    if len(offer) < len(refused):  # a file whose bytes have no single sha256 to trust: nothing to offer
-        offer, confirm = {}, []
-    return {"trusted": ok, "refused": refused, "fix": fix, "offer": offer, "confirm": confirm}
-
-
-def trust_offer(verdict: Verdict) -> ParamOffer | None:
-    """What the wizard offers to trust for a refused verdict (shown, then confirmed): the sha256 uv made of each
-    refused file, to merge into trusted_hashes; None when some file has no single sha256 to trust."""
-    if not verdict["offer"]:
-        return None
-    return ParamOffer(param="trusted_hashes", add=verdict["offer"], action="Trust…", confirm=[
-        *verdict["confirm"], "", "Trust only a sha256 you have checked against a source you trust (the file fetched "
-        "from another network, the publisher's release notes): it is added to trusted_hashes and the step is "
-        "planned again; nothing is applied before you confirm that plan."])
+    trust = None
+    if refused and len(offer) == len(refused):  # every refused file has one sha256 its bytes have
+        trust = ParamOffer(param="trusted_hashes", add=offer, action="Trust…", confirm=[
+            *confirm, "", "Trust only a sha256 you have checked against a source you trust (the file fetched from "
+            "another network, the publisher's release notes): it is added to trusted_hashes and the step is "
+            "planned again; nothing is applied before you confirm that plan."])
+    return {"trusted": ok, "refused": refused, "fix": fix, "offer": trust}
