@@ -6,7 +6,8 @@ none), never half a file; the temporary file is 0600 until the rename, so secret
         fh.write(...)
     atomic.write_text(path, text)                       # mode: what open() would give (0666 & ~umask)
 
-The target may be named late (a content-addressed blob): set `writer.path` before the block ends.
+The target may be named late (a content-addressed blob): set `writer.path` before the block ends. A relative
+path is taken relative to the working directory when the writer is made.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ class AtomicWriter:
     """Context manager yielding a binary file; on a clean exit it replaces `path` with what was written."""
 
     def __init__(self, path: str | Path, *, mode: int | None = None) -> None:
-        self.path = Path(path)
+        # Resolved against the working directory now (never following links): tempfile names its file by
+        # absolute path, so a relative target (`-o out/b.tar.gz`) and its temporary file share one directory.
+        self.path = Path(os.path.abspath(path))
         self.mode = mode
         self._tmp: str | None = None
         self._fh: IO[bytes] | None = None
@@ -53,6 +56,7 @@ class AtomicWriter:
                 fh.close()
             if exc_type is not None:
                 return
+            self.path = Path(os.path.abspath(self.path))  # named late, possibly relative
             if self.path.parent != Path(tmp).parent:
                 raise ValueError(f"{self.path} is not in {Path(tmp).parent}: a rename there would not be atomic")
             os.chmod(tmp, default_mode() if self.mode is None else self.mode)

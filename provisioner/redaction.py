@@ -6,9 +6,12 @@ What is masked, always with `MASK`:
    passed explicitly, and the values of environment variables whose *names* say they hold a
    secret (PVE_PASSWORD, HF_TOKEN, ...), also URL-encoded and JSON-escaped; values shorter than
    `SHORT_SECRET_LEN` only as whole tokens (so a 3-character password does not shred words);
-2. pattern rules: PVE API tokens and tickets, Authorization/Cookie headers, private key blocks,
-   URL userinfo, `curl -u user:pass`, `password=`/`token:`-style key-values (shell, URLs, YAML,
-   YAML block scalars, JSON and Python reprs), `--password x` flags, vendor token formats.
+2. pattern rules: PVE API tokens and tickets (and the secret `pveum user token add` prints),
+   Authorization/Cookie headers and bare `Bearer`/`Basic` credentials, private key blocks, URL userinfo
+   (`user:pass@`, also a bare `TOKEN@` on a web URL), `curl -u user:pass`, `password=`/`token:`-style
+   key-values (shell, env dumps incl. `*_PASS=`/`*_PW=`/`*_KEY=`, URLs, YAML, YAML block scalars, JSON and
+   Python reprs), `--password x`/`--password=x` flags, attached passwords (`mysql -pSECRET`, `openssl -pass
+   pass:SECRET`, `redis-cli -a SECRET`, `smbclient -U user%SECRET`), vendor token formats.
 Secret *references* (`env:NAME`, `file:PATH`) are kept: they are not secrets.
 
 `Redactor.obj` walks every field of a JSON-like value (dict keys too); the event bus uses it on
@@ -59,17 +62,42 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(PVEAuthCookie\s*[=:]\s*)[^\s;'\",]+", re.IGNORECASE), rf"\1{MASK}"),
     # A bare PVE ticket anywhere (e.g. in JSON "ticket":"PVE:root@pam:...").
     (re.compile(r"PVE(?:VNC)?:[^\s:'\"]+:[0-9A-F]{8}::[A-Za-z0-9+/=]+"), MASK),
-    # URL userinfo: scheme://user:password@host
-    (re.compile(r"([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)[^\s/@'\"]+@", re.IGNORECASE), rf"\1{MASK}@"),
+    # URL userinfo: scheme://user:password@host (the password up to the last "@" before the path, so one
+    # holding an unencoded "@" is masked whole)
+    (re.compile(r"([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)[^\s/'\"]*@", re.IGNORECASE), rf"\1{MASK}@"),
+    # ... and a bare userinfo on a web URL (https://TOKEN@host: a token as the user name)
+    (re.compile(r"(\b(?:https?|ftps?|wss?|git\+https?)://)(?!<redacted>)[^\s/:@'\"<>]+@", re.IGNORECASE),
+     rf"\1{MASK}@"),
+    # mysql/mariadb -pPASSWORD (attached: `-p secret` is a prompt and a database name), -p'pass word'
+    (re.compile(r"(\b(?:mysql|mariadb)[\w-]*\b[^\n]*?(?<!\S)-p)(?!<redacted>)(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"]+)"),
+     rf"\1{MASK}"),
+    # openssl -pass pass:secret (-passin, -passout, -passphrase ...)
+    (re.compile(r"((?<!\S)-pass\w*\s+pass:)(?:'[^'\n]*'|\"[^\"\n]*\"|\S+)"), rf"\1{MASK}"),
+    # redis-cli -a secret, smbclient -U user%secret
+    (re.compile(r"(\bredis-cli\b[^\n]*?(?<!\S)-a\s*)(?!<redacted>)(?:'[^'\n]*'|\"[^\"\n]*\"|\S+)"), rf"\1{MASK}"),
+    (re.compile(r"((?<!\S)(?:-U|--user(?:name)?)(?:\s+|=)['\"]?[^\s%'\"]+%)[^\s'\"]+"), rf"\1{MASK}"),
+    # A bearer (or Basic) credential without its header name: "Bearer eyJ...", token_type + value dumps
+    (re.compile(r"(?i)(\bbearer\s+)(?!<redacted>)[A-Za-z0-9._~+/-]{8,}=*"), rf"\1{MASK}"),
+    (re.compile(r"(\bBasic\s+)(?=[A-Za-z0-9+/]*(?:[0-9+/=]|[a-z][A-Z]))[A-Za-z0-9+/]{8,}={0,2}(?![\w/+])"), rf"\1{MASK}"),
+    # `pveum user token add` prints the new token's secret as a table row: │ value │ <uuid> │
+    (re.compile(r"(?i)(\bvalue\b[\s│|:=\"']*)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"),
+     rf"\1{MASK}"),
     # curl -u user:password, --user user:password, --proxy-user user:password
     (re.compile(r"((?<!\S)(?:-u|--user|--proxy-user|-U)(?:\s+|=)['\"]?[^\s:'\"]+:)[^\s'\"]+"), rf"\1{MASK}"),
     # JSON / Python repr: "password": "value", 'token': 'value'
     (re.compile(rf"(?i)(\"{_KEY}\"\s*:\s*\"){_REF}(?:[^\"\\]|\\.)*\""), rf'\1{MASK}"'),
     (re.compile(rf"(?i)('{_KEY}'\s*:\s*'){_REF}(?:[^'\\]|\\.)*'"), rf"\1{MASK}'"),
     (re.compile(rf"(?i)('{_KEY}'\s*:\s*\"){_REF}(?:[^\"\\]|\\.)*\""), rf'\1{MASK}"'),
-    # Command-line flags: --password secret, --token=secret, --api-key 'secret'
+    # Command-line flags: --password secret, --token=secret, --api-key 'secret', --pass secret
     (
-        re.compile(rf"(?i)(--{_KEY}(?:=|\s+))(?!-){_REF}(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"),
+        re.compile(rf"(?i)(--(?:{_KEY}|pass)(?:=|\s+))(?!-)(?!<redacted>){_REF}(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)"),
+        rf"\1{MASK}",
+    ),
+    # Environment dumps (`env`, /proc/<pid>/environ, `export`): NAME_PASS=, NAME_PW=, NAME_PWD=, NAME_AUTH=,
+    # NAME_CREDS=, NAME_KEY= (the names a keyword rule below does not already cover)
+    (
+        re.compile(r"(?<![\w-])((?:[A-Za-z0-9]+_)+(?:(?i:pass|pw|pwd|auth|creds?)|KEY)\s*=\s*)(?!<redacted>)"
+                   r"(?!(?:env|file):)('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)"),
         rf"\1{MASK}",
     ),
     # sshpass -p secret

@@ -1,5 +1,11 @@
 """Secrets are referenced, never written: `env:NAME` or `file:PATH`.
 
+An `env:` reference reads only a variable the user allowed (`env_allow_patterns`): by default a name
+matching `PVE_*`, `PROXMOX_*` or `PROVISIONER_*`; the user's own list replaces that default, from
+`PROVISIONER_ENV_REF_ALLOW` (shell-style patterns separated by `:` or `,`) or, when that is unset, from
+the file `env-ref-allow` in the user's configuration directory (`~/.config/gpu-provisioner/env-ref-allow`,
+one pattern a line, `#` comments). A playbook cannot name `env:AWS_SECRET_ACCESS_KEY` and have it sent.
+
 A `file:` reference reads only from a secrets directory (`allowed_dirs`): the user's configuration
 directory for gpu-provisioner (`~/.config/gpu-provisioner`), the site's (`/etc/gpu-provisioner`), the
 directories named in `PROVISIONER_FILE_REF_DIRS` (separated by `:`) and, for a `--lab` run, the lab's own
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fnmatch
 import os
 import re
 import stat
@@ -44,7 +51,7 @@ def secret_ref(value: str) -> str:
     """Accept a reference, refuse a literal secret (the message never repeats the value)."""
     if not is_ref(value):
         raise ValueError("literal secret refused: reference it as env:NAME or file:PATH")
-    problem = file_ref_problem(value)
+    problem = env_ref_problem(value) or file_ref_problem(value)
     if problem is not None:
         raise ValueError(problem)
     return value
@@ -62,6 +69,11 @@ PUBLIC_KEY_TYPES = frozenset({
 
 
 SECRETS_DIR_ENV = "PROVISIONER_FILE_REF_DIRS"
+ENV_ALLOW_ENV = "PROVISIONER_ENV_REF_ALLOW"
+ENV_ALLOW_FILE = "env-ref-allow"  # in the user's configuration directory
+DEFAULT_ENV_ALLOW = ("PVE_*", "PROXMOX_*", "PROVISIONER_*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MAX_ALLOW_FILE_BYTES = 16 * 1024
 SITE_CONFIG_DIR = "/etc/gpu-provisioner"
 KERNEL_TREES = ("/proc", "/sys", "/dev")
 _LAB_DIRS: set[str] = set()  # lab directories a `--lab` run allowed (`allow_dir`): its own password file
@@ -81,6 +93,53 @@ def allowed_dirs() -> list[Path]:
     named = [d for d in os.environ.get(SECRETS_DIR_ENV, "").split(os.pathsep) if d.strip()]
     dirs = [platformdirs.user_config_dir("gpu-provisioner"), SITE_CONFIG_DIR, *named, *sorted(_LAB_DIRS)]
     return [Path(d).expanduser() for d in dict.fromkeys(dirs)]
+
+
+def user_config_dir() -> Path:
+    """The user's configuration directory for gpu-provisioner (`~/.config/gpu-provisioner`, XDG_CONFIG_HOME)."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("gpu-provisioner")).expanduser()
+
+
+def env_allow_patterns() -> tuple[tuple[str, ...], str]:
+    """(the patterns an `env:` name must match, where they come from): `PROVISIONER_ENV_REF_ALLOW` when set,
+    else the user's `env-ref-allow` file when it exists, else `DEFAULT_ENV_ALLOW`. A file that cannot be
+    read allows nothing (never the default silently)."""
+    named = os.environ.get(ENV_ALLOW_ENV)
+    if named is not None:
+        return tuple(p.strip() for p in re.split(r"[:,\s]+", named) if p.strip()), ENV_ALLOW_ENV
+    path = user_config_dir() / ENV_ALLOW_FILE
+    if not os.path.lexists(path):
+        return DEFAULT_ENV_ALLOW, "the default"
+    try:
+        text = read_bounded_text(path, MAX_ALLOW_FILE_BYTES, "env allow-list")
+    except SecretError:
+        return (), str(path)
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return tuple(p for line in lines for p in line.split() if p), str(path)
+
+
+def env_name_allowed(name: str) -> bool:
+    """Whether `env:NAME` may be read: a plain variable name matching one of the user's patterns
+    (case-sensitive, as the environment is)."""
+    patterns, _ = env_allow_patterns()
+    return _ENV_NAME_RE.match(name) is not None and any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def env_ref_problem(ref: str) -> str | None:
+    """At load and before reading: what is wrong with an `env:` reference (None for `file:` and for a good one)."""
+    m = REF_RE.fullmatch(ref)
+    if not m or m.group(1) != "env":
+        return None
+    name = m.group(2)
+    if env_name_allowed(name):
+        return None
+    patterns, origin = env_allow_patterns()
+    shown = name if _ENV_NAME_RE.match(name) else repr(name)
+    allowed = ", ".join(patterns) or "nothing"
+    return (f"env:{shown} is not an allowed secret variable (allowed: {allowed}, from {origin}); rename the "
+            f"variable to match, or allow its name in {ENV_ALLOW_ENV} or {user_config_dir() / ENV_ALLOW_FILE}")
 
 
 def _within(path: str, dirs: Iterable[str]) -> bool:
@@ -107,6 +166,9 @@ def resolve(ref: str) -> str:
         raise SecretError("not a secret reference (use env:NAME or file:PATH)")
     kind, where = m.groups()
     if kind == "env":
+        problem = env_ref_problem(ref)
+        if problem is not None:
+            raise SecretError(problem)
         value = os.environ.get(where)
         if value is None:
             raise SecretError(f"environment variable {where} is not set")
@@ -176,7 +238,7 @@ def source(ref: str) -> str:
         return "?"
     kind, where = m.groups()
     if kind == "env":
-        return f"environment variable {where}"
+        return f"environment variable {where}" + ("" if env_name_allowed(where) else " (refused: not allowed)")
     try:
         return f"file {secret_path(where)}"
     except SecretError:

@@ -100,13 +100,14 @@ def test_wheel_tags_stable_abi_free_threaded_and_compound_platforms() -> None:
     assert pick_file(abi3, page, "torchao", "0.15.0+cu128", "3.12", "aarch64") is None
     assert pick_file([(a.replace("cp310", "cp313"), b.replace("cp310", "cp313")) for a, b in abi3], page, "torchao",
                      "0.15.0+cu128", "3.12", "x86_64") is None  # needs 3.13
-    ft = [("t.whl", "torch-2.9.0-cp313-cp313t-manylinux_2_28_x86_64.whl"),
-          ("u.whl", "torch-2.9.0-cp313-cp313-manylinux_2_28_x86_64.whl")]
+    ft = [("t/torch-2.9.0-cp313-cp313t-manylinux_2_28_x86_64.whl", "torch-2.9.0-cp313-cp313t-manylinux_2_28_x86_64.whl"),
+          ("u/torch-2.9.0-cp313-cp313-manylinux_2_28_x86_64.whl", "torch-2.9.0-cp313-cp313-manylinux_2_28_x86_64.whl")]
     picked = pick_file(ft, "https://h/whl/torch/", "torch", "2.9.0", "3.13", "x86_64")
-    assert picked is not None and picked["url"] == "https://h/whl/torch/u.whl"
-    mac = [("m.whl", "torch-2.9.0-cp313-none-macosx_11_0_x86_64.whl")]
+    assert picked is not None
+    assert picked["url"] == "https://h/whl/torch/u/torch-2.9.0-cp313-cp313-manylinux_2_28_x86_64.whl"
+    mac = [("torch-2.9.0-cp313-none-macosx_11_0_x86_64.whl", "torch-2.9.0-cp313-none-macosx_11_0_x86_64.whl")]
     assert pick_file(mac, "https://h/whl/torch/", "torch", "2.9.0", "3.13", "x86_64") is None  # not Linux
-    pure = [("p.whl", "typing_extensions-4.15.0-py3-none-any.whl")]
+    pure = [("typing_extensions-4.15.0-py3-none-any.whl", "typing_extensions-4.15.0-py3-none-any.whl")]
     assert pick_file(pure, "https://h/", "typing-extensions", "4.15.0", "3.12", "aarch64") is not None
 
 

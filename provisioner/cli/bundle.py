@@ -28,6 +28,7 @@ from provisioner import secrets
 from provisioner.diagnose import diagnose
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 from provisioner.playbook import MAX_BYTES, PlaybookError, load
+from provisioner.render.safe_text import guard
 from provisioner.session import LabNotRunning
 from provisioner.support.bundle import write_bundle
 from provisioner.support.collect import collect
@@ -40,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str, code: ExitCode = ExitCode.USAGE) -> NoReturn:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}", style="bold red"))
+    guard(Console(stderr=True, highlight=False, soft_wrap=True)).print(Text(f"error: {message}", style="bold red"))
     raise SystemExit(code)
 
 
@@ -118,7 +119,7 @@ def _playbook_secrets(path: str) -> tuple[list[str], str, dict[str, Any]]:
             try:
                 known.append(secrets.resolve(ref))
             except secrets.SecretError as exc:
-                Console(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {exc}", markup=False)
+                guard(Console(stderr=True, highlight=False, soft_wrap=True)).print(f"warning: {exc}", markup=False)
     target = playbook.target
     return known, playbook_text(path), {"host": target.host, "vmid": target.container, "user": target.ssh.user,
                                          "port": target.ssh.port, "key_file": target.ssh.key_file,
@@ -180,7 +181,7 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
     choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv,
                                  default_host)
     known += choice.known_secrets
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = guard(Console(stderr=True, highlight=False, soft_wrap=True))
     where = f"CT {choice.vmid} on {choice.spec.label}" if choice.vmid is not None else choice.spec.label
     err.print(f"collecting from {where} …", markup=False)
 
@@ -210,7 +211,7 @@ def command(host: str | None, user: str | None, port: int, key_file: str | None,
                                if evidence.container_unreachable else None,
                                "redacted_members": result.redacted_members, "findings": findings}))
     else:
-        console = Console(highlight=False)
+        console = guard(Console(highlight=False))
         console.print(Text.assemble(("bundle: ", "bold"), str(result.path),
                                     f"  ({result.size} bytes, {len(result.members) + 1} members, sha256 {digest[:16]}…)"))
         console.print("probes: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), markup=False)

@@ -9,6 +9,13 @@ confirmed (`unhashed_files`, `judge_unhashed`).
 
 The listing is fetched in the container (the machine that downloads the files) by `LIST_LINKS`; everything
 else here is a pure parser of its output.
+
+A link is judged by the URL the downloader will fetch, never by what the page says about it (`link_target`):
+the file is the last segment of the href's path (percent-decoded, as uv and pip name it), not the anchor
+text; the host is the URL's host without userinfo. A link that carries userinfo the index page itself does
+not (`https://download.pytorch.org@evil.example/...` is fetched from evil.example), that is not http(s), or
+whose href holds a backslash, whitespace, a control character or a percent-encoded host (URL parsers
+disagree on such hosts) is refused with its real host named, and no trust is offered for it.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
-from urllib.parse import urljoin, urlsplit
+from typing import NotRequired, TypedDict
+from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -75,10 +82,47 @@ def project_page(index: str, name: str) -> str:
 
 
 class LinkedFile(TypedDict):
-    file: str
+    file: str  # the last segment of the URL's path, percent-decoded: the file the downloader names
     url: str
-    host: str
+    host: str  # the URL's host[:port], never its userinfo
     sha256: str  # the link's, or "" when it carries none
+    problem: NotRequired[str]  # why the link is refused (userinfo, a host parsers disagree on, ...)
+
+
+_UNSAFE_HREF = re.compile(r"[\\\s\x00-\x1f\x7f-\x9f]")
+
+
+def link_target(page_url: str, href: str) -> LinkedFile:
+    """What fetching `href` (found on `page_url`) actually fetches: file, URL, host, published sha256, and a
+    `problem` when the link is not what it seems."""
+    url, _, frag = urljoin(page_url, href.strip()).partition("#")
+    parts = urlsplit(url)
+    page = urlsplit(page_url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+        host = host or parts.netloc
+    if port is not None:
+        host = f"{host}:{port}"
+    found: LinkedFile = {"file": unquote(parts.path.rsplit("/", 1)[-1]), "url": url, "host": host,
+                         "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
+    problem = ""
+    if _UNSAFE_HREF.search(href.strip()):
+        problem = "its href holds a backslash, whitespace or a control character (URL parsers disagree on its host)"
+    elif parts.scheme not in ("http", "https"):
+        problem = f"it is not an http(s) link (scheme {parts.scheme or 'none'!r})"
+    elif "@" in parts.netloc and (parts.netloc != page.netloc):
+        problem = (f"its URL carries userinfo (a name before an @): it is fetched from {host}, not from the "
+                   "host that name spells")
+    elif "%" in parts.netloc.rpartition("@")[2] or not parts.hostname:
+        problem = "its host is percent-encoded or missing"
+    elif "/" in found["file"] or not found["file"]:
+        problem = "its path does not end in a file name"
+    if problem:
+        found["problem"] = problem
+    return found
 
 
 def _installs(filename: str, name: str, version: str, python: str, machine: str) -> bool:
@@ -109,13 +153,12 @@ def _tag_fits(tag: Tag, minor: int, machine: str) -> bool:
 def pick_file(links: list[tuple[str, str]], page_url: str, name: str, version: str, python: str,
               machine: str = "") -> LinkedFile | None:
     """The file of `name==version` that CPython `python` on a Linux `machine` installs, from a project page's
-    links (`machine` "" when unknown: any platform)."""
-    for href, text in links:
-        if not _installs(text, name, version, python, machine):
-            continue
-        url, _, frag = urljoin(page_url, href).partition("#")
-        return {"file": text, "url": url, "host": urlsplit(url).netloc,
-                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else ""}
+    links (`machine` "" when unknown: any platform). A link is matched by the file its URL names (the anchor
+    text is the page's word only); a link with a `problem` is returned too, so the caller refuses it."""
+    for href, _text in links:
+        found = link_target(page_url, href)
+        if _installs(found["file"], name, version, python, machine):
+            return found
     return None
 
 
@@ -147,21 +190,25 @@ class Unhashed(TypedDict):
     host: str
     page: str
     computed: list[str]  # the lock's hashes for it that no link of its page publishes: what uv hashed
+    problem: NotRequired[str]  # the link is refused whatever its hash (`link_target`)
 
 
 def unhashed_files(lock_text: str, listing: Listing, index: str, python: str) -> list[Unhashed]:
-    """The files of a lock (all from `index`) whose links carry no `#sha256=`; a package whose page was not
-    listed, or lists no file this Python installs, is not judged here."""
+    """The files of a lock (all from `index`) whose links carry no `#sha256=`, and those whose link is refused
+    (`problem`); a package whose page was not listed, or lists no file this Python installs, is not judged here."""
     out: list[Unhashed] = []
     for name, (version, hashes) in lock_entries(lock_text).items():
         page = project_page(index, name)
         links = listing.pages.get(page)
         found = pick_file(links, page, name, version, python, listing.machine) if links else None
-        if found is None or found["sha256"]:
+        if found is None or (found["sha256"] and "problem" not in found):
             continue
         published = {href.partition("#sha256=")[2] for href, _ in links or [] if "#sha256=" in href}
-        out.append({"name": name, "version": version, "file": found["file"], "host": found["host"], "page": page,
-                    "computed": [h for h in hashes if h not in published]})
+        entry: Unhashed = {"name": name, "version": version, "file": found["file"], "host": found["host"],
+                           "page": page, "computed": [h for h in hashes if h not in published]}
+        if "problem" in found:
+            entry["problem"] = found["problem"]
+        out.append(entry)
     return out
 
 
@@ -186,6 +233,10 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
     confirm: list[str] = []
     for f in found:
         got = f["computed"][0] if len(f["computed"]) == 1 else ""
+        if "problem" in f:  # never offered: what it would fetch is not what the page shows
+            refused.append(f"the index {f['page']} links {f['file']} from {f['host']}, but {f['problem']}; "
+                           "refusing it")
+            continue
         want = trusted.get(f["file"])
         if want and want in f["computed"]:
             ok.append(f"{f['file']} (sha256 {want})")
@@ -205,10 +256,14 @@ def judge_unhashed(found: list[Unhashed], trusted: Mapping[str, str], *,
                         f"  sha256 of the bytes downloaded: {got}",
                         *([f"  (trusted_hashes names {want}: replaced)"] if want else [])]
     fix = ""
-    if refused:
-        fix = ("check the sha256 against a source you trust (the file fetched from another network, the "
-               "publisher's release notes), then set trusted_hashes: {" + ", ".join(to_add) + f"}} ({where}), "
-               f"{retry}; or pin another torch version or Python whose file the index hashes")
+    if any("problem" in f for f in found):
+        fix = ("the index page links a file from somewhere other than it shows: use an index you trust (or your "
+               "own mirror of it), then " + retry)
+    if to_add:
+        fix += ("; " if fix else "") + (
+            "check the sha256 against a source you trust (the file fetched from another network, the publisher's "
+            "release notes), then set trusted_hashes: {" + ", ".join(to_add) + f"}} ({where}), {retry}; or pin "
+            "another torch version or Python whose file the index hashes")
     trust = None
     if refused and len(offer) == len(refused):  # every refused file has one sha256 its bytes have
         trust = ParamOffer(param="trusted_hashes", add=offer, action="Trust…", confirm=[
