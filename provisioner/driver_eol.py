@@ -4,6 +4,17 @@ The resolver (`provisioner.resolver.solver`: a host whose driver is past a famil
 no build) and `driver.userspace` (the step stops before installing) both ask `branch_eol_problems`;
 neither keeps its own table.
 
+This module is the one source of truth for these ceilings: the resolver's data file
+(`resolver/data/torch-releases.json`, `gpu_driver_constraints`) is generated from `RULES`
+(`resolver.build_data`), and `resolver.compat.gpu_driver_constraints` applies them.
+
+Driver numbers are read by branch (`driver_branch`), Linux and Windows alike: under WSL2 `nvidia-smi`
+shows the Windows driver ("NVIDIA-SMI 545.46  Driver Version: 546.80", microsoft/WSL#11589), and a
+Windows release of branch R is numbered from R up to, never reaching, the next branch's number (R580:
+580.xx-582.xx). Linux releases of branch R are all R.xx. So the branch of any number is the highest
+known branch at or below its first component: a Linux number reads as itself, a Windows number as its
+branch, with no flag needed (`WINDOWS_NUMBERING` holds the observed ranges and their sources).
+
 Sources:
 - NVIDIA, "Unix Graphics Feature Deprecation Schedule"
   (https://forums.developer.nvidia.com/t/unix-graphics-feature-deprecation-schedule/60588):
@@ -30,6 +41,7 @@ class BranchEol:
     cc_min: tuple[int, int]
     cc_max_excl: tuple[int, int]
     last_branch: int
+    first_dropped: int  # the first branch that ignores these GPUs (the next branch after `last_branch`)
     sources: tuple[str, ...]
 
     def applies(self, cc: tuple[int, int]) -> bool:
@@ -38,7 +50,7 @@ class BranchEol:
     @property
     def message(self) -> str:
         return (f"R{self.last_branch} is the last driver branch for {self.family} GPUs; "
-                f"R{self.last_branch + 1}+ drivers ignore them")
+                f"R{self.first_dropped}+ drivers ignore them")
 
     @property
     def fix(self) -> str:
@@ -49,10 +61,51 @@ class BranchEol:
 LEGACY_EXAMPLE = {580: "580.95.05", 470: "470.256.02"}
 
 RULES: tuple[BranchEol, ...] = (
-    BranchEol("kepler-last-r470", "Kepler (CC 3.x)", (3, 0), (5, 0), 470,
+    BranchEol("kepler-last-r470", "Kepler (CC 3.x)", (3, 0), (5, 0), 470, 495,
               (_DEPRECATION_SCHEDULE, "https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/")),
-    BranchEol("maxwell-pascal-volta-last-r580", "Maxwell/Pascal/Volta (CC 5.0-7.2)", (5, 0), (7, 5), 580,
+    BranchEol("maxwell-pascal-volta-last-r580", "Maxwell/Pascal/Volta (CC 5.0-7.2)", (5, 0), (7, 5), 580, 590,
               (_DEPRECATION_SCHEDULE, "https://github.com/NixOS/nixos-hardware/issues/1828")),
+)
+
+#: Linux driver branches (the first component of every Linux release of the branch), R450 on
+LINUX_BRANCHES: tuple[int, ...] = (450, 455, 460, 465, 470, 495, 510, 515, 520, 525, 530, 535, 545, 550, 555,
+                                   560, 565, 570, 575, 580, 590, 595)
+
+_DC = "https://docs.nvidia.com/datacenter/tesla/"  # "Version <linux>(Linux)/<windows>(Windows)" per release
+_CUDA_RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"  # Table 3, Linux and Windows
+
+
+@dataclass(frozen=True)
+class WindowsNumbering:
+    """Windows releases of `branch`, as NVIDIA published them with their Linux twin (or as WSL2 shows them)."""
+
+    branch: int
+    examples: tuple[str, ...]  # Windows driver numbers of this branch
+    sources: tuple[str, ...]
+
+
+WINDOWS_NUMBERING: tuple[WindowsNumbering, ...] = (
+    WindowsNumbering(470, ("471.11", "471.41", "472.50", "473.47"),
+                     (_CUDA_RN, "https://github.com/Azure/azhpc-extensions/blob/master/NvidiaGPU/resources.json")),
+    WindowsNumbering(495, ("496.04", "496.13"), (_CUDA_RN,)),
+    WindowsNumbering(510, ("510.06", "511.23"), (_CUDA_RN, "https://github.com/NVlabs/NVBit/issues/75")),
+    WindowsNumbering(515, ("516.01", "517.48"), ("https://github.com/microsoft/WSL/issues/9134",)),
+    WindowsNumbering(520, ("522.06",), ()),  # unverified here
+    WindowsNumbering(525, ("527.41", "528.33", "529.19"),
+                     ("https://github.com/Azure/azhpc-extensions/blob/master/NvidiaGPU/resources.json",
+                      "https://github.com/arrayfire/arrayfire/pull/3636")),
+    WindowsNumbering(530, ("531.14",), ()),  # unverified here
+    WindowsNumbering(535, ("536.25", "537.13"),
+                     (_DC + "tesla-release-notes-535-54-03", "https://github.com/microsoft/WSL/issues/11277")),
+    WindowsNumbering(545, ("546.80",), ("https://github.com/microsoft/WSL/issues/11589",)),
+    WindowsNumbering(550, ("551.61", "552.22"), ()),  # unverified here
+    WindowsNumbering(555, ("555.85", "556.12"), ()),  # unverified here
+    WindowsNumbering(560, ("560.94",), ("https://github.com/Azure/azhpc-extensions/blob/master/NvidiaGPU/resources.json",)),
+    WindowsNumbering(565, ("565.90", "566.36"), ()),  # unverified here
+    WindowsNumbering(570, ("572.16", "573.48"), (_DC,)),
+    WindowsNumbering(575, ("576.02", "576.57"), (_DC,)),
+    WindowsNumbering(580, ("580.88", "581.94", "582.16"), ()),  # 580.xx-582.xx: the issue's observation
+    WindowsNumbering(590, ("591.44",), ()),  # unverified here
 )
 
 
@@ -76,11 +129,16 @@ def parse_cc(text: str) -> tuple[int, int] | None:
 
 
 def driver_branch(version: str) -> int:
-    """The branch of a driver version: 580 for 580.95.05."""
+    """The branch of a driver version, Linux or Windows numbering: 580 for 580.95.05 (Linux) and for
+    581.94 (Windows, what WSL2's nvidia-smi shows); 535 for 537.13. A first component past the newest known
+    branch is read as a branch of its own."""
     head = str(version).strip().split(".")[0]
     if not head.isdigit():
         raise ValueError(f"not a driver version: {version!r}")
-    return int(head)
+    major = int(head)
+    if major > LINUX_BRANCHES[-1] or major < LINUX_BRANCHES[0]:
+        return major
+    return max(b for b in LINUX_BRANCHES if b <= major)
 
 
 def branch_eol_problems(ccs: Iterable[str | None], driver: str) -> list[EolProblem]:
@@ -90,6 +148,17 @@ def branch_eol_problems(ccs: Iterable[str | None], driver: str) -> list[EolProbl
     problems = []
     for rule in RULES:
         hit = tuple(f"{a}.{b}" for a, b in parsed if rule.applies((a, b)))
-        if hit and branch > rule.last_branch:
+        if hit and branch >= rule.first_dropped:
             problems.append(EolProblem(rule, hit, branch))
     return problems
+
+
+def eol_constraints() -> list[dict[str, object]]:
+    """`RULES` in the resolver data file's `gpu_driver_constraints` shape (`resolver.build_data`):
+    `max_driver_excl` is the first branch that drops the GPUs, compared by branch (`driver_branch`)."""
+    return [
+        {"id": r.id, "family": r.family, "cc_min": f"{r.cc_min[0]}.{r.cc_min[1]}",
+         "cc_max_excl": f"{r.cc_max_excl[0]}.{r.cc_max_excl[1]}", "max_driver_excl": str(r.first_dropped),
+         "severity": "error", "message": r.message, "fix": r.fix, "sources": list(r.sources)}
+        for r in RULES
+    ]

@@ -33,7 +33,7 @@ def test_json_contract(tmp_path: Path) -> None:
     log = tmp_path / "install.log"
     log.write_text(ROW["log"] + "\n")
     code, out, _ = _invoke(["--log", str(log), "--json"])
-    assert code == ExitCode.OK
+    assert code == ExitCode.FAILED  # a root cause found: 1, from a log as from a host (issue 35)
     findings = _last_json(out)["findings"]
     assert isinstance(findings, list) and findings
     top = findings[0]
@@ -52,7 +52,7 @@ def test_no_finding_is_empty_list_exit_0() -> None:
 
 def test_facts_file(tmp_path: Path) -> None:
     code, out, _ = _invoke(["--facts", str(LOGS / "facts-broken-ct102.json"), "--json"])
-    assert code == ExitCode.OK
+    assert code == ExitCode.FAILED
     cats = [f["category"] for f in _last_json(out)["findings"]]
     assert cats[0] == "driver_lib_mismatch" and "container_device_missing" in cats
 
@@ -70,7 +70,7 @@ def test_usage_errors(tmp_path: Path) -> None:
 def test_rich_output_never_interprets_log_markup() -> None:
     log = "[bold red]x[/] [link=http://evil]y[/link] ImportError: libcudart.so.12: cannot open shared object file\n"
     code, out, _ = _invoke(["--log", "-"], stdin=log)
-    assert code == ExitCode.OK
+    assert code == ExitCode.FAILED
     assert "missing_shared_lib" in out
     assert "[bold red]x[/]" in out and "[link=http://evil]" in out
 
@@ -87,5 +87,5 @@ def test_installed_entry_point_last_line_is_json(tmp_path: Path) -> None:
     log.write_text("Failed to initialize NVML: Driver/library version mismatch\r\nNVML library version: 580.178\r\n")
     proc = subprocess.run([str(exe), "diagnose", "--log", str(log), "--json"], capture_output=True, text=True,
                           timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == ExitCode.FAILED, proc.stderr
     assert _last_json(proc.stdout)["findings"][0]["category"] == "driver_lib_mismatch"

@@ -132,6 +132,8 @@ def test_lab_bundle_with_a_hanging_bug_report(tmp_path: Path) -> None:
                     "--bug-report-timeout", "3", "--no-runs")
         assert f"✗ {BUG_REPORT.name}" in text.stdout, text.stdout
         diag = _cli(env, "diagnose", "--bundle", str(out), "--json")
-        assert diag.returncode == 0, diag.stderr
+        # the timed-out bug report is a ✗ check: a fault, exit 1 (as `diagnose --lab` on that host)
+        assert diag.returncode == 1 and json.loads(diag.stdout.strip().splitlines()[-1])["verdict"] == "fault", \
+            diag.stderr
     finally:
         _cli(env, "lab", "down", "--root", str(root), timeout=60)

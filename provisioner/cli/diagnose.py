@@ -4,9 +4,13 @@ With --json the last stdout line is
   {"findings": [{"category", "confidence", "root_cause", "fix", "evidence": [lines], "rule", "rules"}],
    "input": {"bytes", "bytes_read", "partial", "note"},   (input: only when --log was read in part)
    "checks": [{"name", "ok": true|false|null, "detail"}]}  (checks: a live check, one per probe)
-best first; no finding -> {"findings": []}. Exit 0 whenever the diagnosis of a log/facts/bundle ran
-(findings or not); a live check (--host/--local/--lab) exits 1 when it finds a fault. Exit 2 on unusable
-input (no --log/--facts, unreadable file, a FIFO/device given as --log, facts not a JSON object).
+best first; no finding -> {"findings": []}. A host or bundle check (--host/--local/--lab, --bundle) adds
+"checks" (one per probe) and "verdict": "healthy" | "fault".
+
+Exit codes, one rule for every source (`support.doctor.is_fault`): 0 no fault found (no finding; for a host
+or bundle also no ✗ check: "healthy"); 1 a fault found (a finding, or a ✗ check), so the same root cause
+exits 1 from --log, --facts, --bundle and --host alike; 2 unusable input (no --log/--facts, unreadable
+file, a FIFO/device given as --log, facts not a JSON object, a bad bundle); 4 the host is unreachable.
 The log is read bounded (provisioner/diagnose/source.py): a file over 64 MiB is diagnosed from its
 head and tail, and the output says so.
 """
@@ -27,12 +31,14 @@ from provisioner.diagnose import Finding, diagnose
 from provisioner.diagnose.evidence import log_evidence
 from provisioner.diagnose.source import LogInput, LogRefused, read_log
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
-from provisioner.support.diagnose_sources import BundleError, Check, HostUnreachable, bundle_findings, live_report
+from provisioner.render.safe_text import guard
+from provisioner.support.diagnose_sources import BundleError, Check, HostUnreachable, bundle_report, live_report
+from provisioner.support.doctor import is_fault, verdict
 from provisioner.support.target import node_transport
 
 
 def _fail(message: str) -> NoReturn:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}", style="bold red"))
+    guard(Console(stderr=True, highlight=False, soft_wrap=True)).print(Text(f"error: {message}", style="bold red"))
     raise SystemExit(ExitCode.USAGE)
 
 
@@ -104,7 +110,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     facts = _read_facts(facts_path) if facts_path else None
     if bundle_path:
         try:
-            findings = bundle_findings(bundle_path, log_text=text)
+            findings, checks = bundle_report(bundle_path, log_text=text)
         except BundleError as exc:
             _fail(str(exc))
     elif live:
@@ -113,11 +119,12 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
             findings, checks = asyncio.run(live_report(node_transport(choice.spec), choice.vmid, choice.venv,
                                                        log_text=text, known_secrets=choice.known_secrets))
         except HostUnreachable as exc:
-            Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {exc}", style="bold red"))
+            guard(Console(stderr=True, highlight=False, soft_wrap=True)).print(Text(f"error: {exc}", style="bold red"))
             raise SystemExit(ExitCode.UNREACHABLE) from None
     else:
         findings = diagnose(text, facts)
-    fault = ExitCode.FAILED if live and findings else ExitCode.OK
+    checked = live or bool(bundle_path)  # a host or bundle check: probes judged, a verdict given
+    fault = ExitCode.FAILED if is_fault(findings, checks) else ExitCode.OK
     evidence = log_evidence(text).model_dump(mode="json", exclude_defaults=True) if show_evidence else None
     if json_out:
         out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
@@ -125,11 +132,12 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
             out["evidence"] = evidence
         if log_in is not None and log_in.note:  # only when the reader left part of the log out
             out["input"] = log_in.to_dict()
-        if live:
+        if checked:
             out["checks"] = [c.to_dict() for c in checks]
+            out["verdict"] = "fault" if fault else "healthy"
         click.echo(json.dumps(out, ensure_ascii=False))
         raise SystemExit(fault)
-    console = Console(highlight=False)
+    console = guard(Console(highlight=False))
     if evidence is not None:
         console.print(Text("Evidence:", style="bold"))
         for key, value in evidence.items():
@@ -137,16 +145,19 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
                 console.print(f"  {key}: {value}", markup=False)
     if log_in is not None and log_in.note:
         console.print(Text(f"Note: {log_in.note}", style="yellow"))
-    if live:
+    if checked:
         passed = sum(1 for c in checks if c.ok)
         failed = sum(1 for c in checks if c.ok is False)
-        console.print(Text(f"Checked ({passed} ✓, {failed} ✗):", style="bold"))
+        unchecked = sum(1 for c in checks if c.ok is None)
+        console.print(Text(f"Checked ({passed} ✓, {failed} ✗, {unchecked} –):", style="bold"))
         for c in checks:
             style = "green" if c.ok else ("red" if c.ok is False else "dim")
             console.print(Text.assemble(("  " + c.mark + " ", style), (c.name, "bold"), f"  {c.detail}"))
-    if not findings:
-        console.print(Text("No known failure signature found.", style="green"))
-        raise SystemExit(fault)
     for finding in findings:
         console.print(_panel(finding))
+    if checked:  # one verdict, last: "healthy: …" or what is wrong
+        said = verdict(findings, checks)
+        console.print(Text(said[:1].upper() + said[1:] + ".", style="red bold" if fault else "green bold"))
+    elif not findings:
+        console.print(Text("No known failure signature found.", style="green"))
     raise SystemExit(fault)

@@ -81,6 +81,37 @@ def check_driver_versions(facts: Facts) -> list[Candidate]:
     ]
 
 
+def check_cuda_loader(facts: Facts) -> list[Candidate]:
+    """libcuda.so.1 as the container's dynamic loader sees it (`probes.cuda_loader`): it must resolve, and
+    what it needs must resolve and load, or torch finds no CUDA driver whatever the device nodes say."""
+    view = probes.cuda_loader(facts.get("cuda_loader"))
+    if view is None or not view.broken:
+        return []
+    host = _host_driver(facts)
+    install = (f"NVIDIA-Linux-x86_64-{host}.run --no-kernel-modules --silent" if host
+               else "the host driver's .run with --no-kernel-modules")
+    if view.resolved is None:
+        cache = [f"ldconfig -p: {line}" for line in view.cache_lines if line.startswith("libcuda.so.1")]
+        return [_cand(
+            "missing_shared_lib", 0.93, "libcuda_not_loadable",
+            "libcuda.so.1 (the CUDA driver library) is not found by the container's dynamic loader: "
+            "CUDA cannot initialise and torch reports no GPU.",
+            f"Install the userspace driver in the container at the host's version ({install}, or the matching "
+            "distro package), then run `ldconfig`; if the file is elsewhere, add its directory to "
+            "/etc/ld.so.conf.d/ and run `ldconfig`.",
+            [view.not_found_line or "libcuda.so.1: not found by the loader",
+             *(cache or ["ldconfig -p: no libcuda.so.1 entry"])],
+        )]
+    return [_cand(
+        "missing_shared_lib", 0.9, "libcuda_needs_unresolved",
+        f"libcuda.so.1 resolves to {view.resolved} but the loader cannot load it or what it needs "
+        f"({'; '.join(view.unresolved[:3])}).",
+        f"Reinstall the userspace driver in the container ({install}) and install the libraries it needs; "
+        "`ldd` on the file must show no 'not found'.",
+        [f"libcuda.so.1 => {view.resolved}", *(f"ldd: {line}" for line in view.unresolved[:6])],
+    )]
+
+
 def _uvm_major(facts: Facts) -> int | None:
     majors = probes.char_majors(facts.get("host_proc_devices"))
     if "nvidia-uvm" in majors:
@@ -386,6 +417,7 @@ def check_nccl_env(facts: Facts) -> list[Candidate]:
 
 CHECKS: tuple[Callable[[Facts], list[Candidate]], ...] = (
     check_driver_versions,
+    check_cuda_loader,
     check_device_nodes,
     check_lxc_config,
     check_shm,

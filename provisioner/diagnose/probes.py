@@ -185,3 +185,44 @@ def env_vars(raw: object, prefix: str = "NCCL_") -> dict[str, str]:
         if m:
             out[m.group(1)] = m.group(2).strip().strip("'\"")
     return out
+
+
+@dataclass(frozen=True)
+class LoaderView:
+    """What the container's dynamic loader makes of libcuda.so.1 (`facts.evidence.CUDA_LOADER`'s output)."""
+
+    resolved: str | None  # the path libcuda.so.1 resolves to, None when it does not
+    cache_lines: tuple[str, ...]  # the `ldconfig -p` entries for libcuda.so.1 / libnvidia-ml.so.1
+    unresolved: tuple[str, ...]  # what the file needs that the loader cannot find or load (ldd's lines)
+    not_found_line: str | None  # the probe's own "libcuda.so.1: not found by the loader ..." line
+
+    @property
+    def broken(self) -> bool:
+        return self.resolved is None or bool(self.unresolved)
+
+
+_LOADER_NOT_LOADABLE_RE = re.compile(r"not found|not a dynamic executable|wrong ELF class|cannot open|"
+                                     r"version `[^']*' not found", re.IGNORECASE)
+
+
+def cuda_loader(raw: object) -> LoaderView | None:
+    """The `ct.cuda_loader` probe's output read back; None when there is none (the probe did not run)."""
+    if raw is None or not str(raw).strip():
+        return None
+    resolved: str | None = None
+    cache: list[str] = []
+    unresolved: list[str] = []
+    not_found: str | None = None
+    for line in str(raw).splitlines():
+        line = line.strip()
+        if line.startswith("ldconfig: ") and "=>" in line:
+            cache.append(line[len("ldconfig: "):])
+        elif line.startswith("resolved: libcuda.so.1 => "):
+            resolved = line[len("resolved: libcuda.so.1 => "):].split(" (", 1)[0] or None
+        elif line.startswith("libcuda.so.1: not found by the loader"):
+            not_found = line
+        elif line.startswith("needs: ") and _LOADER_NOT_LOADABLE_RE.search(line):
+            unresolved.append(line[len("needs: "):])
+    if resolved is None and not_found is None:
+        return None  # not this probe's output (nothing to judge)
+    return LoaderView(resolved, tuple(cache), tuple(unresolved), not_found)

@@ -119,6 +119,47 @@ LIBC_BANNER = _raw("libc_banner", ("sh", "-c", "ldd --version 2>&1 | head -n 2")
 LDCONFIG_NVIDIA = _raw("ldconfig_nvidia",
                        ("sh", "-c", "ldconfig -p 2>/dev/null | grep -E 'libcuda|libnvidia|libcudnn|libnccl|libcublas'; "
                                     "true"))
+#: what the dynamic loader finds for the CUDA driver library (torch dlopens "libcuda.so.1"): the
+#: `ldconfig -p` entries, the file it resolves to (a stale cache entry whose file is gone is skipped, as
+#: ld.so skips it; then LD_LIBRARY_PATH and the default directories), and `ldd` on it (what it needs, each
+#: resolved or "not found"). Exit 1 when libcuda.so.1 does not resolve or what it needs does not.
+CUDA_LOADER = _raw("cuda_loader", ("sh", "-c", r"""
+if command -v ldconfig >/dev/null 2>&1; then
+  cache=$(ldconfig -p 2>&1) || echo "ldconfig -p failed: $(printf '%s\n' "$cache" | head -n 1)"
+  printf '%s\n' "$cache" | grep -E '^[[:space:]]*lib(cuda|nvidia-ml)\.so\.1 ' | sed 's/^[[:space:]]*/ldconfig: /'
+else
+  cache=""; echo "ldconfig: not installed"
+fi
+path=""
+for p in $(printf '%s\n' "$cache" | sed -n 's/^[[:space:]]*libcuda\.so\.1 .*=> //p'); do
+  if [ -e "$p" ]; then path=$p; break; fi
+  echo "ldconfig: stale entry $p (the file is gone)"
+done
+if [ -z "$path" ]; then
+  rest=${LD_LIBRARY_PATH:-}
+  while [ -z "$path" ] && [ -n "$rest" ]; do
+    d=${rest%%:*}; [ "$d" = "$rest" ] && rest="" || rest=${rest#*:}
+    if [ -n "$d" ] && [ -e "$d/libcuda.so.1" ]; then path=$d/libcuda.so.1; fi
+  done
+fi
+if [ -z "$path" ]; then
+  for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu \
+           /lib64 /usr/lib64 /lib /usr/lib; do
+    if [ -e "$d/libcuda.so.1" ]; then path=$d/libcuda.so.1; break; fi
+  done
+fi
+if [ -z "$path" ]; then
+  echo "libcuda.so.1: not found by the loader (no ldconfig entry, not in LD_LIBRARY_PATH or the default library directories)"
+  exit 1
+fi
+echo "resolved: libcuda.so.1 => $path ($(readlink -f "$path" 2>/dev/null || echo "$path"))"
+if ! command -v ldd >/dev/null 2>&1; then echo "ldd: not installed (what libcuda.so.1 needs was not checked)"; exit 0; fi
+out=$(ldd "$path" 2>&1); rc=$?
+printf '%s\n' "$out" | sed 's/^[[:space:]]*/needs: /'
+[ "$rc" -eq 0 ] || exit 1
+if printf '%s\n' "$out" | grep -qE 'not found|not a dynamic executable|wrong ELF class|cannot open'; then exit 1; fi
+exit 0
+"""))
 #: the environment of a login shell (where a profile sets NCCL_*/CUDA_*); other variables are never read
 GPU_ENV = replace(_raw("gpu_env", ("sh", "-c", "env | grep -E "
                                    "'^(NCCL_|CUDA_|NVIDIA_|TORCH_|PYTORCH_|LD_LIBRARY_PATH=|OMP_NUM_THREADS=)' | sort; true")),

@@ -24,6 +24,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from provisioner import driver_eol
 from provisioner.resolver.data import SCHEMA_VERSION, parse_data
 
 DATA_VERSION = "2026.12.03"
@@ -143,40 +144,8 @@ GPU_DRIVER_CONSTRAINTS: list[dict[str, Any]] = [
             "https://github.com/pdbear/syno_nvidia_gpu_driver/issues/43",
         ],
     },
-    {
-        "id": "maxwell-pascal-dropped-r590",
-        "family": "Maxwell/Pascal and older (CC < 7.0)",
-        "cc_min": "3.0",
-        "cc_max_excl": "7.0",
-        "max_driver_excl": "590",
-        "severity": "error",
-        "message": "R590+ drivers ignore Maxwell/Pascal GPUs; the R580 legacy branch is their last",
-        "fix": "install an R580 legacy driver (e.g. 580.95.05) on this host",
-        "sources": ["https://github.com/NixOS/nixos-hardware/issues/1828"],
-    },
-    {
-        "id": "volta-r590-unverified",
-        "family": "Volta (CC 7.0-7.2)",
-        "cc_min": "7.0",
-        "cc_max_excl": "7.5",
-        "max_driver_excl": "590",
-        "severity": "warning",
-        "message": "Volta support in R590+ drivers is not verified (Pascal/Maxwell were dropped there)",
-        "fix": "if the GPU is missing from nvidia-smi, install an R580 driver",
-        "sources": ["https://github.com/NixOS/nixos-hardware/issues/1828"],
-    },
-    {
-        "id": "kepler-last-r470",
-        "family": "Kepler (CC 3.x)",
-        "cc_min": "3.0",
-        "cc_max_excl": "5.0",
-        "max_driver_excl": "480",
-        "severity": "warning",
-        "message": "Kepler GPUs were last supported by the R470 driver branch (NVIDIA legacy list; "
-        "not in reference/torch-matrix.md)",
-        "fix": "use an R470 driver for Kepler GPUs",
-        "sources": ["https://www.nvidia.com/en-us/drivers/unix/legacy-gpu/"],
-    },
+    # the branch end-of-life ceilings: generated from provisioner.driver_eol.RULES (one source of truth)
+    *driver_eol.eol_constraints(),
 ]
 
 # What each CUDA release's runtime compiler (nvrtc) can target: torch JIT-compiles some kernels at run time

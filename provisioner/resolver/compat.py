@@ -99,6 +99,18 @@ def constraint_applies(constraint: GpuDriverConstraint, device: CC) -> bool:
     return constraint.cc_max_excl is None or device < cc_from_text(constraint.cc_max_excl)
 
 
+def _branch(driver: tuple[int, ...]) -> int:
+    from provisioner.driver_eol import driver_branch
+
+    return driver_branch(".".join(map(str, driver)))
+
+
+def _branch_of(text: str) -> int:
+    from provisioner.driver_eol import driver_branch
+
+    return driver_branch(text)
+
+
 def gpu_driver_findings(
     ccs: list[CC], driver: tuple[int, ...], constraints: list[GpuDriverConstraint]
 ) -> list[GpuDriverFinding]:
@@ -110,8 +122,8 @@ def gpu_driver_findings(
             continue
         if constraint.min_driver is not None and not driver_at_least(driver, constraint.min_driver):
             findings.append(GpuDriverFinding(constraint, hit))
-        elif constraint.max_driver_excl is not None and driver_at_least(driver, constraint.max_driver_excl):
-            findings.append(GpuDriverFinding(constraint, hit))
+        elif constraint.max_driver_excl is not None and _branch(driver) >= _branch_of(constraint.max_driver_excl):
+            findings.append(GpuDriverFinding(constraint, hit))  # a ceiling is a branch: Windows 581.94 is R580
     return findings
 
 
@@ -140,7 +152,7 @@ def gpu_driver_constraints(constraints: list[GpuDriverConstraint]) -> list[GpuDr
     ceilings = [
         GpuDriverConstraint(
             id=rule.id, family=rule.family, cc_min=f"{rule.cc_min[0]}.{rule.cc_min[1]}",
-            cc_max_excl=f"{rule.cc_max_excl[0]}.{rule.cc_max_excl[1]}", max_driver_excl=str(rule.last_branch + 1),
+            cc_max_excl=f"{rule.cc_max_excl[0]}.{rule.cc_max_excl[1]}", max_driver_excl=str(rule.first_dropped),
             severity="error", message=rule.message, fix=rule.fix, sources=list(rule.sources))
         for rule in driver_eol.RULES
     ]

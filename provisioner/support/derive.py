@@ -104,6 +104,9 @@ def facts_from_records(records: Iterable[ProbeRecord], *, container: bool) -> di
         facts["nccl_env"] = text
     if (text := ok("ct.installer_log")) is not None and text.strip():
         facts["install_log"] = text
+    loader = by.get("ct.cuda_loader")
+    if loader is not None and loader.status in ("ok", "failed") and loader.output.strip():
+        facts["cuda_loader"] = loader.output  # a failed look is the finding: libcuda.so.1 does not resolve
 
     smi_errors: list[str] = []
     for name in ("node.gpu_list", "ct.nvidia_smi"):

@@ -23,8 +23,8 @@ from provisioner.support.evidence import Evidence
 from provisioner.support.scrub import Scrubber
 from provisioner.transport.base import Transport, TransportError
 
-__all__ = ["BundleError", "Check", "HostUnreachable", "bundle_findings", "evidence_findings", "live_findings",
-           "live_report"]
+__all__ = ["BundleError", "Check", "HostUnreachable", "bundle_findings", "bundle_report", "evidence_findings",
+           "live_findings", "live_report"]
 
 
 class HostUnreachable(TransportError):
@@ -92,8 +92,16 @@ def drift_findings(report: drift.DriftReport) -> list[Finding]:
 
 def bundle_findings(path: str | Path, log_text: str = "") -> list[Finding]:
     """Diagnose the evidence stored in a support bundle written by `provisioner bundle`."""
+    findings, _ = bundle_report(path, log_text)
+    return findings
+
+
+def bundle_report(path: str | Path, log_text: str = "") -> tuple[list[Finding], list[Check]]:
+    """`bundle_findings` plus the bundle's probes as checks (✓/✗/– as `live_report` gives them), so a bundle
+    and the live host it was taken from get the same verdict and exit code."""
     evidence = read_bundle(path)
     if evidence.unreachable is not None and not any(r.ran for r in evidence.records):
         raise BundleError(f"{path}: the bundle holds no evidence (node was unreachable: {evidence.unreachable})")
     report = evidence.report_text()  # nvidia-bug-report.log: read as a log beside the facts
-    return evidence_findings(evidence, "\n".join(t for t in (log_text, report) if t))
+    findings = merge_by_cause(evidence_findings(evidence, "\n".join(t for t in (log_text, report) if t)))
+    return findings, checks_of(evidence)

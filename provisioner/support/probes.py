@@ -47,6 +47,10 @@ class Probe:
     description: str = ""
     absent_statuses: tuple[int, ...] = (ABSENT, NOT_FOUND)
     timeout_statuses: tuple[int, ...] = ()  # exit statuses that mean "the command's own bound stopped it"
+    #: its output is text read for the rules (a kernel log, a config, a report): words like "error" in it
+    #: are content, and only the reading tool's own complaint ("dmesg: ... Operation not permitted") is
+    #: the probe's (`support.doctor.check_of`)
+    reads_content: bool = False
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -73,18 +77,18 @@ class Probe:
 
 
 def _p(name: str, target: Target, fact: Fact[Any], file: str, feeds: tuple[str, ...] = (),
-       description: str = "") -> Probe:
-    return Probe(name, target, fact, file, feeds, description)
+       description: str = "", *, reads_content: bool = False) -> Probe:
+    return Probe(name, target, fact, file, feeds, description, reads_content=reads_content)
 
 
 E = evidence
 PROBES: tuple[Probe, ...] = (
     # --- node (the Proxmox host) ---------------------------------------------------------------
     _p("node.uname", "node", E.UNAME, "node/uname.txt",
-       description="kernel and architecture (also the reachability check)"),
-    _p("node.os_release", "node", catalog.OS_RELEASE, "node/os-release.txt"),
+       description="kernel and architecture (also the reachability check)", reads_content=True),
+    _p("node.os_release", "node", catalog.OS_RELEASE, "node/os-release.txt", reads_content=True),
     _p("node.pveversion", "node", E.PVEVERSION_VERBOSE, "node/pveversion.txt",
-       description="Proxmox VE and package versions"),
+       description="Proxmox VE and package versions", reads_content=True),
     _p("node.module_version", "node", E.MODULE_VERSION_FILE, "node/sys-module-nvidia-version.txt",
        ("host_driver_version",), "version of the loaded nvidia kernel module"),
     _p("node.proc_driver_version", "node", E.PROC_DRIVER_VERSION_FILE, "node/proc-driver-nvidia-version.txt",
@@ -93,21 +97,21 @@ PROBES: tuple[Probe, ...] = (
     _p("node.gpu_query", "node", catalog.GPUS, "node/nvidia-smi-query-gpu.csv",
        ("gpu_compute_caps", "host_driver_version"), "index, name, uuid, bus id, compute capability, driver, memory"),
     _p("node.nvidia_smi_q", "node", E.SMI_QUERY, "node/nvidia-smi-q.txt",
-       description="full per-GPU report (clocks, ECC, throttle reasons, PCIe)"),
+       description="full per-GPU report (clocks, ECC, throttle reasons, PCIe)", reads_content=True),
     _p("node.proc_devices", "node", catalog.PROC_DEVICES, "node/proc-devices.txt", ("host_proc_devices",),
        "character device majors (nvidia-uvm's is dynamic)"),
     _p("node.dev_nodes", "node", catalog.DEV_NODES, "node/dev-nvidia.txt", ("host_dev_nodes",)),
     _p("node.cgroup_fs", "node", catalog.CGROUP, "node/cgroup-fs.txt", ("cgroup_fs",), "cgroup2fs (v2) or tmpfs (v1)"),
     _p("node.nvidia_modules", "node", E.NVIDIA_MODULES, "node/nvidia-modules.txt"),
     _p("node.dmesg", "node", E.DMESG_NVIDIA, "node/dmesg-nvidia.txt", ("dmesg",),
-       "kernel log lines of the NVIDIA driver (NVRM, Xid)"),
+       "kernel log lines of the NVIDIA driver (NVRM, Xid)", reads_content=True),
     _p("node.lxc_config", "node", E.LXC_CONFIG_FILE, "node/lxc-config.conf", ("lxc_config",),
-       "/etc/pve/lxc/<vmid>.conf"),
-    _p("node.pct_status", "node", E.PCT_STATUS, "node/pct-status.txt"),
+       "/etc/pve/lxc/<vmid>.conf", reads_content=True),
+    _p("node.pct_status", "node", E.PCT_STATUS, "node/pct-status.txt", reads_content=True),
     # --- container (pct exec), or the node itself when there is no container -------------------
     _p("ct.uname", "container", E.UNAME, "container/uname.txt",
        description="also the check that commands run in the container at all"),
-    _p("ct.os_release", "container", catalog.OS_RELEASE, "container/os-release.txt"),
+    _p("ct.os_release", "container", catalog.OS_RELEASE, "container/os-release.txt", reads_content=True),
     _p("ct.libc", "container", E.LIBC_BANNER, "container/ldd-version.txt"),
     _p("ct.userspace", "container", catalog.USERSPACE_LIBS, "container/nvidia-userspace-libs.txt",
        ("container_driver_version",), "installed userspace driver libraries (their version must equal the host module)"),
@@ -116,20 +120,23 @@ PROBES: tuple[Probe, ...] = (
     _p("ct.dev_nodes", "container", catalog.DEV_NODES, "container/dev-nvidia.txt", ("container_dev_nodes",)),
     _p("ct.shm", "container", catalog.SHM, "container/df-shm.txt", ("shm",)),
     _p("ct.ldconfig", "container", E.LDCONFIG_NVIDIA, "container/ldconfig-nvidia.txt"),
+    _p("ct.cuda_loader", "container", E.CUDA_LOADER, "container/cuda-loader.txt", ("cuda_loader",),
+       "libcuda.so.1 as the dynamic loader finds it (ldconfig -p, the file) and what it needs (ldd)"),
     _p("ct.gpu_env", "container", E.GPU_ENV, "container/gpu-env.txt", ("nccl_env",),
-       "NCCL/CUDA environment of a login shell (other variables are never read)"),
-    _p("ct.installer_log", "container", E.INSTALLER_LOG_TAIL, "container/nvidia-installer.log", ("install_log",)),
+       "NCCL/CUDA environment of a login shell (other variables are never read)", reads_content=True),
+    _p("ct.installer_log", "container", E.INSTALLER_LOG_TAIL, "container/nvidia-installer.log", ("install_log",),
+       reads_content=True),
     _p("ct.torch", "container", E.TORCH_SUMMARY, "container/torch.txt",
        ("torch_version", "torch_cuda_version", "torch_arch_list", "torch_check", "gpu_compute_caps"),
        "torch build, CUDA version, arch list and device capabilities in the venv"),
     _p("ct.packages", "container", E.VENV_PACKAGES, "container/packages.txt",
-       description="installed distributions in the venv (name==version)"),
+       description="installed distributions in the venv (name==version)", reads_content=True),
 )
 
 #: NVIDIA's own report, for the bundle only (`diagnose --host` does not run it: it can take minutes)
 BUG_REPORT = Probe("node.nvidia_bug_report", "node", E.NVIDIA_BUG_REPORT, "node/nvidia-bug-report.log",
                    description="nvidia-bug-report.sh --safe-mode (NVIDIA support's file), bounded in time",
-                   timeout_statuses=(TIMED_OUT,))
+                   timeout_statuses=(TIMED_OUT,), reads_content=True)
 BUNDLE_PROBES: tuple[Probe, ...] = (*PROBES, BUG_REPORT)
 
 BY_NAME: dict[str, Probe] = {p.name: p for p in BUNDLE_PROBES}
