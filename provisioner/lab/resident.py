@@ -9,10 +9,18 @@ view (`provisioner.lab.sandbox.node_argv`) for the lab's whole life. It does two
   render code) once, and runs each call in a forked child: the stand-in wrapper's client
   (`provisioner.lab.commands._client`, stdlib only; node and container wrappers alike, the socket
   is ``<root>/run/resident/node.sock``) sends its argv, environment and working directory and
-  passes its stdin/stdout/stderr over a unix socket (SCM_RIGHTS); the child enters the client's
-  own mount namespace (``setns``: the caller's view, node or container, exactly as it is), takes
-  the descriptors as its own, runs the stand-in's ``main`` as ``python -m`` would, and its exit
-  status (or signal) goes back to the client, which exits the same way.
+  passes its stdin/stdout/stderr over a unix socket (SCM_RIGHTS); the child takes on the client's
+  identity before it touches anything of the client's: where the client runs in another user
+  namespace (a container) it joins that namespace first (``setns(CLONE_NEWUSER)``: the
+  container's root, with capabilities over the container's namespaces only, none over the node's),
+  then the client's mount namespace (the caller's view, node or container, exactly as it is), then
+  the client's uid and gid as that namespace maps them (``setresgid``/``setresuid``); it keeps no
+  descriptor of the node's (everything above 2 is closed), takes the client's descriptors as its
+  own, runs the stand-in's ``main`` as ``python -m`` would, and its exit status (or signal) goes
+  back to the client, which exits the same way. A client whose namespaces cannot be joined (one
+  that left, or one in a namespace the node has no authority over) is told to run the stand-in
+  itself. The client is named by a pidfd (``SO_PEERPIDFD``, else ``pidfd_open`` of its
+  ``SO_PEERCRED`` pid), so a pid reused after the client left never names another process.
 
 Its stdin is a pipe from the SSH endpoint: when that ends (the lab stopped, or was killed) it exits.
 The child is a session of its own; a signal the client gets (INT/TERM/HUP/QUIT) is forwarded to
@@ -51,14 +59,81 @@ NODE_MODULES = frozenset({*PRELOAD[:-1]})
 CT_MODULES = frozenset({"provisioner.lab.commands.apt_get", "provisioner.lab.commands.nvidia_smi",
                         "provisioner.lab.commands.kmod"})
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+#: getsockopt: a pidfd of the peer as it connected (Linux 6.5+)
+SO_PEERPIDFD = 77
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def _enter_mount_ns(fd: int) -> None:
-    """setns(2) into the caller's mount namespace (os.setns is Python 3.12+)."""
-    if _LIBC.setns(fd, CLONE_NEWNS) != 0:
+def _setns(fd: int, kind: int) -> None:
+    """setns(2) (os.setns is Python 3.12+)."""
+    if _LIBC.setns(fd, kind) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def _peer_pidfd(conn: socket.socket) -> int:
+    """A pidfd of the client: as it connected where the kernel says (SO_PEERPIDFD), else by its pid."""
+    try:
+        return int(conn.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD))
+    except OSError:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return os.pidfd_open(int.from_bytes(creds[:4], sys.byteorder, signed=True))
+
+
+def _peer_ids(conn: socket.socket) -> tuple[int, int]:
+    """The client's uid and gid as the current user namespace maps them (SO_PEERCRED)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return (int.from_bytes(creds[4:8], sys.byteorder), int.from_bytes(creds[8:12], sys.byteorder))
+
+
+def _pidfd_pid(pidfd: int) -> int:
+    """The pid a pidfd names (its fdinfo's ``Pid:``); -1 where that process has exited."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as fh:
+        for line in fh:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    raise OSError("no pid in the pidfd's fdinfo")
+
+
+class Peer:
+    """The client's namespaces, opened while its pidfd shows it alive (so they are its own)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.pidfd = _peer_pidfd(conn)
+        self.user = self.mnt = -1
+        try:
+            pid = _pidfd_pid(self.pidfd)
+            if pid <= 0:
+                raise ProcessLookupError("the client has exited")
+            self.user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+            self.mnt = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            signal.pidfd_send_signal(self.pidfd, 0)  # still alive: the pid was the client's all along
+            mine = os.stat("/proc/self/ns/user")
+            theirs = os.fstat(self.user)
+            self.same_userns = (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.user, self.mnt):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.pidfd = self.user = self.mnt = -1
+
+
+def become_peer(conn: socket.socket, user_fd: int, mnt_fd: int, same_userns: bool) -> tuple[int, int]:
+    """Take on the client's credentials: its user namespace (where it is not ours), its mount
+    namespace, its uid and gid as that namespace maps them. Returns (uid, gid)."""
+    if not same_userns:
+        _setns(user_fd, CLONE_NEWUSER)  # from here on: no capability over the node's namespaces
+    uid, gid = _peer_ids(conn)
+    _setns(mnt_fd, CLONE_NEWNS)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    return uid, gid
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
@@ -73,19 +148,21 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
     return request, list(fds)
 
 
-def _run_child(request: dict[str, object], fds: list[int], mnt_ns: int) -> None:
-    """In the forked child: become the stand-in the client asked for, in the client's own mount
-    namespace (the exec's view: its fresh /etc, the device nodes it made), never returns."""
+def _run_child(request: dict[str, object], fds: list[int], conn: socket.socket, peer: Peer, entered: int) -> None:
+    """In the forked child: become the client (`become_peer`: its user namespace, mount namespace and
+    ids) and then the stand-in it asked for; one byte on `entered` says it got that far (else the
+    supervisor tells the client to run the stand-in itself). Never returns."""
     code = 255
     try:
         os.setsid()
-        _enter_mount_ns(mnt_ns)
-        os.close(mnt_ns)
+        try:
+            become_peer(conn, peer.user, peer.mnt, peer.same_userns)
+        except OSError:
+            os._exit(code)
+        os.write(entered, b"1")
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        for fd in fds:
-            if fd > 2:
-                os.close(fd)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # nothing of the node's stays at hand
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         env = request.get("env")
@@ -130,27 +207,32 @@ def _supervise(conn: socket.socket) -> None:
     """In a forked supervisor: run one call and report its status (never returns)."""
     try:
         request, fds = _recv_request(conn)
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        peer = int.from_bytes(creds[:4], sys.byteorder, signed=True)
-        try:
-            same_userns = os.readlink(f"/proc/{peer}/ns/user") == os.readlink("/proc/self/ns/user")
-        except OSError:
-            same_userns = False
-        if str(request.get("module")) not in (NODE_MODULES if same_userns else CT_MODULES):
-            conn.sendall(b"fallback\n")  # not served here: the client runs it itself, in its own view
+        if len(fds) != 3:  # its own stdin, stdout and stderr, or none of the resident's are lent to it
+            conn.sendall(b"fallback\n")
             return
         try:
-            mnt_ns = os.open(f"/proc/{peer}/ns/mnt", os.O_RDONLY)
+            peer = Peer(conn)
         except OSError:
             conn.sendall(b"fallback\n")  # the client runs the stand-in itself
             return
+        if str(request.get("module")) not in (NODE_MODULES if peer.same_userns else CT_MODULES):
+            conn.sendall(b"fallback\n")  # not served here: the client runs it itself, in its own view
+            return
+        entered, entered_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            conn.close()
-            _run_child(request, fds, mnt_ns)
-        os.close(mnt_ns)
+            os.close(entered)
+            _run_child(request, fds, conn, peer, entered_w)
+        os.close(entered_w)
+        peer.close()
         for fd in fds:
             os.close(fd)
+        ok = os.read(entered, 1) == b"1"
+        os.close(entered)
+        if not ok:  # it could not become the client: the client runs the stand-in itself, in its own view
+            os.waitpid(pid, 0)
+            conn.sendall(b"fallback\n")
+            return
         pidfd = os.pidfd_open(pid)
         while True:
             ready, _, _ = select.select([conn.fileno(), pidfd], [], [])

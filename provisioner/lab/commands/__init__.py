@@ -59,7 +59,12 @@ def wrapper_text(module: str, root: Path, *extra: str) -> str:
     )
 
 
-def write_executable(path: Path, text: str) -> None:
+def write_executable(path: Path, text: str, root: Path | None = None) -> None:
+    """Write an executable (0755) by a rename; with `root` (the lab root, a container's root) beneath it,
+    no link followed on the way (`provisioner.lab.safe_fs`)."""
+    if root is not None:
+        safe_fs.write_bytes(root, path, text.encode(), 0o755)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)

@@ -6,6 +6,13 @@ and prints apt's real non-interactive output for them (Ubuntu 24.04 package vers
 driver installer needs them). Unknown package: ``E: Unable to locate package X``, exit 100.
 Scenario ``apt-lock``: the first `APT_LOCK_ATTEMPTS` runs meet a held dpkg frontend lock (the real
 two ``E:`` lines, exit 100).
+
+It acts for the container and writes only there (as the container's root: run by the resident server
+it has joined the container's user namespace first, `provisioner.lab.resident`): its package list
+and the kmod tools beneath the container's ``/``, the apt-lock counter beneath the lab root, every
+path resolved beneath its directory without following a link (`provisioner.lab.safe_fs`). A link
+the container planted on one of those paths is refused (dpkg's own ``E:`` shape, exit 100), never
+followed.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from provisioner.lab.commands import write_executable
+from provisioner.lab import safe_fs
 from provisioner.lab.commands._common import out, state
 from provisioner.lab.sandbox import lab_python
 
 APT_LOCK_ATTEMPTS = 2
 STATE = Path("/var/lib/lab-apt/installed")
+#: the container's own root: everything the stand-in installs is written beneath it
+CT_ROOT = Path("/")
 ARCHIVE = "http://archive.ubuntu.com/ubuntu noble/main amd64"
 # name -> (version, download size in bytes, installed size kB, dependencies)
 PACKAGES: dict[str, tuple[str, int, int, tuple[str, ...]]] = {
@@ -44,8 +53,8 @@ LOCK_ERROR = (
 
 
 def _installed() -> set[str]:
-    try:
-        return set(STATE.read_text().split())
+    try:  # a link (to another view's file) or a FIFO there is not a package list
+        return set(safe_fs.read_bytes(CT_ROOT, STATE).decode(errors="replace").split())
     except OSError:
         return set()
 
@@ -74,13 +83,15 @@ def _install_files(name: str, root: Path) -> None:
     text = ("#!/bin/sh\n# LAB stand-in for kmod (gpu-provisioner lab)\n"
             f"PROVISIONER_LAB_ROOT={shlex.quote(str(root))}; export PROVISIONER_LAB_ROOT\n"
             f'exec {shlex.quote(lab_python())} -m provisioner.lab.commands.kmod "$(basename "$0")" "$@"\n')
-    write_executable(Path("/usr/bin/kmod"), text)
-    for rel in KMOD_TOOLS:
-        p = Path("/") / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_symlink() or p.exists():
-            p.unlink()
-        p.symlink_to("/usr/bin/kmod")
+    safe_fs.write_bytes(CT_ROOT, CT_ROOT / "usr/bin/kmod", text.encode(), 0o755)
+    for rel in sorted(KMOD_TOOLS):
+        try:
+            safe_fs.symlink(CT_ROOT, CT_ROOT / rel, "/usr/bin/kmod")
+        except safe_fs.UnsafePath:
+            if not rel.startswith("usr/sbin/"):
+                raise
+            # a merged /usr/sbin (a link to bin, as on Fedora or Arch): the tool goes where it points
+            safe_fs.symlink(CT_ROOT, CT_ROOT / "usr/bin" / Path(rel).name, "/usr/bin/kmod")
 
 
 def _lock_held() -> bool:
@@ -89,13 +100,15 @@ def _lock_held() -> bool:
         return False
     counter = lab.root / "run" / "apt-lock-attempts"
     try:
-        n = int(counter.read_text())
+        n = int(safe_fs.read_bytes(lab.root, counter))
     except (OSError, ValueError):
         n = 0
     if n >= APT_LOCK_ATTEMPTS:
         return False
-    counter.parent.mkdir(parents=True, exist_ok=True)
-    counter.write_text(str(n + 1))
+    try:  # in place: in a container view the counter is a bind of the lab's file
+        safe_fs.write_bytes(lab.root, counter, str(n + 1).encode(), in_place=True)
+    except OSError:
+        return False  # not the lab's counter (a link, another file system): no lock to simulate
     return True
 
 
@@ -159,11 +172,17 @@ def main(argv: list[str] | None = None) -> int:
         v = PACKAGES[n][0]
         out(f"Selecting previously unselected package {n}.\n(Reading database ... 19425 files and directories "
             f"currently installed.)\nPreparing to unpack .../{n}_{v}_amd64.deb ...\nUnpacking {n} ({v}) ...\n")
-    for n in new:
-        out(f"Setting up {n} ({PACKAGES[n][0]}) ...\n")
-        _install_files(n, lab_root)
-    STATE.parent.mkdir(parents=True, exist_ok=True)
-    STATE.write_text("\n".join(sorted(installed | set(new))) + "\n")
+    try:
+        for n in new:
+            out(f"Setting up {n} ({PACKAGES[n][0]}) ...\n")
+            _install_files(n, lab_root)
+        safe_fs.write_bytes(CT_ROOT, STATE, ("\n".join(sorted(installed | set(new))) + "\n").encode())
+    except OSError as exc:  # a link planted on the way, a read-only or full file system
+        sys.stdout.flush()
+        sys.stderr.write(f"E: Sub-process /usr/bin/dpkg returned an error code (1)\n"
+                         f"LAB: apt-get stand-in could not write beneath the container's root: "
+                         f"{exc.strerror or exc}\n")
+        return 100
     out("Processing triggers for libc-bin (2.39-0ubuntu8.4) ...\n")
     return 0
 

@@ -19,6 +19,7 @@ import hashlib
 import shlex
 from pathlib import Path
 
+from provisioner.lab import safe_fs
 from provisioner.lab.commands import wrapper_text, write_executable
 
 LIBDIR = "usr/lib/x86_64-linux-gnu"
@@ -52,20 +53,17 @@ def smi_wrapper(root: Path) -> str:
 
 
 def install_userspace(rootfs: Path, version: str, root: Path) -> None:
-    """Write the files the installer installs, straight into a container root (scenario pre-installs)."""
-    write_executable(rootfs / "usr/bin/nvidia-smi", smi_wrapper(root))
+    """Write the files the installer installs, straight into a container root (scenario pre-installs);
+    beneath the lab `root`, never through a link (`provisioner.lab.safe_fs`)."""
+    write_executable(rootfs / "usr/bin/nvidia-smi", smi_wrapper(root), root)
     lib = rootfs / LIBDIR
-    lib.mkdir(parents=True, exist_ok=True)
     for name in ("libnvidia-ml.so", "libcuda.so"):
-        (lib / f"{name}.{version}").write_text(f"LAB stand-in for {name}.{version} (not an NVIDIA library)\n")
-        link = lib / f"{name}.1"
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(f"{name}.{version}")
-    (rootfs / "var/log").mkdir(parents=True, exist_ok=True)
-    (rootfs / "var/log/nvidia-installer.log").write_text(
+        safe_fs.write_bytes(root, lib / f"{name}.{version}",
+                            f"LAB stand-in for {name}.{version} (not an NVIDIA library)\n".encode())
+        safe_fs.symlink(root, lib / f"{name}.1", f"{name}.{version}")
+    safe_fs.write_bytes(root, rootfs / "var/log/nvidia-installer.log", (
         f"nvidia-installer log file '/var/log/nvidia-installer.log'\ninstaller version: {version}\n"
-        f"-> Installation of the {TITLE} (version: {version}) is now complete.\n")
+        f"-> Installation of the {TITLE} (version: {version}) is now complete.\n").encode())
 
 
 def _payload(version: str) -> str:
