@@ -10,6 +10,7 @@ from pathlib import Path
 
 from provisioner.lab.commands import wrapper_text, write_executable
 from provisioner.lab.commands.installer import MISMATCH_PREINSTALLED, install_userspace
+from provisioner.lab.commands.loader import write_loader_tools
 from provisioner.lab.host_tools import discover_pythons, find_uv
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
@@ -139,6 +140,7 @@ def seed_container(state: LabState, vmid: int, conf: LxcConfig) -> Path:
     apt = wrapper_text("provisioner.lab.commands.apt_get", state.root, f"--vmid={vmid}")
     write_executable(rootfs / "usr/bin/apt-get", apt)
     write_executable(rootfs / "usr/bin/apt", apt)
+    write_loader_tools(rootfs)  # `ldconfig -p` / `ldd` that know the NVIDIA library markers
     if state.has_scenario("driver-mismatch"):
         install_userspace(rootfs, MISMATCH_PREINSTALLED, state.root)
     marker.write_text("seeded by the lab\n")
