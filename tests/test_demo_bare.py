@@ -61,6 +61,7 @@ def test_demo_on_a_bare_machine_whose_usr_has_a_mount_of_its_own(tmp_path: Path)
     (wsl / "libdxcore.so").write_text("LAB test: a file of a mount under /usr\n")
     env = dict(os.environ, TMPDIR=str(tmp), PROVISIONER_STATE_DIR=str(tmp_path / "state"), COLUMNS="200")
     env.pop("PROVISIONER_LAB_ROOT", None)
+    env.pop("PROVISIONER_LAB_WHEEL_CACHE", None)  # a newcomer's demo builds its own wheel index (tests/conftest.py)
     argv = [sys.executable, "-m", "provisioner", "demo"]
     # the tools hidden by an overlay over /usr, then a directory bound at /usr/lib/wsl on top of it
     submount = [f"mkdir -p /usr/lib/wsl && mount --bind {shlex.quote(str(wsl))} /usr/lib/wsl",

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import scratch
 from tests.support.labrun import (
     FlakyMirror,
     LabRun,
@@ -290,6 +291,21 @@ def clean(played: dict[str, Future[Played]]) -> dict[str, Any]:
 
 def scenario(played: dict[str, Future[Played]], name: str) -> Played:
     return played[name].result()
+
+
+@pytest.fixture(autouse=True)
+def _scenario_lab_goes_once_checked(request: pytest.FixtureRequest,
+                                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A scenario's lab (its container's venv and caches: about a GB) goes to the trash as soon as the test
+    that checks it passed; a failed one's stays to be read. The clean run's goes with the module."""
+    yield
+    name = TEST_SCENARIO.get(request.node.name)
+    if name is None or not scratch.passed(request.node):
+        return
+    played: dict[str, Future[Played]] = request.getfixturevalue("played")
+    future = played.get(name)
+    if future is not None and future.done() and future.exception() is None:
+        scratch.discard(future.result().run.base, scratch.trash_dir(tmp_path_factory))
 
 
 # -- checks shared by every fault -----------------------------------------------------------------

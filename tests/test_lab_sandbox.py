@@ -254,3 +254,28 @@ def test_apt_lock_scenario(tmp_path: Path) -> None:
     assert "kmod is already the newest version (31+20240202-2ubuntu7)." in r.stdout
     r = ct(state, 200, "apt-get install -y not-a-package")
     assert r.returncode == 100 and "E: Unable to locate package not-a-package" in r.stdout
+
+
+def test_container_root_is_one_file_system_and_its_mount_points_are_never_followed(tmp_path: Path) -> None:
+    """A real LXC rootfs is one file system (pve-container mounts the volume at rootfs/, LXC pivots into it):
+    link(2) between /root and /opt works there, so uv hardlinks from its cache into a venv. In the lab the
+    container's root mount is its rootfs directory, the same. The rootfs is the container's to write: a link it
+    plants where its view mounts something (here /run -> the node's /etc) fails the command, never followed."""
+    state = make_lab(tmp_path / "lab")
+    gpu_ct(state)
+    r = ct(state, 200, "mkdir -p /root/.cache/uv/x /opt/venv && echo data > /root/.cache/uv/x/f && "
+                       "ln /root/.cache/uv/x/f /opt/venv/f && stat -c %h /opt/venv/f && "
+                       "df --output=target /root /opt /tmp | tail -n +2 | sort -u")
+    assert r.returncode == 0, r.stdout
+    links, *targets = r.stdout.split()
+    assert links == "2", r.stdout  # one inode, two names: no EXDEV across /root and /opt
+    assert targets == ["/"], r.stdout  # /root, /opt and /tmp lie in the root mount
+    rootfs = state.ct_root(200)
+    assert (rootfs / "opt/venv/f").stat().st_ino == (rootfs / "root/.cache/uv/x/f").stat().st_ino
+
+    run = rootfs / "run"
+    run.rmdir()
+    run.symlink_to("/etc")
+    r = ct(state, 200, "echo reached")
+    assert r.returncode != 0 and "reached" not in r.stdout, r.stdout
+    assert run.is_symlink() and not (Path("/etc") / ".lab").exists()

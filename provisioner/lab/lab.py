@@ -58,6 +58,19 @@ def connection_path(root: Path) -> Path:
     return private_dir(root) / "connection.json"
 
 
+#: a directory every lab on this machine may share for its wheel index and side packages (built once per
+#: builder version and supplied torch, under a file lock: `provisioner.lab.build_once`); default: the cache's ``lab/``
+WHEEL_CACHE_ENV = "PROVISIONER_LAB_WHEEL_CACHE"
+
+
+def wheel_cache() -> Path:
+    """Where the lab builds (or finds) the wheel index it serves."""
+    from provisioner.paths import cache_dir
+
+    shared = os.environ.get(WHEEL_CACHE_ENV)
+    return Path(shared) if shared else cache_dir() / "lab"
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -106,19 +119,18 @@ class LabServices:
         from provisioner.lab.sandbox import discover_pythons, make_device_nodes, record_host_ns, unshare_prefix
         from provisioner.lab.torch_supply import supply
         from provisioner.lab.wheels import build_index, served_python
-        from provisioner.paths import cache_dir
 
         root = self.state.root
         unshare_prefix()  # SandboxUnavailable: say so up front, never simulate a broken host
         write_node_bin(root)
         record_host_ns(root)
         make_device_nodes(self.state)
-        wheel_root = build_index(cache_dir() / "lab", supply(discover_pythons(), progress=False))
+        wheel_root = build_index(wheel_cache(), supply(discover_pythons(), progress=False))
         self.torch_python = served_python(wheel_root)
         self.api = LabApiServer(self.state, self.host).start()
         self.drivers = DriverFileServer(self.state, self.host).start()
         # the PyTorch index and the PyPI mirror shaped like the real ones, files on a second host
-        self.wheels = ShapedIndexServer(wheel_root, build_side(cache_dir() / "lab"),
+        self.wheels = ShapedIndexServer(wheel_root, build_side(wheel_cache()),
                                         lambda: self.state.settings().scenarios, self.host).start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="lab-ssh")
@@ -267,10 +279,9 @@ class Lab:
         from provisioner.lab.sandbox import discover_pythons
         from provisioner.lab.torch_supply import TorchSupplyError, supply
         from provisioner.lab.wheels import LabWheelError, build_index
-        from provisioner.paths import cache_dir
 
         try:
-            build_index(cache_dir() / "lab", supply(discover_pythons()))
+            build_index(wheel_cache(), supply(discover_pythons()))
         except (TorchSupplyError, LabWheelError) as exc:
             raise LabError(str(exc)) from None
 

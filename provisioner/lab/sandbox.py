@@ -72,8 +72,11 @@ CT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REAL_DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DISK_FULL_OPT_SIZE = "8m"
 SHM_SMALL_SIZE = "64m"
-#: container directories that are bind mounts of the container's own directories (longest first)
-CT_BIND_DIRS = ("/usr/local", "/var/log", "/opt", "/root", "/tmp", "/srv", "/home", "/mnt", "/media")
+#: container directories below its overlays (`CT_OVERLAY_DIRS`) that are binds of the container's own directories;
+#: everything else (/opt, /root, /tmp, /srv, /home...) lies in the container's root mount itself, one file
+#: system as a real LXC rootfs is (pve-container mounts the volume at rootfs/ and LXC pivots into it), so
+#: that link(2) between /root/.cache/uv and a venv under /opt works as it does there (uv hardlinks)
+CT_BIND_DIRS = ("/usr/local", "/var/log")
 #: the node's own writable directories (under ``<root>/node/fs``)
 NODE_OWN_DIRS = ("tmp", "root", "var", "srv", "opt", "home", "mnt", "media", "run")
 #: top-level system directories bound read-only into every view
@@ -502,12 +505,13 @@ def _view_tools(s: _Script, r: str, root: Path, table: Path) -> None:
 
 
 def _enter(s: _Script, r: str, cwd: str) -> None:
+    # pivot_root(".", "."): the old root is stacked on the new one and detached at once (pivot_root(2), NOTES;
+    # runc does the same): no put_old directory in the new root, which for a container is its rootfs on disk,
+    # shared by the views of all its commands at once
     s.raw(f"cd {_q(r)}")
-    s.run("mkdir", "-p", ".oldroot")
-    s.run("pivot_root", ".", ".oldroot")
+    s.run("pivot_root", ".", ".")
+    s.run("umount", "-n", "-l", ".")
     s.raw("cd /")
-    s.run("umount", "-n", "-l", "/.oldroot")
-    s.run("rmdir", "/.oldroot")
     s.raw(f"cd {_q(cwd)} 2>/dev/null || cd /")
     # a user namespace of its own (root maps to this view's root): every mount of the view is locked
     # in it (mount_namespaces(7), "restrictions on mount namespaces"): nothing covered can be uncovered,
@@ -722,15 +726,6 @@ def record_host_ns(root: Path) -> None:
     (root / "run" / "host-ns.pid").write_text(f"{os.getpid()}\n")
 
 
-def ct_hidden_under(path: Path) -> str | None:
-    """The container bind dir that hides `path`, if any (``/root``, ``/tmp``...)."""
-    p = str(path)
-    for d in CT_BIND_DIRS:
-        if p == d or p.startswith(d + "/"):
-            return d
-    return None
-
-
 def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root") -> str:
     """Setup script of container `vmid`'s view (run inside the node view, or anywhere on the machine);
     ends by running ``"$@"`` in the container's own root."""
@@ -741,9 +736,7 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     work = ct / "work"
     for sub in CT_OVERLAY_DIRS:
         (work / sub.strip("/")).mkdir(parents=True, exist_ok=True)
-    for sub in (*CT_OVERLAY_DIRS, *CT_BIND_DIRS):
-        (rootfs / sub.strip("/")).mkdir(parents=True, exist_ok=True)
-    (rootfs / "tmp").chmod(0o1777)
+    _ct_mount_points(root, rootfs)
     for sub in ("resident", "once"):
         (root / "run" / sub).mkdir(parents=True, exist_ok=True)
     counter = root / "run" / "apt-lock-attempts"
@@ -758,7 +751,9 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     write_device_table(root, table, devices, denied)
     r = str(nr)
     s = _Script()
-    s.mount("-t", "tmpfs", "-o", "mode=755", f"lab-ct{vmid}-root", r)
+    # the container's root is its rootfs directory itself (one mount: see `CT_BIND_DIRS`), with what the lab
+    # mounted below it (the disk-full scenario's small /opt volume, as a PVE mount point would be)
+    s.mount("--rbind", rootfs, r)
     s.run("mkdir", "-p", *(f"{r}{top}" for top in CT_OVERLAY_DIRS))
     s.raw("if [ -d /.lab/usr ]; then lower=/.lab; else lower=; fi")
     for top in CT_OVERLAY_DIRS:
@@ -770,7 +765,8 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
                         r + top)
     for top in SYSTEM_DIRS:
         if top != "usr":
-            s.raw(f"if [ -L /{top} ]; then ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
+            # (the link, made by the first command, stays in the rootfs: a real rootfs carries /bin -> usr/bin)
+            s.raw(f"if [ -L /{top} ]; then [ -L {_q(r + '/' + top)} ] || ln -s \"$(readlink /{top})\" {_q(r + '/' + top)}; "
                   f"elif [ -d /{top} ]; then mkdir -p {_q(r + '/' + top)}; mount -n --rbind /{top} {_q(r + '/' + top)}; "
                   f"mount -n -o remount,bind,ro {_q(r + '/' + top)} 2>/dev/null || true; fi")
     for top in sorted(CT_BIND_DIRS, key=len):
@@ -787,6 +783,10 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     _populate_dev(s, f"{r}/dev", devices, shm)
     s.run("mkdir", "-p", f"{r}/run")
     s.mount("-t", "tmpfs", "-o", "mode=755,size=16m", f"lab-ct{vmid}-run", f"{r}/run")
+    # the lab's own files of this view (device table, view tools, installer.env) on a tmpfs of the view, not in
+    # the container's rootfs
+    s.run("mkdir", "-p", f"{r}/.lab")
+    s.mount("-t", "tmpfs", "-o", "mode=755,size=1m", f"lab-ct{vmid}-lab", f"{r}/.lab")
     _keep(s, r, root)
     _lab_window_ct(s, r, root)
     _view_tools(s, r, root, table)
@@ -794,6 +794,27 @@ def ct_script(state: LabState, vmid: int, conf: LxcConfig, *, cwd: str = "/root"
     _bind_node_facts(s, d, r)
     _enter(s, r, cwd)
     return s.text()
+
+
+#: top-level directories of a container's rootfs that its view mounts something on
+CT_MOUNT_POINTS = ("proc", "sys", "dev", "run", ".lab")
+
+
+def _ct_mount_points(root: Path, rootfs: Path) -> None:
+    """Make every directory the container's view mounts on, in the container's rootfs — which the container
+    writes (its root mount is the rootfs itself) — beneath a handle of the rootfs, never through a link the
+    container planted (`safe_fs`: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS): a rootfs whose mount point is
+    a link fails the command (LXC refuses such a rootfs the same way: `safe_mount` in lxc's src/lxc/utils.c
+    mounts on paths it opened beneath the rootfs). /tmp is made 1777 by fchmod on the opened directory."""
+    targets = [*CT_OVERLAY_DIRS, *CT_BIND_DIRS, "/tmp", "/root", *(f"/{d}" for d in CT_MOUNT_POINTS),
+               *(str(p) for p, _ in keep_paths(root)), str(root)]
+    for target in targets:
+        fd = safe_fs.open_dir(rootfs, rootfs / target.strip("/"), create=True)
+        try:
+            if target == "/tmp":
+                os.fchmod(fd, 0o1777)
+        finally:
+            os.close(fd)
 
 
 def _installer_env(s: _Script, r: str, root: Path) -> None:

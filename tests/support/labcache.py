@@ -13,25 +13,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-_factory: pytest.TempPathFactory | None = None
+_shared: Path | None = None
 
 
-def bind(factory: pytest.TempPathFactory) -> None:
-    """Called once per session by conftest: the shared index lives under the session's basetemp."""
-    global _factory
-    _factory = factory
+def bind(shared: Path) -> None:
+    """Called once per session by conftest: the run's one wheel index directory."""
+    global _shared
+    _shared = shared
 
 
 def with_shared_wheels(cache: Path) -> Path:
-    """`cache`, its ``lab`` subdirectory linked to the session's shared wheel index; returns `cache`."""
-    if _factory is None:
+    """`cache`, its ``lab`` subdirectory linked to the run's shared wheel index; returns `cache`."""
+    if _shared is None:
         return cache
-    shared = _factory.getbasetemp() / "shared-lab-wheels"
-    shared.mkdir(exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
     link = cache / "lab"
     if not link.exists():
-        link.symlink_to(shared, target_is_directory=True)
+        link.symlink_to(_shared, target_is_directory=True)
     return cache

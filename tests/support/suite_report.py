@@ -1,0 +1,119 @@
+"""The suite measures itself: every test's setup, call and teardown seconds and the run's peak disk.
+
+Loaded by tests/conftest.py as a plugin. It runs in the process that sees every report (pytest's own, or
+the xdist controller) and writes ``suite-report.json`` — per test: phase durations and outcome; for the run:
+its wall seconds, the disk it used at most above what the file system held when it started, and the
+worker count — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
+the file's path and the 15 slowest tests (setup + call + teardown) at the end.
+
+These are measurements printed for people (bench-like), never assertions: no test depends on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SLOWEST = 15
+_SAMPLE_S = 2.0
+
+
+class _DiskPeak:
+    """Samples the used bytes of the file system holding `path` until stopped."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.start = shutil.disk_usage(path).used
+        self.peak = self.start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="suite-disk-peak", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(_SAMPLE_S):
+            try:
+                self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+            except OSError:
+                return
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        try:
+            self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+        except OSError:
+            pass
+        return self.peak - self.start
+
+
+class SuiteReport:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.t0 = time.monotonic()
+        self.disk: _DiskPeak | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        base = Path(self.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+        self.disk = _DiskPeak(base)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self.tests.setdefault(report.nodeid, {"setup": 0.0, "call": 0.0, "teardown": 0.0, "outcome": "passed"})
+        entry[report.when] = round(entry[report.when] + report.duration, 3)
+        if report.failed:
+            entry["outcome"] = "failed"
+        elif report.skipped and entry["outcome"] == "passed":
+            entry["outcome"] = "skipped"
+        worker = getattr(report, "node", None)
+        if worker is not None:
+            entry["worker"] = getattr(worker, "gateway", None) and worker.gateway.id
+
+    def report_path(self) -> Path:
+        named = os.environ.get("PROVISIONER_SUITE_REPORT")
+        if named:
+            return Path(named)
+        base = Path(self.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
+        return base.parent / "suite-report.json"
+
+    def slowest(self) -> list[tuple[float, str, dict[str, Any]]]:
+        rows = [(e["setup"] + e["call"] + e["teardown"], nodeid, e) for nodeid, e in self.tests.items()]
+        return sorted(rows, key=lambda r: r[0], reverse=True)[:SLOWEST]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        peak = self.disk.stop() if self.disk is not None else 0
+        if not self.tests:
+            return  # (collection only)
+        wall = time.monotonic() - self.t0
+        workers = getattr(self.config.option, "numprocesses", None) or 0
+        path = self.report_path()
+        data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "workers": workers,
+                "tests": self.tests, "load_average_at_end": list(os.getloadavg())}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            terminalreporter.write_line(f"suite report: could not write {path}: {exc.strerror}")
+            return
+        tr = terminalreporter
+        tr.section("suite report")
+        tr.write_line(f"wall {wall:.0f} s, peak disk {peak / 2**30:.2f} GiB above the start, "
+                      f"workers {workers or 1}; per-test durations: {path}")
+        tr.write_line(f"the {SLOWEST} slowest tests (setup + call + teardown):")
+        for total, nodeid, e in self.slowest():
+            tr.write_line(f"{total:8.1f} s  (setup {e['setup']:.1f}, call {e['call']:.1f}, "
+                          f"teardown {e['teardown']:.1f})  {nodeid}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller sees every worker's reports
+    config.pluginmanager.register(SuiteReport(config), "suite-report")
