@@ -12,74 +12,50 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from provisioner.events import RunStarted, StepFinished
 from provisioner.export import flox, nix, oci, pylock, write
-from provisioner.export.collect import Export, glibc_floor
-from provisioner.export.models import BurninProof, GpuProof, HostNeeds, Provenance, RuntimeProof, floor_problem
+from provisioner.export.collect import glibc_floor
+from provisioner.export.models import floor_problem
 from provisioner.export.source import ExportRefused, find_proof, read_run, require_proven
 from provisioner.runlog import JsonlRunLog
+from tests.support.export_folder import PLAYBOOK, export_folder, host, make_wheels, runtime
 from tests.support.require import require
+from tests.support.wheel_server import serve
 
 REPO = Path(__file__).resolve().parents[1]
-PLAYBOOK = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
 # a base image named by digest (only its name travels: the layout does not hold the base's layers)
 BASE = "docker.io/library/ubuntu@sha256:" + hashlib.sha256(b"base image of the test").hexdigest()
+_runtime, _host = runtime, host
 
 
-def _runtime() -> RuntimeProof:
-    return RuntimeProof(
-        torch="2.11.0+cu128", torchvision="0.26.0", cuda="12.8", variant="cu128", python="3.12.3",
-        index_url="https://download.pytorch.org/whl/cu128", arch_list=["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"],
-        gpus=[GpuProof(index=i, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", compute_cap="12.0")
-              for i in range(2)],
-        venv="/opt/torch-venv", burnin=BurninProof(verdict="pass", summary="pass"),
-        proven=Provenance(at="2026-12-03T08:45:04Z", run_id="20261203T084504-16857c", host="pve1:22", container=200,
-                          playbook=str(PLAYBOOK)))
-
-
-def _host() -> HostNeeds:
-    return HostNeeds(driver_proven_on="595.71.05", min_driver="525.60.13",
-                     min_driver_why=["CUDA 12.x minor-version compatibility"], machine="x86_64", glibc_floor="2.28",
-                     compute_capabilities=["12.0"])
-
-
-def _export_folder(tmp: Path) -> tuple[Path, list[pylock.Wheel]]:
-    """An export folder whose wheels are real wheel files (the lab's wheel builder) served as file:// URLs."""
-    from provisioner.lab.wheels import make_wheel
-
-    wheel_dir = tmp / "index"
-    wheel_dir.mkdir()
-    files = [make_wheel(wheel_dir, "torch", "2.11.0+cu128", "cp312-cp312-manylinux_2_28_x86_64",
-                        {"torch/__init__.py": b"__version__ = '2.11.0+cu128'\n"}),
-             make_wheel(wheel_dir, "nvidia-ml-py", "13.595.45", "py3-none-any", {"pynvml.py": b"# stand-in\n"})]
-    packages = []
-    for f in sorted(files):
-        name, version = f.name.split("-")[:2]
-        packages.append({"name": name.replace("_", "-"), "version": version, "index": wheel_dir.as_uri(),
-                         "wheels": [{"url": f.as_uri(), "hashes": {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()},
-                                     "size": f.stat().st_size}]})
-    doc = {"lock-version": "1.0", "created-by": "test", "requires-python": ">=3.12", "packages": packages,
-           "tool": {"gpu-provisioner": {"torch-variant": "cu128", "indexes": [wheel_dir.as_uri()]}}}
-    out = tmp / "export"
-    write.write_core(out, Export(runtime=_runtime(), host=_host(), pylock=doc))
-    return out, pylock.wheels(doc)
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[list[Path], str]]:
+    """Real wheel files served over HTTP on 127.0.0.1: (files, base URL)."""
+    files = make_wheels(tmp_path / "index")
+    with serve(tmp_path / "index") as url:
+        yield files, url
 
 
 # --- the models and pylock.toml --------------------------------------------------------------------
 
 def test_export_folder_round_trips_through_the_models(tmp_path: Path) -> None:
-    folder, wheels = _export_folder(tmp_path)
+    folder, wheels = export_folder(tmp_path, make_wheels(tmp_path / "index"), "https://wheels.example")
     runtime, host, back = write.read_export(folder)
     assert runtime == _runtime() and host == _host() and back == wheels
+    assert [w.filename for w in wheels] == sorted(p.name for p in (tmp_path / "index").iterdir())
     doc = tomllib.loads((folder / "pylock.toml").read_text())
     assert doc["lock-version"] == "1.0" and doc["tool"]["gpu-provisioner"]["torch-variant"] == "cu128"
     assert all(set(w) >= {"url", "hashes", "size"} for p in doc["packages"] for w in p["wheels"])
-    with pytest.raises(ValueError, match="without url, sha256 or size"):
-        pylock.wheels({"packages": [{"name": "torch", "version": "1", "wheels": [{"url": "http://x/t.whl"}]}]})
+    no_size = pylock.parse({"lock-version": "1.0", "created-by": "t", "packages": [
+        {"name": "torch", "version": "1", "wheels": [{"url": "https://x/torch-1-py3-none-any.whl",
+                                                     "hashes": {"sha256": "0" * 64}}]}]})
+    with pytest.raises(pylock.PylockError, match=r"wheels\[0\]\.size: a wheel without a size"):
+        pylock.wheels(no_size)
 
 
 def test_merge_keeps_the_torch_index_entry_and_every_nvidia_wheel() -> None:
@@ -112,17 +88,20 @@ wheels = [{ url = "https://files.pythonhosted.org/nvidia_ml_py-13.595.45-py3-non
               "extra": {"index_url": "https://pypi.org/simple", "extra_index_url": "https://download.pytorch.org/whl/cu128"}}
     doc = pylock.merge({"torch": torch_group, "extra": extra_group}, groups, variant="cu128",
                        torch_index=groups["torch"]["index_url"], python="3.12")
-    by_name = {p["name"]: p for p in doc["packages"]}
+    by_name = {p.name: p for p in doc.packages}
     assert sorted(by_name) == ["nvidia-ml-py", "nvidia-nccl-cu12", "torch"]
-    assert by_name["torch"]["index"] == "https://download.pytorch.org/whl/cu128"
-    assert "download.pytorch.org" in by_name["torch"]["wheels"][0]["url"]
-    assert by_name["nvidia-ml-py"]["index"] == "https://pypi.org/simple"
-    assert sorted(pylock.missing_sizes(doc)) == sorted([by_name["torch"]["wheels"][0]["url"],
-                                                        by_name["nvidia-nccl-cu12"]["wheels"][0]["url"]])
-    pylock.set_sizes(doc, {by_name["torch"]["wheels"][0]["url"]: 7, by_name["nvidia-nccl-cu12"]["wheels"][0]["url"]: 9})
+    assert by_name["torch"].index == "https://download.pytorch.org/whl/cu128"
+    assert "download.pytorch.org" in str(by_name["torch"].wheels[0].url)
+    assert by_name["nvidia-ml-py"].index == "https://pypi.org/simple"
+    torch_url, nccl_url = str(by_name["torch"].wheels[0].url), str(by_name["nvidia-nccl-cu12"].wheels[0].url)
+    assert sorted(pylock.missing_sizes(doc)) == sorted([torch_url, nccl_url])
+    doc = pylock.set_sizes(doc, {torch_url: 7, nccl_url: 9})
     again = pylock.load(pylock.dumps(doc))
     assert again == doc
-    assert doc["tool"]["gpu-provisioner"]["indexes"] == ["https://download.pytorch.org/whl/cu128", "https://pypi.org/simple"]
+    assert pylock.tool(doc)["indexes"] == ["https://download.pytorch.org/whl/cu128", "https://pypi.org/simple"]
+    assert doc.created_by == "gpu-provisioner" and str(doc.requires_python) == "==3.12.*"
+    assert [str(m) for m in doc.environments or []] == [
+        'sys_platform == "linux" and platform_machine == "x86_64" and python_version == "3.12"']
     assert glibc_floor("2.28", pylock.wheels(doc)) == "2.28"
 
 
@@ -193,7 +172,7 @@ def test_flox_manifest_holds_to_the_reference_fields() -> None:
 # --- Nix ---------------------------------------------------------------------------------------------
 
 def test_flake_parses_and_fetches_exactly_the_pylock_wheels(tmp_path: Path) -> None:
-    folder, wheels = _export_folder(tmp_path)
+    folder, wheels = export_folder(tmp_path, make_wheels(tmp_path / "index"), "https://wheels.example")
     write.render(folder, "nix", uv_version="0.13.9")
     text = (folder / "flake.nix").read_text()
     assert f"github:NixOS/nixpkgs/{nix.NIXPKGS_REV}" in text and "/run/opengl-driver/lib" in text
@@ -207,8 +186,9 @@ def test_flake_parses_and_fetches_exactly_the_pylock_wheels(tmp_path: Path) -> N
 
 # --- OCI ---------------------------------------------------------------------------------------------
 
-def test_oci_layout_is_deterministic_and_read_by_skopeo_and_umoci(tmp_path: Path) -> None:
-    folder, wheels = _export_folder(tmp_path)
+def test_oci_layout_is_deterministic_and_read_by_skopeo_and_umoci(tmp_path: Path,
+                                                                  served: tuple[list[Path], str]) -> None:
+    folder, wheels = export_folder(tmp_path, *served)
     twin = tmp_path / "twin"
     shutil.copytree(folder, twin)
     first = write.render_oci(folder, BASE, cache=tmp_path / "cache1")
@@ -247,7 +227,7 @@ def test_import_checks_the_driver_floor_before_any_change_and_replaces_the_venv_
     from provisioner.cli.import_export import derive
     from provisioner.playbook import load
 
-    folder, _ = _export_folder(tmp_path)
+    folder, _ = export_folder(tmp_path, make_wheels(tmp_path / "index"), "https://wheels.example")
     pb = load(PLAYBOOK)
     kinds = [s.kind for s in derive(pb, folder).steps]
     assert kinds[:3] == ["node.connect", "node.inventory", "export.preflight"]

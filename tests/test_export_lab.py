@@ -98,6 +98,35 @@ def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) 
     assert {p["name"] for p in lock["packages"]} >= {"torch", "torchvision", "nvidia-ml-py"}
     assert all(w["size"] > 0 for p in lock["packages"] for w in p["wheels"])
 
+    # the container is hostile: a uv wrapper on its PATH is never run (the engine's uv runs by path) …
+    ct_root = lab.state().ct_root(200)
+    path_uv, marker = ct_root / "usr" / "local" / "bin" / "uv", ct_root / "root" / "wrapper-ran"
+    path_uv.unlink()
+    path_uv.write_text("#!/bin/sh\necho ran > /root/wrapper-ran\necho 'uv 0.13.9'\nexit 0\n")
+    path_uv.chmod(0o755)
+    wrapped = _cli(lab, "export", str(book), "--lab", "--format", "pylock", "-o", str(tmp_path / "wrapped"))
+    assert wrapped.returncode == 0, wrapped.stderr[-3000:]
+    assert not marker.exists(), "the uv on the container's PATH ran"
+    assert (tmp_path / "wrapped" / "pylock.toml").read_text() == (out / "pylock.toml").read_text()
+    # … and a forged answer from the engine's own uv_dir (the container's root replaced it) naming a file by a
+    # percent-encoded path fails the export, naming the field, with nothing written
+    forger = ct_root / "opt" / "uv" / "bin" / "uv"
+    forger.parent.mkdir(parents=True)
+    evil = (f"{lock['packages'][0]['wheels'][0]['url'].rsplit('/', 1)[0]}/..%2F..%2F..%2Fetc%2Fcron.d%2F"
+            f"{lock['packages'][0]['wheels'][0]['url'].rsplit('/', 1)[1]}")
+    forged = (f'lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "{lock["packages"][0]["name"]}"\n'
+              f'version = "{lock["packages"][0]["version"]}"\nwheels = [{{ url = "{evil}", size = 10, '
+              f'hashes = {{ sha256 = "{lock["packages"][0]["wheels"][0]["hashes"]["sha256"]}" }} }}]\n')
+    forger.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'uv 0.13.9'; exit 0; }\n"
+                      "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && cat > \"$2\" <<'EOF'\n" + forged + "EOF\nshift; done\n")
+    forger.chmod(0o755)
+    traversal = _cli(lab, "export", str(book), "--lab", "--format", "oci", "--base", BASE, "-o",
+                     str(tmp_path / "traversal"))
+    assert traversal.returncode == 1, traversal.stderr[-3000:]
+    assert "packages[0].wheels[0]" in traversal.stderr and "Invalid wheel filename" in traversal.stderr
+    assert not (tmp_path / "traversal").exists() and not (ct_root / "etc" / "cron.d").exists()
+    shutil.rmtree(ct_root / "opt" / "uv")
+
     second = _for_container(book, tmp_path / "second.yaml", 201)
     imported = _cli(lab, "import", str(out), "--playbook", str(second), "--lab", "--json")
     assert imported.returncode == 0, imported.stderr[-3000:]
@@ -143,6 +172,14 @@ def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) 
     assert info["count"] == len(runtime["gpus"]) and all(info["matmul_ok"])
 
     from provisioner.lab.day2 import upgrade_driver
+
+    # import applies the resolver's rules: Blackwell GPUs on a 545 host driver are refused (R570) before
+    # any change, although 545 is above the export's own floor (525.60.13)
+    upgrade_driver(lab.state(), "545.23.08")
+    blackwell = _cli(lab, "import", str(out), "--playbook", str(_for_container(book, tmp_path / "b.yaml", 203)), "--lab")
+    assert blackwell.returncode == 3, blackwell.stderr[-3000:]
+    assert "R570" in blackwell.stderr and "needs driver ≥ 570" in blackwell.stderr
+    assert not lab.state().conf_path(203).exists() and not lab.state().ct_dir(203).exists()
 
     upgrade_driver(lab.state(), "520.61.05")
     third = _for_container(book, tmp_path / "third.yaml", 202)

@@ -5,7 +5,7 @@ result. The wizard session's run log holds the proof, as a finished run writes i
 their `resolved` facts, emitted on the session's own bus). The proving container is this machine
 (`LocalTransport`: the page's `container_transport` seam; in the wizard it is `pct exec` through the node):
 the real uv compiles the venv's hashed lock to pylock.toml against a real PEP 503 index of real wheel files
-(the lab's wheel builder, served as file:// URLs), and the sizes are read from the index as in a container.
+(the lab's wheel builder, served over HTTP on 127.0.0.1), and the sizes are read from the index as in a container.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from textual.widgets import Button, Input, Select, Static
@@ -29,13 +30,14 @@ from provisioner.transport.local import LocalTransport
 from screens.app import ProvisionerApp
 from screens.pages.summary import SummaryPage
 from screens.wizard_session import WizardSession
+from tests.support.wheel_server import serve
 from tests.test_tui_support import PLAYBOOK, wait_for
 
 TORCH = "2.11.0+cu128"
 
 
-def _index(root: Path) -> tuple[str, str]:
-    """A PEP 503 simple index (file://) holding a real torch wheel; (index URL, the lock text)."""
+def _index(root: Path, base: str) -> tuple[str, str]:
+    """A PEP 503 simple index (served over HTTP at `base`) holding a real torch wheel; (index URL, the lock text)."""
     from provisioner.lab.wheels import make_wheel
 
     wheels = root / "wheels"
@@ -46,8 +48,8 @@ def _index(root: Path) -> tuple[str, str]:
     (root / "simple" / "torch").mkdir(parents=True)
     (root / "simple" / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>\n')
     (root / "simple" / "torch" / "index.html").write_text(
-        f'<html><body><a href="{wheel.as_uri()}#sha256={sha}">{wheel.name}</a></body></html>\n')
-    return (root / "simple").as_uri(), f"torch=={TORCH} \\\n    --hash=sha256:{sha}\n"
+        f'<html><body><a href="{base}/wheels/{quote(wheel.name)}#sha256={sha}">{wheel.name}</a></body></html>\n')
+    return f"{base}/simple/", f"torch=={TORCH} \\\n    --hash=sha256:{sha}\n"
 
 
 def _venv(path: Path, index: str) -> None:
@@ -93,7 +95,13 @@ async def _set(app: ProvisionerApp, pilot: Any, fmt: str, dest: Path) -> Summary
 async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    index, lock = _index(tmp_path / "index")
+    (tmp_path / "index").mkdir()
+    with serve(tmp_path / "index") as base:
+        await _write_export(tmp_path, monkeypatch, base)
+
+
+async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> None:
+    index, lock = _index(tmp_path / "index", base)
     venv = tmp_path / "venv"
     _venv(venv, index)
     session = _session(tmp_path, venv, index=index, lock=lock)
@@ -133,7 +141,7 @@ async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_
     assert pkg["name"] == "torch" and pkg["version"] == TORCH
     [entry] = pkg["wheels"]
     assert entry["hashes"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
-    assert entry["size"] == wheel.stat().st_size and entry["url"].startswith("file://")
+    assert entry["size"] == wheel.stat().st_size and entry["url"].startswith(f"{base}/wheels/")
     runtime = json.loads((out / "runtime.json").read_text())
     assert runtime["torch"] == TORCH and runtime["burnin"]["verdict"] == "pass" and runtime["venv"] == str(venv)
     assert json.loads((out / "host.json").read_text())["driver_proven_on"] == "595.71.05"

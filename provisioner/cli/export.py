@@ -13,9 +13,20 @@ from provisioner.export.models import FORMATS
 from provisioner.export.nix import NIXPKGS_REV
 
 
-async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
+def _lab_file_hosts(lab: bool) -> list[str]:
+    """`--lab`: the lab's files host (its index keeps files on another address, as download.pytorch.org keeps
+    them on download-r2): a host the export may take wheels from."""
+    if not lab:
+        return []
+    from provisioner.session import lab_connection
+
+    files = str(lab_connection().get("files_url") or "")
+    return [files] if files else []
+
+
+async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool, file_hosts: list[str]) -> Any:
     from provisioner.events import Bus
-    from provisioner.export.offer import fetch_url, gather
+    from provisioner.export.offer import fetch_url, gather, uv_dir_of
     from provisioner.session import node_transport
     from provisioner.transport.container import ContainerTransport
 
@@ -24,7 +35,8 @@ async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool) -> Any:
         raise click.ClickException("the playbook names no container and the run recorded none")
     node = node_transport(pb.target, Bus(), trust_new_host=trust_new_host)
     try:
-        return await gather(ContainerTransport(node, int(vmid)), proof, venv, fetch_url(pb), int(vmid))
+        return await gather(ContainerTransport(node, int(vmid)), proof, venv, fetch_url(pb), int(vmid),
+                            uv_dir=uv_dir_of(pb), file_hosts=file_hosts)
     finally:
         await node.close()
 
@@ -70,16 +82,16 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
         elif playbook_path:
             pb = load_or_exit(playbook_path)
         target = with_lab(pb, lab)
-        exp = asyncio.run(_collect(target, proof, venv_path(pb), trust_new_host))
+        exp = asyncio.run(_collect(target, proof, venv_path(pb), trust_new_host, _lab_file_hosts(lab)))
     except ExportRefused as exc:
         click.echo(f"error: export refused: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None
-    out = output or Path(f"export-{proof.run_id}")
-    write.write_core(out, exp)
+    out = (output or Path(f"export-{proof.run_id}")).absolute()  # `-o out`: relative to where it runs
     try:
+        write.write_core(out, exp)
         written = write.render(out, fmt, uv_version=UV_PIN, base=base, nixpkgs_rev=nixpkgs_rev)
-    except ValueError as exc:
-        click.echo(f"error: {exc}", err=True)
+    except (ValueError, OSError) as exc:  # ExportInvalid, PylockError, a download refused or failed
+        click.echo(f"error: export failed: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None
     files = ["pylock.toml", "runtime.json", "host.json", *written]
     info = {**write.summary(out), "format": fmt, "files": files, "notes": proof.notes}

@@ -57,13 +57,16 @@ def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, j
     """
     import provisioner.export.steps  # noqa: F401 - registers export.preflight and export.install
     from provisioner.cli.common import common_run, load_or_exit
+    from provisioner.export.write import ExportInvalid, read_export
     from provisioner.playbook import dump
     from provisioner.steps.base import load_step_kinds
 
     load_step_kinds()
-    if not (export_dir / "host.json").is_file() or not (export_dir / "pylock.toml").is_file():
-        click.echo(f"error: {export_dir} is not an export folder (pylock.toml, runtime.json, host.json)", err=True)
-        raise SystemExit(ExitCode.USAGE)
+    try:  # read without following links, every field checked, before anything else
+        read_export(export_dir)
+    except ExportInvalid as exc:
+        click.echo(f"error: {export_dir} is not an export folder this engine imports: {exc}", err=True)
+        raise SystemExit(ExitCode.USAGE) from None
     pb = load_or_exit(playbook_path)
     derived = derive(pb, export_dir, venv)
     with tempfile.TemporaryDirectory(prefix="gpu-provisioner-import-") as tmp:

@@ -10,8 +10,11 @@ stays the host's.
 
 from __future__ import annotations
 
+import tomli_w
+
 from provisioner.export.models import HostNeeds, RuntimeProof
-from provisioner.export.pylock import PYLOCK, toml_value
+from provisioner.export.nix import comment
+from provisioner.export.pylock import PYLOCK
 
 MANIFEST = "manifest.toml"
 
@@ -25,6 +28,8 @@ SYSTEMS = {"x86_64-linux", "aarch64-linux", "x86_64-darwin", "aarch64-darwin"}
 
 
 def render(runtime: RuntimeProof, host: HostNeeds, uv_version: str) -> str:
+    """manifest.toml: the document built as data and written by tomli_w (every value escaped by TOML's
+    rules), after a comment header whose text has no control character (a newline would end the comment)."""
     major_minor = "".join(runtime.python.split(".")[:2])
     system = f"{host.machine}-linux"
     venv = "$FLOX_ENV_CACHE/torch-venv"
@@ -39,32 +44,22 @@ def render(runtime: RuntimeProof, host: HostNeeds, uv_version: str) -> str:
         "fi",
         'export VIRTUAL_ENV="$venv"',
         'export PATH="$venv/bin:$PATH"',
-    ])
-    lines = [
+    ]) + "\n"
+    doc = {
+        "version": 1,
+        "install": {
+            "python3": {"pkg-path": f"python{major_minor}", "version": runtime.python},
+            "uv": {"pkg-path": "uv", "version": uv_version},
+        },
+        "vars": {"GPU_PROVISIONER_TORCH": runtime.torch, "GPU_PROVISIONER_MIN_DRIVER": host.min_driver},
+        "hook": {"on-activate": hook},
+        "options": {"systems": [system], "cuda-detection": True},
+    }
+    header = [
         "# Flox environment of a proven PyTorch runtime (gpu-provisioner export).",
-        f"# torch {runtime.torch} (CUDA {runtime.cuda}), proven {runtime.proven.at} on {runtime.proven.host}; "
-        f"burn-in {runtime.burnin.verdict}.",
-        f"# The host gives the driver: NVIDIA >= {host.min_driver} (proven on {host.driver_proven_on}).",
-        "version = 1",
-        "",
-        "[install]",
-        f"python3.pkg-path = {toml_value(f'python{major_minor}')}",
-        f"python3.version = {toml_value(runtime.python)}",
-        f"uv.pkg-path = {toml_value('uv')}",
-        f"uv.version = {toml_value(uv_version)}",
-        "",
-        "[vars]",
-        f"GPU_PROVISIONER_TORCH = {toml_value(runtime.torch)}",
-        f"GPU_PROVISIONER_MIN_DRIVER = {toml_value(host.min_driver)}",
-        "",
-        "[hook]",
-        'on-activate = """',
-        hook,
-        '"""',
-        "",
-        "[options]",
-        f"systems = {toml_value([system])}",
-        "cuda-detection = true",
-        "",
+        f"# torch {comment(runtime.torch)} (CUDA {comment(str(runtime.cuda))}), proven {comment(runtime.proven.at)} "
+        f"on {comment(runtime.proven.host)}; burn-in {comment(runtime.burnin.verdict)}.",
+        f"# The host gives the driver: NVIDIA >= {comment(host.min_driver)} (proven on "
+        f"{comment(host.driver_proven_on)}).",
     ]
-    return "\n".join(lines)
+    return "\n".join(header) + "\n" + tomli_w.dumps(doc, multiline_strings=True)

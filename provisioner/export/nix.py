@@ -20,8 +20,21 @@ NIXPKGS_REV = "09b82b349a12789585fcc4afb4a181c0388409d9"
 _NAME_OK = re.compile(r"[^A-Za-z0-9+\-._?=]")
 
 
-def _str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${") + '"'
+def nix_str(s: str) -> str:
+    """`s` as a Nix double-quoted string: `\\`, `"` and `${` escaped (no interpolation), newline, CR and tab as
+    their escapes; a NUL (which Nix strings cannot hold) is refused."""
+    if "\0" in s:
+        raise ValueError("a NUL byte cannot be written into a Nix string")
+    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("${", "\\${")
+    return '"' + out.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+
+
+_str = nix_str
+
+
+def comment(s: str) -> str:
+    """Text for a `#` comment line: control characters (a newline would end the comment) replaced."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", s)
 
 
 def store_name(w: Wheel) -> str:
@@ -37,8 +50,8 @@ def render(runtime: RuntimeProof, host: HostNeeds, wheels: list[Wheel], rev: str
         f"        (pkgs.fetchurl {{ name = {_str(store_name(w))}; url = {_str(w.url)}; sha256 = {_str(w.sha256)}; }})"
         for w in wheels)
     return f"""# Nix flake of a proven PyTorch runtime (gpu-provisioner export).
-# torch {runtime.torch} (CUDA {runtime.cuda}), proven {runtime.proven.at} on {runtime.proven.host}.
-# The host gives the driver (NVIDIA >= {host.min_driver}): libcuda from /run/opengl-driver/lib, never in the closure.
+# torch {comment(runtime.torch)} (CUDA {comment(str(runtime.cuda))}), proven {comment(runtime.proven.at)} on {comment(runtime.proven.host)}.
+# The host gives the driver (NVIDIA >= {comment(host.min_driver)}): libcuda from /run/opengl-driver/lib, never in the closure.
 {{
   description = {_str(f"PyTorch {runtime.torch} runtime proven by gpu-provisioner")};
 
@@ -53,18 +66,20 @@ def render(runtime: RuntimeProof, host: HostNeeds, wheels: list[Wheel], rev: str
       wheels = [
 {fetches}
       ];
-      venv = "$HOME/.cache/gpu-provisioner/torch-venv-{runtime.torch}";
+      # the venv's folder name (a Nix string, put into the shell below by lib.escapeShellArg)
+      venvName = {_str("torch-venv-" + runtime.torch)};
     in {{
       packages.${{system}}.default = pkgs.buildFHSEnv {{
         name = "torch-runtime";
         targetPkgs = p: [ python p.uv p.zlib p.stdenv.cc.cc.lib ];
         profile = ''
           export LD_LIBRARY_PATH=/run/opengl-driver/lib''${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
-          if [ ! -x "{'${venv}'}/bin/python" ]; then
-            uv venv --python ${{python}}/bin/python "{'${venv}'}"
-            uv pip install --python "{'${venv}'}/bin/python" --offline --no-deps ${{pkgs.lib.concatMapStringsSep " " (w: "${{w}}") wheels}}
+          venv="$HOME/.cache/gpu-provisioner/"${{pkgs.lib.escapeShellArg venvName}}
+          if [ ! -x "$venv/bin/python" ]; then
+            uv venv --python ${{python}}/bin/python "$venv"
+            uv pip install --python "$venv/bin/python" --offline --no-deps ${{pkgs.lib.concatMapStringsSep " " (w: pkgs.lib.escapeShellArg "${{w}}") wheels}}
           fi
-          export PATH="{'${venv}'}/bin:$PATH"
+          export PATH="$venv/bin:$PATH"
         '';
         runScript = "bash";
       }};

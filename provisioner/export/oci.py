@@ -25,6 +25,7 @@ from time import strptime
 from typing import Any
 
 from provisioner import atomic
+from provisioner.export import trust
 from provisioner.export.models import HostNeeds, RuntimeProof
 from provisioner.export.pylock import PYLOCK, Wheel
 
@@ -57,23 +58,43 @@ def check_base(base: str) -> str:
     return base
 
 
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to another https URL (never file://, ftp:// or plain http)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        if not newurl.startswith("https://"):
+            raise ValueError(f"{req.full_url}: redirected to {trust.shown(newurl)}, not an https URL: refused")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_HttpOnlyRedirects)
+
+
 def fetch_wheel(w: Wheel, cache: Path) -> Path:
-    """The wheel's bytes from its URL (cached by sha256), checked against the lock's sha256 and size."""
+    """The wheel's bytes from its URL (cached by sha256), checked against the lock's sha256 and size; the
+    size is enforced while streaming (past it the download stops and the partial file is deleted)."""
+    if not w.url.startswith(("https://", "http://")):  # pylock.wheels checked it; this function refuses on its own
+        raise ValueError(f"{trust.shown(w.url)}: not an http(s) URL: refused")
+    trust.sha256(w.sha256, field=f"{w.filename} sha256")
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / w.sha256
-    if path.is_file() and path.stat().st_size == w.size:
+    if path.is_file() and not path.is_symlink() and path.stat().st_size == w.size:
         return path
     digest = hashlib.sha256()
     size = 0
-    with atomic.AtomicWriter(path, mode=0o600) as tmp:  # a private cache, as before
-        with urllib.request.urlopen(w.url, timeout=600) as resp:  # noqa: S310 - an http(s) URL of the lock
+    with atomic.AtomicWriter(path, mode=0o600) as tmp:  # a private cache; on any error the temporary file goes
+        with _OPENER.open(w.url, timeout=600) as resp:
             while chunk := resp.read(1 << 20):
-                digest.update(chunk)
                 size += len(chunk)
+                if size > w.size:
+                    raise ValueError(f"{trust.shown(w.url)}: the body is larger than the lock's size {w.size}: "
+                                     "download stopped, the partial file deleted")
+                digest.update(chunk)
                 tmp.write(chunk)
         if digest.hexdigest() != w.sha256 or size != w.size:  # the temporary file goes, the cache keeps nothing
-            raise ValueError(f"{w.url}: got sha256 {digest.hexdigest()} ({size} bytes), the lock says {w.sha256} "
-                             f"({w.size} bytes)")
+            raise ValueError(f"{trust.shown(w.url)}: got sha256 {digest.hexdigest()} ({size} bytes), the lock says "
+                             f"{w.sha256} ({w.size} bytes)")
     return path
 
 
@@ -208,8 +229,14 @@ def build_layout(out: Path, export_dir: Path, runtime: RuntimeProof, host: HostN
     return str(man["digest"])
 
 
+def _containerfile_str(v: str) -> str:
+    """A Containerfile double-quoted value: JSON's escapes (quote, backslash, newline) and `$` escaped (a
+    LABEL value is subject to variable expansion)."""
+    return json.dumps(v).replace("$", "\\$")
+
+
 def containerfile(runtime: RuntimeProof, host: HostNeeds, base: str) -> str:
-    label_lines = " \\\n      ".join(f"{k}={json.dumps(v)}" for k, v in labels(runtime, host, base).items())
+    label_lines = " \\\n      ".join(f"{k}={_containerfile_str(v)}" for k, v in labels(runtime, host, base).items())
     return f"""# The same image as the OCI layout beside it, for a builder with a daemon (podman/buildah/docker build).
 # The driver userspace is not in it: run with CDI so the host injects its driver (NVIDIA >= {host.min_driver}):
 #   podman run --rm --device nvidia.com/gpu=all IMAGE

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner.export import flox, nix, oci, pylock, write
-from provisioner.export.collect import Export, build, make_pylock, read_venv_runtime
+from provisioner.export.collect import DEFAULT_UV_DIR, Export, build, make_pylock, read_venv_runtime
 from provisioner.export.models import FORMATS
 from provisioner.export.source import ExportRefused, Proof, read_run, require_proven
 from provisioner.payloads import object_at
@@ -44,13 +44,23 @@ def fetch_url(playbook: Playbook) -> Callable[[str], str]:
     return VenvParams.model_validate(spec.params if spec is not None else {}).fetch_url
 
 
-async def gather(ct: Transport, proof: Proof, venv: str, fetch: Callable[[str], str], vmid: int | None) -> Export:
-    """The export's content, read from the proving container `ct` (uv runs there, as venv.build did)."""
+def uv_dir_of(playbook: Playbook) -> str:
+    """Where the playbook's venv.build keeps the engine's uv in the container (the uv the export runs)."""
+    from provisioner.steps.venv_build import VenvParams
+
+    spec = next((s for s in playbook.steps if s.kind == "venv.build"), None)
+    return VenvParams.model_validate(spec.params if spec is not None else {}).uv_dir
+
+
+async def gather(ct: Transport, proof: Proof, venv: str, fetch: Callable[[str], str], vmid: int | None, *,
+                 uv_dir: str = DEFAULT_UV_DIR, file_hosts: Sequence[str] = ()) -> Export:
+    """The export's content, read from the proving container `ct` (the engine's uv runs there, by path), every
+    answer checked (`collect`, `trust`). `file_hosts`: a site's files hosts besides its indexes (the lab's)."""
     venv_rt = await read_venv_runtime(ct, venv)
     torch_res = proof.resolved.get("torch") or {}
     doc = await make_pylock(ct, venv, proof.resolved["venv_lock"]["groups"], fetch=fetch,
                             variant=str(torch_res.get("variant") or ""), torch_index=str(venv_rt.index_url),
-                            python=str(venv_rt.python))
+                            python=str(venv_rt.python), uv_dir=uv_dir, file_hosts=file_hosts)
     return build(proof, venv, venv_rt, doc, vmid)
 
 
@@ -77,6 +87,7 @@ class ExportPlan:
     refused: str = ""
     proof: Proof | None = None
     venv: str = DEFAULT_VENV
+    uv_dir: str = DEFAULT_UV_DIR
     vmid: int | None = None
     base: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -98,8 +109,8 @@ class ExportPlan:
 def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *, base: str | None = None,
                 nixpkgs_rev: str = nix.NIXPKGS_REV) -> ExportPlan:
     """The export plan of the run `run_log` (a run log of this playbook), changing nothing anywhere."""
-    dest = Path(out).expanduser() if str(out).strip() else Path()
-    plan = ExportPlan(fmt=fmt, out=dest, venv=venv_path(playbook), base=base or None)
+    dest = Path(out).expanduser().absolute() if str(out).strip() else Path()
+    plan = ExportPlan(fmt=fmt, out=dest, venv=venv_path(playbook), uv_dir=uv_dir_of(playbook), base=base or None)
     try:
         if fmt not in FORMATS:
             raise ExportRefused(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
@@ -140,14 +151,16 @@ def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *,
         ("host.json", f"the host driver it needs (proven on {res.get('host_driver') or 'the host'})"),
         *format_files(fmt),
     ]
-    plan.notes = [f"read from CT {plan.vmid} (nothing changes there): {plan.venv}/runtime.json and uv's pylock"]
+    plan.notes = [f"read from CT {plan.vmid}: {plan.venv}/runtime.json and the pylock of the engine's uv "
+                  f"({plan.uv_dir}/bin/uv, else this machine's uv lent for the call; never the container's PATH)"]
     if dest.is_dir() and any(dest.iterdir()):
         plan.notes.append(f"{dest} is not empty: files of the same name are replaced")
     return plan
 
 
 async def write_export(plan: ExportPlan, ct: Transport, *, fetch: Callable[[str], str] = str, uv_version: str = "",
-                       nixpkgs_rev: str = nix.NIXPKGS_REV, cache: Path | None = None) -> list[str]:
+                       nixpkgs_rev: str = nix.NIXPKGS_REV, cache: Path | None = None,
+                       file_hosts: Sequence[str] = ()) -> list[str]:
     """Write the planned export: gather it from the proving container `ct`, then write the folder. Returns
     the names written (relative to `plan.out`); raises ExportRefused (or ValueError from a rendering)."""
     if not plan.ok or plan.proof is None:
@@ -156,7 +169,7 @@ async def write_export(plan: ExportPlan, ct: Transport, *, fetch: Callable[[str]
         from provisioner.steps.venv_common import UV_PIN
 
         uv_version = UV_PIN
-    exp = await gather(ct, plan.proof, plan.venv, fetch, plan.vmid)
+    exp = await gather(ct, plan.proof, plan.venv, fetch, plan.vmid, uv_dir=plan.uv_dir, file_hosts=file_hosts)
 
     def _write() -> list[str]:
         write.write_core(plan.out, exp)

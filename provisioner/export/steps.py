@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field, field_validator
 
 from provisioner import quoting, validate
 from provisioner.events import Event
 from provisioner.exitcodes import ExitCode
-from provisioner.export import pylock
-from provisioner.export.models import HostNeeds, RuntimeProof, floor_problem
+from provisioner.export import pylock, trust, write
+from provisioner.export.models import HostNeeds, RuntimeProof
+from provisioner.export.rules import import_problems
 from provisioner.payloads import JsonObject, VenvRuntime
 from provisioner.steps.base import Params, Plan, StepFailed, StepKind, register
 from provisioner.steps.context import StepContext
@@ -38,25 +40,55 @@ from provisioner.steps.venv_common import (
     smoke_test,
 )
 
-#: in the container: fetch each wheel, check sha256 and size, print {"sha256": ..., "size": ...} per file
+_T = TypeVar("_T")
+
+#: in the container: fetch each wheel (http(s) only), its size enforced while streaming (past the lock's size
+#: the download stops), check sha256 and size, print {"sha256": ..., "size": ...} per file; a partial file is
+#: removed on any failure; the name is a checked plain file name (`pylock.wheels`), opened without following
+#: a link the container may have planted
 FETCH_SCRIPT = r"""
-import hashlib, json, os, sys, urllib.request
+import hashlib, json, os, re, sys, urllib.request
 dest, wheels = sys.argv[1], json.loads(sys.argv[2])
+class Https(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if not newurl.startswith(("https://", "http://")):
+            raise ValueError("redirected to a non-http URL")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+opener = urllib.request.build_opener(Https)
 out = []
 for w in wheels:
-    path = os.path.join(dest, w["filename"])
-    h, n = hashlib.sha256(), 0
-    with urllib.request.urlopen(w["url"], timeout=600) as r, open(path + ".part", "wb") as f:
-        while True:
-            chunk = r.read(1 << 20)
-            if not chunk:
-                break
-            h.update(chunk); n += len(chunk); f.write(chunk)
-    if h.hexdigest() != w["sha256"] or n != w["size"]:
-        print(json.dumps({"error": f"{w['url']}: sha256 {h.hexdigest()} ({n} bytes), the lock says {w['sha256']} ({w['size']} bytes)"}))
-        sys.exit(0)
-    os.replace(path + ".part", path)
-    out.append({"filename": w["filename"], "sha256": h.hexdigest(), "size": n})
+    name = w["filename"]
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+!-]*[.]whl", name) or ".." in name:
+        print(json.dumps({"error": "wheel file name refused"})); sys.exit(0)
+    if not w["url"].startswith(("https://", "http://")):
+        print(json.dumps({"error": f"{name}: not an http(s) URL"})); sys.exit(0)
+    path = os.path.join(dest, name)
+    part = path + ".part"
+    h, n, err = hashlib.sha256(), 0, None
+    try:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with opener.open(w["url"], timeout=600) as r, os.fdopen(fd, "wb") as f:
+            while True:
+                chunk = r.read(1 << 20)
+                if not chunk:
+                    break
+                n += len(chunk)
+                if n > w["size"]:
+                    err = f"{name}: the body is larger than the lock's size {w['size']}: download stopped"
+                    break
+                h.update(chunk); f.write(chunk)
+        if err is None and (h.hexdigest() != w["sha256"] or n != w["size"]):
+            err = f"{name}: sha256 {h.hexdigest()} ({n} bytes), the lock says {w['sha256']} ({w['size']} bytes)"
+    except Exception as exc:
+        err = f"{name}: {type(exc).__name__}: {exc}"
+    if err is not None:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        print(json.dumps({"error": err})); sys.exit(0)
+    os.replace(part, path)
+    out.append({"filename": name, "sha256": h.hexdigest(), "size": n})
 print(json.dumps({"wheels": out}))
 """
 
@@ -67,18 +99,32 @@ class ExportDir(Params):
     @field_validator("export_dir")
     @classmethod
     def _dir(cls, v: str) -> str:
-        if not (Path(v) / "host.json").is_file():
-            raise ValueError(f"{v}: not an export folder (no host.json)")
+        if not Path(v).is_dir():
+            raise ValueError(f"{v}: not an export folder")
         return v
 
+    def _folder(self) -> Path:
+        return Path(self.export_dir)
+
     def host(self) -> HostNeeds:
-        return HostNeeds.model_validate_json((Path(self.export_dir) / "host.json").read_text(encoding="utf-8"))
+        return self._read(write.read_host)
 
     def runtime(self) -> RuntimeProof:
-        return RuntimeProof.model_validate_json((Path(self.export_dir) / "runtime.json").read_text(encoding="utf-8"))
+        return self._read(write.read_runtime)
 
     def pylock_text(self) -> str:
-        return (Path(self.export_dir) / pylock.PYLOCK).read_text(encoding="utf-8")
+        return self._read(write.read_pylock_text)
+
+    def wheels(self) -> list[pylock.Wheel]:
+        return self._read(lambda folder: write.read_wheels(write.read_pylock_text(folder)))
+
+    def _read(self, reader: Callable[[Path], _T]) -> _T:
+        """A file of the export folder, read without following links and checked; a refusal names the
+        file and field (exit 2: the folder is not one this engine can import)."""
+        try:
+            return reader(self._folder())
+        except write.ExportInvalid as exc:
+            raise StepFailed(f"the export folder is refused: {exc}", exit_code=ExitCode.USAGE) from None
 
 
 @register
@@ -91,13 +137,18 @@ class ExportPreflight(StepKind[ExportDir]):
 
     async def check(self, ctx: StepContext) -> Plan:
         inv = await ensure_inventory(ctx)
-        host = self.params.host()
-        problem = floor_problem(inv.driver_version, host)
-        if problem:
-            raise StepFailed(problem + "; nothing was installed", exit_code=ExitCode.NO_SOLUTION,
-                             fix=f"upgrade the host's NVIDIA driver to >= {host.min_driver}, or export a runtime "
-                                 "proven with an older CUDA variant")
-        return Plan.no_change(f"host driver {inv.driver_version} >= {host.min_driver} (export floor)")
+        host, runtime = self.params.host(), self.params.runtime()
+        self.params.wheels()  # the lock is read and checked before anything changes
+        ccs = [str(g.compute_cap) for g in inv.gpus if g.compute_cap]
+        problems = import_problems(runtime, host, ccs, inv.driver_version)
+        if problems:
+            raise StepFailed("; ".join(problems) + "; nothing was installed", exit_code=ExitCode.NO_SOLUTION,
+                             fix="upgrade the host's NVIDIA driver to what the resolver names (`provisioner resolve "
+                                 "--driver … --cc …` says the same), or export a runtime proven with another "
+                                 "CUDA variant")
+        return Plan.no_change(f"host driver {inv.driver_version} >= {host.min_driver} (export floor); the resolver's "
+                              f"rules pass for torch {runtime.torch} ({runtime.variant}) on CC "
+                              f"{', '.join(sorted(set(ccs))) or 'none found'}")
 
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         return
@@ -143,14 +194,14 @@ class ExportInstall(StepKind[InstallParams]):
     async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
         ct, path = ctx.container(), self.params.path
         runtime = self.params.runtime()
+        wheels = self.params.wheels()  # read without following links, every name, host and size checked
         doc = pylock.load(self.params.pylock_text())
-        wheels = pylock.wheels(doc)
         meta = f"{path}/{META_DIR}"
         # the "ours" marker first, in one command (as venv.build): a kill leaves nothing the next run calls foreign
         await ct.run(["sh", "-c", f"mkdir -p {quoting.join([path])} && : > {quoting.join([path + '/' + BUILDING_MARKER])}"
                                   f" && mkdir -p {quoting.join([meta + '/wheels'])}"], timeout=60, check=True)
         # uv from the same PyPI the export's other wheels came from (a site's mirror stays that site's)
-        pypi = str((doc.get("tool") or {}).get("gpu-provisioner", {}).get("pypi-index") or PYPI_INDEX)
+        pypi = str(pylock.tool(doc).get("pypi-index") or PYPI_INDEX)
         site = VenvParams(path=path, pypi_mirror=None if pypi.rstrip("/") == PYPI_INDEX else pypi)
         uv = (await ensure_uv(ctx, uv_dir=site.uv_dir, pypi=site.fetch_url(PYPI_INDEX))).path
         py = ".".join(runtime.python.split(".")[:2])
@@ -172,8 +223,9 @@ class ExportInstall(StepKind[InstallParams]):
             got = json.loads(fetched.lines[-1])
         except (json.JSONDecodeError, IndexError):
             raise StepFailed("fetching the export's wheels failed in the container", result=fetched) from None
-        if "error" in got:
-            raise StepFailed(f"a wheel does not match the export's lock: {got['error']}", result=fetched)
+        if not isinstance(got, dict) or "wheels" not in got:
+            error = got.get("error") if isinstance(got, dict) else None
+            raise StepFailed(f"a wheel does not match the export's lock: {trust.shown(error, 400)}", result=fetched)
         files = [f"{meta}/wheels/{w.filename}" for w in wheels]
         installed = await ct.run([uv, "pip", "install", "--python", f"{path}/bin/python", "--offline", "--no-deps",
                                   "--no-progress", *files], timeout=3600)
@@ -190,9 +242,9 @@ class ExportInstall(StepKind[InstallParams]):
     async def verify(self, ctx: StepContext) -> None:
         ct, path = ctx.container(), self.params.path
         want = self.params.runtime()
-        wheels = pylock.wheels(pylock.load(self.params.pylock_text()))
-        sums = await ct.run(["sh", "-c", f"cd {path}/{META_DIR}/wheels && sha256sum -- *.whl"], timeout=600,
-                            quiet=True)
+        wheels = self.params.wheels()
+        sums = await ct.run(["sh", "-c", f"cd {quoting.join([path + '/' + META_DIR + '/wheels'])} && sha256sum -- *.whl"],
+                            timeout=600, quiet=True)
         have = {line.split()[0] for line in sums.lines if line.strip()}
         if have != {w.sha256 for w in wheels}:
             raise StepFailed(f"the wheels in {path} are not the export's: {sorted(have ^ {w.sha256 for w in wheels})}",

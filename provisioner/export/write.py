@@ -1,4 +1,10 @@
-"""Write an export folder: pylock.toml, runtime.json, host.json, then the chosen rendering."""
+"""Write an export folder: pylock.toml, runtime.json, host.json, then the chosen rendering; read one back.
+
+Files are written atomically (a temporary file renamed over the name: a symbolic link planted at a name is
+replaced, never followed) and read back without following links (`trust.read_export_file`), each checked
+(`pylock.load`/`pylock.wheels`, the models' field rules), a refusal naming the file and field, never its
+content. The folder is made absolute first (`-o out` is relative to where the command runs).
+"""
 
 from __future__ import annotations
 
@@ -6,53 +12,95 @@ import json
 import shutil
 from pathlib import Path
 
-from provisioner.export import flox, nix, oci, pylock
+from pydantic import ValidationError
+
+from provisioner import atomic
+from provisioner.export import flox, nix, oci, pylock, trust
 from provisioner.export.collect import VERIFY, Export
 from provisioner.export.models import HostNeeds, RuntimeProof
 from provisioner.paths import cache_dir
 
 
+class ExportInvalid(ValueError):
+    """An export folder that cannot be read as one (a link, a field that fails its rule); names the field."""
+
+
 def write_core(out: Path, exp: Export) -> None:
+    out = out.absolute()
     out.mkdir(parents=True, exist_ok=True)
-    (out / pylock.PYLOCK).write_text(pylock.dumps(exp.pylock), encoding="utf-8")
-    (out / "runtime.json").write_text(exp.runtime.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    (out / "host.json").write_text(exp.host.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    atomic.write_text(out / pylock.PYLOCK, pylock.dumps(exp.pylock))
+    atomic.write_text(out / "runtime.json", exp.runtime.model_dump_json(indent=2) + "\n")
+    atomic.write_text(out / "host.json", exp.host.model_dump_json(indent=2) + "\n")
+
+
+def read_runtime(folder: Path) -> RuntimeProof:
+    try:
+        return RuntimeProof.model_validate_json(trust.read_export_file(folder, "runtime.json"))
+    except trust.Untrusted as exc:
+        raise ExportInvalid(str(exc)) from None
+    except ValidationError as exc:
+        raise ExportInvalid(trust.fields_of(exc, str(folder / "runtime.json"))) from None
+
+
+def read_host(folder: Path) -> HostNeeds:
+    try:
+        return HostNeeds.model_validate_json(trust.read_export_file(folder, "host.json"))
+    except trust.Untrusted as exc:
+        raise ExportInvalid(str(exc)) from None
+    except ValidationError as exc:
+        raise ExportInvalid(trust.fields_of(exc, str(folder / "host.json"))) from None
+
+
+def read_pylock_text(folder: Path) -> str:
+    try:
+        return trust.read_export_file(folder, pylock.PYLOCK)
+    except trust.Untrusted as exc:
+        raise ExportInvalid(str(exc)) from None
+
+
+def read_wheels(text: str) -> list[pylock.Wheel]:
+    try:
+        return pylock.wheels(pylock.load(text))
+    except pylock.PylockError as exc:
+        raise ExportInvalid(str(exc)) from None
 
 
 def read_export(folder: Path) -> tuple[RuntimeProof, HostNeeds, list[pylock.Wheel]]:
-    """An export folder's proof, host needs and wheels, validated."""
-    runtime = RuntimeProof.model_validate_json((folder / "runtime.json").read_text(encoding="utf-8"))
-    host = HostNeeds.model_validate_json((folder / "host.json").read_text(encoding="utf-8"))
-    wheels = pylock.wheels(pylock.load((folder / pylock.PYLOCK).read_text(encoding="utf-8")))
-    return runtime, host, wheels
+    """An export folder's proof, host needs and wheels, validated (ExportInvalid names what fails)."""
+    folder = folder.absolute()
+    return read_runtime(folder), read_host(folder), read_wheels(read_pylock_text(folder))
 
 
 def render_oci(folder: Path, base: str, cache: Path | None = None) -> str:
     """The OCI layout `folder/oci` and its Containerfile context from the folder's export; the manifest digest."""
+    folder = folder.absolute()
     runtime, host, wheels = read_export(folder)
     oci.check_base(base)
-    store = cache or cache_dir() / "export-wheels"
+    store = (cache or cache_dir() / "export-wheels").absolute()
     fetched = [(w, oci.fetch_wheel(w, store)) for w in wheels]
     wdir = folder / "wheels"
     wdir.mkdir(exist_ok=True)
     for w, path in fetched:
-        if not (wdir / w.filename).exists():
-            shutil.copyfile(path, wdir / w.filename)
-    (folder / "install.sh").write_text(oci.INSTALL_SH, encoding="utf-8")
-    (folder / "smoke.py").write_text(VERIFY, encoding="utf-8")
-    (folder / oci.CONTAINERFILE).write_text(oci.containerfile(runtime, host, base), encoding="utf-8")
+        target = wdir / w.filename  # a checked plain file name (pylock.wheels): never a path
+        if target.is_symlink() or not target.is_file():
+            with atomic.AtomicWriter(target, mode=0o644) as fh, open(path, "rb") as src:
+                shutil.copyfileobj(src, fh)
+    atomic.write_text(folder / "install.sh", oci.INSTALL_SH)
+    atomic.write_text(folder / "smoke.py", VERIFY)
+    atomic.write_text(folder / oci.CONTAINERFILE, oci.containerfile(runtime, host, base))
     return oci.build_layout(folder / oci.LAYOUT, folder, runtime, host, fetched, base, VERIFY)
 
 
 def render(folder: Path, fmt: str, *, uv_version: str, base: str | None = None, nixpkgs_rev: str = nix.NIXPKGS_REV,
            cache: Path | None = None) -> dict[str, str]:
     """The rendering of `fmt` beside the core files; what was written (name -> note)."""
+    folder = folder.absolute()
     runtime, host, wheels = read_export(folder)
     if fmt == "flox":
-        (folder / flox.MANIFEST).write_text(flox.render(runtime, host, uv_version), encoding="utf-8")
+        atomic.write_text(folder / flox.MANIFEST, flox.render(runtime, host, uv_version))
         return {flox.MANIFEST: "Flox manifest"}
     if fmt == "nix":
-        (folder / nix.FLAKE).write_text(nix.render(runtime, host, wheels, nixpkgs_rev), encoding="utf-8")
+        atomic.write_text(folder / nix.FLAKE, nix.render(runtime, host, wheels, nixpkgs_rev))
         return {nix.FLAKE: "Nix flake"}
     if fmt == "oci":
         if not base:
@@ -63,6 +111,7 @@ def render(folder: Path, fmt: str, *, uv_version: str, base: str | None = None, 
 
 
 def summary(folder: Path) -> dict[str, object]:
+    folder = folder.absolute()
     runtime, host, wheels = read_export(folder)
     return {"dir": str(folder), "torch": runtime.torch, "cuda": runtime.cuda, "wheels": len(wheels),
             "min_driver": host.min_driver, "proven": json.loads(runtime.proven.model_dump_json())}
