@@ -69,10 +69,6 @@ def is_lab(item: pytest.Item) -> bool:
     return module is not None and _module_uses_lab(module)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "lab: set at collection (tests/support/tiers.py): starts the lab or real parts")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     fast: list[pytest.Item] = []
