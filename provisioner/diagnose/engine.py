@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from provisioner.diagnose.catalogue import message_patterns
 from provisioner.diagnose.evidence import EXTRACTOR_REGEXES, LogEvidence, decide, extract_evidence, places_of
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
@@ -68,6 +69,11 @@ def to_regex(pattern: str) -> str:
     return "".join(out)
 
 
+def rule_patterns(rule: Rule) -> tuple[str, ...]:
+    """What a rule matches: its cited catalogue messages' matchers (every wording), then its own patterns."""
+    return message_patterns(rule.messages) + rule.patterns
+
+
 def compile_pattern(pattern: str) -> Regex:
     """A rule pattern as a linear-time RE2 regex (case-insensitive, `^`/`$` per line)."""
     return compile_rx(to_regex(pattern))
@@ -108,7 +114,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
     hits: list[RuleHit] = []
     for rule in rules:
         lines: list[int] = []
-        for pattern in rule.patterns:
+        for pattern in rule_patterns(rule):
             rx = compile_pattern(pattern)
             for view in log.views:
                 for n, m in enumerate(rx.finditer(view.text)):
@@ -274,7 +280,7 @@ def prefilter(rules: tuple[Rule, ...] = RULES) -> Prefilter:
     literals: set[str] = set()
     bare: list[Regex] = []
     # the rules' patterns and the evidence extractors' (a long log's windows hold the lines either reads)
-    for regex in [*(to_regex(p) for rule in rules for p in rule.patterns), *EXTRACTOR_REGEXES]:
+    for regex in [*(to_regex(p) for rule in rules for p in rule_patterns(rule)), *EXTRACTOR_REGEXES]:
         lits = required_literals(regex)
         if lits is None:
             bare.append(compile_rx_bytes(regex))

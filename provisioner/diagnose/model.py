@@ -45,6 +45,9 @@ class Rule:
       match and from what `extract.log_fields` read elsewhere in the log.
     - `examples`: real log lines (corpus, reference docs, public issue threads) the rule must
       classify; the test suite replays every one.
+    - `messages`: the message-catalogue entries (provisioner/diagnose/catalogue.json) the rule reads: each
+      entry's wordings, every version's, are matched through `normalize.format_regex` beside `patterns`
+      (which then hold only what no program prints verbatim: codes, tables, user prose).
     - `demotes`: categories whose finding this rule explains when both fire (the rule names the
       root cause, the other matched a louder symptom line): they are ranked below this rule's
       finding and shown as its "also possible" runner-ups.
@@ -63,6 +66,7 @@ class Rule:
     unless: str | None = None
     demotes: tuple[Category, ...] = ()
     requires: tuple[str, ...] = ()
+    messages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -174,3 +174,82 @@ def clean_log(text: str) -> CleanLog:
         joiners = ["" if _is_wrapped(visible[i], width) else "\n" for i in range(len(visible))]
         views.append(_build_view(parts, joiners))
     return CleanLog(tuple(visible), tuple(views), views[0].text)
+
+
+# --- a program's format string as a matcher over the cleaned log (issue 35 item 1) -------------------------------------
+#
+# One normaliser for every message the catalogue holds: the format string (printf `%s`/`%d`/`%x`, as harvested by
+# scripts/harvest_catalogue.py) becomes an RE2 regex, searched case-insensitively over `clean_log`'s views (ANSI,
+# timestamps, typography and hard wraps already undone there), that tolerates what the same message looks like in
+# other logs: any whitespace run (line breaks included) between words; spaces or none around `/` and `:`
+# ("Driver/library", "driver / library", "error:unknown"); quotes of any kind or none around a value; a sentence's
+# trailing `.`/`,`/`!` or none; a kernel's `NVRM:` repeated at each wrapped line; and whatever prefix the program
+# or a wrapper puts before it (`nvidia-container-cli:`, `Error:`, a library's exception name): the match is not
+# anchored. The first sentence is matched (a paste often stops there); leading and trailing values are dropped.
+
+_CONVERSION_RE = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?([diouxXsScpfgeEv])")
+_PROGRAM_PREFIX_RE = re.compile(
+    r"^(?:(?:NVRM|ERROR|Error|error|WARN|WARNING|Warning|FIXME|INFO|nvidia-container-cli|nvidia-smi)\s*:\s*)+"
+)
+_SENTENCE_END_RE = re.compile(r"[.!?](?:\s*\n|\s{2,}|\s(?=[A-Z]))")
+_TOKEN_RE = re.compile(r"%%|" + _CONVERSION_RE.pattern + r"|\s+|[/:]|[\"'`]|[.,;!?]|[^\s/:\"'`.,;!?%]+|%")
+MAX_FORMAT_WORDS = 24  # a longer first sentence is matched on its head (a paste is often cut)
+_VALUE = {"d": r"[-+]?\d+", "i": r"[-+]?\d+", "u": r"\d+", "o": r"[0-7]+", "x": r"(?:0x)?[0-9a-f]+",
+          "X": r"(?:0x)?[0-9a-f]+", "p": r"(?:0x)?[0-9a-f]+", "f": r"[-+0-9.e]+", "g": r"[-+0-9.e]+",
+          "e": r"[-+0-9.e]+", "E": r"[-+0-9.e]+", "c": r"\S"}
+_ANY_VALUE = r"[^\n]{0,200}?"
+
+
+def message_head(fmt: str) -> str:
+    """The part of a format string a matcher reads: its first sentence, without the program's prefix."""
+    text = fold_typography(fmt).strip()
+    text = _PROGRAM_PREFIX_RE.sub("", text)
+    text = re.sub(r"\n[ \t]*NVRM:[ \t]*", "\n", text)  # the kernel repeats its prefix on each line
+    end = _SENTENCE_END_RE.search(text)
+    if end is not None and end.start() >= 12:
+        text = text[: end.start()]
+    words = list(re.finditer(r"\S+", text))
+    if len(words) > MAX_FORMAT_WORDS:  # cut after the last word kept (its line breaks stay line breaks)
+        text = text[: words[MAX_FORMAT_WORDS - 1].end()]
+    return text.strip()
+
+
+def format_regex(fmt: str) -> str:
+    """An RE2 regex (case-insensitive with `rx.compile_rx`) for a program's printf-style format string."""
+    tokens = [m.group(0) for m in _TOKEN_RE.finditer(message_head(fmt))]
+
+    # values and punctuation at either end say nothing: the words between them are the message
+    def is_word(tok: str) -> bool:
+        return not (tok.isspace() or _CONVERSION_RE.fullmatch(tok) or tok in "/:\"'`.,;!?%")
+    while tokens and not is_word(tokens[0]):
+        tokens.pop(0)
+    while tokens and not is_word(tokens[-1]):
+        tokens.pop()
+    out: list[str] = []
+    loose = False  # the previous token was `/` or `:`: the whitespace after it is optional
+    for n, tok in enumerate(tokens):
+        conv = _CONVERSION_RE.fullmatch(tok)
+        if tok.isspace():
+            if not loose:
+                out.append(r"\s+(?:NVRM\s*:\s*)?" if "\n" in tok else r"\s+")
+            continue
+        if tok in ("/", ":"):
+            if out and out[-1].startswith(r"\s+"):
+                out.pop()
+            out.append(r"\s*" + re.escape(tok) + r"\s*")
+            loose = True
+            continue
+        loose = False
+        if conv is not None:
+            out.append(_VALUE.get(conv.group(1), _ANY_VALUE))
+        elif tok == "%%":
+            out.append("%")
+        elif tok in "\"'`":
+            out.append(r"[\"'`]?")
+        elif tok in ".,;!?" and n + 1 < len(tokens) and not tokens[n + 1].isspace():
+            out.append(re.escape(tok))  # inside a word or a value: `lxc.cgroup`, `%d.%d`
+        elif tok in ".,;!?":
+            out.append(r"[.,;!?]?")
+        else:
+            out.append(re.escape(tok))
+    return "".join(out)

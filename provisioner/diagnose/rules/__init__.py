@@ -9,9 +9,12 @@ rule is also proven on a real public log in tests/fixtures/diagnose/ (URL in the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from provisioner.diagnose.model import Rule
 from provisioner.diagnose.rules import (
     arch,
+    citations,
     container,
     cpu,
     driver,
@@ -27,6 +30,8 @@ from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
 
 FAMILIES = (arch, driver, nodriver, container, cpu, libs, nccl, installer, resolver, hardware, proxmox)
 
-RULES: tuple[Rule, ...] = tuple(rule for family in FAMILIES for rule in family.RULES)
+RULES: tuple[Rule, ...] = tuple(
+    replace(rule, messages=rule.messages or citations.CITES.get(rule.name, ())) for family in FAMILIES for rule in family.RULES
+)
 
 __all__ = ["CONTAINER_CONTEXT", "IN_CONTAINER", "RULES"]

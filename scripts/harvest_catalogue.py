@@ -1,0 +1,623 @@
+"""Regenerate provisioner/diagnose/catalogue.json: the messages diagnose knows, read from the programs that print them.
+
+    uv run --no-sync python scripts/harvest_catalogue.py [--mirror DIR] [--tags N] [--out PATH] [--check]
+
+Inputs (bare git directories, e.g. what the session tool `fetch github:OWNER/NAME` brings, laid out as
+MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
+
+- NVIDIA/open-gpu-kernel-modules   NVRM kernel messages (nv.c, osapi.c, osinit.c, kernel_gsp.c)
+- NVIDIA/nvidia-installer          the .run installer's ui_error/ui_warn texts
+- NVIDIA/nvidia-container-toolkit  the toolkit, and the NVML header it vendors (go-nvml's nvml.h: the error enum)
+- NVIDIA/libnvidia-container       nvidia-container-cli (the snapshot is too large for the fetch tool: give a clone
+                                   with --mirror, or the recorded wording (read at the commit in `source`) is kept)
+- lxc/lxc                          LXC's start/conf/idmap errors and hooks/nvidia
+- proxmox/pve-container            pct / the LXC prestart hook's `die` texts
+- NVIDIA/nccl                      NCCL WARN texts
+- astral-sh/uv                     the resolver's errors
+
+Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
+greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
+around each hit (adjacent C literals joined, Perl/Rust/Python interpolations turned into `%s`) and records every
+distinct wording with the releases that print it. Messages printed by closed binaries (nvidia-smi, libnvidia-ml's
+nvmlErrorString, the CUDA runtime's cudaGetErrorString, PyTorch's Python/C++ texts when no pytorch clone is given,
+glibc's loader, pip) carry their wording as documented at `source.url` (kind "documented").
+
+The matcher diagnose builds from an entry (provisioner/diagnose/catalogue.py) reads the format's first sentence
+through provisioner.diagnose.normalize.format_regex. Not run in CI: the catalogue is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "provisioner" / "diagnose" / "catalogue.json"
+
+
+@dataclass(frozen=True)
+class Spec:
+    id: str
+    program: str
+    meaning: str
+    repo: str | None = None  # owner/name, harvested from its git history
+    locate: str = ""  # a fixed fragment on one source line of the message
+    paths: tuple[str, ...] = ()  # pathspecs to grep (default: the whole tree, tests excluded)
+    wordings: tuple[str, ...] = ()  # documented/recorded wordings (used when the repo is absent, or closed source)
+    url: str = ""  # where the wording is documented / the file it was read from
+    kind: str = "source"  # source | documented
+    extra_programs: tuple[str, ...] = field(default=())
+
+
+GH = "https://github.com/"
+CUDA_RT = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html"
+CUDA_DRV = "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html"
+# the return codes and their meanings: the NVML header (vendored by the toolkit); the printed texts: nvmlErrorString
+NVML_DOC = GH + "NVIDIA/go-nvml/blob/main/pkg/nvml/nvml.h"
+LIBNVC = GH + "NVIDIA/libnvidia-container/blob/09df17a2424704c1e4af310d3ce51fe475ba292a/"
+TORCH = GH + "pytorch/pytorch/blob/main/"
+PIP = GH + "pypa/pip/blob/main/src/pip/_internal/"
+GLIBC = "https://sourceware.org/git/?p=glibc.git;a=blob;f=elf/dl-load.c"
+
+OGKM = "NVIDIA/open-gpu-kernel-modules"
+INST = "NVIDIA/nvidia-installer"
+NCT = "NVIDIA/nvidia-container-toolkit"
+NVC = "NVIDIA/libnvidia-container"
+LXC = "lxc/lxc"
+PVE = "proxmox/pve-container"
+NCCL = "NVIDIA/nccl"
+UV = "astral-sh/uv"
+
+SPECS: tuple[Spec, ...] = (
+    # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
+    Spec("nvml.lib_rm_version_mismatch", "libnvidia-ml (NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18)",
+         "The NVML library (userspace) and the loaded kernel module (RM) are different driver versions.",
+         wordings=("Failed to initialize NVML: Driver/library version mismatch",
+                   "RM has detected an NVML/RM version mismatch", "nvml error: driver/library version mismatch",
+                   "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "nvidia-container-cli", "pynvml")),
+    Spec("nvml.library_not_found", "libnvidia-ml bindings (NVML_ERROR_LIBRARY_NOT_FOUND = 12)",
+         "libnvidia-ml.so.1 (the driver's userspace) cannot be found or loaded.",
+         wordings=("NVML Shared Library Not Found", "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system"),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml")),
+    Spec("nvml.driver_not_loaded", "libnvidia-ml (NVML_ERROR_DRIVER_NOT_LOADED = 9)", "The NVIDIA kernel module is not loaded.",
+         wordings=("Failed to initialize NVML: Driver Not Loaded", "NVIDIA driver is not loaded"),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml")),
+    Spec("nvml.no_permission", "libnvidia-ml (NVML_ERROR_NO_PERMISSION = 4)",
+         "The caller cannot open the GPU device nodes (permissions, cgroup device rules).",
+         wordings=("Failed to initialize NVML: Insufficient Permissions",), url=NVML_DOC, kind="documented",
+         extra_programs=("nvidia-smi",)),
+    Spec("nvml.unknown", "libnvidia-ml (NVML_ERROR_UNKNOWN = 999)",
+         "NVML failed for an internal reason; in a container most often the device nodes are present but denied "
+         "by the cgroup device rules (e.g. after a systemd daemon-reload) or not passed.",
+         wordings=("Failed to initialize NVML: Unknown Error",), url=NVML_DOC, kind="documented",
+         extra_programs=("nvidia-smi",)),
+    Spec("nvml.gpu_is_lost", "libnvidia-ml (NVML_ERROR_GPU_IS_LOST = 15)",
+         "The GPU has fallen off the bus or has otherwise become inaccessible.",
+         wordings=("Unable to determine the device handle for GPU %s: GPU is lost", "GPU is lost"),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi",)),
+    Spec("smi.cannot_communicate", "nvidia-smi", "nvidia-smi cannot open /dev/nvidiactl: no kernel module loaded here "
+         "(or, in a container, the device nodes were not passed in).",
+         wordings=("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+                   "latest NVIDIA driver is installed and running.",),
+         url="https://docs.nvidia.com/deploy/nvidia-smi/index.html", kind="documented"),
+    Spec("smi.no_devices", "nvidia-smi", "nvidia-smi found no GPU it can use.", wordings=("No devices were found",),
+         url="https://docs.nvidia.com/deploy/nvidia-smi/index.html", kind="documented"),
+    Spec("smi.hw_slowdown", "nvidia-smi -q", "The GPU is throttled by hardware (thermal or power brake).",
+         wordings=("HW Slowdown : Active", "HW Thermal Slowdown : Active"),
+         url="https://docs.nvidia.com/deploy/nvidia-smi/index.html", kind="documented"),
+    # --- CUDA runtime / driver API error strings (closed; documented)
+    Spec("cuda.insufficient_driver", "CUDA runtime (cudaErrorInsufficientDriver = 35)",
+         "The CUDA runtime is newer than the driver supports.",
+         wordings=("CUDA driver version is insufficient for CUDA runtime version", "cudaErrorInsufficientDriver"),
+         url=CUDA_RT, kind="documented"),
+    Spec("cuda.no_device", "CUDA runtime (cudaErrorNoDevice = 100)", "No CUDA-capable device is visible to the process.",
+         wordings=("no CUDA-capable device is detected", "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE"), url=CUDA_RT,
+         kind="documented"),
+    Spec("cuda.no_kernel_image", "CUDA runtime (cudaErrorNoKernelImageForDevice = 209)",
+         "The binary has no SASS/PTX for this GPU's architecture.",
+         wordings=("no kernel image is available for execution on the device", "cudaErrorNoKernelImageForDevice",
+                   "CUDA_ERROR_NO_BINARY_FOR_GPU"), url=CUDA_RT, kind="documented"),
+    Spec("cuda.invalid_device_function", "CUDA runtime (cudaErrorInvalidDeviceFunction = 98)",
+         "The kernel was not built for this device.", wordings=("invalid device function",), url=CUDA_RT,
+         kind="documented"),
+    Spec("cuda.compat_not_supported", "CUDA runtime (cudaErrorCompatNotSupportedOnDevice = 804)",
+         "Forward compatibility (cuda-compat) was tried on a GPU that does not support it.",
+         wordings=("forward compatibility was attempted on non supported HW",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.system_driver_mismatch", "CUDA runtime (cudaErrorSystemDriverMismatch = 803)",
+         "libcuda (userspace) and the kernel module are different driver versions.",
+         wordings=("system has unsupported display driver / cuda driver combination",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.unsupported_ptx", "CUDA runtime (cudaErrorUnsupportedPtxVersion = 222)",
+         "PTX produced by a newer toolchain than the driver's JIT.",
+         wordings=("the provided PTX was compiled with an unsupported toolchain",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.invalid_kernel_image", "CUDA runtime (cudaErrorInvalidKernelImage = 200)",
+         "The driver cannot load the kernel image (e.g. compressed fatbins on an old driver).",
+         wordings=("device kernel image is invalid", "a PTX JIT compilation failed"), url=CUDA_RT, kind="documented"),
+    Spec("cuda.unknown", "CUDA runtime (cudaErrorUnknown = 999)",
+         "cuInit failed for an unknown reason; in containers typically /dev/nvidia-uvm missing or denied.",
+         wordings=("CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing env "
+                   "variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero.",),
+         url=CUDA_RT, kind="documented", extra_programs=("PyTorch",)),
+    Spec("cuda.system_not_ready", "CUDA runtime (cudaErrorSystemNotReady = 802)",
+         "The system is not ready (NVSwitch systems: fabric manager not running).",
+         wordings=("system not yet initialized",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.illegal_address", "CUDA runtime (cudaErrorIllegalAddress = 700)", "A kernel accessed invalid memory.",
+         wordings=("an illegal memory access was encountered",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.ecc_uncorrectable", "CUDA runtime (cudaErrorECCUncorrectable = 214)",
+         "An uncorrectable ECC error was detected in GPU memory.",
+         wordings=("uncorrectable ECC error encountered",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.launch_failure", "CUDA runtime (cudaErrorLaunchFailure = 719)",
+         "A kernel faulted during execution (often hardware, power or thermal).",
+         wordings=("unspecified launch failure",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.out_of_memory", "CUDA runtime (cudaErrorMemoryAllocation = 2)", "Device memory is exhausted.",
+         wordings=("out of memory",), url=CUDA_RT, kind="documented"),
+    Spec("cuda.stub_library", "CUDA runtime (cudaErrorStubLibrary = 34)",
+         "The process loaded the toolkit's libcuda stub instead of the driver's libcuda.so.1.",
+         wordings=("CUDA driver is a stub library",), url=CUDA_RT, kind="documented"),
+    # --- PyTorch
+    Spec("torch.not_compiled_with_cuda", "PyTorch (torch/cuda/__init__.py)", "A CPU-only torch build is installed.",
+         wordings=("Torch not compiled with CUDA enabled",), url=TORCH + "torch/cuda/__init__.py", kind="documented"),
+    Spec("torch.capability_not_compatible", "PyTorch (torch/cuda/__init__.py _check_capability)",
+         "The installed torch has no kernels for this GPU's compute capability.",
+         wordings=("%s with CUDA capability sm_%d is not compatible with the current PyTorch installation.\nThe current "
+                   "PyTorch install supports CUDA capabilities %s.",),
+         url=TORCH + "torch/cuda/__init__.py", kind="documented"),
+    Spec("torch.gpu_too_old", "PyTorch (torch/cuda/__init__.py _check_capability)",
+         "The GPU's compute capability is below the minimum this torch build supports.",
+         wordings=("Found GPU%d %s which is of cuda capability %d.%d.\nPyTorch no longer supports this GPU because it "
+                   "is too old.\nThe minimum cuda capability supported by this library is %d.%d.",
+                   "Found GPU%d %s which is of cuda capability %d.%d.\nPyTorch no longer supports this GPU because it "
+                   "is too old.\nThe minimum cuda capability that we support is 3.5."),
+         url=TORCH + "torch/cuda/__init__.py", kind="documented"),
+    Spec("torch.driver_too_old", "PyTorch (c10/cuda/CUDAFunctions.cpp)",
+         "The driver's CUDA version is older than the CUDA torch was built with.",
+         wordings=("The NVIDIA driver on your system is too old (found version %d). Please update your GPU driver by "
+                   "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx",),
+         url=TORCH + "c10/cuda/CUDAFunctions.cpp", kind="documented"),
+    Spec("torch.no_driver", "PyTorch (c10/cuda/CUDAFunctions.cpp)", "No NVIDIA driver (libcuda) was found.",
+         wordings=("Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+                   "driver from http://www.nvidia.com/Download/index.aspx",),
+         url=TORCH + "c10/cuda/CUDAFunctions.cpp", kind="documented"),
+    Spec("torch.driver_init_failed", "PyTorch (c10/cuda/CUDAFunctions.cpp)", "cuInit failed: no usable GPU.",
+         wordings=("CUDA driver initialization failed, you might not have a CUDA gpu.",),
+         url=TORCH + "c10/cuda/CUDAFunctions.cpp", kind="documented"),
+    Spec("torch.no_gpus", "PyTorch (torch/cuda/__init__.py)", "torch sees zero CUDA devices.",
+         wordings=("No CUDA GPUs are available",), url=TORCH + "torch/cuda/__init__.py", kind="documented"),
+    Spec("torch.cuda_oom", "PyTorch (c10/cuda/CUDACachingAllocator.cpp)", "The caching allocator ran out of device memory.",
+         wordings=("CUDA out of memory. Tried to allocate %s", "torch.OutOfMemoryError: CUDA out of memory"),
+         url=TORCH + "c10/cuda/CUDACachingAllocator.cpp", kind="documented"),
+    Spec("torch.watchdog_timeout", "PyTorch (ProcessGroupNCCL.cpp)", "A collective did not finish within the timeout.",
+         wordings=("Watchdog caught collective operation timeout: WorkNCCL(%s) ran for %d milliseconds before timing out.",),
+         url=TORCH + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", kind="documented"),
+    Spec("torch.no_nccl", "PyTorch (torch/distributed)", "This torch build has no NCCL (CPU, Windows or macOS build).",
+         wordings=("Distributed package doesn't have NCCL built in",), url=TORCH + "torch/distributed/distributed_c10d.py",
+         kind="documented"),
+    Spec("torch.collect_env_cuda_none", "PyTorch (torch/utils/collect_env.py)", "The torch build reports no CUDA.",
+         wordings=("CUDA used to build PyTorch: None",), url=TORCH + "torch/utils/collect_env.py", kind="documented"),
+    Spec("torch.cuda_not_available_device", "PyTorch (torch/amp)", "A CUDA device was asked for where CUDA is unavailable.",
+         wordings=("User provided device_type of 'cuda', but CUDA is not available. Disabling",),
+         url=TORCH + "torch/amp/autocast_mode.py", kind="documented"),
+    # --- NVIDIA kernel module (NVRM)
+    Spec("nvrm.api_mismatch", "nvidia.ko (NVRM)", "A userspace component and the loaded kernel module are different versions.",
+         repo=OGKM, locate="API mismatch: the client", paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
+    Spec("nvrm.probe_not_called", "nvidia.ko (NVRM)",
+         "The kernel module loaded but did not probe the GPU: another driver (nouveau, vfio-pci) owns it.",
+         repo=OGKM, locate="probe routine was not called", paths=("kernel-open/nvidia/nv.c",)),
+    Spec("nvrm.no_gpu_found", "nvidia.ko (NVRM)", "The kernel module found no GPU it can drive.",
+         repo=OGKM, locate="NVRM: No NVIDIA GPU found", paths=("kernel-open/nvidia/nv.c",)),
+    Spec("nvrm.rm_init_adapter_failed", "nvidia.ko (NVRM)",
+         "The resource manager failed to initialise the GPU: a symptom whose cause other lines name (GSP/firmware "
+         "timeout, fallen off the bus, unsupported GPU).",
+         repo=OGKM, locate="RmInitAdapter failed!", paths=("src/nvidia/arch/nvalloc/unix/src/osinit.c",)),
+    Spec("nvrm.gsp_init_failed", "nvidia.ko (NVRM)", "The GSP firmware did not boot.",
+         repo=OGKM, locate="Cannot initialize GSP firmware RM", paths=("src/nvidia/arch/nvalloc/unix/src/osinit.c",)),
+    Spec("nvrm.gsp_rpc_timeout", "nvidia.ko (NVRM)", "The GSP firmware stopped answering RPCs (firmware or hardware fault).",
+         repo=OGKM, locate="of waiting for RPC response from GPU", paths=("src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c",)),
+    Spec("nvrm.gsp_heartbeat", "nvidia.ko (NVRM)", "The GSP firmware's heartbeat stopped.",
+         repo=OGKM, locate='"Heartbeat timed out', paths=("src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c",)),
+    Spec("nvrm.fallen_off_bus", "nvidia.ko (NVRM)", "The GPU stopped answering on PCIe (power, riser, slot, hardware).",
+         repo=OGKM, locate="fallen off the bus and is not responding", paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
+    Spec("nvrm.gpu_off_bus_short", "nvidia.ko (NVRM)", "The GPU stopped answering on PCIe.",
+         repo=OGKM, locate='"GPU has fallen off the bus.', paths=("src/nvidia/arch/nvalloc/unix/src/osinit.c",)),
+    Spec("nvrm.xid", "nvidia.ko (NVRM tracepoint / dmesg)", "An Xid error: the code says which GPU or driver fault.",
+         repo=OGKM, locate='TP_printk("Xid (PCI', paths=("kernel-open/nvidia/nv-tracepoint.h",),
+         wordings=("NVRM: Xid (PCI:%s): %u, %s",)),
+    Spec("nvrm.gpu_not_supported_by_release", "nvidia.ko (NVRM)", "The driver release predates (or has dropped) this GPU.",
+         repo=OGKM, locate="installed in this system is not supported by the\\n",
+         paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
+    Spec("nvrm.open_needs_gsp", "nvidia.ko (NVRM, open flavour)",
+         "The open kernel modules need a GPU with GSP (Turing or newer); this GPU needs the proprietary flavour.",
+         repo=OGKM, locate="installed in this system is not supported by open\\n",
+         paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
+    Spec("nvrm.legacy_gpu", "nvidia.ko (NVRM, proprietary)", "The GPU is supported only by a legacy driver branch.",
+         wordings=("NVRM: The NVIDIA %s GPU installed in this system is supported through the NVIDIA %s.xx Legacy "
+                   "drivers. Please visit http://www.nvidia.com/object/unix.html for more information. The %s NVIDIA "
+                   "driver will ignore this GPU.",),
+         url="https://download.nvidia.com/XFree86/Linux-x86_64/", kind="documented"),
+    Spec("kernel.pcie_aer", "Linux kernel (drivers/pci/pcie/aer.c)", "A PCIe Advanced Error Reporting event.",
+         wordings=("PCIe Bus Error: severity=%s, type=%s, (%s)",),
+         url=GH + "torvalds/linux/blob/master/drivers/pci/pcie/aer.c", kind="documented"),
+    Spec("kernel.module_not_found", "kmod (modprobe)", "No nvidia module for the running kernel.",
+         wordings=("modprobe: FATAL: Module %s not found in directory /lib/modules/%s",),
+         url="https://git.kernel.org/pub/scm/utils/kernel/kmod/kmod.git/tree/tools/modprobe.c", kind="documented"),
+    Spec("kernel.insmod_not_permitted", "kmod (modprobe)", "The kernel refused the module (Secure Boot, lockdown).",
+         wordings=("modprobe: ERROR: could not insert '%s': Operation not permitted",
+                   "modprobe: ERROR: could not insert '%s': Key was rejected by service"),
+         url="https://git.kernel.org/pub/scm/utils/kernel/kmod/kmod.git/tree/tools/modprobe.c", kind="documented"),
+    Spec("kernel.unsigned_module", "Linux kernel (module signing)", "Secure Boot rejected an unsigned module.",
+         wordings=("Loading of unsigned module is rejected", "Loading of module with unavailable key is rejected"),
+         url=GH + "torvalds/linux/blob/master/kernel/module/signing.c", kind="documented"),
+    Spec("kernel.unknown_symbol", "Linux kernel (module loader)", "The module was built for another kernel.",
+         wordings=("%s: Unknown symbol %s (err %d)", "%s: disagrees about version of symbol %s"),
+         url=GH + "torvalds/linux/blob/master/kernel/module/main.c", kind="documented"),
+    Spec("kernel.oom_kill", "Linux kernel (mm/oom_kill.c)", "The host ran out of RAM and killed a process.",
+         wordings=("Out of memory: Killed process %d (%s)",), url=GH + "torvalds/linux/blob/master/mm/oom_kill.c",
+         kind="documented"),
+    # --- nvidia-installer
+    Spec("installer.module_already_loaded", "nvidia-installer", "An NVIDIA module is loaded while installing a driver.",
+         repo=INST, locate="kernel module '%s' appears to be already", paths=("kernel.c",),
+         wordings=("An NVIDIA kernel module '%s' appears to already be loaded in your kernel.",)),
+    Spec("installer.load_module_failed", "nvidia-installer", "The freshly built module did not load.",
+         repo=INST, locate="Unable to load the kernel module '%s'", paths=("kernel.c",)),
+    Spec("installer.no_kernel_source", "nvidia-installer", "No headers for the running kernel.",
+         repo=INST, locate="Unable to find the kernel source tree for the", paths=("kernel.c",)),
+    Spec("installer.nouveau_in_use", "nvidia-installer", "nouveau is bound to the GPU.",
+         repo=INST, locate="The Nouveau kernel driver is currently in use", paths=("misc.c",)),
+    Spec("installer.x_running", "nvidia-installer", "An X server is running.",
+         repo=INST, locate="You appear to be running an X server", paths=("misc.c",)),
+    Spec("installer.preinstall_failed", "nvidia-installer", "The distribution's pre-install hook refused the install.",
+         repo=INST, locate="The distribution-provided pre-install script", paths=("install-from-cwd.c",)),
+    Spec("installer.missing_dev_tool", "nvidia-installer", "A build tool (gcc, make, ld) is missing.",
+         repo=INST, locate="Unable to find the development tool", paths=("misc.c",)),
+    Spec("installer.failed", "nvidia-installer", "The .run installer failed (the log says at which step).",
+         repo=INST, locate="Installation has failed.  Please see the file", paths=("install-from-cwd.c",)),
+    # --- libnvidia-container (nvidia-container-cli)
+    Spec("nvc.load_library_failed", "nvidia-container-cli", "The host's driver libraries (libnvidia-ml.so.1) cannot be loaded.",
+         repo=NVC, locate="load library failed", wordings=("initialization error: load library failed: %s",),
+         url=LIBNVC + "src/dxcore.c"),
+    Spec("nvc.initialization_error", "nvidia-container-cli", "nvidia-container-cli could not initialise (driver, NVML).",
+         repo=NVC, locate="initialization error: %s", wordings=("initialization error: %s",),
+         url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.nvml_error", "nvidia-container-cli", "An NVML call failed inside nvidia-container-cli.",
+         repo=NVC, locate="nvml error: %s", wordings=("initialization error: nvml error: %s",),
+         url=LIBNVC + "src/driver.c"),
+    Spec("nvc.mount_error", "nvidia-container-cli", "Mounting the driver or devices into the container failed.",
+         repo=NVC, locate="mount error: %s", wordings=("mount error: %s",), url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.device_error", "nvidia-container-cli", "A requested GPU could not be selected.",
+         repo=NVC, locate="device error: %s", wordings=("device error: %s",), url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.requirement_error", "nvidia-container-cli", "The image's requirement (cuda>=X, driver>=Y) is not met.",
+         repo=NVC, locate="requirement error: %s",
+         wordings=("requirement error: unsatisfied condition: %s",), url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.ldcache_error", "nvidia-container-cli", "Updating the container's ld cache failed.",
+         repo=NVC, locate="ldcache error: %s", wordings=("ldcache error: %s",), url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.detection_error", "nvidia-container-cli", "Driver/device detection failed.",
+         repo=NVC, locate="detection error: %s", wordings=("detection error: %s",), url=LIBNVC + "src/cli/configure.c"),
+    Spec("nvc.bpf_prog_query", "nvidia-container-cli (nvcgo, cgroup v2)",
+         "The cgroup-v2 device filter cannot be read (unprivileged/nested container, LXC without the permission).",
+         repo=NVC, locate="bpf_prog_query(BPF_CGROUP_DEVICE) failed",
+         wordings=("bpf_prog_query(BPF_CGROUP_DEVICE) failed: %s",), url=LIBNVC + "src/nvcgo/internal/cgroup/ebpf.go"),
+    Spec("nvc.add_device_rules", "nvidia-container-cli (nvcgo, cgroup v2)", "The GPU device rules could not be added.",
+         repo=NVC, locate="failed to add device rules",
+         wordings=("mount error: failed to add device rules: %s",), url=LIBNVC + "src/nvcgo/internal/cgroup/v2.go"),
+    # --- the NVIDIA container toolkit (runtime hook), docker/runc around it
+    Spec("toolkit.hook_failed", "runc (prestart hook) / docker", "The NVIDIA prestart hook (nvidia-container-cli) failed.",
+         wordings=("error running hook #%d: error running hook: exit status %d, stdout: %s, stderr: %s",
+                   "error running prestart hook #%d: exit status %d"),
+         url=GH + "opencontainers/runc/blob/main/libcontainer/configs/config.go", kind="documented"),
+    Spec("toolkit.no_gpu_driver", "docker (daemon)", "Docker has no GPU device driver: the NVIDIA toolkit is not configured.",
+         wordings=('could not select device driver "%s" with capabilities: [[gpu]]',),
+         url=GH + "moby/moby/blob/master/daemon/devices.go", kind="documented"),
+    Spec("toolkit.unknown_runtime", "docker (daemon)", "The nvidia runtime is not registered with docker.",
+         wordings=("unknown or invalid runtime name: nvidia",), url=GH + "moby/moby/blob/master/daemon/runtime_unix.go",
+         kind="documented"),
+    Spec("toolkit.image_no_driver", "NVIDIA CUDA images (nvidia_entrypoint.sh)",
+         "The container started without GPU access (no --gpus / runtime).",
+         wordings=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",),
+         url="https://gitlab.com/nvidia/container-images/cuda", kind="documented"),
+    Spec("toolkit.auto_detected_mode", "nvidia-container-runtime-hook", "The toolkit's mode (legacy/cdi/csv) it chose.",
+         repo=NCT, locate="Auto-detected mode as", wordings=("Auto-detected mode as '%s'",)),
+    Spec("toolkit.image_built_for_driver", "NVIDIA NGC images (entrypoint)", "The image needs a newer driver release.",
+         wordings=("This container was built for NVIDIA Driver Release %s or later, but version %s was detected and "
+                   "compatibility mode is UNAVAILABLE.",),
+         url="https://docs.nvidia.com/deeplearning/frameworks/support-matrix/", kind="documented"),
+    # --- LXC
+    Spec("lxc.nvidia_hook_no_cli", "LXC hooks/nvidia", "The LXC nvidia hook needs nvidia-container-cli on the host.",
+         repo=LXC, locate="Missing tool nvidia-container-cli", paths=("hooks/nvidia",)),
+    Spec("lxc.nvidia_hook_privileged", "LXC hooks/nvidia", "The LXC nvidia hook works in unprivileged containers only.",
+         repo=LXC, locate="This hook currently only works in unprivileged mode", paths=("hooks/nvidia",)),
+    Spec("lxc.nvidia_hook_no_uvm", "LXC hooks/nvidia", "nvidia_uvm is not loaded on the host: /dev/nvidia-uvm is missing.",
+         repo=LXC, locate="Kernel module nvidia_uvm is not loaded", paths=("hooks/nvidia",)),
+    Spec("lxc.nvidia_hook_mount_only", "LXC hooks/nvidia", "lxc.hook.mount must name the nvidia hook.",
+         repo=LXC, locate="This hook must be used as a", paths=("hooks/nvidia",)),
+    Spec("lxc.init_failed", "LXC (start.c)", "The container could not be initialised (config, hooks, mounts).",
+         repo=LXC, locate='Failed to initialize container \\"%s\\"', paths=("src/lxc/start.c",)),
+    Spec("lxc.spawn_failed", "LXC (start.c)", "The container could not be spawned.",
+         repo=LXC, locate='Failed to spawn container \\"%s\\"', paths=("src/lxc/start.c",)),
+    Spec("lxc.idmap_setup_failed", "LXC (start.c)", "The uid/gid mapping could not be set up.",
+         repo=LXC, locate="Failed to set up id mapping", paths=("src/lxc/start.c",)),
+    Spec("lxc.write_mapping_failed", "LXC (idmap_utils.c / conf.c)", "newuidmap/newgidmap refused the lxc.idmap ranges.",
+         repo=LXC, locate="Failed to write mapping", paths=("src/lxc",)),
+    Spec("lxc.mount_hooks_failed", "LXC (conf.c)", "A mount hook (e.g. hooks/nvidia) failed.",
+         repo=LXC, locate="Failed to run mount hooks", paths=("src/lxc/conf.c",)),
+    Spec("lxc.newuidmap_failed", "LXC (uidmap via shadow's newuidmap)", "newuidmap failed: /etc/subuid lacks the range.",
+         wordings=("newuidmap failed to write mapping", "newgidmap failed to write mapping"),
+         url=GH + "shadow-maint/shadow/blob/master/src/newuidmap.c", kind="documented"),
+    # --- pve-container
+    Spec("pve.device_mode", "pve-container (lxc-pve-prestart-hook)", "A devN: entry names a path that is not a device node.",
+         repo=PVE, locate="Could not get mode or device ID of", paths=("src/lxc-pve-prestart-hook",)),
+    Spec("pve.device_missing", "pve-container (PVE::LXC::Tools)", "A devN: entry names a device that does not exist on the host.",
+         repo=PVE, locate="Device $path does not exist", paths=("src/PVE/LXC/Tools.pm",)),
+    Spec("pve.not_a_device", "pve-container (PVE::LXC::Tools)", "A devN: path exists but is not a device node.",
+         repo=PVE, locate='"$path is not a device', paths=("src/PVE/LXC/Tools.pm",)),
+    Spec("pve.startup_failed", "pve-container (PVE::LXC)", "pct start failed (the LXC log says why).",
+         repo=PVE, locate="startup for container '$vmid' failed", paths=("src/PVE/LXC.pm",)),
+    Spec("pve.create_failed", "pve-container (PVE::API2::LXC)", "pct create/restore failed.",
+         repo=PVE, locate="unable to create CT $vmid -", paths=("src/PVE/API2/LXC.pm",)),
+    Spec("pve.passthrough_root_only", "pve-container (PVE::LXC::Config / API)", "Device passthrough needs root@pam.",
+         repo=PVE, locate="configuring device passthrough is only allowed for root@pam",
+         wordings=("configuring device passthrough is only allowed for root@pam",)),
+    Spec("lvm.insufficient_free_space", "lvm2 (lvcreate, as pct create/resize run it)",
+         "The storage (LVM volume group / thin pool) has no room for the container's volume.",
+         wordings=('Volume group "%s" has insufficient free space (%u extents): %u required.',),
+         url="https://sourceware.org/git/?p=lvm2.git;a=blob;f=lib/metadata/lv_manip.c", kind="documented"),
+    Spec("pve.task_error", "Proxmox VE task log", "A Proxmox task failed; the line after says why.",
+         wordings=("TASK ERROR: %s",), url="https://pve.proxmox.com/pve-docs/", kind="documented"),
+    # --- NCCL
+    Spec("nccl.no_socket_interface", "NCCL (bootstrap.cc)", "NCCL found no usable network interface.",
+         repo=NCCL, locate="no socket interface found"),
+    Spec("nccl.shm_fallocate", "NCCL (shm)", "/dev/shm is too small for NCCL's segments (containers: --shm-size).",
+         repo=NCCL, locate="failed to extend %s to %ld bytes",
+         wordings=("Call to posix_fallocate failed : %s", "failed to extend /dev/shm/nccl-%s to %d bytes")),
+    Spec("nccl.shm_open", "NCCL (shm)", "NCCL could not create a shared memory segment.",
+         repo=NCCL, locate="failed to create shared memory file %s",
+         wordings=("Call to shm_open failed : %s", "Error while creating shared memory segment %s (size %d)")),
+    Spec("nccl.connect_failed", "NCCL (socket.cc)", "A rank could not connect to another (network, firewall, interface).",
+         repo=NCCL, locate="socketStartConnect: Connect to"),
+    Spec("nccl.maxsharedmem", "NCCL (enqueue.cc)", "This NCCL build predates the GPU (its kernels do not fit the device).",
+         repo=NCCL, locate="exceeds device/fn maxSharedMem"),
+    Spec("nccl.warn", "NCCL (debug.cc)", "An NCCL warning line (NCCL_DEBUG=WARN/INFO).",
+         wordings=("%s:%d:%d [%d] NCCL WARN %s",), url=GH + "NVIDIA/nccl/blob/master/src/debug.cc", kind="documented"),
+    Spec("nccl.error_code", "NCCL (ncclGetErrorString)", "An NCCL call failed with this error class.",
+         wordings=("NCCL error %d: unhandled system error", "NCCL error %d: unhandled cuda error",
+                   "NCCL error %d: internal error", "NCCL error %d: invalid usage", "NCCL error %d: remote process exited or there was a network error"),
+         url=GH + "NVIDIA/nccl/blob/master/src/init.cc", kind="documented"),
+    Spec("nccl.tests_wrong", "nccl-tests", "nccl-tests found wrong results.",
+         wordings=("Out of bounds values : %d FAILED",), url=GH + "NVIDIA/nccl-tests/blob/master/src/common.cu",
+         kind="documented"),
+    Spec("nccl.p2p_disable_env", "NCCL (graph/paths.cc)", "NCCL_P2P_DISABLE was set: peer-to-peer transport turned off.",
+         wordings=("NCCL_P2P_DISABLE set by environment to %d",), url=GH + "NVIDIA/nccl/blob/master/src/graph/paths.cc",
+         kind="documented"),
+    Spec("pct.cgroup_v1_devices_key", "pct config (/etc/pve/lxc/<vmid>.conf)",
+         "A cgroup-v1 device key: ignored on a cgroup-v2 host (Proxmox VE 7+), so the GPU nodes are denied.",
+         wordings=("lxc.cgroup.devices.allow: c %d:%s rwm",), url="https://pve.proxmox.com/wiki/Linux_Container",
+         kind="documented"),
+    # --- uv / pip resolver
+    Spec("uv.no_solution", "uv (uv-resolver)", "The requirements cannot be satisfied together.",
+         repo=UV, locate='"No solution found when resolving dependencies', paths=("crates",)),
+    Spec("uv.unsatisfiable", "uv (PubGrub report)", "The resolver's derivation of why the requirements conflict.",
+         wordings=("we can conclude that your requirements are unsatisfiable",),
+         url=GH + "astral-sh/uv/blob/main/crates/uv-resolver/src/error.rs", kind="documented"),
+    Spec("uv.no_wheel_for_platform", "uv", "A distribution has no wheel (and no sdist) for this platform.",
+         wordings=("Distribution `%s` can't be installed because it doesn't have a source distribution or wheel for "
+                   "the current platform",
+                   "only has wheels for the following platform"),
+         url=GH + "astral-sh/uv/blob/main/crates/uv-resolver/src/pubgrub/report.rs", kind="documented"),
+    Spec("pip.no_matching_distribution", "pip", "No distribution satisfies the requirement on this index/platform.",
+         wordings=("ERROR: No matching distribution found for %s",
+                   "ERROR: Could not find a version that satisfies the requirement %s (from versions: %s)"),
+         url=PIP + "index/package_finder.py", kind="documented"),
+    Spec("pip.resolution_impossible", "pip (resolvelib)", "pip's resolver found the requirements conflicting.",
+         wordings=("ResolutionImpossible",), url=PIP + "resolution/resolvelib/factory.py", kind="documented"),
+    Spec("pip.dependency_conflict_warning", "pip", "pip installed a set whose requirements conflict.",
+         wordings=("pip's dependency resolver does not currently take into account all the packages that are installed.",
+                   "%s requires %s, but you have %s which is incompatible."),
+         url=PIP + "commands/install.py", kind="documented"),
+    Spec("pip.not_supported_wheel", "pip", "The wheel's tags do not match this interpreter/platform.",
+         wordings=("%s is not a supported wheel on this platform.",), url=PIP + "req/constructors.py", kind="documented"),
+    Spec("pip.subprocess_error", "pip", "A build subprocess failed.", wordings=("subprocess-exited-with-error",),
+         url=PIP + "exceptions.py", kind="documented"),
+    Spec("pip.oserror", "pip", "pip could not write the packages (disk full, permissions).",
+         wordings=("Could not install packages due to an OSError",), url=PIP + "commands/install.py", kind="documented"),
+    Spec("uv.build_failed", "uv", "A source distribution failed to build.", wordings=("Failed to build `%s`",),
+         url=GH + "astral-sh/uv/blob/main/crates/uv/src/commands/diagnostics.rs", kind="documented"),
+    # --- the dynamic loader (glibc) and shells
+    Spec("ld.cannot_open_shared_object", "glibc ld.so (elf/dl-load.c)", "A shared library is not on the loader's path.",
+         wordings=("error while loading shared libraries: %s: cannot open shared object file: No such file or directory",
+                   "%s: cannot open shared object file: No such file or directory"), url=GLIBC, kind="documented"),
+    Spec("ld.version_not_found", "glibc ld.so (elf/dl-version.c)", "A library needs a newer glibc/libstdc++ symbol version.",
+         wordings=("version `%s' not found (required by %s)",), url=GLIBC, kind="documented"),
+    Spec("ld.undefined_symbol", "glibc ld.so (elf/dl-lookup.c)", "Libraries from different builds are mixed.",
+         wordings=("%s: undefined symbol: %s",), url=GLIBC, kind="documented"),
+    Spec("ld.cannot_find_lcuda", "binutils ld", "Linking needs libcuda.so (the driver's, or the toolkit's stub).",
+         wordings=("cannot find -lcuda",), url="https://sourceware.org/binutils/docs/ld/", kind="documented"),
+    Spec("win.dll_load_failed", "CPython on Windows", "A DLL or one of its dependencies failed to load.",
+         wordings=("DLL load failed while importing %s", "[WinError 126] The specified module could not be found"),
+         url=GH + "python/cpython/blob/main/Python/dynload_win.c", kind="documented"),
+    Spec("coreutils.no_dev_nvidia", "coreutils (ls/stat/cat) on the GPU device nodes",
+         "A /dev/nvidia* node is absent where the command ran (not created on the host, or not passed in).",
+         wordings=("ls: cannot access '/dev/nvidia%s': No such file or directory",
+                   "cat: /dev/nvidia%s: No such file or directory"),
+         url="https://git.savannah.gnu.org/cgit/coreutils.git/tree/src/ls.c", kind="documented"),
+    Spec("shell.compiler_not_found", "bash / sh (for the C compiler a build runs)",
+         "No C compiler: the kernel module or an extension cannot be built.",
+         wordings=("gcc: command not found", "cc: command not found", "g++: command not found", "c++: command not found"),
+         url="https://www.gnu.org/software/bash/manual/", kind="documented"),
+    Spec("toolchain.nvcc_unsupported_arch", "nvcc", "The CUDA toolkit predates the GPU architecture asked for.",
+         wordings=("nvcc fatal : Unsupported gpu architecture 'compute_%d'",),
+         url="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/", kind="documented"),
+    Spec("toolchain.ptxas_unknown_sm", "ptxas", "ptxas predates the GPU architecture asked for.",
+         wordings=("ptxas fatal : Value 'sm_%d' is not defined for option 'gpu-name'",),
+         url="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/", kind="documented"),
+    Spec("triton.capability_too_old", "Triton", "Triton needs a newer GPU than this one.",
+         wordings=("Found %s which is too old to be supported by the triton GPU compiler, which is used as the backend. "
+                   "Triton only supports devices of CUDA Capability >= 7.0",),
+         url=GH + "pytorch/pytorch/blob/main/torch/_inductor/scheduler.py", kind="documented"),
+    Spec("bnb.cuda_setup_failed", "bitsandbytes", "bitsandbytes found no usable CUDA library.",
+         wordings=("CUDA Setup failed despite GPU being available.",),
+         url=GH + "bitsandbytes-foundation/bitsandbytes", kind="documented"),
+    Spec("fabricmanager.not_running", "nvidia-fabricmanager (systemd)", "NVSwitch systems need the fabric manager running.",
+         wordings=("nvidia-fabricmanager.service: Failed with result 'exit-code'",),
+         url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/", kind="documented"),
+)
+
+
+# --- reading sources ------------------------------------------------------------------------------------------------
+
+_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'"}
+
+
+def _git(gitdir: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(gitdir), *args], capture_output=True, text=True,
+                          check=False).stdout
+
+
+def _unescape(s: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), s)
+
+
+def _interpolations_to_printf(s: str) -> str:
+    """Perl `$var`, Rust/Python `{name}`/`{}`, Go `%v`/`%w`/`%q` as printf `%s`."""
+    s = re.sub(r"\$\{?\w+\}?(?:->\{\w+\})?", "%s", s)
+    s = re.sub(r"\{[\w.:?#]*\}", "%s", s)
+    return re.sub(r"%[vwq]", "%s", s)
+
+
+def format_at(text: str, line_no: int, locate: str) -> str | None:
+    """The whole format string around source line `line_no` (1-based): adjacent literals joined."""
+    lines = text.splitlines()
+    i = line_no - 1
+    if i >= len(lines):
+        return None
+
+    def is_cont(s: str) -> bool:
+        return s.lstrip().startswith('"')
+
+    start = i
+    while start > 0 and is_cont(lines[start]) and lines[start - 1].rstrip().endswith('"'):
+        start -= 1
+    end = i
+    while end + 1 < len(lines) and is_cont(lines[end + 1]) and lines[end].rstrip().rstrip(",").endswith('"') \
+            and not lines[end].rstrip().endswith(","):
+        end += 1
+    block = lines[start : end + 1]
+    literals = [lit for ln in block for lit in _LITERAL.findall(ln)]
+    joined = _unescape("".join(literals))
+    probe = _unescape(locate[1:] if locate.startswith('"') else locate)
+    if probe not in joined or len(block) == 1:  # a literal of its own on the hit line (or a shell echo)
+        own = [_unescape(lit) for lit in _LITERAL.findall(lines[i]) if probe in _unescape(lit)]
+        if not own:
+            return None
+        joined = own[0]
+    return _interpolations_to_printf(joined).strip()
+
+
+def _version_key(tag: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", tag)[:4])
+
+
+def sample_tags(gitdir: Path, n: int) -> list[str]:
+    tags = [t for t in _git(gitdir, "tag").split() if re.search(r"\d+\.\d+", t) and not re.search(r"rc|alpha|beta|dev", t)]
+    tags.sort(key=_version_key)
+    if len(tags) <= n:
+        return tags
+    step = (len(tags) - 1) / (n - 1)
+    return [tags[round(k * step)] for k in range(n)]
+
+
+def harvest_repo(gitdir: Path, specs: list[Spec], ntags: int) -> dict[str, dict[str, list[str]]]:
+    """spec id -> format -> the revisions (tags, HEAD) that print it."""
+    out: dict[str, dict[str, list[str]]] = {s.id: {} for s in specs}
+    revs = [*sample_tags(gitdir, ntags), "HEAD"]
+    cache: dict[tuple[str, str], str] = {}
+    for rev in revs:
+        sha = _git(gitdir, "rev-parse", rev).strip()
+        for spec in specs:
+            grep = _git(gitdir, "grep", "-n", "-I", "-F", "-e", spec.locate, sha, "--",
+                        *(spec.paths or ["."]), ":!*test*", ":!*.md", ":!*changelog*", ":!*CHANGELOG*", ":!*/tests/*")
+            for hit in grep.splitlines()[:4]:
+                parts = hit.split(":", 3)
+                if len(parts) < 4:
+                    continue
+                _, path, line_no, _ = parts
+                key = (sha, path)
+                if key not in cache:
+                    cache[key] = _git(gitdir, "show", f"{sha}:{path}")
+                fmt = format_at(cache[key], int(line_no), spec.locate)
+                if fmt:
+                    out[spec.id].setdefault(fmt, [])
+                    label = rev if rev != "HEAD" else f"HEAD@{sha[:12]}"
+                    if label not in out[spec.id][fmt]:
+                        out[spec.id][fmt].append(label)
+                    out[spec.id].setdefault("\0path", [path])
+    return out
+
+
+def build(mirror: Path, ntags: int) -> dict[str, object]:
+    entries: list[dict[str, object]] = []
+    sources: dict[str, str] = {}
+    by_repo: dict[str, list[Spec]] = {}
+    for spec in SPECS:
+        if spec.repo:
+            by_repo.setdefault(spec.repo, []).append(spec)
+    harvested: dict[str, dict[str, list[str]]] = {}
+    for repo, specs in by_repo.items():
+        gitdir = mirror / repo.replace("/", "+") / "repo"
+        if not (gitdir / "HEAD").exists():
+            print(f"  {repo}: no mirror at {gitdir}; recorded wordings kept", file=sys.stderr)
+            continue
+        head = _git(gitdir, "rev-parse", "HEAD").strip()
+        sources[repo] = head
+        print(f"  {repo} @ {head[:12]}: {len(specs)} messages", file=sys.stderr)
+        harvested.update(harvest_repo(gitdir, specs, ntags))
+    for spec in SPECS:
+        found = harvested.get(spec.id, {})
+        path = (found.pop("\0path", None) or [""])[0]
+        wordings: list[dict[str, object]] = []
+        for fmt, revs in found.items():
+            wordings.append({"format": fmt, "versions": sorted(revs, key=_version_key)})
+        harvested_formats = {w["format"] for w in wordings}
+        for fmt in spec.wordings:
+            if fmt not in harvested_formats:  # closed source, a repository out of reach, or an older wording
+                wordings.append({"format": fmt, "versions": ["documented" if spec.kind == "documented" else "recorded"]})
+        if not wordings:
+            print(f"  {spec.id}: nothing found for {spec.locate!r}", file=sys.stderr)
+            continue
+        # newest wording first: the one HEAD prints, else the latest version seen
+        wordings.sort(key=lambda w: (not any(str(v).startswith("HEAD") for v in w["versions"]),  # type: ignore[union-attr]
+                                     [-x for x in _version_key(str(w["versions"][-1]))]))  # type: ignore[index]
+        url = spec.url
+        if not url and spec.repo:
+            url = f"{GH}{spec.repo}/blob/{sources.get(spec.repo, 'HEAD')}/{path}"
+        entries.append({
+            "id": spec.id,
+            "program": spec.program,
+            "programs": [spec.program, *spec.extra_programs],
+            "format": wordings[0]["format"],
+            "wordings": wordings,
+            "meaning": spec.meaning,
+            "source": {"kind": spec.kind if spec.repo is None or spec.repo in sources else "recorded",
+                       "repo": spec.repo, "path": path or None, "url": url},
+        })
+    return {"schema": 1, "generated_by": "scripts/harvest_catalogue.py", "sources": sources, "entries": entries}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--tags", type=int, default=8, help="release tags sampled per repository (plus HEAD)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    cat = build(args.mirror, args.tags)
+    args.out.write_text(json.dumps(cat, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{len(cat['entries'])} entries -> {args.out}", file=sys.stderr)  # type: ignore[arg-type]
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

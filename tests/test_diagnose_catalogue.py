@@ -1,0 +1,117 @@
+"""The message catalogue (issue 35 item 1): every rule cites entries, and every cited entry's wordings (each
+version's, as harvested from the programs' sources by scripts/harvest_catalogue.py) come back through
+`diagnose` as that rule, also when a log reshapes them (case, spacing around `/` and `:`, curly quotes,
+prefixes, a kernel's repeated `NVRM:`, hard wraps)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from provisioner.diagnose import diagnose
+from provisioner.diagnose.catalogue import Entry, catalogue, entry
+from provisioner.diagnose.normalize import format_regex
+from provisioner.diagnose.rules import RULES
+from provisioner.diagnose.rx import compile_rx, required_literals
+
+CATALOGUE = Path(__file__).resolve().parents[1] / "provisioner" / "diagnose" / "catalogue.json"
+_CONV = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?([diouxXsScpfgeEv])")
+_VALUES = {"d": "1", "i": "1", "u": "4", "o": "7", "x": "3f", "X": "3F", "p": "0x1f", "f": "1.5", "g": "1.5",
+           "e": "1.5", "E": "1.5", "c": "x"}
+# what a log says beside a message that a rule reads only in some setting (its `context`): in a container, on
+# aarch64, while building the kernel module
+CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ uname -m\naarch64",
+            "DKMS: building the nvidia kernel module for 6.8.12-4-pve")
+
+
+def render(fmt: str) -> str:
+    """A format string as a program prints it (values filled in)."""
+    text = _CONV.sub(lambda m: _VALUES.get(m.group(1), "nvidia0"), fmt)
+    return text.replace("%%", "%")
+
+
+def citing(message_id: str) -> list[str]:
+    return [r.name for r in RULES if message_id in r.messages]
+
+
+def rules_of(text: str) -> set[str]:
+    """Every rule some finding of `text` names, alone or beside each setting's context line."""
+    names: set[str] = set()
+    for log in (text, *(text + "\n" + c for c in CONTEXTS)):
+        for f in diagnose(log):
+            names |= {f.rule, *f.rules}
+            names |= {r.rule for r in f.also_possible}
+    return names
+
+
+def cases() -> list[tuple[str, str]]:
+    cited = {m for r in RULES for m in r.messages}
+    return [(e.id, w.format) for e in catalogue().values() if e.id in cited for w in e.wordings]
+
+
+def test_every_rule_cites_catalogue_entries_that_exist() -> None:
+    for rule in RULES:
+        assert rule.messages, f"{rule.name} cites no catalogue entry"
+        for mid in rule.messages:
+            assert isinstance(entry(mid), Entry)
+
+
+def test_catalogue_entries_are_complete() -> None:
+    raw = json.loads(CATALOGUE.read_text(encoding="utf-8"))
+    assert raw["generated_by"] == "scripts/harvest_catalogue.py"
+    ids = [e["id"] for e in raw["entries"]]
+    assert len(ids) == len(set(ids))
+    for e in raw["entries"]:
+        assert e["format"] and e["meaning"] and e["programs"] and e["source"]["url"], e["id"]
+        assert e["wordings"] and all(w["versions"] for w in e["wordings"]), e["id"]
+        for w in e["wordings"]:  # a matcher with a distinctive literal (the prefilter keeps its lines)
+            lits = required_literals(format_regex(w["format"]))
+            assert lits and max(len(x) for x in lits) >= 8, (e["id"], w["format"])
+
+
+def test_harvested_entries_carry_their_versions() -> None:
+    """Messages read from the sources name the releases that print them; one changed its wording across them."""
+    api = entry("nvrm.api_mismatch")
+    assert api.source_kind == "source"
+    assert len(api.wordings) >= 2  # `the client '%s' (pid %u) has the version` vs the older `the client has the version`
+    assert any("(pid" in w.format for w in api.wordings) and any("(pid" not in w.format for w in api.wordings)
+
+
+@pytest.mark.parametrize(("message_id", "fmt"), cases())
+def test_each_wording_gives_its_rule(message_id: str, fmt: str) -> None:
+    text = render(fmt)
+    names = rules_of(text)
+    assert names & set(citing(message_id)), (message_id, text, sorted(names))
+
+
+def _reshaped(text: str) -> list[str]:
+    """The same message as other logs show it."""
+    return [
+        text.upper(),
+        "Error: " + text.replace("/", " / ").replace(": ", " : "),
+        text.replace("'", "\u2018", 1).replace("'", "\u2019", 1).replace('"', "\u201c", 1),
+        "RuntimeError: " + "  ".join(text.split(" ")),
+        "\n".join(textwrap.wrap(" ".join(text.split()), 60, break_long_words=False, break_on_hyphens=False)),
+    ]
+
+
+@pytest.mark.parametrize(("message_id", "fmt"), cases())
+def test_reshaped_wordings_give_the_rule(message_id: str, fmt: str) -> None:
+    want = set(citing(message_id))
+    for variant in _reshaped(render(fmt)):
+        names = rules_of(variant)
+        assert names & want, (message_id, variant, sorted(names))
+
+
+def test_kernel_message_wrapped_with_its_prefix_matches() -> None:
+    """dmesg's NVRM lines: the prefix repeated on every line of one message, with timestamps."""
+    log = ("[  7.1] NVRM: API mismatch: the client 'nvidia-smi' (pid 812)\n"
+           "[  7.1] NVRM: has the version 550.54.14, but this kernel module has\n"
+           "[  7.1] NVRM: the version 535.129.03.  Please make sure that this\n")
+    found = diagnose(log)
+    assert found and found[0].category == "driver_lib_mismatch"
+    assert compile_rx(format_regex(entry("nvrm.api_mismatch").format)).search(log.replace("[  7.1] ", ""))
