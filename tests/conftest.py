@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import scratch
-from tests.support.pve_lab import lab, make_lab  # noqa: F401  (fixtures: the lab's PVE API in-process)
+from tests.support.lab import lab, make_lab  # noqa: F401  (fixtures: the lab's PVE API in-process)
 from tests.support.sshd import sshd  # noqa: F401  (fixture)
 
 pytest_plugins = ["tests.support.suite_report", "tests.support.tiers"]

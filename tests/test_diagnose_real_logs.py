@@ -21,7 +21,7 @@ from provisioner.diagnose.engine import match_rules
 from provisioner.diagnose.normalize import clean_log
 from provisioner.lab.pve_api import LabApiServer
 from provisioner.lab.state import LabState
-from tests.support.pve_lab import UBUNTU
+from tests.support.lab import UBUNTU
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "diagnose"

@@ -21,7 +21,8 @@ from provisioner.lab.pvesh import write_pvesh_wrapper
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.proxmox.tasks import UPID_RE, decode_upid
-from tests.support.pve_lab import NOT_DEFINED, UBUNTU, Lab
+from tests.support.lab import NOT_DEFINED, UBUNTU
+from tests.support.lab import ApiLab as Lab
 
 PARAM_FAILED = "Parameter verification failed.\n"
 

@@ -23,8 +23,9 @@ from provisioner.lab import render
 from provisioner.lab.lab import LAB_MARKER, Lab, LabError, LabServices
 from provisioner.lab.sandbox import lab_host, node_fs, project_dir
 from provisioner.lab.state import LabState
+from tests.support.lab import ct, gpu_ct, node
+from tests.support.lab import lab_state as make_lab
 from tests.support.require import require
-from tests.test_lab_sandbox import ct, gpu_ct, make_lab, node
 
 pytestmark = pytest.mark.timeout(600)  # a deadline, not a speed check: a lab under a loaded 2-core CI
 

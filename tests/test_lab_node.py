@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import re
 import shutil
 import urllib.error
@@ -17,23 +16,15 @@ from urllib.parse import urljoin
 import asyncssh
 import pytest
 
-from provisioner.lab.lab import Lab, LabServices
+from provisioner.lab.lab import LabServices
 from provisioner.lab.state import LabState
 from provisioner.transport.base import CommandTimeout, HostKeyError, TransportError
 from provisioner.transport.container import ContainerTransport
-from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.lab import gpu_ct, start_lab
+from tests.support.lab import ssh_transport as transport
 from tests.support.require import require
-from tests.test_lab_sandbox import gpu_ct
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def start_lab(root: Path, *scenarios: str) -> tuple[LabServices, dict[str, Any]]:
-    require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
-    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
-    state = Lab(root, list(scenarios)).create_state()
-    services = LabServices(state).start()
-    return services, services.connection()
 
 
 @pytest.fixture
@@ -41,13 +32,6 @@ def lab(tmp_path: Path) -> Iterator[tuple[LabServices, dict[str, Any]]]:
     services, conn = start_lab(tmp_path / "lab")
     yield services, conn
     services.stop()
-
-
-def transport(conn: dict[str, Any], **overrides: Any) -> SshTransport:
-    ssh = conn["ssh"]
-    args = {"host": ssh["host"], "port": ssh["port"], "user": ssh["user"], "key_file": ssh["key_file"],
-            "known_hosts": ssh["known_hosts"], **overrides}
-    return SshTransport(SshTarget(**args))
 
 
 async def test_exec_streams_lines_in_order_with_exit_status(lab: tuple[LabServices, dict[str, Any]]) -> None:

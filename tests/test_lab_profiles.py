@@ -15,36 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.lab.commands import write_node_bin
-from provisioner.lab.lab import Lab
 from provisioner.lab.profiles import PROFILES, get_profile
-from provisioner.lab.sandbox import node_argv, node_env, record_host_ns
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
+from tests.support.lab import ct, need_namespaces, node
+from tests.support.lab import profile_lab as make_lab
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(240)
 
 #: pve-container src/PVE/LXC/Tools.pm get_device_mode_and_rdev: die "Device $path does not exist\n"
 PVE_DEVICE_MISSING = "Device {path} does not exist"
-
-
-def _need_namespaces() -> None:
-    require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
-    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
-
-
-def make_lab(root: Path, profile: str, *scenarios: str) -> LabState:
-    _need_namespaces()
-    state = Lab(root, list(scenarios), profile=profile).create_state()
-    write_node_bin(state.root)
-    record_host_ns(state.root)
-    return state
-
-
-def node(state: LabState, script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(node_argv(state, ["bash", "-c", script]), env=node_env(state), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=120, check=False)
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -189,7 +170,7 @@ def test_pct_start_missing_devn_node_fails_raw_optional_bind_starts(tmp_path: Pa
 @pytest.mark.sshd
 def test_lab_up_profile_over_real_ssh(tmp_path: Path) -> None:
     """`provisioner lab up --profile h200-hgx-8x`, then the real OpenSSH client runs the facts on the node."""
-    _need_namespaces()
+    need_namespaces(root=True)
     require(shutil.which("ssh") is not None, "the OpenSSH client is not installed")
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"))
@@ -246,12 +227,6 @@ def test_driver_mirror_layouts(tmp_path: Path, profile: str, published: list[str
         server.stop()
 
 
-def _ct_exec(state: LabState, vmid: int, script: str) -> subprocess.CompletedProcess[str]:
-    from provisioner import quoting
-
-    return node(state, quoting.join(quoting.pct_exec(vmid, quoting.bash_lc(script))))
-
-
 def _gpu_ct_with_torch(state: LabState, vmid: int = 200) -> None:
     """A running CT that passes all 8 HGX GPUs (devN) and holds the lab's torch layer (over a module with
     torch's `version` and `cuda` submodules: the CUDA view is the layer's, not PyTorch's) and userspace link."""
@@ -286,12 +261,12 @@ def test_fabricmanager_down_cuda_reports_802_in_the_container(tmp_path: Path) ->
     GPUs; once the unit is started the same container gets its 8 GPUs."""
     state = make_lab(tmp_path / "lab", "h200-hgx-8x", "fabricmanager-down")
     _gpu_ct_with_torch(state)
-    r = _ct_exec(state, 200, TORCH_PROBE)
+    r = ct(state, 200, TORCH_PROBE)
     assert "Error 802: system not yet initialized" in r.stdout, r.stdout
     assert r.stdout.splitlines()[-1] == "False 0"
     assert node(state, "nvidia-smi -L | wc -l").stdout == "8\n"  # NVML itself still answers
     assert node(state, "systemctl start nvidia-fabricmanager; echo rc=$?").stdout == "rc=0\n"
-    r = _ct_exec(state, 200, TORCH_PROBE)
+    r = ct(state, 200, TORCH_PROBE)
     assert r.stdout.splitlines()[-1] == "True 8" and "802" not in r.stdout, r.stdout
 
 
@@ -351,7 +326,7 @@ def test_minors_shuffled_container_sees_the_gpus_of_the_minors_it_was_given(tmp_
     version = get_profile("minors-shuffled").driver_version
     (state.ct_root(200) / "tmp").mkdir(exist_ok=True)
     (state.ct_root(200) / "tmp" / run_name(version)).write_bytes(build_run(version))
-    r = _ct_exec(state, 200, f"apt-get install -y kmod pkg-config >/dev/null && sh /tmp/{run_name(version)} "
+    r = ct(state, 200, f"apt-get install -y kmod pkg-config >/dev/null && sh /tmp/{run_name(version)} "
                              "--silent --no-kernel-modules && nvidia-smi -L")
     assert r.returncode == 0, r.stdout
     listed = re.findall(r"^GPU (\d): NVIDIA L40S \(UUID: (GPU-[0-9a-f-]+)\)$", r.stdout, re.M)

@@ -17,8 +17,8 @@ from provisioner.lab.commands import resident_socket
 from provisioner.lab.lab import LabServices
 from provisioner.lab.sandbox import ct_holder_file
 from provisioner.transport.base import CommandTimeout
-from tests.test_lab_node import start_lab, transport
-from tests.test_lab_sandbox import gpu_ct
+from tests.support.lab import gpu_ct, start_lab
+from tests.support.lab import ssh_transport as transport
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -2,63 +2,19 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from provisioner.lab.commands import write_node_bin
 from provisioner.lab.commands.installer import build_run, corrupt, run_name, sha256sum_line
-from provisioner.lab.lab import Lab
-from provisioner.lab.sandbox import make_device_nodes, node_argv, node_env, record_host_ns
 from provisioner.lab.state import LabState
-from provisioner.proxmox.lxc_conf import LxcConfig
-from tests.support.require import require
+from tests.support.lab import ct, gpu_ct, lab_state, node
 
 pytestmark = pytest.mark.timeout(600)  # a deadline, not a speed check: five lab views under a loaded 2-core CI
 
 
-def _need_namespaces() -> None:
-    require(subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode == 0,
-            "the lab sandboxes need user namespaces (`unshare -Urm`)")
-    require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
-
-
 def make_lab(root: Path, *scenarios: str) -> LabState:
-    _need_namespaces()
-    state = Lab(root, list(scenarios)).create_state()
-    write_node_bin(state.root)
-    record_host_ns(state.root)
-    make_device_nodes(state)  # as the lab server does at start
-    return state
-
-
-def node(state: LabState, script: str) -> subprocess.CompletedProcess[str]:
-    """Run `script` with bash in the lab node's view (as the SSH endpoint does); stderr merged like our SSH."""
-    return subprocess.run(node_argv(state, ["bash", "-c", script]), env=node_env(state), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=90, check=False)
-
-
-def ct(state: LabState, vmid: int, script: str) -> subprocess.CompletedProcess[str]:
-    """`pct exec <vmid> -- bash -lc <script>` on the lab node (quoted the way the engine quotes)."""
-    from provisioner import quoting
-
-    return node(state, quoting.join(quoting.pct_exec(vmid, quoting.bash_lc(script))))
-
-
-def gpu_ct(state: LabState, vmid: int = 200, *, raw: list[tuple[str, str]] | None = None,
-           devn: bool = True, running: bool = True) -> None:
-    opts: dict[str, str | int] = {"arch": "amd64", "hostname": f"ct{vmid}", "ostype": "ubuntu", "memory": 65536,
-                                  "cores": 16, "rootfs": f"local-lvm:vm-{vmid}-disk-0,size=64G"}
-    if devn:
-        for i in range(8):
-            opts[f"dev{i}"] = f"/dev/nvidia{i},mode=0666"
-        opts["dev8"] = "/dev/nvidiactl,mode=0666"
-        opts["dev9"] = "/dev/nvidia-uvm,mode=0666"
-        opts["dev10"] = "/dev/nvidia-uvm-tools,mode=0666"
-    state.write_conf(vmid, LxcConfig.from_options(opts, raw=raw))
-    state.set_status(vmid, "running" if running else "stopped")
+    return lab_state(root, *scenarios)
 
 
 def _nodes(text: str) -> dict[str, tuple[int, int, str]]:

@@ -24,7 +24,8 @@ from provisioner.proxmox.errors import (
     Unreachable,
 )
 from provisioner.proxmox.tasks import UPID_RE
-from tests.support.pve_lab import NOT_DEFINED, UBUNTU, Lab
+from tests.support.lab import NOT_DEFINED, UBUNTU
+from tests.support.lab import ApiLab as Lab
 
 
 def password_client(state: LabState, server: LabApiServer, **kw: Any) -> PveClient:

@@ -13,7 +13,8 @@ from provisioner.facts import catalog
 from provisioner.facts.smi_q import parse_smi_q
 from provisioner.facts.smi_table import parse_smi_table
 from provisioner.lab import day2, render
-from tests.test_lab_profiles import make_lab, node
+from tests.support.lab import node
+from tests.support.lab import profile_lab as make_lab
 from tests.test_parsers import fx
 
 pytestmark = pytest.mark.timeout(240)

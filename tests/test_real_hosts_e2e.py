@@ -89,7 +89,7 @@ def only_host(stdout: str) -> dict[str, int]:
 
 
 def ct_exec(state: LabState, vmid: int, script: str) -> subprocess.CompletedProcess[str]:
-    from tests.test_lab_profiles import _ct_exec
+    from tests.support.lab import ct as _ct_exec
 
     return _ct_exec(state, vmid, script)
 
@@ -100,7 +100,7 @@ def _minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(lab_of: An
     r = cli(env, "replay", str(book), "--lab", "--quiet", "--json")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     # the node's nvidia-smi -L, index order; the playbook selects indices 1 and 3
-    from tests.test_lab_profiles import node
+    from tests.support.lab import node
 
     on_node = dict(re.findall(r"^GPU (\d+): .* \(UUID: (GPU-[0-9a-f-]+)\)$", node(state, "nvidia-smi -L").stdout,
                               re.M))

@@ -23,7 +23,8 @@ from provisioner.steps.driver_userspace import driver_sources, is_datacenter, te
 from provisioner.steps.gpu_common import PassthroughParams, device_selection, visible_gpu_problem
 from provisioner.steps.host_preflight import fabric_manager_failure, open_module_failure
 from provisioner.steps.state import HostInventory
-from tests.test_lab_profiles import make_lab, node
+from tests.support.lab import node
+from tests.support.lab import profile_lab as make_lab
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -1,5 +1,5 @@
 """Proxmox task waits (issue #19): bounded by the step's timeout, with progress events, against the lab's
-real HTTPS API (tests/support/pve_lab.py); the half-created CT's ownership helpers on real configs."""
+real HTTPS API (tests/support/lab.py); the half-created CT's ownership helpers on real configs."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_create import CreateParams
 from provisioner.steps.task_wait import wait_task
 from provisioner.transport.local import LocalTransport
-from tests.support.pve_lab import UBUNTU, Lab
+from tests.support.lab import UBUNTU
+from tests.support.lab import ApiLab as Lab
 
 PB = "schema_version: 1\ntarget: {host: 127.0.0.1, node: pve, container: 200}\nsteps: []\n"
 

@@ -1,6 +1,6 @@
 """The template pinned (issue #24 item 7): `lxc.create` records the template's name and the sha512 that PVE's
 appliance index lists for it (`GET /nodes/{node}/aplinfo` → `sha512sum`, pve-manager PVE/APLInfo.pm), and a
-replay whose index lists another digest says so. Against the lab's real HTTPS API (tests/support/pve_lab.py)."""
+replay whose index lists another digest says so. Against the lab's real HTTPS API (tests/support/lab.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from provisioner.proxmox.client import PveClient
 from provisioner.steps.context import StepContext
 from provisioner.steps.lxc_create import CreateParams, LxcCreate, template_drift, template_record
 from provisioner.transport.local import LocalTransport
-from tests.support.pve_lab import UBUNTU, Lab
+from tests.support.lab import UBUNTU
+from tests.support.lab import ApiLab as Lab
 
 PB = "schema_version: 1\ntarget: {host: 127.0.0.1, node: pve, container: 200}\nsteps: []\n"
 NAME = UBUNTU.partition(":")[2].removeprefix("vztmpl/")

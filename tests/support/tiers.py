@@ -18,11 +18,11 @@ from types import ModuleType
 import pytest
 
 #: modules whose use makes a test module part of the lab tier
-LAB_SOURCES = ("provisioner.lab", "tests.support.labrun", "tests.support.pve_lab", "tests.support.sshd",
+LAB_SOURCES = ("provisioner.lab", "tests.support.labrun", "tests.support.lab", "tests.support.sshd",
                "tests.support.lxc", "tests.support.torch_env", "tests.support.labcache",
                "tests.support.lab_inventory")
 #: words in a test module's source that start real parts without importing them (subprocess CLIs, namespaces)
-LAB_WORDS = ("provisioner.lab", "point_at_lab", '"--lab"', "'--lab'", '"demo"', "unshare", "lxc-start",
+LAB_WORDS = ("provisioner.lab", "point_at_lab", '"--lab"', "'--lab'", '"demo"', "unshare",
              "torch_supply", "real_torch", "supplied_torch", "lab_env", "lab_session")
 #: fixtures that start a lab or a real daemon
 LAB_FIXTURES = frozenset({"lab", "make_lab", "sshd"})
