@@ -11,7 +11,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from provisioner import retry
+from provisioner import bounds, retry
+from provisioner.words import error_words
 
 ProgressFn = Callable[[int, int | None], None]
 
@@ -49,10 +50,12 @@ def parse_sha256sum(text: str, filename: str) -> str:
 def fetch_text(url: str, timeout: float = 30) -> str:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - http(s) only, checked by caller
-            data: bytes = resp.read()
-            return data.decode()
+            data: bytes = resp.read(bounds.HTTP_TEXT_BYTES + 1)
+            if len(data) > bounds.HTTP_TEXT_BYTES:
+                raise DownloadError(f"{url} is longer than a checksum file can be ({bounds.cap('HTTP text')})")
+            return data.decode("utf-8", "replace")
     except (urllib.error.URLError, OSError) as exc:
-        raise DownloadError(f"cannot fetch {url}: {exc}") from None
+        raise DownloadError(f"cannot fetch {url}: {error_words(exc)}") from None
 
 
 def url_exists(url: str, timeout: float = 30) -> bool:
@@ -68,7 +71,7 @@ def url_exists(url: str, timeout: float = 30) -> bool:
             return False
         raise DownloadError(f"cannot probe {url}: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise DownloadError(f"cannot probe {url}: {exc}") from None
+        raise DownloadError(f"cannot probe {url}: {error_words(exc)}") from None
 
 
 _TRANSIENT = (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException)
@@ -112,7 +115,7 @@ def download(url: str, dest: Path, *, progress: ProgressFn | None = None, timeou
     try:  # a dropped connection or a timeout is retried (1, 2, 4 … at most 10 s apart), an HTTP error is not
         return retry.call(once, retry.Backoff(attempts=retries + 1, first=1, cap=10), retry_on=_TRANSIENT)
     except _TRANSIENT as exc:
-        raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {exc}") from None
+        raise DownloadError(f"download of {url} failed after {retries + 1} attempts: {error_words(exc)}") from None
 
 
 def verify(path: Path, expected: str) -> None:

@@ -8,7 +8,7 @@ Inventory (YAML)::
         node: pve1                # Proxmox node name
         container: 200            # optional: override the playbook's CT id
         ssh: {port: 22, key_file: ~/.ssh/id_ed25519}
-        api: {password: env:PVE1_PASSWORD}
+        api: {password: env:PVE_NODE1_PASSWORD}
         site: /etc/gpu-provisioner/berlin.yaml   # optional: this host's site profile (provisioner.site)
 
 A running lab is a host like any other: `provisioner lab inventory --root DIR` prints its entry (its
@@ -42,7 +42,7 @@ from provisioner.playbook import (
     read_yaml,
     target_file_problems,
 )
-from provisioner.runner import HostResult, run_host
+from provisioner.runner import HostResult, run_host, unfinished
 from provisioner.session import LabNotRunning, allow_lab_secrets, node_transport, pve_factory
 from provisioner.site import SiteProfile, apply_site, load_site
 
@@ -137,7 +137,7 @@ def failed_hosts(path: Path) -> set[str]:
     if not path.exists():
         return set()
     doc = json.loads(path.read_text())
-    return {h for h, counts in doc.get("hosts", {}).items() if counts.get("failed", 0) > 0}
+    return {h for h, counts in doc.get("hosts", {}).items() if unfinished(counts)}
 
 
 async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, *, mode: str, parallel: int,
@@ -223,7 +223,7 @@ def write_report(path: Path, results: list[HostResult], started: float) -> Fleet
         merged["errors"].pop(r.host, None)
     merged["hosts"].update(doc["hosts"])
     merged["errors"].update(doc["errors"])
-    merged["status"] = "failed" if any(c.get("failed", 0) for c in merged["hosts"].values()) else "ok"
+    merged["status"] = "failed" if any(unfinished(c) for c in merged["hosts"].values()) else "ok"
     merged["duration_s"] = doc["duration_s"]  # of the last run
     merged["last_run"] = doc
     path.write_text(json.dumps(merged, indent=2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
@@ -63,15 +63,17 @@ class HostResult:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0}
+        """Steps by status; `interrupted` (a step stopped by SIGINT/SIGTERM or "stop safely") is its own
+        count, added to the contract's ok/changed/failed/skipped (a run with one did not succeed)."""
+        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
         for status in self.by_index.values():
-            counts["failed" if status == "interrupted" else status] += 1
+            counts[status] += 1
         counts["failed"] += self.failures_outside_steps
         return counts
 
     @property
     def failed(self) -> bool:
-        return self.counts["failed"] > 0
+        return unfinished(self.counts)
 
     @property
     def pending_changes(self) -> bool:
@@ -83,6 +85,12 @@ class HostResult:
         self.error = error
         self.exit_code = max(self.exit_code, exit_code)
         return self
+
+
+def unfinished(counts: Mapping[str, int]) -> bool:
+    """Whether a host's recap counts (`HostResult.counts`, a fleet report's) say its run did not succeed:
+    a step failed or was interrupted."""
+    return counts.get("failed", 0) + counts.get("interrupted", 0) > 0
 
 
 def exit_code(results: list[HostResult], *, check: bool = False) -> int:
@@ -134,7 +142,7 @@ class HostRun:
     def skip(self, index: int, spec: StepSpec, message: str) -> None:
         self.result.by_index[index] = "skipped"
         self.ctx.bus.emit(StepFinished(host=self.ctx.host, index=index, step=spec.kind, status="skipped",
-                                       message=message, mode="apply"))
+                                       message=message, mode="plan" if self.ctx.mode == "plan" else "apply"))
 
 
 async def run_host(
@@ -362,8 +370,9 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
 
 
 class Recap(TypedDict, total=False):
-    """The run's recap (`--json`'s last line): each host's counts by status, the overall status, and
-    (`plan --json`) each host's planned changes."""
+    """The run's recap (`--json`'s last line): each host's counts by status (ok, changed, failed, skipped,
+    interrupted), the overall status ("failed" when a step failed or was interrupted), and (`plan --json`)
+    each host's planned changes."""
 
     hosts: dict[str, dict[str, int]]
     status: str

@@ -223,7 +223,7 @@ def test_sample_play_check_apply_and_idempotent_rerun(collection: Collection, la
     for host in lab_hosts:
         assert again.recap(host)["changed"] == 0 and again.recap(host)["failed"] == 0, again.out[-3000:]
     for host, doc in reports().items():
-        assert doc["report"]["hosts"][host] == {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0}
+        assert doc["report"]["hosts"][host] == {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
 
     # 4. check mode on the converged hosts: nothing pending
     recheck = collection.play(inventory, SAMPLE_PLAY, "--check", "--forks", "3", "--limit", ",".join(lab_hosts),

@@ -68,7 +68,8 @@ def test_install_hand_edit_backup_and_remove(lab: dict[str, str], tmp_path: Path
 
     on_node(root, f"sed -i 's/ -pm 1/ -pm 0/' {UNIT_PATH}")
     plan = cli(lab, "plan", str(present), "--lab", "--check")
-    assert plan.returncode == 10 and f"drift: boot unit {UNIT_PATH} was changed by hand" in plan.stderr, plan.stderr
+    # the plan is what `plan` is asked for: on stdout (issue 36)
+    assert plan.returncode == 10 and f"drift: boot unit {UNIT_PATH} was changed by hand" in plan.stdout, plan.stdout
     fixed = cli(lab, "replay", str(present), "--lab")
     assert fixed.returncode == 0, fixed.stderr[-4000:]
     assert "ExecStart=/usr/bin/nvidia-smi -pm 1" in on_node(root, f"cat {UNIT_PATH}")

@@ -404,7 +404,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         rc2, recap2, err2 = replay(quiet=False)  # the plan's notes say why nothing runs
         assert rc2 == 0 and recap2 is not None, err2[-4000:]
         for host in roots:
-            assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0}
+            assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
         assert "a passing 2-node burn-in result exists" in err2
     finally:
         for lab in labs:

@@ -73,7 +73,7 @@ def test_escapes_in_every_rendered_field_are_neutralised(evil: str) -> None:
 @pytest.mark.parametrize("evil", HOSTILE)
 def test_progress_descriptions_are_plain_and_not_markup(evil: str) -> None:
     buf = io.StringIO()
-    renderer = ConsoleRenderer(Console(file=buf, width=200), verbose=True)
+    renderer = ConsoleRenderer(Console(file=buf, width=200, force_terminal=True), verbose=True)  # bars: a terminal's
     renderer(Progress(host="h", task=f"download [bold]{evil}", completed=1, total=2, unit=""))
     assert renderer._progress is not None
     (task,) = renderer._progress.tasks

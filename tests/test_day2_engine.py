@@ -24,6 +24,7 @@ import pytest
 from provisioner.drift import UNIT_NAME, UNIT_PATH
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
+from tests.support.streams import streamed
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 NEW_DRIVER = "595.82.01"
@@ -32,8 +33,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    """plan/replay with -v (`tests.support.streams`): a plan's text is on stdout, on stderr under --json."""
+    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def last_json(out: str) -> dict[str, object]:
@@ -95,11 +97,11 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     assert "/dev/nvidia-uvm" in seen["drift.nodes"], seen
     drift = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check")
     assert drift.returncode == 10, drift.stderr[-5000:]
-    assert f"boot unit {UNIT_NAME} is not installed" in drift.stderr
+    assert f"boot unit {UNIT_NAME} is not installed" in drift.stdout
     # the node's nvidia-smi (node.inventory) creates nvidiactl and the GPU nodes as it runs; nvidia-uvm's
     # nodes stay missing until nvidia-modprobe -u runs: the plan names them
-    assert "device nodes missing on the host: /dev/nvidia-uvm, /dev/nvidia-uvm-tools" in drift.stderr, drift.stderr
-    assert "start CT 200 (now stopped)" in drift.stderr
+    assert "device nodes missing on the host: /dev/nvidia-uvm, /dev/nvidia-uvm-tools" in drift.stdout, drift.stdout
+    assert "start CT 200 (now stopped)" in drift.stdout
     repair = cli(lab, "replay", str(PLAYBOOK), "--lab", "--json")
     assert repair.returncode == 0, repair.stderr[-5000:]
     assert on_node(root, f"systemctl is-enabled {UNIT_NAME}").stdout.strip() == "enabled"
@@ -112,7 +114,7 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     assert "Driver/library version mismatch" in mismatch.stdout, mismatch.stdout
     drift = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check")
     assert drift.returncode == 10, drift.stderr[-5000:]
-    assert f"replace userspace {OLD_DRIVER} with {NEW_DRIVER}" in drift.stderr, drift.stderr
+    assert f"replace userspace {OLD_DRIVER} with {NEW_DRIVER}" in drift.stdout, drift.stdout
     seen = drift_rules(lab)
     assert f"userspace {OLD_DRIVER} ≠ host kernel module {NEW_DRIVER}" in seen["drift.driver"], seen
     fixed = cli(lab, "replay", str(PLAYBOOK), "--lab", "--json")
@@ -124,7 +126,7 @@ def test_reboot_without_unit_then_driver_upgrade(lab: dict[str, str]) -> None:
     again = cli(lab, "plan", str(PLAYBOOK), "--lab", "--check", "--json")
     assert again.returncode == 0, again.stderr[-5000:]
     (counts,) = last_json(again.stdout)["hosts"].values()  # type: ignore[union-attr]
-    assert counts == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0}, counts
+    assert counts == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}, counts
 
     # the same findings through diagnose --host (the one drift module): nothing drifted now
     assert drift_rules(lab) == {}

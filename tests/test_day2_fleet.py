@@ -143,7 +143,7 @@ def test_fleet_reboot_and_one_upgraded_host(fleet: Fleet) -> None:
     for host in HOSTS:  # every host ran the whole playbook, its burn-in with torch.distributed included
         assert first.recap["hosts"][host] == {"ok": first.recap["hosts"][host]["ok"],
                                               "changed": first.recap["hosts"][host]["changed"],
-                                              "failed": 0, "skipped": 0}, first.describe()
+                                              "failed": 0, "skipped": 0, "interrupted": 0}, first.describe()
         assert first.status(host, "burnin.run") == "changed", first.describe()
         assert "burn-in verdict: pass" in first.texts(host), (host, first.texts(host)[-3000:])
 

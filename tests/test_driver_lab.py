@@ -16,6 +16,7 @@ import pytest
 from tests.support.concurrent import play_selected
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
+from tests.support.streams import streamed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -40,8 +41,8 @@ steps:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *args], env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
+                          text=True, timeout=600)
 
 
 def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:

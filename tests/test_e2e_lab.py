@@ -18,14 +18,15 @@ import yaml
 from tests.support.concurrent import play_selected
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
+from tests.support.streams import streamed
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def last_json(out: str) -> dict[str, object]:
@@ -81,7 +82,7 @@ def _plan_replay_idempotent_and_recorded_on(lab: dict[str, str], tmp_path: Path)
     second = cli(lab, "replay", str(PLAYBOOK), "--lab", "--json")
     assert second.returncode == 0, second.stderr[-3000:]
     (counts2,) = last_json(second.stdout)["hosts"].values()  # type: ignore[union-attr]
-    assert counts2 == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0}
+    assert counts2 == {"ok": 11, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
 
     # The recorded playbook holds what ran plus the resolved facts, secrets as references, and replays clean.
     text = recorded.read_text()
@@ -126,7 +127,7 @@ def _foreign_container_is_left_untouched(tmp_path: Path) -> None:
         recap = last_json(run.stdout)
         (counts,) = recap["hosts"].values()  # type: ignore[union-attr]
         steps = len(yaml.safe_load(PLAYBOOK.read_text())["steps"])
-        assert counts == {"ok": 2, "changed": 0, "failed": 1, "skipped": steps - 3}, counts  # create is step 3
+        assert counts == {"ok": 2, "changed": 0, "failed": 1, "skipped": steps - 3, "interrupted": 0}, counts  # create is step 3
         assert conf.read_bytes() == before
         assert not any(r["method"] in ("PUT", "DELETE") for r in
                        (json.loads(x) for x in (root / "api-requests.jsonl").read_text().splitlines() if x.strip())

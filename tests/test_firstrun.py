@@ -143,7 +143,7 @@ def test_demo_with_a_users_mirror_burns_in_the_venvs_own_python(tmp_path: Path) 
         again_out = again.stdout + again.stderr
         assert again.returncode == 1, again_out[-3000:]
         # (torch 2.13's __init__ imports torch.distributed: the venv's torch no longer imports)
-        assert re.search(r"failed \(.*\) the venv's Python /opt/torch-venv/bin/python (cannot import torch|has torch "
+        assert re.search(r"failed \(.*\)\s+the venv's Python /opt/torch-venv/bin/python (cannot import torch|has torch "
                          r"\S+ without torch\.distributed) \(ModuleNotFoundError: No module named 'torch\.distributed'"
                          r"\): the burn-in cannot run in this venv", again_out), again_out[-3000:]
         assert "burn-in verdict" not in again_out

@@ -203,7 +203,7 @@ def test_failing_host_is_isolated_and_reported(fleet: Fleet, first_run: FleetRep
         ct = lab_ct(fleet.roots[ok_host])
         assert ct["status"] == "running" and ct["smi"] and ct["nvml"], (ok_host, ct)
     # c: node.connect and node.inventory pass, lxc.create fails on the task, the rest is skipped
-    assert hosts["c"] == {"ok": 2, "changed": 0, "failed": 1, "skipped": 4}, run.describe()
+    assert hosts["c"] == {"ok": 2, "changed": 0, "failed": 1, "skipped": 4, "interrupted": 0}, run.describe()
     c_steps = {e["step"]: e for e in run.steps_of("c")}
     assert c_steps["lxc.create"]["status"] == "failed"
     assert "insufficient free space" in c_steps["lxc.create"]["message"]
@@ -230,7 +230,7 @@ def test_limit_runs_only_the_named_hosts(fleet: Fleet, first_run: FleetReplay) -
     shutil.copy(fleet.inventory, inventory)
     run = fleet.replay("--limit", "a", inventory=inventory)
     assert run.rc == 0, run.describe()
-    assert run.recap == {"hosts": {"a": {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0}},
+    assert run.recap == {"hosts": {"a": {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}},
                          "status": "ok"}
     assert {e["host"] for e in run.events if e["kind"].startswith("step.")} == {"a"}
     started = [e for e in run.events if e["kind"] == "run.started"]
@@ -241,7 +241,7 @@ def test_plan_with_inventory_changes_nothing(fleet: Fleet, first_run: FleetRepla
     assert first_run.rc == 1, first_run.describe()
     done = fleet.replay("--limit", "a,b", "--check", command="plan")
     assert done.rc == 0, done.describe()
-    assert done.recap == {"hosts": {h: {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0}
+    assert done.recap == {"hosts": {h: {"ok": len(LIGHT_KINDS), "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
                                     for h in ("a", "b")}, "status": "ok"}
     pending = fleet.replay("--limit", "c", "--check", command="plan")
     assert pending.rc == 10, pending.describe()  # c's container still has to be created
@@ -297,7 +297,7 @@ def test_unreachable_entries_fail_alone_with_their_reason(tmp_path: Path) -> Non
     inventory.write_text(yaml.safe_dump({"hosts": [
         {"name": "gone", "host": "127.0.0.1", "node": "pve",
          "ssh": {"port": port, "key_file": str(key), "known_hosts": str(tmp_path / "known_hosts")},
-         "api": {"port": closed_port(), "password": "env:FLEET_TEST_NO_SUCH_VAR"}},
+         "api": {"port": closed_port(), "password": "env:PVE_FLEET_TEST_NO_SUCH_VAR"}},
         {"name": "down", "host": "127.0.0.1", "node": "pve", "site": str(tmp_path / "no-such-site.yaml"),
          "ssh": {"port": port, "key_file": str(key), "known_hosts": str(tmp_path / "known_hosts")}},
     ]}))

@@ -9,6 +9,7 @@ import pytest
 
 from provisioner.transport.base import HostKeyError
 from provisioner.transport.ssh import SshTarget, SshTransport, known_keys
+from tests.support.known_hosts import config_known_hosts
 from tests.support.sshd import Sshd
 
 
@@ -41,8 +42,9 @@ async def test_bracketed_entry_for_the_port_is_trusted(sshd: Sshd, tmp_path: Pat
     await t.close()
 
 
-async def test_trusting_a_new_port_records_a_bracketed_entry(sshd: Sshd, tmp_path: Path) -> None:
-    kh = tmp_path / "kh"
+async def test_trusting_a_new_port_records_a_bracketed_entry(sshd: Sshd, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    kh = config_known_hosts(tmp_path, monkeypatch)
     kh.write_text(f"{sshd.host} {_key(sshd)}\n")
     t = SshTransport(_target(sshd, kh, trust_new_host=True))
     assert (await t.run(["true"])).exit_status == 0

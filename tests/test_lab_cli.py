@@ -54,6 +54,11 @@ def test_lab_up_status_down(tmp_path: Path) -> None:
         assert st.returncode == 0
         status = json.loads(st.stdout)
         assert status["running"] is True and status["pid"] == conn["pid"] and status["scenarios"] == ["no-uvm"]
+        # what `lab status` is asked for is on stdout: `provisioner lab status | grep ssh` finds the line (issue 36)
+        text = cli("lab", "status", "--root", str(root))
+        assert text.returncode == 0 and text.stderr == "", text.stderr
+        (ssh,) = [ln for ln in text.stdout.splitlines() if "ssh" in ln.split()[:1]]
+        assert f"-p {conn['ssh']['port']}" in ssh, text.stdout
     finally:
         down = cli("lab", "down", "--root", str(root))
     assert down.returncode == 0 and "LAB: stopped" in down.stderr

@@ -75,7 +75,7 @@ class LeakyStep(StepKind[LeakyParams]):
 def _kinds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     use_kinds(monkeypatch, LeakyStep, FileStep)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("GP_TEST_API_SECRET", SECRET)
+    monkeypatch.setenv("PVE_GP_TEST_API_SECRET", SECRET)
 
 
 def leaky_playbook(fail: bool) -> Playbook:
@@ -83,7 +83,7 @@ def leaky_playbook(fail: bool) -> Playbook:
 target: {{host: localhost, local: true}}
 steps:
   - kind: test.leaky
-    params: {{password: "env:GP_TEST_API_SECRET", fail: {str(fail).lower()}}}
+    params: {{password: "env:PVE_GP_TEST_API_SECRET", fail: {str(fail).lower()}}}
 """)
 
 
@@ -143,7 +143,7 @@ steps:
     await session.close()  # step 2 was never applied: skipped
     last = json.loads(session.log_path.read_text().splitlines()[-1])
     assert last["kind"] == "run.finished"
-    assert last["recap"] == {"localhost": {"ok": 1, "changed": 2, "failed": 0, "skipped": 1}}
+    assert last["recap"] == {"localhost": {"ok": 1, "changed": 2, "failed": 0, "skipped": 1, "interrupted": 0}}
     assert last["status"] == "ok"
     assert [s.params["path"] for s in session.recorded_playbook().steps] == \
         [f"{tmp_path}/a", f"{tmp_path}/b", f"{tmp_path}/d"]

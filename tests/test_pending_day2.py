@@ -20,6 +20,7 @@ import yaml
 
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
+from tests.support.streams import streamed
 
 SHIPPED = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 NEW_DRIVER = "595.82.01"
@@ -28,8 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
 
 
 def playbook(path: Path, dev_mode: str) -> Path:
@@ -64,9 +65,10 @@ def test_upgrade_and_mode_change_plan_the_restart_and_converge(lab: dict[str, st
     changed = playbook(tmp_path / "b.yaml", "0660")
     drift = cli(lab, "plan", str(changed), "--lab", "--check")
     assert drift.returncode == 10, drift.stderr[-5000:]
-    assert "restart CT 200 to apply its pending devN change(s): dev0 = /dev/nvidia0,mode=0660" in drift.stderr, \
-        drift.stderr[-5000:]
-    assert f"with {NEW_DRIVER}" in drift.stderr, drift.stderr[-5000:]
+    # the plan is on stdout (issue 36)
+    assert "restart CT 200 to apply its pending devN change(s): dev0 = /dev/nvidia0,mode=0660" in drift.stdout, \
+        drift.stdout[-5000:]
+    assert f"with {NEW_DRIVER}" in drift.stdout, drift.stdout[-5000:]
     fixed = cli(lab, "replay", str(changed), "--lab")
     assert fixed.returncode == 0, fixed.stderr[-5000:]
     conf = (Path(root) / "etc" / "pve" / "lxc" / "200.conf").read_text()

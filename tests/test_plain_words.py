@@ -57,8 +57,11 @@ def test_api_unreachable_is_said_plainly() -> None:
 
 def test_other_errors_keep_their_meaning() -> None:
     assert "no answer from h port 22 within 5 s" in connect_error(TimeoutError(), "h", 22, 5)
-    assert connect_error(socket.gaierror(-2, "Name or service not known"), "nohost", 22) == \
-        "cannot resolve the host name 'nohost': Name or service not known"
+    # issue 36: the resolver's errno in words, never `[Errno -2] Name or service not known`
+    assert connect_error(socket.gaierror(socket.EAI_NONAME, "Name or service not known"), "nohost", 22) == \
+        "host name 'nohost' not found (DNS): check the name, or this machine's resolver"
+    assert connect_error(socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"), "h", 22) == \
+        "cannot resolve the host name 'h': the DNS server did not answer (temporary failure in name resolution)"
     assert connect_error(OSError(113, "No route to host"), "h", 22).startswith("no route to host h")
     assert connect_error(OSError(5, "Input/output error"), "h", 22) == "Input/output error"
 

@@ -90,28 +90,28 @@ def _target_case(tmp_path: Path, case: str) -> tuple[str, str, str]:
     notes.write_text("not a key\n")
     pin = ":".join(["AB"] * 32)
     return {
-        "user-without-realm": ("  api:\n    user: root\n    password: env:PW\n", "6: target.api.user", "user id"),
-        "user-with-slash": ("  api:\n    user: a/b@pam\n    password: env:PW\n", "6: target.api.user", "user id"),
-        "user-with-newline": ('  api:\n    user: "root@pam\\n"\n    password: env:PW\n', "6: target.api.user",
+        "user-without-realm": ("  api:\n    user: root\n    password: env:PVE_PW\n", "6: target.api.user", "user id"),
+        "user-with-slash": ("  api:\n    user: a/b@pam\n    password: env:PVE_PW\n", "6: target.api.user", "user id"),
+        "user-with-newline": ('  api:\n    user: "root@pam\\n"\n    password: env:PVE_PW\n', "6: target.api.user",
                               "user id"),
-        "token-with-newline": ('  api:\n    token_name: "ci\\nX-Injected: 1"\n    token_value: env:TOK\n',
+        "token-with-newline": ('  api:\n    token_name: "ci\\nX-Injected: 1"\n    token_value: env:PVE_TOK\n',
                                "6: target.api.token_name", "token id"),
-        "token-with-bang": ("  api:\n    token_name: ci!x\n    token_value: env:TOK\n", "6: target.api.token_name",
+        "token-with-bang": ("  api:\n    token_name: ci!x\n    token_value: env:PVE_TOK\n", "6: target.api.token_name",
                             "token id"),
         "token-name-alone": ("  api:\n    token_name: ci\n", "5: target.api", "go together"),
-        "garbage-fingerprint": ("  api:\n    password: env:PW\n    fingerprint: 'zz:top'\n",
+        "garbage-fingerprint": ("  api:\n    password: env:PVE_PW\n    fingerprint: 'zz:top'\n",
                                 "7: target.api.fingerprint", "SHA-256"),
-        "short-fingerprint": ("  api:\n    password: env:PW\n    fingerprint: 'AB:CD'\n",
+        "short-fingerprint": ("  api:\n    password: env:PVE_PW\n    fingerprint: 'AB:CD'\n",
                               "7: target.api.fingerprint", "SHA-256"),
-        "verify-off-unpinned": ("  api:\n    password: env:PW\n    verify_tls: false\n", "5: target.api",
+        "verify-off-unpinned": ("  api:\n    password: env:PVE_PW\n    verify_tls: false\n", "5: target.api",
                                 "pinned certificate"),
-        "missing-ca": (f"  api:\n    password: env:PW\n    ca_file: {tmp_path}/no-such-ca.pem\n",
+        "missing-ca": (f"  api:\n    password: env:PVE_PW\n    ca_file: {tmp_path}/no-such-ca.pem\n",
                        "7: target.api.ca_file", "does not exist"),
-        "ca-not-a-certificate": (f"  api:\n    password: env:PW\n    ca_file: {notes}\n", "7: target.api.ca_file",
+        "ca-not-a-certificate": (f"  api:\n    password: env:PVE_PW\n    ca_file: {notes}\n", "7: target.api.ca_file",
                                  "no PEM certificate"),
         "key-file-public": (f"  ssh:\n    key_file: {pub}\n", "6: target.ssh.key_file", "public key"),
         "key-file-text": (f"  ssh:\n    key_file: {notes}\n", "6: target.ssh.key_file", "not a private key"),
-    }[case] if case != "pinned-unverified-ok" else (f"  api:\n    password: env:PW\n    verify_tls: false\n"
+    }[case] if case != "pinned-unverified-ok" else (f"  api:\n    password: env:PVE_PW\n    verify_tls: false\n"
                                                     f"    fingerprint: 'sha256:{pin.lower()}'\n", "", "")
 
 
@@ -150,7 +150,7 @@ def test_pinned_certificate_with_verify_off_and_good_inputs_load(tmp_path: Path)
     pb = playbook.loads(f"schema_version: 1\ntarget:\n  host: 10.0.0.1\n{target}  ssh:\n    key_file: {key}\nsteps: []\n")
     assert pb.target.api is not None and pb.target.api.verify_tls is False
     pb = playbook.loads("schema_version: 1\ntarget:\n  host: 10.0.0.1\n  api:\n    user: provisioner@pve\n"
-               "    token_name: ci-2.runner_1\n    token_value: env:TOK\nsteps: []\n")
+               "    token_name: ci-2.runner_1\n    token_value: env:PVE_TOK\nsteps: []\n")
     assert pb.target.api is not None and pb.target.api.token_name == "ci-2.runner_1"
 
 

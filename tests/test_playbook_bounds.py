@@ -246,7 +246,7 @@ def test_cli_refuses_target_files_that_would_hang_the_run(tmp_path: Path, field:
                                                           needle: str) -> None:
     where = "    " + field + ": " + value + "\n"
     text = BASE.replace("  container: 200\n", "  container: 200\n" + (
-        "  api:\n    password: env:X\n" + where if field == "ca_file" else "  ssh:\n" + where))
+        "  api:\n    password: env:PVE_X\n" + where if field == "ca_file" else "  ssh:\n" + where))
     pb = tmp_path / "pb.yaml"
     pb.write_text(text)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PROVISIONER_STATE_DIR": str(tmp_path / "st")}

@@ -52,13 +52,13 @@ async def test_plan_changes_nothing_then_replay_then_noop(tmp_path: Path, monkey
     pb = book(tmp_path)
     events: list[Event] = []
     recap = await run(pb, "plan", events)
-    assert recap == {"hosts": {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0}}, "status": "ok"}
+    assert recap == {"hosts": {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0, "interrupted": 0}}, "status": "ok"}
     assert not (tmp_path / "a.txt").exists()
     recap = await run(pb, "apply", events)
-    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0}}
+    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 3, "failed": 0, "skipped": 0, "interrupted": 0}}
     assert (tmp_path / "c.txt").read_text() == "gamma"
     recap = await run(pb, "apply", events)
-    assert recap["hosts"] == {"localhost": {"ok": 3, "changed": 0, "failed": 0, "skipped": 0}}
+    assert recap["hosts"] == {"localhost": {"ok": 3, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}}
 
 
 async def test_failure_skips_rest_and_replay_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,13 +66,13 @@ async def test_failure_skips_rest_and_replay_resumes(tmp_path: Path, monkeypatch
     events: list[Event] = []
     recap = await run(book(tmp_path, fail=True), "apply", events)
     assert recap["status"] == "failed"
-    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 1, "failed": 1, "skipped": 1}}
+    assert recap["hosts"] == {"localhost": {"ok": 0, "changed": 1, "failed": 1, "skipped": 1, "interrupted": 0}}
     failed = [e for e in events if isinstance(e, StepFinished) and e.status == "failed"]
     assert "simulated failure" in failed[0].message and "fix: replay" in failed[0].message
     assert not (tmp_path / "c.txt").exists()
     # The fixed playbook resumes: a and b are already right (ok), only c changes.
     recap = await run(book(tmp_path), "apply", events)
-    assert recap["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0}}
+    assert recap["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "skipped": 0, "interrupted": 0}}
 
 
 async def test_run_log_and_recorder(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ steps:
     res = runner.invoke(main, ["plan", str(pb), "--check", "--json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {
-        "hosts": {"localhost": {"ok": 1, "changed": 0, "failed": 0, "skipped": 0}}, "status": "ok",
+        "hosts": {"localhost": {"ok": 1, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}}, "status": "ok",
         "plan": {"localhost": []}}
 
 
@@ -183,7 +183,7 @@ steps:
         recap = await run(pb, "apply", events)
         assert recap["status"] == "failed"
         # every step is counted: the one the lock stopped failed, the rest skipped (issue 23: "2 of 10")
-        assert recap["hosts"]["localhost"] == {"ok": 0, "changed": 0, "failed": 1, "skipped": 2}, recap
+        assert recap["hosts"]["localhost"] == {"ok": 0, "changed": 0, "failed": 1, "skipped": 2, "interrupted": 0}, recap
         finished = [e for e in events if isinstance(e, StepFinished)]
         assert [e.status for e in finished] == ["failed", "skipped", "skipped"]
         assert "another controller is provisioning container 300" in finished[0].message

@@ -61,9 +61,9 @@ steps: []
 
 
 def test_missing_secret_error_does_not_echo_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("NOPE_PASSWORD", raising=False)
-    with pytest.raises(secrets.SecretError, match="NOPE_PASSWORD is not set"):
-        secrets.resolve("env:NOPE_PASSWORD")
+    monkeypatch.delenv("PVE_NOPE_PASSWORD", raising=False)
+    with pytest.raises(secrets.SecretError, match="PVE_NOPE_PASSWORD is not set"):
+        secrets.resolve("env:PVE_NOPE_PASSWORD")
 
 
 HOSTILE = st.text(min_size=1, max_size=30).filter(lambda s: any(c in s for c in " ;$`'\"|&<>()\n\\*?!{}"))

@@ -16,6 +16,7 @@ from provisioner.events import Bus, CommandEnded, Event, OutputLine
 from provisioner.exitcodes import ExitCode
 from provisioner.transport.base import CommandTimeout, HostKeyError, TransportError
 from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.known_hosts import config_dir, config_known_hosts
 from tests.support.sshd import Sshd, start_sshd, stop_sshd
 
 
@@ -88,8 +89,9 @@ async def test_unknown_host_refused_without_trust_flag(sshd: Sshd, tmp_path: Pat
     assert not empty.exists() or sshd.host_pub.read_text().split()[1] not in empty.read_text()
 
 
-async def test_trust_new_host_records_key_then_connects(sshd: Sshd, tmp_path: Path) -> None:
-    kh = tmp_path / "kh"
+async def test_trust_new_host_records_key_then_connects(sshd: Sshd, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    kh = config_known_hosts(tmp_path, monkeypatch)
     events: list[Event] = []
     t = SshTransport(target(sshd, known_hosts=kh, trust_new_host=True), Bus(events.append))
     assert (await t.run(["echo", "hi"])).lines == ["hi"]
@@ -209,10 +211,11 @@ def _fp(pub: Path) -> str:
     return out.stdout.split()[1]  # the fingerprint exactly as OpenSSH prints it
 
 
-async def test_key_switched_after_the_probe_is_never_written(sshd: Sshd, second_sshd: Sshd, tmp_path: Path) -> None:
+async def test_key_switched_after_the_probe_is_never_written(sshd: Sshd, second_sshd: Sshd, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """--trust-new-host: the probe sees key A (the fingerprint shown), the connection is offered key B →
     refused, known_hosts untouched (before the fix, B was appended without anyone seeing it)."""
-    kh = tmp_path / "kh"
+    kh = config_known_hosts(tmp_path, monkeypatch)
     async with SwitchingProxy(sshd, second_sshd) as proxy:
         t = SshTransport(SshTarget(host="127.0.0.1", port=proxy.port, user=sshd.user, key_file=str(sshd.client_key),
                                    known_hosts=str(kh), trust_new_host=True))
@@ -225,12 +228,13 @@ async def test_key_switched_after_the_probe_is_never_written(sshd: Sshd, second_
 
 
 async def test_tui_confirmed_fingerprint_is_the_only_key_trusted(sshd: Sshd, second_sshd: Sshd,
-                                                                 tmp_path: Path) -> None:
+                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
     """The wizard's dialog showed and the user confirmed A; the host now offers B → refused, nothing written.
     Confirming the key actually offered writes exactly that key."""
     from provisioner.transport.ssh import probe_host_key
 
-    kh = tmp_path / "kh"
+    kh = config_known_hosts(tmp_path, monkeypatch)
     async with SwitchingProxy(sshd, second_sshd) as proxy:
         base = SshTarget(host="127.0.0.1", port=proxy.port, user=sshd.user, key_file=str(sshd.client_key),
                          known_hosts=str(kh))
@@ -265,14 +269,15 @@ async def test_revoked_key_is_named_revoked(sshd: Sshd, tmp_path: Path) -> None:
 
 def test_cli_refuses_a_switched_key_with_exit_4(sshd: Sshd, second_sshd: Sshd, tmp_path: Path) -> None:
     """The same attack through `provisioner plan --trust-new-host`: exit 4, known_hosts untouched."""
-    kh = tmp_path / "kh"
+    kh = config_dir(tmp_path) / "gpu-provisioner" / "kh"
     pb = tmp_path / "pb.yaml"
 
     async def scenario() -> subprocess.CompletedProcess[str]:
         async with SwitchingProxy(sshd, second_sshd) as proxy:
             pb.write_text(f"schema_version: 1\ntarget:\n  host: 127.0.0.1\n  ssh:\n    port: {proxy.port}\n"
                           f"    key_file: {sshd.client_key}\n    known_hosts: {kh}\nsteps:\n  - kind: node.connect\n")
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PROVISIONER_STATE_DIR": str(tmp_path / "st")}
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PROVISIONER_STATE_DIR": str(tmp_path / "st"),
+                   "XDG_CONFIG_HOME": str(config_dir(tmp_path))}
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "provisioner", "plan", str(pb), "--trust-new-host", env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)

@@ -7,6 +7,7 @@ torch.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from typing import Any
 
@@ -49,10 +50,27 @@ class LazyGroup(click.Group):
         cmd: click.Command = module.command
         return cmd
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """A mistyped command names the closest ones (`provisioner demoo`: "Did you mean 'demo'?")."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS and not ctx.resilient_parsing:
+            ctx.fail(no_such_command(name))
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, summary) for name, (_, summary) in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def no_such_command(name: str) -> str:
+    """`No such command 'demoo'. Did you mean 'demo'?` (difflib's close matches among the commands)."""
+    close = difflib.get_close_matches(name, list(COMMANDS), n=3, cutoff=0.6)
+    if not close:
+        return f"No such command {name!r}. The commands: {', '.join(COMMANDS)}."
+    if len(close) == 1:
+        return f"No such command {name!r}. Did you mean {close[0]!r}?"
+    return f"No such command {name!r}. Did you mean one of: {', '.join(repr(c) for c in close)}?"
 
 
 def _not_available(name: str, summary: str) -> click.Command:
@@ -66,6 +84,9 @@ def _not_available(name: str, summary: str) -> click.Command:
 @click.version_option(package_name="gpu-provisioner")
 def main() -> None:
     """gpu-provisioner: take a Proxmox VE node with NVIDIA GPUs to a proven PyTorch environment."""
+    from provisioner.render.safe_text import install_streams  # what a host says is shown as text, never run
+
+    click.get_current_context().call_on_close(install_streams())
 
 
 def run(args: list[str] | None = None) -> Any:

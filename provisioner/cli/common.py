@@ -18,6 +18,7 @@ from provisioner.events import Event, PlanReady
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, PlaybookError, dump, load, local_file_problems
 from provisioner.render.console import ConsoleRenderer
+from provisioner.render.safe_text import guard
 from provisioner.runner import HostResult, Mode, PlannedStep, Recap, exit_code, recap_json, run_host
 from provisioner.session import (
     LabNotRunning,
@@ -56,12 +57,15 @@ async def run_playbook(
     mode: Mode,
     trust_new_host: bool = False,
     record_to: Path | None = None,
-    verbose: bool = True,
+    verbose: bool = False,
+    quiet: bool = False,
+    json_out: bool = False,
 ) -> tuple[list[HostResult], Recap, Path]:
-    """One host: open the run, run the playbook, finish the run (and write the recording)."""
+    """One host: open the run, run the playbook, finish the run (and write the recording). The progress goes
+    to stderr, the answer (the plan, the recap) to stdout; with `json_out` the JSON takes stdout alone."""
     host = host_label(playbook.target)
     plans = PlanCollector([host])
-    run = open_run(playbook_path, mode, [host], sinks=[ConsoleRenderer(stderr_console(), verbose=verbose), plans])
+    run = open_run(playbook_path, mode, [host], sinks=[renderer(verbose=verbose, quiet=quiet, json_out=json_out), plans])
     recorder = run.record(host, playbook)
     node = node_transport(playbook.target, run.bus, trust_new_host=trust_new_host)
     with interrupts.cancel_on_signals():  # SIGINT/SIGTERM: the step is interrupted, the recap still comes
@@ -92,7 +96,18 @@ class PlanCollector:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return guard(Console(stderr=True, highlight=False, soft_wrap=True))
+
+
+def stdout_console() -> Console:
+    return guard(Console(highlight=False, soft_wrap=True))
+
+
+def renderer(*, verbose: bool, quiet: bool, json_out: bool, multi_host: bool = False) -> ConsoleRenderer:
+    """The run's progress on stderr, its answer on stdout (on stderr too under `--json`: the JSON is stdout's)."""
+    progress = stderr_console()
+    return ConsoleRenderer(progress, verbose=verbose, quiet=quiet, multi_host=multi_host,
+                           answer=progress if json_out else stdout_console())
 
 
 def load_site_or_exit(path: str | None) -> SiteProfile | None:
@@ -123,7 +138,7 @@ def with_lab(playbook: Playbook, lab: bool, site_path: str | None = None) -> Pla
 
 def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, trust_new_host: bool,
                check: bool = False, record_to: str | None = None, site_path: str | None = None,
-               quiet: bool = False) -> None:
+               verbose: bool = False, quiet: bool = False) -> None:
     if lab:
         with contextlib.suppress(LabNotRunning):  # `with_lab` says so below
             allow_lab_secrets()  # a recording of a lab run refers to the lab's password file
@@ -133,7 +148,7 @@ def common_run(playbook_path: str, *, mode: Mode, json_out: bool, lab: bool, tru
         raise SystemExit(ExitCode.USAGE)
     results, recap, log_path = asyncio.run(run_playbook(
         playbook, playbook_path, mode=mode, trust_new_host=trust_new_host,
-        record_to=Path(record_to) if record_to else None, verbose=not quiet))
+        record_to=Path(record_to) if record_to else None, verbose=verbose, quiet=quiet, json_out=json_out))
     stderr_console().print(f"run log: {log_path}", markup=False)
     if json_out:
         echo_json(recap)

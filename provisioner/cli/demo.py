@@ -8,7 +8,6 @@ the lab really runs), so its step description says what ran.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -17,6 +16,8 @@ from pathlib import Path
 import click
 from packaging.version import Version
 
+from provisioner.cli.tree_removal import remove, survey
+from provisioner.cli.verbosity import check_verbosity, verbosity_options
 from provisioner.exitcodes import INTERRUPTED_ROW, ExitCode, exit_codes_epilog
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-lxc.yaml"
@@ -41,16 +42,26 @@ def _run(*args: str) -> int:
     return 0
 
 
-def remove_tree(path: Path) -> None:
-    """``rm -rf`` that also works for a non-root user: overlayfs leaves its ``work`` directories mode 000
-    (root walks through them; a user must make them its own first)."""
-    for dirpath, dirnames, _ in os.walk(path):
-        for d in dirnames:
-            sub = os.path.join(dirpath, d)
-            if not os.path.islink(sub):
-                with contextlib.suppress(OSError):
-                    os.chmod(sub, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+def remove_lab_files(root: Path, *, quiet: bool = False) -> None:
+    """Remove the demo's lab directory, saying what and how long (a bar on a terminal): its container's
+    venv and uv cache are ~30,000 files (`provisioner.cli.tree_removal`)."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from provisioner.cli.common import stderr_console
+
+    tree = survey(root)
+    if not quiet:
+        click.echo(f"LAB: removing its files ({tree.describe()}) from {root}", err=True)
+    started = time.monotonic()
+    console = stderr_console()
+    with Progress(TextColumn("   removing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
+        task = bar.add_task("remove", total=len(tree.files))
+        remove(tree, lambda done, _total: bar.update(task, completed=done))
+    if not quiet:
+        click.echo(f"LAB: removed in {time.monotonic() - started:.1f}s", err=True)
 
 
 def demo_playbook(source: Path, dest: Path) -> Path:
@@ -124,14 +135,20 @@ def pin_unpublished_driver(book: Path, profile: str, lab_root: Path) -> None:
 @click.option("--profile", default=None, help="Lab host profile (docs/lab-hosts.md); its playbook is the default.")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Lab root (default: $PROVISIONER_LAB_ROOT, else a fresh temporary directory removed afterwards).")
-@click.option("-v", "--verbose", is_flag=True, help="Stream every command's output (default: one line per step and the recap).")
+@verbosity_options
 def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: str | None, root: Path | None,
-            verbose: bool) -> None:
+            verbose: bool, quiet: bool) -> None:
     """Start the LAB (a simulated Proxmox node with 8 x RTX PRO 6000 Blackwell), replay PLAYBOOK against it
     headless, replay it again to show that nothing changes, print the recaps, stop the lab.
 
     Example: provisioner demo
     """
+    check_verbosity(verbose, quiet)
+
+    def say(text: str) -> None:
+        if not quiet:
+            click.echo(text, err=True)
+
     env_root = os.environ.get("PROVISIONER_LAB_ROOT")
     given = root or (Path(env_root) if env_root else None)
     lab_root = given.resolve() if given else Path(tempfile.mkdtemp(prefix="gpu-provisioner-lab-"))
@@ -143,8 +160,8 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
     work = Path(tempfile.mkdtemp(prefix="gpu-provisioner-demo-"))
     code = 0
     try:
-        click.echo(f"LAB: starting the lab in {lab_root}", err=True)
-        up = ["lab", "up", "--root", str(lab_root)]
+        say(f"LAB: starting the lab in {lab_root}")
+        up = ["lab", "up", "--root", str(lab_root), *(["--quiet"] if quiet else [])]
         if profile:
             from provisioner.lab.profiles import get_profile
 
@@ -159,20 +176,21 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
         book = demo_playbook(Path(playbook), work / Path(playbook).name)
         if profile:
             pin_unpublished_driver(book, profile, lab_root)
-        click.echo(f"LAB: burn-in sized for the lab's CPU stand-in: sizes {LAB_BURNIN['sizes']}, "
-                   f"soak {LAB_BURNIN['duration_s']}s", err=True)
-        quiet = [] if verbose else ["--quiet"]
+        say(f"LAB: burn-in sized for the lab's CPU stand-in: sizes {LAB_BURNIN['sizes']}, "
+            f"soak {LAB_BURNIN['duration_s']}s")
+        level = ["--verbose"] if verbose else ["--quiet"] if quiet else []
         try:
-            click.echo("LAB: first replay (applies every step)", err=True)
-            code = _run("replay", str(book), "--lab", *quiet)
+            say("LAB: first replay (applies every step)")
+            code = _run("replay", str(book), "--lab", *level)
             if code == 0:
-                click.echo("LAB: second replay (must report no changes)", err=True)
-                code = _run("replay", str(book), "--lab", *quiet)
+                say("LAB: second replay (must report no changes)")
+                code = _run("replay", str(book), "--lab", *level)
         finally:
             if not keep_lab:
-                _run("lab", "down", "--root", str(lab_root))
+                say("LAB: stopping the lab")
+                _run("lab", "down", "--root", str(lab_root), *(["--quiet"] if quiet else []))
                 if given is None:
-                    remove_tree(lab_root)  # nothing of the demo's lab stays in /tmp
+                    remove_lab_files(lab_root, quiet=quiet)  # nothing of the demo's lab stays in /tmp
             else:
                 click.echo(f"LAB: still running; PROVISIONER_LAB_ROOT={lab_root}", err=True)
     finally:

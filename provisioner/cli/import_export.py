@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from provisioner.cli.verbosity import verbosity_options
 from provisioner.exitcodes import ExitCode
 from provisioner.playbook import Playbook, StepSpec
 
@@ -48,8 +49,9 @@ def derive(pb: Playbook, export_dir: Path, venv: str | None = None) -> Playbook:
 @click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
 @click.option("--json", "json_out", is_flag=True, help="Print the recap as JSON (last stdout line).")
 @click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
+@verbosity_options
 def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, json_out: bool,
-            trust_new_host: bool) -> None:
+            trust_new_host: bool, verbose: bool, quiet: bool) -> None:
     """Build a venv from EXPORT_DIR on the playbook's container and prove it (smoke test and burn-in);
     a host driver below host.json's floor is refused before anything is changed (exit 3).
 
@@ -72,4 +74,5 @@ def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, j
     with tempfile.TemporaryDirectory(prefix="gpu-provisioner-import-") as tmp:
         book = Path(tmp) / f"import-{Path(playbook_path).name}"  # not a run of P for `export P`
         dump(derived, book)
-        common_run(str(book), mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host)
+        common_run(str(book), mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
+                   verbose=verbose, quiet=quiet)

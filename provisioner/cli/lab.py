@@ -8,18 +8,24 @@ from typing import Any
 import click
 from rich.console import Console
 
-from provisioner.cli.common import echo_json
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 from provisioner.lab.lab import ALL_SCENARIOS, PVE_CHOICES, Lab, LabError
 from provisioner.lab.profiles import DEFAULT_PROFILE, PROFILES
 from provisioner.lab.state import LabState
+from provisioner.render.safe_text import guard
 
 _root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                             help="Lab directory (default: the state dir's lab/, or $PROVISIONER_LAB_ROOT).")
 
 
 def _console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, markup=False)
+    """Progress and errors: stderr."""
+    return guard(Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, markup=False))
+
+
+def _answer() -> Console:
+    """What `lab up` and `lab status` are asked for (where the lab is, how to reach it): stdout."""
+    return guard(Console(highlight=False, soft_wrap=True, emoji=False, markup=False))
 
 
 def _describe(conn: dict[str, Any]) -> list[str]:
@@ -54,8 +60,10 @@ def command() -> None:
               help="Host profile to play (docs/lab-hosts.md).")
 @_root_option
 @click.option("--json", "json_out", is_flag=True, help="Print the connection info as JSON.")
-def up(scenarios: tuple[str, ...], pve: str | None, profile: str, root: Path | None, json_out: bool) -> None:
-    """Start the lab in the background (returns once every service answers)."""
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing once the lab runs (`lab status` shows it).")
+def up(scenarios: tuple[str, ...], pve: str | None, profile: str, root: Path | None, json_out: bool,
+       quiet: bool) -> None:
+    """Start the lab in the background (returns once every service answers); how to reach it on stdout."""
     from provisioner.lab.sandbox import SandboxUnavailable, unshare_prefix
 
     lab = Lab(root, list(scenarios), pve, profile=profile)
@@ -70,36 +78,48 @@ def up(scenarios: tuple[str, ...], pve: str | None, profile: str, root: Path | N
         _console().print(str(exc), markup=False)
         raise SystemExit(ExitCode.FAILED) from None
     if json_out:
+        from provisioner.cli.common import echo_json
+
         echo_json({**conn, "started": started})
         return
-    console = _console()
     if not started:
-        console.print(f"LAB: already running at {lab.root} (pid {conn['pid']}); `provisioner lab down` stops it",
-                      markup=False)
+        _console().print(f"LAB: already running at {lab.root} (pid {conn['pid']}); `provisioner lab down` stops it",
+                         markup=False)
+    if quiet:
+        return
+    answer = _answer()
     for line in _describe(conn):
-        console.print(line, markup=False)
+        answer.print(line, markup=False)
 
 
 @command.command("down")
 @_root_option
-def down(root: Path | None) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing.")
+def down(root: Path | None, quiet: bool) -> None:
     """Stop the lab."""
     lab = Lab(root)
     stopped = lab.down()
-    _console().print(f"LAB: stopped ({lab.root})" if stopped else f"LAB: not running ({lab.root})", markup=False)
+    if not quiet:
+        _console().print(f"LAB: stopped ({lab.root})" if stopped else f"LAB: not running ({lab.root})",
+                         markup=False)
 
 
 @command.command("status")
 @_root_option
 @click.option("--json", "json_out", is_flag=True, help="Print the status as JSON.")
 def status(root: Path | None, json_out: bool) -> None:
-    """Is the lab running, where, with which scenarios and containers (exit 1 when not running)."""
+    """Is the lab running, where, with which scenarios and containers, on stdout (exit 1 when not running).
+
+    Example: provisioner lab status | grep ssh
+    """
     lab = Lab(root)
     info = lab.status()
     if json_out:
+        from provisioner.cli.common import echo_json
+
         echo_json(info)
     else:
-        console = _console()
+        console = _answer()
         if info["running"] and info.get("connection"):
             for line in _describe(info["connection"]):
                 console.print(line, markup=False)

@@ -9,11 +9,19 @@ import click
 
 from provisioner import interrupts
 from provisioner.assembly import open_run
-from provisioner.cli.common import common_run, echo_json, load_or_exit, load_site_or_exit, site_option, stderr_console
+from provisioner.cli.common import (
+    common_run,
+    echo_json,
+    load_or_exit,
+    load_site_or_exit,
+    renderer,
+    site_option,
+    stderr_console,
+)
+from provisioner.cli.verbosity import check_verbosity, verbosity_options
 from provisioner.exitcodes import REPLAY_EXIT_CODES, ExitCode
 from provisioner.fleet import failed_hosts, load_inventory, report_path, run_fleet, write_report
 from provisioner.playbook import PlaybookError
-from provisioner.render.console import ConsoleRenderer
 from provisioner.runner import Mode, exit_code, recap_json
 
 
@@ -30,30 +38,34 @@ from provisioner.runner import Mode, exit_code, recap_json
               help="Hosts provisioned at the same time (with --inventory).")
 @click.option("--limit", default=None, help="Comma-separated host names of the inventory to run on.")
 @click.option("--resume-failed", is_flag=True, help="Only the hosts that failed in the last fleet run.")
-@click.option("--quiet", is_flag=True, help="Do not stream command output (recap only).")
+@verbosity_options
 @site_option
 def command(playbook: str, lab: bool, json_out: bool, trust_new_host: bool, record_to: str | None,
-            inventory: str | None, parallel: int, limit: str | None, resume_failed: bool, quiet: bool,
-            site_path: str | None) -> None:
+            inventory: str | None, parallel: int, limit: str | None, resume_failed: bool, verbose: bool,
+            quiet: bool, site_path: str | None) -> None:
     """Apply PLAYBOOK; a second replay reports no changes; an interrupted one resumes.
 
     Example: provisioner replay playbooks/blackwell-8gpu-lxc.yaml --lab --json
 
     Fleet: provisioner replay PLAYBOOK --inventory hosts.yaml --parallel 8 [--limit a,b] [--resume-failed]
+
+    Progress (one line per step; -v every command) goes to stderr, the recap to stdout.
     """
+    check_verbosity(verbose, quiet)
     if inventory is None:
         if limit or resume_failed:
             raise click.UsageError("--limit and --resume-failed need --inventory")
         common_run(playbook, mode="apply", json_out=json_out, lab=lab, trust_new_host=trust_new_host,
-                   record_to=record_to, site_path=site_path, quiet=quiet)
+                   record_to=record_to, site_path=site_path, verbose=verbose, quiet=quiet)
         return
     fleet_run(playbook, inventory, mode="apply", json_out=json_out, trust_new_host=trust_new_host,
-              parallel=parallel, limit=limit, resume_failed=resume_failed, quiet=quiet, site_path=site_path)
+              parallel=parallel, limit=limit, resume_failed=resume_failed, verbose=verbose, quiet=quiet,
+              site_path=site_path)
 
 
 def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trust_new_host: bool, parallel: int,
               limit: str | None, resume_failed: bool, quiet: bool, check: bool = False,
-              site_path: str | None = None) -> None:
+              site_path: str | None = None, verbose: bool = False) -> None:
     """Run PLAYBOOK on every host of INVENTORY (plan or apply), print the fleet recap; exit with the most
     specific code of its failed hosts (`runner.exit_code`)."""
     pb = load_or_exit(playbook)
@@ -81,7 +93,7 @@ def fleet_run(playbook: str, inventory: str, *, mode: Mode, json_out: bool, trus
             return
     console = stderr_console()
     run = open_run(playbook, mode, [e.label for e in entries],
-                   sinks=[ConsoleRenderer(console, verbose=not quiet, multi_host=True)])
+                   sinks=[renderer(verbose=verbose, quiet=quiet, json_out=json_out, multi_host=True)])
     started = time.time()
     results = asyncio.run(run_fleet(pb, entries, run.bus, mode=mode, parallel=parallel, trust_new_host=trust_new_host,
                                     site=site))

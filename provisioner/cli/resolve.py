@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
+from provisioner.render.safe_text import guard
 from provisioner.resolver import Resolution, ResolveError, ResolveRequest, load_data, parse_data, resolve
 
 MAX_ROWS = 20
@@ -163,5 +164,5 @@ def command(
     if as_json:
         _emit_json(result.contract())
     else:
-        _render(result, Console(file=sys.stdout, highlight=False, soft_wrap=False))
+        _render(result, guard(Console(file=sys.stdout, highlight=False, soft_wrap=False)))
     ctx.exit(ExitCode.OK if isinstance(result, Resolution) else ExitCode.NO_SOLUTION)

@@ -3,8 +3,9 @@
 
 The words follow what the errno means on Linux (errno(3)): ECONNREFUSED — the host answered, no
 process listens on that port; ETIMEDOUT or no answer in time — nothing answered (the host is down,
-or a firewall drops the packets); EHOSTUNREACH/ENETUNREACH — no route; a resolver failure — the name
-does not resolve. Anything else keeps its own text, without the `[Errno N]` prefix.
+or a firewall drops the packets); EHOSTUNREACH/ENETUNREACH — no route; a resolver failure — "host name
+'x' not found (DNS)", never `[Errno -2] Name or service not known`. Anything else keeps its own text,
+without the `[Errno N]` prefix.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import errno
 import re
 import socket
 
+from provisioner.words import RESOLVER_WORDS, errno_in_words
+
 _ERRNO_PREFIX = re.compile(r"^\[Errno -?\d+\]\s*")
 
 
@@ -20,7 +23,10 @@ def connect_error(exc: BaseException, host: str, port: int, timeout: float | Non
     """What went wrong connecting to `host`:`port`, in words a sysadmin reads at a glance."""
     where = f"{host} port {port}"
     if isinstance(exc, socket.gaierror):
-        return f"cannot resolve the host name {host!r}: {exc.strerror or exc}"
+        if exc.errno == socket.EAI_NONAME:
+            return f"host name {host!r} not found (DNS): check the name, or this machine's resolver"
+        said = RESOLVER_WORDS.get(exc.errno) if isinstance(exc.errno, int) else None
+        return f"cannot resolve the host name {host!r}: {said or errno_in_words(exc.strerror or str(exc))}"
     if isinstance(exc, ConnectionRefusedError) or getattr(exc, "errno", None) == errno.ECONNREFUSED:
         return f"connection refused: nothing listens on {where}"
     if isinstance(exc, TimeoutError) or getattr(exc, "errno", None) == errno.ETIMEDOUT:
@@ -39,4 +45,4 @@ def connect_error(exc: BaseException, host: str, port: int, timeout: float | Non
     reason = getattr(exc, "reason", None)  # asyncssh.Error
     if isinstance(reason, str) and reason:
         return reason
-    return _ERRNO_PREFIX.sub("", text) or type(exc).__name__
+    return errno_in_words(_ERRNO_PREFIX.sub("", text)) or type(exc).__name__

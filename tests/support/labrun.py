@@ -29,6 +29,8 @@ from unittest import mock
 
 import yaml
 
+from tests.support.streams import streamed
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PLAYBOOK = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
 VMID = 200
@@ -215,7 +217,7 @@ class LabRun:
                after_step: tuple[str, Callable[[], None]] | None = None, extra: Sequence[str] = ()) -> Replay:
         """`provisioner replay PLAYBOOK --lab --json`; `after_step=(kind, fn)` calls fn() as soon as
         the run log records that step as finished (to change the lab while the run goes on)."""
-        argv = [sys.executable, "-m", "provisioner", "replay", str(playbook), "--lab", "--json", *extra]
+        argv = [sys.executable, "-m", "provisioner", *streamed(["replay", str(playbook), "--lab", "--json", *extra])]
         runs = self.state_dir / "runs"
         before = set(runs.glob("*.jsonl")) if runs.is_dir() else set()
         started = time.monotonic()
