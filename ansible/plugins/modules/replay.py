@@ -124,9 +124,9 @@ report:
   description: The tool's recap, the last line of its C(--json) output.
   returned: when the tool printed one
   type: dict
-  sample: {"hosts": {"pve-r1n1": {"ok": 5, "changed": 2, "failed": 0, "skipped": 0}}, "status": "ok"}
+  sample: {"hosts": {"pve-r1n1": {"ok": 5, "changed": 2, "failed": 0, "skipped": 0, "interrupted": 0}}, "status": "ok"}
 counts:
-  description: This host's step counts (ok, changed, failed, skipped).
+  description: This host's step counts (ok, changed, failed, skipped, interrupted).
   returned: when the tool printed a recap
   type: dict
 steps:
