@@ -49,16 +49,25 @@ async def _collect(pb: Any, proof: Any, venv: str, trust_new_host: bool, file_ho
 @click.option("--playbook", "playbook_path", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The playbook whose target holds the container (when SOURCE is a run).")
 @click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
-@click.option("--base", default=None, help="oci: the base image by digest, e.g. docker.io/library/ubuntu@sha256:...")
+@click.option("--base", default=None, help="oci: `container` (default: the proving container's own root file system), "
+              "oci:DIR@sha256:..., oci-archive:FILE@sha256:... or NAME@sha256:... (copied by skopeo)")
+@click.option("--rootfs", type=click.Choice(("full", "runtime")), default="full", show_default=True,
+              help="oci, base `container`: its whole root file system, or only what the venv runs on")
 @click.option("--nixpkgs-rev", default=NIXPKGS_REV, show_default=True, help="nix: the nixpkgs commit to pin.")
+@click.option("--nixpkgs-narhash", default=None,
+              help="nix: another --nixpkgs-rev's narHash for flake.lock (`nix flake prefetch github:NixOS/nixpkgs/REV`).")
+@click.option("--flox-catalog-torch", default=None, metavar="VERSION",
+              help="flox: the torch version the flox-cuda catalog holds (`flox show flox-cuda/python3Packages.torch`); "
+                   "torch comes from the catalog when it is the proven version, else from the proven wheels.")
 @click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
 @click.option("--json", "json_out", is_flag=True, help="Print what was written as JSON.")
 def command(source: str, fmt: str, output: Path | None, playbook_path: str | None, lab: bool, base: str | None,
-            nixpkgs_rev: str, trust_new_host: bool, json_out: bool) -> None:
+            nixpkgs_rev: str, trust_new_host: bool, json_out: bool, rootfs: str = "full",
+            nixpkgs_narhash: str | None = None, flox_catalog_torch: str | None = None) -> None:
     """Export what a run proved: pylock.toml (every wheel with URL, sha256, size), runtime.json, host.json
     and a Flox manifest, a Nix flake or an OCI image layout. Refused (exit 1) without a passing burn-in.
 
-    Example: provisioner export playbooks/blackwell-8gpu-lxc.yaml --lab --format oci --base IMAGE@sha256:... -o out
+    Example: provisioner export playbooks/blackwell-8gpu-lxc.yaml --lab --format oci -o out
     """
     from provisioner.cli.common import echo_json, load_or_exit, with_lab
     from provisioner.export import write
@@ -67,8 +76,6 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     from provisioner.steps.venv_common import UV_PIN
 
     src_is_playbook = Path(source).is_file() and Path(source).suffix in (".yaml", ".yml")
-    if fmt == "oci" and base is None:
-        raise click.UsageError("--format oci needs --base NAME@sha256:<digest> (the base image, named by digest)")
     try:
         pb = load_or_exit(source) if src_is_playbook else None
         proof = find_proof(source, pb)
@@ -89,7 +96,14 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
     out = (output or Path(f"export-{proof.run_id}")).absolute()  # `-o out`: relative to where it runs
     try:
         write.write_core(out, exp)
-        written = write.render(out, fmt, uv_version=UV_PIN, base=base, nixpkgs_rev=nixpkgs_rev)
+        if fmt == "oci":  # the image of the proving container (provisioner.export.image_collect)
+            from provisioner.cli import export_image
+
+            written = export_image.written(asyncio.run(export_image.build_from(
+                target, proof, out, base or "container", rootfs, trust_new_host)))
+        else:
+            written = write.render(out, fmt, uv_version=UV_PIN, base=base, nixpkgs_rev=nixpkgs_rev,
+                                   nixpkgs_narhash=nixpkgs_narhash, flox_catalog_torch=flox_catalog_torch)
     except (ValueError, OSError) as exc:  # ExportInvalid, PylockError, a download refused or failed
         click.echo(f"error: export failed: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from provisioner import atomic
+from provisioner import atomic, download
 from provisioner.export import flox, nix, oci, pylock, trust
 from provisioner.export.collect import VERIFY, Export
 from provisioner.export.models import HostNeeds, RuntimeProof
@@ -91,17 +91,61 @@ def render_oci(folder: Path, base: str, cache: Path | None = None) -> str:
     return oci.build_layout(folder / oci.LAYOUT, folder, runtime, host, fetched, base, VERIFY)
 
 
+def _own_dir(folder: Path, rel: str) -> Path:
+    """`folder/rel` made as a directory, no part of it a symbolic link (one planted there is refused, never
+    followed out of the folder)."""
+    path = folder
+    for part in rel.split("/"):
+        path = path / part
+        if path.is_symlink():
+            raise ExportInvalid(f"{path} is a symbolic link: the export writes only its own folders")
+        path.mkdir(exist_ok=True)
+    return path
+
+
+def copy_wheels(folder: Path, wheels: list[pylock.Wheel], cache: Path | None = None) -> None:
+    """Every wheel fetched (sha256 and size checked while streaming, `oci.fetch_wheel`) into `folder/wheels`
+    under its checked file name, a planted link replaced, never followed."""
+    store = (cache or cache_dir() / "export-wheels").absolute()
+    fetched = [(w, oci.fetch_wheel(w, store)) for w in wheels]
+    wdir = _own_dir(folder, flox.WHEELS)
+    for w, path in fetched:
+        target = wdir / w.filename  # a checked plain file name (pylock.wheels): never a path
+        if target.is_symlink() or not target.is_file() or download.sha256_file(target) != w.sha256:
+            with atomic.AtomicWriter(target, mode=0o644) as fh, open(path, "rb") as src:
+                shutil.copyfileobj(src, fh)
+
+
+def render_flox(folder: Path, uv_version: str, cache: Path | None = None,
+                catalog_torch: str | None = None) -> dict[str, str]:
+    """The folder as a Flox environment's project: manifest.toml and the wheels its venv is built from
+    (wheels/, wheels/SHA256SUMS), so that activation fetches nothing."""
+    folder = folder.absolute()
+    runtime, host, wheels = read_export(folder)
+    manifest = flox.render(runtime, host, uv_version, wheels, catalog_torch)
+    local = flox.venv_wheels(runtime, wheels, catalog_torch)
+    written = {flox.MANIFEST: "Flox manifest"}
+    if local:
+        copy_wheels(folder, local, cache)
+        atomic.write_text(folder / flox.SUMS, flox.sums(local))
+        written[f"{flox.WHEELS}/"] = f"{len(local)} proven wheels and SHA256SUMS"
+    atomic.write_text(folder / flox.MANIFEST, manifest)
+    return written
+
+
 def render(folder: Path, fmt: str, *, uv_version: str, base: str | None = None, nixpkgs_rev: str = nix.NIXPKGS_REV,
-           cache: Path | None = None) -> dict[str, str]:
+           cache: Path | None = None, nixpkgs_narhash: str | None = None,
+           flox_catalog_torch: str | None = None) -> dict[str, str]:
     """The rendering of `fmt` beside the core files; what was written (name -> note)."""
     folder = folder.absolute()
     runtime, host, wheels = read_export(folder)
     if fmt == "flox":
-        atomic.write_text(folder / flox.MANIFEST, flox.render(runtime, host, uv_version))
-        return {flox.MANIFEST: "Flox manifest"}
+        return render_flox(folder, uv_version, cache, flox_catalog_torch)
     if fmt == "nix":
-        atomic.write_text(folder / nix.FLAKE, nix.render(runtime, host, wheels, nixpkgs_rev))
-        return {nix.FLAKE: "Nix flake"}
+        flake, lock = nix.render(runtime, host, wheels, nixpkgs_rev), nix.lock(nixpkgs_rev, nixpkgs_narhash)
+        atomic.write_text(folder / nix.FLAKE, flake)
+        atomic.write_text(folder / nix.LOCK, lock)
+        return {nix.LOCK: f"nixpkgs pinned at {nixpkgs_rev}", nix.FLAKE: "Nix flake"}
     if fmt == "oci":
         if not base:
             raise ValueError("--format oci needs --base NAME@sha256:<digest> (the base image, named by digest)")
