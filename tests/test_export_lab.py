@@ -1,25 +1,26 @@
-"""The round trip in the lab: replay the shipped playbook, export what it proved, import it into a second
-container (same wheels by sha256, same torch/CUDA, the burn-in passes there), and refuse a third container
-whose host driver is below the export's floor before any change."""
+"""The round trip in the lab: from the shipped playbook provisioned (the run's golden node, its own copy:
+tests/support/lab.py, which checks that provisioning end to end), export what it proved, import it into a
+second container (same wheels by sha256, same torch/CUDA, the burn-in passes there), and refuse a third
+container whose host driver is below the export's floor before any change."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.labrun import REPO, LabRun, lab_importable, write_test_playbook
-from tests.support.require import require
+from tests.support.lab import golden_playbook
+from tests.support.labrun import REPO, LabRun, write_test_playbook
 
 LAB_BURNIN = {"sizes": "1KiB:256KiB", "duration_s": 2}
 # a base image named by a digest no registry holds (the export is refused before any base is read)
@@ -49,23 +50,24 @@ def _for_container(src: Path, dest: Path, vmid: int) -> Path:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Any:
-    require(lab_importable(), "the embedded lab (provisioner.lab.lab) is not in this build")
-    require(os.geteuid() == 0, "the lab's container sandbox (mount namespaces) needs root")
-    run = LabRun(tmp_path / "base", tmp_path / "lab-cache")
+def lab(golden_copy: Callable[[Path], LabRun], tmp_path: Path) -> Iterator[LabRun]:
+    """The shipped playbook provisioned (with its burn-in): the run's golden node, this test's own copy, running."""
+    run = golden_copy(tmp_path / "base")
     with run.running():
         yield run
 
 
-@pytest.mark.timeout(1200)  # a full install, four exports, an OCI build and unpack, an import: over 300 s on a loaded 2-core machine
+# four exports, an OCI build and unpack, an import (and, for the run's first golden-node user, the provisioning)
+@pytest.mark.timeout(1800)
 def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) -> None:
     from provisioner.cli.demo import demo_playbook
 
-    book = write_test_playbook(tmp_path / "first.yaml", drop_kinds=(), params={"burnin.run": LAB_BURNIN,
-                                                                               "lxc.start": {"timeout_s": 10}})
-    book = demo_playbook(book, tmp_path / "blackwell.yaml")  # the lab's Pythons, as the demo does
-    first = lab.replay(book)
-    assert first.rc == 0, first.stderr[-3000:]
+    # the provisioning (exit 0, every step ok/changed, burn-in pass) is the golden node's, checked where it ran
+    book = golden_playbook(lab)
+    # the playbooks of the imports: the shipped one with the lab's short burn-in and Pythons, as the demo does
+    lab_book = write_test_playbook(tmp_path / "first.yaml", drop_kinds=(), params={"burnin.run": LAB_BURNIN,
+                                                                                   "lxc.start": {"timeout_s": 10}})
+    lab_book = demo_playbook(lab_book, tmp_path / "blackwell.yaml")
 
     out = tmp_path / "export"
     exported = _cli(lab, "export", str(book), "--lab", "--format", "nix", "-o", str(out), "--json")
@@ -109,7 +111,7 @@ def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) 
     assert not (tmp_path / "traversal").exists() and not (ct_root / "etc" / "cron.d").exists()
     shutil.rmtree(ct_root / "opt" / "uv")
 
-    second = _for_container(book, tmp_path / "second.yaml", 201)
+    second = _for_container(lab_book, tmp_path / "second.yaml", 201)
     imported = _cli(lab, "import", str(out), "--playbook", str(second), "--lab", "--json")
     assert imported.returncode == 0, imported.stderr[-3000:]
     assert json.loads(imported.stdout.strip().splitlines()[-1])["status"] == "ok"
@@ -135,13 +137,13 @@ def test_export_import_round_trip_and_driver_floor(lab: LabRun, tmp_path: Path) 
     # import applies the resolver's rules: Blackwell GPUs on a 545 host driver are refused (R570) before
     # any change, although 545 is above the export's own floor (525.60.13)
     upgrade_driver(lab.state(), "545.23.08")
-    blackwell = _cli(lab, "import", str(out), "--playbook", str(_for_container(book, tmp_path / "b.yaml", 203)), "--lab")
+    blackwell = _cli(lab, "import", str(out), "--playbook", str(_for_container(lab_book, tmp_path / "b.yaml", 203)), "--lab")
     assert blackwell.returncode == 3, blackwell.stderr[-3000:]
     assert "R570" in blackwell.stderr and "needs driver ≥ 570" in blackwell.stderr
     assert not lab.state().conf_path(203).exists() and not lab.state().ct_dir(203).exists()
 
     upgrade_driver(lab.state(), "520.61.05")
-    third = _for_container(book, tmp_path / "third.yaml", 202)
+    third = _for_container(lab_book, tmp_path / "third.yaml", 202)
     refused = _cli(lab, "import", str(out), "--playbook", str(third), "--lab")
     assert refused.returncode == 3, refused.stderr[-3000:]
     assert "below the export's floor 525.60.13" in refused.stderr
