@@ -202,7 +202,7 @@ def test_100_mb_log_is_read_as_head_and_tail_and_says_so(tmp_path: Path) -> None
         fh.write(("\n" + row["log"] + "\n").encode())
     assert big.stat().st_size > source.MAX_BYTES
     p = _cli(["--log", str(big), "--json"])
-    assert p.returncode == ExitCode.OK, p.stderr[-2000:]
+    assert p.returncode == ExitCode.FAILED, p.stderr[-2000:]  # a finding: exit 1 (issue 35)
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc["findings"][0]["category"] == "installer_failure"
     assert doc["input"]["partial"] is True and doc["input"]["bytes"] == big.stat().st_size

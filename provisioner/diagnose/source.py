@@ -2,7 +2,7 @@
 
 A log is read only from a regular file or from a pipe/terminal on stdin; a FIFO, a device or a
 socket given as a path is refused at once (`/dev/zero` would never end, a FIFO would block). At most
-`MAX_BYTES` are kept: a larger file is read as its first `HEAD_BYTES` and its last `TAIL_BYTES`
+`MAX_BYTES` are kept (`provisioner.bounds`, "log file"): a larger file is read as its first `HEAD_BYTES` and its last `TAIL_BYTES`
 (a failure is usually last, the context first), a stream keeps its head and a rolling tail and
 stops after `MAX_STREAM_BYTES`. `LogInput.note` says what was left out, and the output repeats it.
 Line length is capped later, by `normalize.clean_log` (`MAX_LINE_CHARS`).
@@ -16,10 +16,12 @@ import sys
 from dataclasses import dataclass
 from typing import BinaryIO
 
-MAX_BYTES = 64 << 20  # a file up to this size is read whole
-HEAD_BYTES = 8 << 20  # a larger one: its head ...
-TAIL_BYTES = 56 << 20  # ... and its tail
-MAX_STREAM_BYTES = 256 << 20  # stdin stops being read after this much
+from provisioner import bounds
+
+MAX_BYTES = bounds.LOG_FILE_BYTES  # a file up to this size is read whole
+HEAD_BYTES = MAX_BYTES // 8  # a larger one: its head ...
+TAIL_BYTES = MAX_BYTES - HEAD_BYTES  # ... and its tail
+MAX_STREAM_BYTES = bounds.LOG_STREAM_BYTES  # stdin stops being read after this much
 CHUNK = 1 << 20
 GAP_MARK = "[... {mb:.1f} MB of the log not read: diagnosed from its first {head:.1f} MB and last {tail:.1f} MB ...]"
 

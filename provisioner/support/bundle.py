@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TypedDict
 
-from provisioner import __version__, atomic
+from provisioner import __version__, atomic, bounds
 from provisioner.diagnose import diagnose
 from provisioner.paths import runs_dir as default_runs_dir
-from provisioner.support import summary
+from provisioner.support import archive, summary
+from provisioner.support.archive import ArchiveError
 from provisioner.support.derive import facts_from_records
 from provisioner.support.evidence import Evidence, ProbeRecord
 from provisioner.support.scrub import Scrubber
@@ -44,8 +45,8 @@ ROOT = "provisioner-bundle"
 MANIFEST = "manifest.json"
 RUN_LOGS_MAX = 5
 RUN_LOG_MAX_BYTES = 4 * 1024 * 1024  # per run log; longer ones keep their tail
-MAX_MEMBER_BYTES = 64 * 1024 * 1024  # reading: refuse larger members
-MAX_TOTAL_BYTES = 512 * 1024 * 1024  # reading: refuse archives that expand beyond this
+MAX_MEMBER_BYTES = bounds.BUNDLE_MEMBER_BYTES  # reading: refuse larger members
+MAX_TOTAL_BYTES = bounds.BUNDLE_KEPT_BYTES  # reading: refuse more member data than this in all
 
 README = """\
 provisioner support bundle
@@ -249,26 +250,19 @@ def write_bundle(
 
 
 def _read_members(path: Path) -> dict[str, bytes]:
+    """The regular files under the bundle's root, read within `bounds` ("bundle archive": `support.archive`)."""
     out: dict[str, bytes] = {}
-    total = 0
     try:
-        with tarfile.open(path, "r:gz") as tar:
-            for info in tar:
-                if not info.isfile():
-                    continue
-                name = PurePosixPath(info.name)
+        with open(path, "rb") as fh:
+            for member in archive.members(fh):
+                name = PurePosixPath(member.name)
                 if name.is_absolute() or ".." in name.parts or len(name.parts) < 2:
                     continue
-                if info.size > MAX_MEMBER_BYTES or total + info.size > MAX_TOTAL_BYTES:
-                    raise BundleError(f"{path}: member {info.name} is too large ({info.size} bytes)")
-                fh = tar.extractfile(info)
-                if fh is None:
-                    continue
-                data = fh.read()
-                total += len(data)
-                out[str(PurePosixPath(*name.parts[1:]))] = data
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise BundleError(f"{path}: not a readable tar.gz support bundle: {exc}") from None
+                out[str(PurePosixPath(*name.parts[1:]))] = member.data
+    except ArchiveError as exc:
+        raise BundleError(f"{path}: not a readable support bundle: {exc}") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return out
 
 
@@ -332,6 +326,9 @@ def read_bundle(path: str | Path) -> Evidence:
     raw = members.get(MANIFEST)
     if raw is None:
         raise BundleError(f"{p}: no {MANIFEST} (not a provisioner support bundle)")
+    if len(raw) > bounds.BUNDLE_MANIFEST_BYTES:
+        raise BundleError(f"{p}: {MANIFEST} is {len(raw):,} bytes, more than {bounds.size(bounds.BUNDLE_MANIFEST_BYTES)} "
+                          f"({bounds.cap('bundle archive')})")
     if _nesting(raw) > MAX_MANIFEST_DEPTH:
         raise BundleError(f"{p}: {MANIFEST} is nested deeper than {MAX_MANIFEST_DEPTH} levels")
     try:

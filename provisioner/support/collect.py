@@ -22,16 +22,16 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from provisioner import quoting
+from provisioner import bounds, quoting
 from provisioner.facts.base import Fact, FactCache
 from provisioner.support.derive import facts_from_records
 from provisioner.support.evidence import Evidence, ProbeRecord
 from provisioner.support.probes import PROBES, Probe, fact_for, selected
-from provisioner.transport.base import CommandTimeout, Transport, TransportError
+from provisioner.transport.base import CAPPED_LINE, CommandResult, CommandTimeout, Transport, TransportError
 from provisioner.transport.container import ContainerTransport
 
 CONCURRENCY = 6
-MAX_OUTPUT_CHARS = 8_000_000  # per probe; more is cut (and marked truncated)
+MAX_OUTPUT_CHARS = bounds.PROBE_OUTPUT_BYTES  # per probe; more is kept as head and tail (and marked truncated)
 
 
 def now_iso() -> str:
@@ -50,26 +50,16 @@ async def run_probe(transport: Transport, probe: Probe, fact: Fact[Any] | None =
     fact = fact if fact is not None else probe.fact
     cache = cache if cache is not None else FactCache()
     argv = list(fact.argv)
-    lines: list[str] = []
-    size = 0
-    truncated = False
-
-    def keep(line: str) -> None:
-        nonlocal size, truncated
-        if size + len(line) + 1 > MAX_OUTPUT_CHARS:
-            truncated = True
-            return
-        lines.append(line)
-        size += len(line) + 1
-
+    result: CommandResult | None = None
     record = ProbeRecord(name=probe.name, target=probe.target, where=transport.name, command=quoting.join(argv),
                          status="failed", file=probe.file, feeds=probe.feeds)
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:
         # No retry: the first probe is the reachability check, and a bundle records what it saw.
-        result = await cache.result(transport, fact, retries=0, on_line=keep)
-    except CommandTimeout:
+        result = await cache.result(transport, fact, retries=0)
+    except CommandTimeout as exc:
+        result = exc.result  # what it printed before it was killed
         record.status = "timeout"
         record.error = f"timed out after {fact.timeout:.0f}s and was killed"
     except TransportError as exc:
@@ -82,7 +72,9 @@ async def run_probe(transport: Transport, probe: Probe, fact: Fact[Any] | None =
         record.error = _one_line(f"{type(exc).__name__}: {exc}")
     else:
         record.exit_status = result.exit_status
-        if result.exit_status == 0:
+        if result.output_capped:
+            record.error = _one_line(CAPPED_LINE)
+        elif result.exit_status == 0:
             record.status = "ok"
         elif result.exit_status in probe.timeout_statuses:
             record.status = "timeout"
@@ -94,8 +86,8 @@ async def run_probe(transport: Transport, probe: Probe, fact: Fact[Any] | None =
         else:
             record.error = f"exit status {result.exit_status}: " + _one_line("\n".join(result.tail(3)))
     record.duration_s = loop.time() - start
-    record.output = "\n".join(lines) + ("\n" if lines else "")
-    record.truncated = truncated
+    if result is not None:  # the whole output is on disk past the memory cap: read back within the probe's cap
+        record.output, record.truncated = result.read_output(MAX_OUTPUT_CHARS)
     if probe.parsed and record.status == "ok":
         record.parsed, record.parse_error = parse_fact(fact, record.output)
     return record

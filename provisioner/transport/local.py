@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from provisioner.events import Bus
-from provisioner.transport.base import CommandTimeout, LineCallback, LineSplitter, Transport
+from provisioner.transport.base import CommandTimeout, LineCallback, LineSplitter, OutputCapExceeded, Transport
 
 
 class LocalTransport(Transport):
@@ -54,9 +54,9 @@ class LocalTransport(Transport):
         try:
             await asyncio.wait_for(pump(), timeout)
             return await proc.wait()
-        except (TimeoutError, asyncio.CancelledError) as exc:
+        except (TimeoutError, asyncio.CancelledError, OutputCapExceeded) as exc:  # past the cap: stopped too
             _kill_group(proc)
-            await proc.wait()
+            await _reap(proc)
             if isinstance(exc, TimeoutError):
                 raise CommandTimeout(command) from None
             raise
@@ -66,6 +66,26 @@ class LocalTransport(Transport):
         dest.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, local, dest)
         os.chmod(dest, mode)
+
+
+REAP_S = 10.0
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """After the kill: read and drop what is left in the pipe (asyncio's `wait()` also waits for the pipe to
+    close, and a pump stopped at the output cap no longer reads it), then wait for the exit; bounded, since a
+    process that left the group may hold the pipe open."""
+
+    async def drain() -> None:
+        if proc.stdout is not None:
+            while await proc.stdout.read(1 << 16):
+                pass
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(drain(), REAP_S)
+    except TimeoutError:
+        pass
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

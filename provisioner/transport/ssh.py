@@ -4,7 +4,8 @@
   TUI's fingerprint dialog). The key appended to known_hosts is the key of the connection that was
   made, and only when its fingerprint is the one shown and confirmed (`confirmed_fingerprint`, else
   the one the probe showed): a server that offers another key the second time gets nothing written
-  and the connection is refused.
+  and the connection is refused. It is written only to ~/.ssh/known_hosts or a file under the user's
+  configuration directory, never through a link (`known_hosts_file`).
 - A host whose key differs from known_hosts is always refused, loudly; a key marked `@revoked` is
   named as revoked.
 - stdout and stderr are merged and streamed line by line; timeouts kill the remote command.
@@ -23,11 +24,13 @@ if TYPE_CHECKING:  # asyncssh (~0.9 s) is imported when a connection is made, no
     import asyncssh
 
 from provisioner.events import Bus, Message
+from provisioner.transport import known_hosts_file
 from provisioner.transport.base import (
     CommandTimeout,
     HostKeyError,
     LineCallback,
     LineSplitter,
+    OutputCapExceeded,
     Transport,
     TransportError,
     host_label,
@@ -159,6 +162,7 @@ class SshTransport(Transport):
                     "on the host (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and rerun with "
                     "--trust-new-host, or confirm it in the TUI."
                 )
+            known_hosts_file.check_writable(known_path)  # ~/.ssh/known_hosts or the config dir, before connecting
             expected = t.confirmed_fingerprint or fp
             if expected != fp:
                 raise HostKeyError(
@@ -197,9 +201,12 @@ class SshTransport(Transport):
                 conn.close()
                 raise HostKeyError(f"{t.label}: the connection's host key is not the confirmed {expected}; "
                                    f"nothing was written to {known_path}")
-            known_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(known_path, "a") as fh:
-                fh.write(f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}\n")
+            try:  # beneath its directory, no link followed (`known_hosts_file`)
+                known_hosts_file.append_line(
+                    known_path, f"{_known_host_pattern(t.host, t.port)} {key.export_public_key().decode().strip()}")
+            except HostKeyError:
+                conn.close()
+                raise
             if self.bus is not None:
                 how = "confirmed" if t.confirmed_fingerprint else "--trust-new-host"
                 self.bus.emit(Message(host=self.host_label, level="warning",
@@ -249,7 +256,7 @@ class SshTransport(Transport):
         except TimeoutError:
             await self._kill_remote(proc, pgid)
             raise CommandTimeout(command) from None
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, OutputCapExceeded):  # past the output cap: stopped too
             await self._kill_remote(proc, pgid)
             raise
         except (asyncssh.Error, ConnectionError, BrokenPipeError) as exc:
