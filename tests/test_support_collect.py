@@ -104,7 +104,7 @@ def test_probe_names_files_and_fact_keys_are_consistent() -> None:
     live_keys = {"host_driver_version", "container_driver_version", "host_gpu_count", "container_gpu_count",
                  "host_proc_devices", "host_dev_nodes", "container_dev_nodes", "lxc_config", "cgroup_fs", "shm",
                  "gpu_compute_caps", "torch_arch_list", "torch_cuda_version", "torch_version", "nccl_env",
-                 "nvidia_smi", "dmesg", "torch_check", "install_log"}
+                 "nvidia_smi", "dmesg", "torch_check", "install_log", "cuda_loader"}
     fed = {k for p in PROBES for k in p.feeds}
     assert fed <= live_keys, fed - live_keys
     # Every fact a live rule compares is fed by some probe.

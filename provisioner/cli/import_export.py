@@ -46,11 +46,13 @@ def derive(pb: Playbook, export_dir: Path, venv: str | None = None) -> Playbook:
 @click.option("--playbook", "playbook_path", type=click.Path(dir_okay=False, exists=True), required=True,
               help="The playbook of the target container (its venv.build/torch.resolve are replaced).")
 @click.option("--venv", default=None, help="The venv path (default: the playbook's venv.build path).")
+@click.option("--image", is_flag=True, help="Create the container from the export's OCI image (PVE >= 9.1) "
+              "instead of building the venv from the pylock.")
 @click.option("--lab", is_flag=True, help="Point the playbook's target at the running lab.")
 @click.option("--json", "json_out", is_flag=True, help="Print the recap as JSON (last stdout line).")
 @click.option("--trust-new-host", is_flag=True, help="Accept and record an unknown SSH host key.")
 @verbosity_options
-def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, json_out: bool,
+def command(export_dir: Path, playbook_path: str, venv: str | None, image: bool, lab: bool, json_out: bool,
             trust_new_host: bool, verbose: bool, quiet: bool) -> None:
     """Build a venv from EXPORT_DIR on the playbook's container and prove it (smoke test and burn-in);
     a host driver below host.json's floor is refused before anything is changed (exit 3).
@@ -70,7 +72,17 @@ def command(export_dir: Path, playbook_path: str, venv: str | None, lab: bool, j
         click.echo(f"error: {export_dir} is not an export folder this engine imports: {exc}", err=True)
         raise SystemExit(ExitCode.USAGE) from None
     pb = load_or_exit(playbook_path)
-    derived = derive(pb, export_dir, venv)
+    if image:
+        import provisioner.export.image_import as image_import
+        from provisioner.export.write import read_runtime
+
+        try:
+            derived = image_import.derive_image(pb, export_dir, read_runtime(export_dir).venv, playbook_path)
+        except ValueError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(ExitCode.USAGE) from None
+    else:
+        derived = derive(pb, export_dir, venv)
     with tempfile.TemporaryDirectory(prefix="gpu-provisioner-import-") as tmp:
         book = Path(tmp) / f"import-{Path(playbook_path).name}"  # not a run of P for `export P`
         dump(derived, book)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from provisioner.lab import safe_fs
+from provisioner.lab import oci_template, safe_fs
 from provisioner.lab.httpd import BackgroundHttpServer
 from provisioner.lab.profiles import VERSIONS
 from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
@@ -513,8 +513,8 @@ class LabApi:
         m = re.match(r"^([^:]+):(.+)$", ostemplate)
         if not m:
             raise ApiError(500, f"unable to parse volume ID '{ostemplate}'\n")
-        self._storage(m.group(1))
-        if ostemplate not in s.templates:
+        oci = self._oci_template(self._storage(m.group(1)), m.group(2))  # PVE 9.1: an uploaded/pulled .tar
+        if oci is None and ostemplate not in s.templates:
             raise ApiError(500, f"volume '{ostemplate}' does not exist\n")
         storage = str(p.get("storage", "local"))
         rootfs = self._alloc_rootfs(vmid, str(p.get("rootfs", "4")), storage)
@@ -566,6 +566,12 @@ class LabApi:
             raise TaskError(f"Device {missing[0]} does not exist")
         blocks = int(float(size_g) * 262144)
         template_file = ostemplate.split("/", 1)[-1]
+        st = self._storage(ostemplate.split(":", 1)[0])
+        if (oci := self._oci_template(st, ostemplate.split(":", 1)[1])) is not None:
+            self._create_oci(vmid, oci, options, description, int(float(size_g) * 2**30), log)
+            if start:
+                self._start_work(vmid, log)
+            return
         log.extend([
             f"Creating filesystem with {blocks} 4k blocks and {blocks // 4} inodes",
             "Allocating group tables: done",
@@ -595,6 +601,43 @@ class LabApi:
             safe_fs.write_bytes(lab, root / "etc" / "hostname", (options["hostname"] + "\n").encode())
         if start:
             self._start_work(vmid, log)
+
+    def _oci_template(self, st: StorageSpec, volname: str) -> Path | None:
+        """The file of ``vztmpl/<name>.tar`` on a dir storage (provisioner.lab.oci_template), None for another
+        volume; a PVE 8 node does not know the name (pve-storage Plugin.pm parse_volname before 0d392b2)."""
+        name = volname.removeprefix("vztmpl/")
+        if not volname.startswith("vztmpl/") or "/" in name or not name.lower().endswith(".tar"):
+            return None
+        if self.state.settings().pve_version != "9":
+            raise ApiError(500, f"unable to parse directory volume name '{volname}'\n")
+        path = oci_template.node_template_path(self.state.root, st.path, name)
+        if not safe_fs.exists(self.state.root, path):
+            raise ApiError(500, f"volume '{st.id}:{volname}' does not exist\n")
+        return path
+
+    def _create_oci(self, vmid: int, archive: Path, options: dict[str, str], description: Any, limit: int,
+                    log: list[str]) -> None:
+        """pve-container API2/LXC.pm create_vm: ``Detected OCI archive``, Create.pm ``restore_oci_archive``
+        (layers into the rootfs, the image config mapped to config lines), then the config is written."""
+        if not oci_template.archive_is_oci_format(archive):  # a plain .tar template: not modelled by the lab
+            raise TaskError(f"unable to restore '{archive.name}': not an OCI archive the lab can extract")
+        log.append("Detected OCI archive")
+        root = self.state.ct_root(vmid)
+        nets = {k: v for k, v in options.items() if re.fullmatch(r"net\d+", k)}
+        try:
+            image = oci_template.restore_oci_archive(archive, self.state.root, root, arch=options.get("arch", "amd64"),
+                                                     limit=limit, nets=nets)
+        except (oci_template.OciRefused, oci_template.LayerRefused, OSError) as exc:
+            raise TaskError(str(exc)) from None
+        log.append(f"extracted {image.layers} layers ({image.files} files) into the rootfs")
+        options = {**options, **image.options}
+        conf = LxcConfig.from_options(options, description=str(description) if description else None)
+        for key, value in [*(("lxc.environment.runtime", v) for v in image.env), *image.lxc]:
+            conf.add_raw(key, value)  # Config.pm write_pct_config: env as lxc.environment.runtime lines
+        with self.state.lock():
+            self.state.write_conf(vmid, conf)
+            self.state.set_status(vmid, "stopped")
+            safe_fs.write_bytes(self.state.root, root / "etc" / "hostname", (options["hostname"] + "\n").encode())
 
     def _vmdiridx(self, p: dict[str, Any], ident: Identity) -> list[dict[str, str]]:
         self.state.read_conf(int(p["vmid"]))
@@ -909,6 +952,8 @@ class LabApi:
                     fmt = "tzst" if name.endswith(".tar.zst") else "tgz" if name.endswith(".tar.gz") else "txz"
                     out.append({"volid": volid, "format": fmt, "size": TEMPLATE_SIZES.get(name, 130_000_000),
                                 "ctime": int(s.created), "content": "vztmpl"})
+            if s.pve_version == "9":  # Plugin.pm get_subdir_files: the files of the vztmpl dir, PVE 9.1's names
+                out += oci_template.listed_templates(self.state.root, st.id, st.path)
         if "rootdir" in st.content and content in (None, "rootdir", "images"):
             for vmid in self.state.list_cts():
                 if p.get("vmid") and int(p["vmid"]) != vmid:
