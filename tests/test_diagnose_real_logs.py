@@ -186,7 +186,8 @@ def test_also_possible_is_in_the_json_contract() -> None:
     for key in ("category", "confidence", "root_cause", "fix", "evidence"):
         assert key in d
     assert isinstance(d["also_possible"], list) and d["also_possible"][0]["category"] == "installer_failure"
-    assert set(d["also_possible"][0]) == {"category", "confidence", "root_cause", "evidence", "rule"}
+    assert set(d["also_possible"][0]) == {"category", "confidence", "root_cause", "evidence", "rule", "evidence_lines",
+                                          "differing_evidence"}
     assert diagnose(REAL[0]["log"])[0].to_dict()["also_possible"] == []
 
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from provisioner.diagnose.catalogue import message_patterns
-from provisioner.diagnose.evidence import EXTRACTOR_REGEXES, LogEvidence, decide, extract_evidence, places_of
+from provisioner.diagnose.evidence import (
+    EXTRACTOR_REGEXES,
+    LogEvidence,
+    decide,
+    extract_evidence,
+    lxc_words,
+    places_of,
+)
 from provisioner.diagnose.extract import log_fields
-from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule, RunnerUp
+from provisioner.diagnose.model import CATEGORIES, Category, EvidenceLine, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import TYPOGRAPHY, CleanLog, clean_log
 from provisioner.diagnose.redact import redact
 from provisioner.diagnose.rules import RULES
@@ -144,9 +152,36 @@ class Candidate:
     generic_only: bool
     from_facts: bool = False  # facts findings are distinct problems: never merged with each other
     demotes: frozenset[Category] = frozenset()
+    line_of: dict[str, int] = field(default_factory=dict)  # evidence line -> its number in the log (1-based)
+    needs_symptom: bool = False  # kept only where some other candidate shows the log failed
+
+    def add_evidence(self, text: str, number: int | None) -> None:
+        """One evidence line once: the same text, or the same log line read twice (a rule's visible line and
+        a fact's prefix-stripped one), is not repeated."""
+        if text in self.evidence or (number is not None and number in self.line_of.values()):
+            return
+        self.evidence.append(text)
+        if number is not None:
+            self.line_of[text] = number
+
+    def numbers(self) -> set[int]:
+        return set(self.line_of.values())
 
 
-def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[str, str]) -> list[Candidate]:
+def _numbered_evidence(log: CleanLog, indices: list[int], number: Callable[[int], int]) -> list[tuple[str, int]]:
+    """`CleanLog.evidence`, each line with its number in the log the user has."""
+    out: list[tuple[str, int]] = []
+    for i in indices:
+        for text in log.evidence([i]):
+            out.append((text, number(i)))
+    return out
+
+
+def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[str, str],
+                          number: Callable[[int], int] | None = None, lxc: bool = False) -> list[Candidate]:
+    """One candidate per category from the rules that matched. `lxc`: the log shows an LXC context (Proxmox,
+    LXD, Incus, plain LXC), so a rule's `fix_lxc` (the fix in that tool's words) replaces its `fix`."""
+    to_no: Callable[[int], int] = number if number is not None else (lambda i: i + 1)
     out: list[Candidate] = []
     categories: tuple[Category, ...] = CATEGORIES
     for category in categories:
@@ -157,25 +192,23 @@ def _candidates_from_hits(hits: list[RuleHit], log: CleanLog, fields: Mapping[st
         primaries.sort(key=lambda h: (-h.rule.confidence, h.lines[0]))
         best = primaries[0].rule
         ordered = primaries + [h for h in mine if h.rule.supporting]
-        evidence: list[str] = []
-        for hit in ordered:
-            for line in log.evidence(hit.lines[:1] if hit.rule.supporting else hit.lines):
-                if line not in evidence:
-                    evidence.append(line)
         conf = min(MAX_CONFIDENCE, best.confidence + AGREEMENT_BONUS * (len(mine) - 1))
-        out.append(
-            Candidate(
-                category=category,
-                confidence=conf,
-                best=best.name,
-                root_cause=render(best.root_cause, fields),
-                fix=render(best.fix, fields),
-                rules=[h.rule.name for h in ordered],
-                evidence=evidence,
-                generic_only=all(h.rule.generic for h in primaries),
-                demotes=frozenset(c for h in primaries for c in h.rule.demotes if c != category),
-            )
+        fix = best.fix_lxc if lxc and best.fix_lxc else best.fix
+        cand = Candidate(
+            category=category,
+            confidence=conf,
+            best=best.name,
+            root_cause=render(best.root_cause, fields),
+            fix=render(fix, fields),
+            rules=[h.rule.name for h in ordered],
+            evidence=[],
+            generic_only=all(h.rule.generic for h in primaries),
+            demotes=frozenset(c for h in primaries for c in h.rule.demotes if c != category),
         )
+        for hit in ordered:
+            for text, n in _numbered_evidence(log, hit.lines[:1] if hit.rule.supporting else hit.lines, to_no):
+                cand.add_evidence(text, n)
+        out.append(cand)
     return out
 
 
@@ -184,7 +217,9 @@ def _merge(a: Candidate, b: Candidate) -> Candidate:
     top, other = (a, b) if a.confidence >= b.confidence else (b, a)
     top.confidence = min(MAX_CONFIDENCE, top.confidence + AGREEMENT_BONUS * len(other.rules))
     top.rules += [r for r in other.rules if r not in top.rules]
-    top.evidence += [e for e in other.evidence if e not in top.evidence]
+    for e in other.evidence:
+        top.add_evidence(e, other.line_of.get(e))
+    top.needs_symptom = top.needs_symptom and other.needs_symptom
     top.generic_only = top.generic_only and other.generic_only
     top.from_facts = top.from_facts or other.from_facts
     top.demotes = top.demotes | other.demotes
@@ -204,18 +239,43 @@ def _apply_demotions(cands: list[Candidate]) -> None:
             return
 
 
-def _runner_up(c: Candidate) -> RunnerUp:
+def _lines_of(c: Candidate, texts: Iterable[str], secrets: tuple[str, ...]) -> tuple[EvidenceLine, ...]:
+    return tuple(EvidenceLine(c.line_of.get(t), redact(t, secrets)) for t in texts)
+
+
+def _runner_up(c: Candidate, shown: Candidate | None, secrets: tuple[str, ...]) -> RunnerUp:
+    """`c` as an "also possible" beside `shown`: its evidence, and the lines of it `shown` does not cite."""
+    evidence = c.evidence[:RUNNER_UP_EVIDENCE]
+    if shown is None:
+        differing = evidence
+    else:
+        theirs = shown.numbers()
+        differing = [e for e in c.evidence if e not in shown.evidence and c.line_of.get(e) not in theirs]
+        differing = differing[:RUNNER_UP_EVIDENCE]
     return RunnerUp(
         category=c.category,
         confidence=round(c.confidence, 2),
         root_cause=c.root_cause,
-        evidence=tuple(c.evidence[:RUNNER_UP_EVIDENCE]),
+        evidence=tuple(redact(e, secrets) for e in evidence),
         rule=c.best,
+        evidence_lines=_lines_of(c, evidence, secrets),
+        differing=_lines_of(c, differing, secrets),
     )
 
 
+def _same_cause(finding: Candidate, other: Candidate) -> bool:
+    """`other` explains the same lines as `finding` (it reads one of its numbered lines, or `finding` names
+    `other`'s category as a louder symptom of its cause): one root cause, shown once."""
+    if other.from_facts or finding.from_facts:
+        return False
+    return other.category in finding.demotes or bool(finding.numbers() & other.numbers())
+
+
 def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list[Finding]:
-    """Merge candidates per category, drop redundant generic ones, order best first."""
+    """Merge candidates per category, drop redundant generic ones, fold the ones that read the same lines into
+    the surer one's "also possible" (one finding per root cause), order best first."""
+    if candidates and all(c.needs_symptom for c in candidates):
+        return []  # a fact that is a cause only beside a failure, and the log shows none
     facts = sorted((c for c in candidates if c.from_facts), key=lambda c: -c.confidence)
     merged: dict[str, Candidate] = {}
     for c in (c for c in candidates if not c.from_facts):
@@ -232,32 +292,41 @@ def rank(candidates: list[Candidate], known_secrets: Iterable[str] = ()) -> list
     dropped = [c for c in everything if strong and c.generic_only]
     order = {cat: i for i, cat in enumerate(CATEGORIES)}
     kept.sort(key=lambda c: (-c.confidence, order[c.category]))
+    # one finding per root cause: a candidate reading a line an earlier finding reads is one of its alternatives
+    shown: list[Candidate] = []
+    folded: dict[int, list[Candidate]] = {}
+    for c in kept:
+        home = next((i for i, f in enumerate(shown) if _same_cause(f, c)), None)
+        if home is None:
+            shown.append(c)
+        else:
+            folded.setdefault(home, []).append(c)
+    for d in dropped:  # a generic symptom the specific finding explains
+        home = next((i for i, f in enumerate(shown) if _same_cause(f, d)), 0)
+        folded.setdefault(home, []).append(d)
     secrets = tuple(known_secrets)
     findings: list[Finding] = []
-    for i, c in enumerate(kept):
-        others = sorted(
-            (o for o in kept[i + 1 :] + dropped if o.category != c.category),
-            key=lambda o: (-o.confidence, order[o.category]),
-        )
-        # the first finding lists its competitors; later findings are runners-up themselves
-        runners = tuple(_redacted(_runner_up(o), secrets) for o in others[:MAX_RUNNERS_UP]) if i == 0 else ()
+    for i, c in enumerate(shown):
+        alts = sorted(folded.get(i, []), key=lambda o: (-o.confidence, order[o.category]))
+        if i == 0:  # the first finding also lists the other findings as competitors
+            alts += [o for o in shown[1:] if o.category != c.category]
+        alts = [o for o in alts if o.category != c.category]
+        runners = tuple(_runner_up(o, c, secrets) for o in alts[:MAX_RUNNERS_UP])
+        evidence = c.evidence[:MAX_EVIDENCE]
         findings.append(
             Finding(
                 category=c.category,
                 confidence=round(c.confidence, 2),
                 root_cause=c.root_cause,
                 fix=c.fix,
-                evidence=tuple(redact(e, secrets) for e in c.evidence[:MAX_EVIDENCE]),
+                evidence=tuple(redact(e, secrets) for e in evidence),
                 rule=c.best,
                 rules=tuple(c.rules),
                 also_possible=runners,
+                evidence_lines=_lines_of(c, evidence, secrets),
             )
         )
     return findings
-
-
-def _redacted(r: RunnerUp, secrets: tuple[str, ...]) -> RunnerUp:
-    return RunnerUp(r.category, r.confidence, r.root_cause, tuple(redact(e, secrets) for e in r.evidence), r.rule)
 
 
 FAST_PATH_CHARS = 256 * 1024  # a longer log is first cut down to the windows the literal prefilter selects
@@ -313,6 +382,12 @@ def _window(data: bytes, pos: int, floor: int) -> tuple[int, int]:
 def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> str:
     """The log's head and the lines near a prefilter literal (each distinct window once): one linear pass
     over the text (RE2 on the lower-cased bytes) before any rule pattern runs."""
+    return select_windows_numbered(text, rules)[0]
+
+
+def select_windows_numbered(text: str, rules: tuple[Rule, ...] = RULES) -> tuple[str, list[tuple[int, int]]]:
+    """`select_windows`, and for each window kept (first line's index in the windows' text, that line's index
+    in `text`): what turns a windows' line back into the log's line number."""
     pf = prefilter(rules)
     data = text.encode("utf-8", errors="replace")
     spans: list[tuple[int, int]] = []
@@ -330,59 +405,100 @@ def select_windows(text: str, rules: tuple[Rule, ...] = RULES) -> str:
         start, end = _window(data, hit[0], end + 1)
         spans.append((start, end))
     head_end = data.rfind(b"\n", 0, HEAD_CHARS)
-    windows: list[bytes] = [data[: max(head_end, 0)]]
+    windows: list[tuple[bytes, int]] = [(data[: max(head_end, 0)], 0)]
     seen: set[bytes] = set()
+    line, counted = 0, 0
     for start, end in sorted(spans):
         window = data[start:end]
         if window not in seen:
             seen.add(window)
-            windows.append(window)
-    return _cap_windows(windows).decode("utf-8", errors="replace")
+            line += data.count(b"\n", counted, start)
+            counted = start
+            windows.append((window, line))
+    kept = _cap_windows([w for w, _ in windows])
+    out: list[tuple[int, int]] = []
+    at = 0
+    for k in kept:
+        window, first = windows[k]
+        out.append((at, first))
+        at += window.count(b"\n") + 1
+    return b"\n".join(windows[k][0] for k in kept).decode("utf-8", errors="replace"), out
 
 
-def _cap_windows(windows: list[bytes]) -> bytes:
-    """The windows joined; when they exceed MAX_WINDOW_CHARS, the first eighth and the last seven."""
+def _cap_windows(windows: list[bytes]) -> list[int]:
+    """The windows kept (indices, in order): all of them, or when they exceed MAX_WINDOW_CHARS, the first eighth
+    and the last seven."""
     total = sum(len(w) + 1 for w in windows)
     if total <= MAX_WINDOW_CHARS:
-        return b"\n".join(windows)
-    head: list[bytes] = []
+        return list(range(len(windows)))
+    head: list[int] = []
     size = 0
-    for w in windows:
+    for i, w in enumerate(windows):
         if size + len(w) > MAX_WINDOW_CHARS // 8:
             break
-        head.append(w)
+        head.append(i)
         size += len(w) + 1
-    tail: list[bytes] = []
+    tail: list[int] = []
     size = 0
-    for w in reversed(windows[len(head) :]):
+    for i in range(len(windows) - 1, len(head) - 1, -1):
+        w = windows[i]
         if size + len(w) > MAX_WINDOW_CHARS - MAX_WINDOW_CHARS // 8:
             break
-        tail.append(w)
+        tail.append(i)
         size += len(w) + 1
-    return b"\n".join([*head, *reversed(tail)])
+    return [*head, *reversed(tail)]
+
+
+def line_numbering(text: str, windows: list[tuple[int, int]] | None = None) -> Callable[[int], int]:
+    """A visible line's index in `clean_log(text)` -> its number (1-based) in the log the user has: a bare `\r`
+    (a progress bar) splits a line in `clean_log`, not in the user's editor; `windows` map the prefilter's
+    windows back to the whole log."""
+    raw_of: list[int] | None = None
+    if "\r" in text:
+        raw_of = []
+        for n, raw in enumerate(text.replace("\r\n", "\n").split("\n")):
+            parts = sum(1 for p in raw.split("\r") if p.strip()) if "\r" in raw else 1
+            raw_of.extend([n] * max(parts, 1))
+    starts = [w[0] for w in windows] if windows else []
+
+    def number(i: int) -> int:
+        raw = raw_of[i] if raw_of is not None and i < len(raw_of) else i
+        if windows:
+            k = max(bisect.bisect_right(starts, raw) - 1, 0)
+            return windows[k][1] + (raw - windows[k][0]) + 1
+        return raw + 1
+
+    return number
 
 
 def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
     """Candidates from a log text (no ranking). A long log is first reduced to the windows around the
     literals some rule or field needs (the rules then run on those windows only; `context`/`unless` still
-    look at the whole log)."""
+    look at the whole log). Facts are read first (`evidence.extract_evidence`): where it ran steers the fixes
+    (`Rule.fix_lxc`), and the facts' own conclusions (versions compared, a hardware fault beside a generic
+    line) are candidates beside the rules'."""
     rules: tuple[Rule, ...] = RULES
     context_text: str | None = None
+    windows: list[tuple[int, int]] | None = None
     if len(text) > FAST_PATH_CHARS:
-        context_text, text = text, select_windows(text)
+        context_text = text
+        text, windows = select_windows_numbered(text)
+    number = line_numbering(text, windows)
     log = clean_log(text)
     fields = dict(extra_fields or {})
     for view in reversed(log.views):  # the line-by-line view wins; unwrapped fills gaps
         fields.update(log_fields(view.text))
-    out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields)
-    ev = extract_evidence(log.full_text, fields)
+    ev = extract_evidence(log.full_text, fields, number)
     if context_text is not None:
         places_of(context_text, ev)
+    fields.setdefault("lxc_words", lxc_words(ev))
+    out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields, number, ev.lxc_context)
     return out + evidence_candidates(ev)
 
 
 def evidence_candidates(ev: LogEvidence) -> list[Candidate]:
     """The conclusions the log's typed evidence supports (`diagnose.evidence.decide`), as candidates."""
     return [Candidate(category=h.category, confidence=h.confidence, best=h.name, root_cause=h.root_cause, fix=h.fix,
-                      rules=[h.name], evidence=list(h.evidence), generic_only=False, demotes=frozenset(h.demotes))
+                      rules=[h.name], evidence=list(h.evidence), generic_only=False, demotes=frozenset(h.demotes),
+                      line_of=dict(h.line_of), needs_symptom=h.needs_symptom)
             for h in decide(ev)]

@@ -19,8 +19,8 @@ that failed installed nothing, so a `+cpu` inside the unsatisfiable requirement 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
@@ -56,14 +56,32 @@ class LogEvidence(BaseModel):
     resolution_failed: bool = False
     cpu_build_installed: bool = False  # a CPU-only torch ran (not just a requirement naming +cpu)
     kernel_upgraded: bool = False
+    gpus: list[str] = Field(default_factory=list)  # the GPU models the log names (nvidia-smi, collect_env, lspci)
+    module_version: str | None = None  # the kernel module's version as its own line prints it (NVRM, API mismatch)
+    library_version: str | None = None  # the userspace's version as a library line prints it (NVML, client, .so)
+    hw_errors: list[str] = Field(default_factory=list)  # "xid79" (off the bus), "aer", "gsp_timeout", "gsp_boot"
+    generic_symptom: bool = False  # a line several causes print (RmInitAdapter failed, no CUDA-capable device)
+    runtime: str | None = None  # the container runtime at work (nvidia-container-cli, nvidia-container-runtime)
+    runtime_mode: str | None = None  # the toolkit's mode (legacy, cdi, csv) as it printed it
+    no_cgroups: bool | None = None  # nvidia-container-cli's no-cgroups setting, where the log shows the config
+    lxc_tool: Literal["proxmox", "lxd", "incus", "lxc"] | None = None  # the LXC front end the log shows
     lines: dict[str, str] = Field(default_factory=dict)  # fact -> the (first) line that showed it
+    line_no: dict[str, int] = Field(default_factory=dict)  # fact -> that line's number in the log (1-based)
 
     @property
     def in_container(self) -> bool:
         return any(p in CONTAINERS for p in self.places)
 
-    def see(self, key: str, line: str) -> None:
-        self.lines.setdefault(key, line.strip()[:400])
+    def see(self, key: str, line: str, number: int | None = None) -> None:
+        if key not in self.lines:
+            self.lines[key] = line.strip()[:400]
+            if number is not None:
+                self.line_no[key] = number
+
+    @property
+    def lxc_context(self) -> bool:
+        """The log ran in (or configures) an LXC container: Proxmox, LXD, Incus or plain LXC."""
+        return self.proxmox or "lxc" in self.places or self.lxc_tool is not None
 
 
 # (fact, trigger literals (lower case: one must be in the line), regex read on the line)
@@ -119,6 +137,44 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cpu_build", ("compiled with cuda", "build pytorch", "+cpu"),
      r"Torch not compiled with CUDA enabled|CUDA used to build PyTorch\s*:\s*None"
      r"|^\s*(?:>>>\s*)?'?\d+\.\d+(?:\.\d+)?\+cpu'?\s*$|__version__[^\n]{0,20}\+cpu"),
+    # the versions one log prints, each with its line (compared by `decide`)
+    ("module_version", ("kernel module", "nvrm version"),
+     r"NVRM version:[^\n]*?(\d{3}\.\d+(?:\.\d+)?)|Kernel Module(?: for \S+)?\s+(\d{3}\.\d+(?:\.\d+)?)"
+     r"|kernel module has (?:the )?version \"?(\d{3}\.\d+(?:\.\d+)?)"),
+    ("library_version", ("library version", "has the version", "has version", "dso version", "libnvidia-ml.so.",
+                         "libcuda.so."),
+     r"NVML library version:\s*(\d{3}\.\d+(?:\.\d+)?)"
+     r"|(?:driver component|client)[^\n]{0,40}? has (?:the )?version \"?(\d{3}\.\d+(?:\.\d+)?)"
+     r"|DSO version (\d{3}\.\d+(?:\.\d+)?)|\blib(?:nvidia-ml|cuda)\.so\.(\d{3}\.\d+(?:\.\d+)?)\b"),
+    ("driver_cuda", ("cuda version",), r"CUDA (?:UMD )?Version:\s*(\d{2}\.\d)"),
+    ("torch_cuda", ("build pytorch", "+cu"),
+     r"CUDA used to build PyTorch\s*:\s*(\d+\.\d+)|\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cu(\d{2,3})\b"),
+    ("gpu", ("gpu ", "| "), r"^\s*GPU \d+: ((?:NVIDIA|Tesla|Quadro|GeForce)[^\n(]*?)\s*(?:\(UUID|$)"
+     r"|^\|\s+\d+\s+((?:NVIDIA|Tesla|Quadro|GeForce)\b[\w -]*?)\s{2,}"),
+    # hardware errors: specific evidence that explains a generic "no device" / "RmInitAdapter failed" beside it
+    ("hw:xid79", ("xid", "fallen off"), r"\bXid\b[^\n]{0,40}?\b79\b|fallen off (?:of )?the bus"),
+    ("hw:aer", ("aer", "pcie bus error"), r"PCIe Bus Error|\bAER:\s*(?:Uncorrected|Corrected|Multiple)|\baer_\w*status"),
+    ("hw:gsp_timeout", ("gsp", "rpc"),
+     r"Timeout (?:after \d+s of )?waiting for RPC[^\n]{0,30}GSP|_kgspLogRpcTimeout|\bGSP Timeout\b"
+     r"|kgspIsHeartbeatTimedOut|Xid\b[^\n]{0,40}?\b(?:119|120)\b"),
+    ("hw:gsp_boot", ("gsp", "firmware"),
+     r"GSP[^\n]{0,60}(?:boot|bootstrap|init)[^\n]{0,60}(?:timed? ?out|timeout)"
+     r"|(?:timed? ?out|timeout)[^\n]{0,60}GSP[^\n]{0,40}(?:boot|firmware|init)"
+     r"|kgspWaitForRmInitDone[^\n]{0,80}(?:timeout|timed out|failed)|kgspBootstrap[^\n]{0,40}failed"
+     r"|GSP[- ]RM (?:firmware )?(?:failed to boot|boot failed)|kfspWaitForSecureBoot[^\n]{0,40}timeout"),
+    ("generic_symptom", ("rminitadapter", "rm_init_adapter", "cuda-capable", "no cuda gpus", "cuda_error_no_device",
+                         "no devices were found"),
+     r"RmInitAdapter failed|rm_init_adapter failed|no CUDA-capable device is detected|No CUDA GPUs are available"
+     r"|CUDA_ERROR_NO_DEVICE|^\s*No devices were found"),
+    # the container plumbing: which runtime, its mode and its cgroup setting; which LXC front end
+    ("runtime_mode", ("auto-detected mode", "mode ="),
+     r"Auto-detected mode as [\"']?(legacy|cdi|csv|jit-cdi)\b|^\s*mode\s*=\s*[\"'](legacy|cdi|csv|auto)[\"']"),
+    ("runtime", ("nvidia-container",), r"\b(nvidia-container-(?:cli|runtime(?:-hook)?|toolkit))\b"),
+    ("no_cgroups", ("no-cgroups",), r"^\s*#?\s*no-cgroups\s*=\s*(true|false)\b"),
+    ("tool:lxd", ("lxd", "lxc config", "lxc launch", "lxc exec"),
+     r"\blxd\b|\blxc (?:config|launch|exec|start|profile)\b|/var/(?:snap|lib)/lxd/"),
+    ("tool:incus", ("incus",), r"\bincus\b"),
+    ("tool:lxc", ("lxc.", "lxc-"), r"^\s*lxc\.[\w.]+\s*[:=]|\blxc-(?:start|attach|execute)\b|/var/lib/lxc/"),
     ("kernel_upgraded", ("kernel", "upgrade", "update"),
      r"kernel (?:upgrade|update)|(?:upgrad|updat)(?:e|ed|ing) (?:the |my )?(?:pve |proxmox |host )?kernel"
      r"|(?:proxmox|pve)-kernel-\d|after (?:an? |the )?(?:system |host |pve |proxmox )?(?:update|upgrade)"),
@@ -128,10 +184,11 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 #: the regexes of the extractors the decisions read: the engine's prefilter keeps their lines in a long log's
 #: windows (where it ran is read over the whole log instead: `places_of`)
 _DECISIVE = ("proc_readable", "nvrm_version", "module_absent", "userspace_missing", "node_missing",
-             "resolution_failed", "cpu_build", "kernel_upgraded")
+             "resolution_failed", "cpu_build", "kernel_upgraded", "hw:xid79", "hw:aer", "hw:gsp_timeout", "hw:gsp_boot",
+             "generic_symptom")
 EXTRACTOR_REGEXES: tuple[str, ...] = tuple(r for k, _, r in _EXTRACTORS if k in _DECISIVE)
 _PLACE_RX: tuple[tuple[str, Regex], ...] = tuple((k, compile_rx(r)) for k, _, r in _EXTRACTORS
-                                                 if k.startswith("place:") or k == "proxmox")
+                                                 if k.startswith(("place:", "tool:")) or k == "proxmox")
 _ANY_PLACE: Regex = compile_rx("|".join(f"(?:{rx.pattern.removeprefix('(?m)')})" for _, rx in _PLACE_RX))
 MAX_PLACE_LINES = 64  # lines naming a place read over a long log (the first ones tell where it ran)
 
@@ -140,14 +197,17 @@ def places_of(text: str, ev: LogEvidence) -> None:
     """Add where `text` ran to `ev`: one RE2 scan over the whole text for every place's regex at once (a long
     log's windows may not hold the line that says it); each matching line is then read by the place regexes."""
     seen = 0
+    index, counted = 0, 0
     for m in _ANY_PLACE.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
+        index += text.count("\n", counted, start)
+        counted = start
         end = text.find("\n", m.end())
         line = text[start:end if end >= 0 else len(text)]
         for key, rx in _PLACE_RX:
             hit = rx.search(line)
             if hit is not None:
-                _apply(ev, key, hit, line)
+                _apply(ev, key, hit, line, index + 1)
         seen += 1
         if seen >= MAX_PLACE_LINES:
             break
@@ -169,24 +229,35 @@ def _compiled() -> tuple[tuple[_Extractor, ...], Regex]:
 _EX, _TRIGGERS = _compiled()
 
 
-def _lines_with_triggers(text: str) -> list[str]:
-    """Each line holding a trigger literal, once, in order (one RE2 scan over the text)."""
-    out: list[str] = []
+def _lines_with_triggers(text: str) -> list[tuple[int, str]]:
+    """Each line holding a trigger literal, once, in order, with its index (0-based) in `text` (one RE2 scan
+    over the text; the line breaks before each line are counted once, incrementally)."""
+    out: list[tuple[int, str]] = []
     end = -1
+    index, counted = 0, 0
     for m in _TRIGGERS.finditer(text):
         if m.start() <= end:
             continue
         start = text.rfind("\n", 0, m.start()) + 1
+        index += text.count("\n", counted, start)
+        counted = start
         end = text.find("\n", m.end())
         end = len(text) if end < 0 else end
-        out.append(text[start:end])
+        out.append((index, text[start:end]))
     return out
 
 
-def extract_evidence(text: str, fields: Mapping[str, str] | None = None) -> LogEvidence:
-    """The typed evidence of `text` (optionally with the values `extract.log_fields` already read)."""
+def _numbered(number: Callable[[int], int] | None) -> Callable[[int], int]:
+    return number if number is not None else (lambda i: i + 1)
+
+
+def extract_evidence(text: str, fields: Mapping[str, str] | None = None,
+                     number: Callable[[int], int] | None = None) -> LogEvidence:
+    """The typed evidence of `text` (optionally with the values `extract.log_fields` already read). `number`
+    maps a line's index in `text` to its number in the log the user has (default: index + 1)."""
     ev = LogEvidence()
-    for line in _lines_with_triggers(text):
+    to_no = _numbered(number)
+    for index, line in _lines_with_triggers(text):
         low = line.lower()
         for e in _EX:
             if not any(t in low for t in e.triggers):
@@ -194,13 +265,13 @@ def extract_evidence(text: str, fields: Mapping[str, str] | None = None) -> LogE
             m = e.regex.search(line)
             if m is None:
                 continue
-            _apply(ev, e.key, m, line)
+            _apply(ev, e.key, m, line, to_no(index))
     f = fields or {}
     ev.driver_version = ev.driver_version or f.get("module_version")
     ev.userspace_version = ev.userspace_version or f.get("lib_version")
-    ev.cuda_version = f.get("driver_cuda")
+    ev.cuda_version = ev.cuda_version or f.get("driver_cuda")
     ev.torch_version = f.get("torch_version")
-    ev.torch_cuda = f.get("torch_cuda")
+    ev.torch_cuda = ev.torch_cuda or f.get("torch_cuda")
     if not ev.arch_list and f.get("archs"):
         ev.arch_list = f["archs"].split()
     if f.get("xid"):
@@ -221,7 +292,7 @@ def log_evidence(text: str) -> LogEvidence:
 
 
 #: the facts that are a flag: an extractor's key -> the LogEvidence field it sets (the key names the line)
-_FLAGS = {"proxmox": "proxmox", "smi_cannot_communicate": "smi_cannot_communicate",
+_FLAGS = {"smi_cannot_communicate": "smi_cannot_communicate",
           "userspace_missing": "userspace_missing", "resolution_failed": "resolution_failed",
           "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded"}
 
@@ -235,41 +306,83 @@ def _add_once(items: list[_T], item: _T) -> None:
         items.append(item)
 
 
-def _apply(ev: LogEvidence, key: str, m: Match, line: str) -> None:
+def _first(m: Match) -> str:
+    """The first group of an alternation that took part in the match ('' if none)."""
+    return next((g for g in m.groups() if g), "")
+
+
+def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = None) -> None:
     group = m.group
     if key in _FLAGS:
         setattr(ev, _FLAGS[key], True)
-        ev.see(key, line)
+        ev.see(key, line, number)
     elif key.startswith("place:"):
         place: Place = key.split(":", 1)[1]  # type: ignore[assignment]
         _add_once(ev.places, place)
-        ev.see(key, line)
+        ev.see(key, line, number)
+    elif key.startswith("tool:"):
+        tool = key.split(":", 1)[1]
+        if ev.lxc_tool is None or ev.lxc_tool == "lxc":
+            ev.lxc_tool = tool  # type: ignore[assignment]
+        ev.see(key, line, number)
+    elif key == "proxmox":
+        ev.proxmox = True
+        ev.lxc_tool = "proxmox"
+        ev.see(key, line, number)
     elif key == "proc_readable":
         ev.driver_loaded = True
-        ev.see("driver_loaded", line)
+        ev.see("driver_loaded", line, number)
     elif key == "nvrm_version":
         ev.driver_loaded = True
         ev.driver_version = ev.driver_version or group(1)
-        ev.see("driver_loaded", line)
+        ev.see("driver_loaded", line, number)
     elif key == "smi_table":
         ev.driver_loaded = True
         ev.userspace_version = ev.userspace_version or group(1)
-        ev.see("smi_works", line)
+        ev.see("smi_works", line, number)
     elif key == "module_absent":
         if ev.driver_loaded is None:
             ev.driver_loaded = False
-        ev.see(key, line)
+        ev.see(key, line, number)
     elif key == "node_missing":
         node = group(1)
         _add_once(ev.nodes_missing, node)
-        ev.see(f"node_missing:{node}", line)
+        ev.see(f"node_missing:{node}", line, number)
+    elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda"):
+        value = _first(m)
+        if key == "torch_cuda" and "." not in value:  # a wheel's local tag: cu128 -> 12.8
+            value = f"{value[:-1]}.{value[-1]}"
+        if value and key not in ev.lines:
+            setattr(ev, {"driver_cuda": "cuda_version"}.get(key, key), value)
+            ev.see(key, line, number)
+    elif key == "gpu":
+        name = " ".join(_first(m).split())
+        if name:
+            _add_once(ev.gpus, name)
+            ev.see(f"gpu:{name}", line, number)
+    elif key.startswith("hw:"):
+        _add_once(ev.hw_errors, key.split(":", 1)[1])
+        ev.see(key, line, number)
+    elif key == "generic_symptom":
+        ev.generic_symptom = True
+        ev.see(key, line, number)
+    elif key == "runtime_mode":
+        ev.runtime_mode = ev.runtime_mode or _first(m).lower()
+        ev.see(key, line, number)
+    elif key == "runtime":
+        ev.runtime = ev.runtime or group(1).lower()
+        ev.see(key, line, number)
+    elif key == "no_cgroups":
+        if not line.lstrip().startswith("#"):
+            ev.no_cgroups = group(1).lower() == "true"
+            ev.see(key, line, number)
     elif key == "node_seen":
         _add_once(ev.nodes_seen, "/dev/" + group(1))
     elif key == "arch_list":
         ev.arch_list = ev.arch_list or [a.strip("',") for a in group(1).split() if a.strip("',")]
     elif key.startswith("phase:"):
         ev.installer_phase = ev.installer_phase or key.split(":", 1)[1]  # type: ignore[assignment]
-        ev.see("installer_phase", line)
+        ev.see("installer_phase", line, number)
     elif key == "nccl":
         _add_once(ev.nccl_errors, group(1))
 
@@ -285,6 +398,116 @@ class EvidenceHit:
     fix: str
     evidence: tuple[str, ...]
     demotes: tuple[Category, ...] = ()
+    line_of: Mapping[str, int] = field(default_factory=dict)  # evidence line -> its number in the log
+    needs_symptom: bool = False  # a fact that is a cause only where the log also shows a failure
+
+
+#: the driver branch that first supports each CUDA minor (NVIDIA's CUDA release notes, table 3): the fix names it
+_FIRST_BRANCH = {(11, 8): 520, (12, 0): 525, (12, 1): 530, (12, 2): 535, (12, 3): 545, (12, 4): 550, (12, 5): 555,
+                 (12, 6): 560, (12, 8): 570, (12, 9): 575, (13, 0): 580, (13, 1): 590}
+
+
+def _cuda(v: str | None) -> tuple[int, int] | None:
+    if not v:
+        return None
+    major, _, minor = v.partition(".")
+    return (int(major), int(minor or 0)) if major.isdigit() and (minor or "0").isdigit() else None
+
+
+def lxc_words(ev: LogEvidence) -> str:
+    """How to pass the GPU's device nodes in, in the words of the tool the log shows."""
+    if ev.lxc_tool == "proxmox" or (ev.proxmox and "lxc" in ev.places):
+        return ("in /etc/pve/lxc/<vmid>.conf add devN entries (PVE >= 8.1: `dev0: /dev/nvidia0`, `dev1: /dev/nvidiactl`, "
+                "`dev2: /dev/nvidia-uvm`, `dev3: /dev/nvidia-uvm-tools`; `pct set <vmid> -dev0 /dev/nvidia0`), or on "
+                "older PVE `lxc.cgroup2.devices.allow: c 195:* rwm` plus `lxc.cgroup2.devices.allow: c <nvidia-uvm "
+                "major>:* rwm` (from /proc/devices) and `lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none "
+                "bind,optional,create=file` for each node")
+    if ev.lxc_tool in ("lxd", "incus"):
+        cli = "incus" if ev.lxc_tool == "incus" else "lxc"
+        return (f"give the container the GPU device (`{cli} config device add <ct> gpu0 gpu`) and, for the driver's "
+                f"userspace from the host, `{cli} config set <ct> nvidia.runtime=true` (then restart it)")
+    if ev.lxc_context:
+        return ("add `lxc.cgroup2.devices.allow: c 195:* rwm` and `lxc.cgroup2.devices.allow: c <nvidia-uvm "
+                "major>:* rwm` (from /proc/devices) and an `lxc.mount.entry: /dev/nvidiaX dev/nvidiaX none "
+                "bind,optional,create=file` line per node to the container's config")
+    if ev.in_container:
+        return ("run the container with the NVIDIA runtime (`docker run --gpus all`, or CDI `--device "
+                "nvidia.com/gpu=all`), or pass each node with `--device /dev/nvidiaX`")
+    return ("Proxmox: `devN:` lines or lxc.mount.entry + lxc.cgroup2.devices.allow; docker: `--gpus`/CDI")
+
+
+def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """Versions one log prints, compared: the torch build's CUDA against the driver's, the userspace against the
+    kernel module."""
+    built, supported = _cuda(ev.torch_cuda), _cuda(ev.cuda_version)
+    if built and supported and built > supported and "torch_cuda" in ev.lines and "driver_cuda" in ev.lines:
+        branch = _FIRST_BRANCH.get(built)
+        host = " on the Proxmox host (and the same version's userspace in the container)" if ev.lxc_context else ""
+        hits.append(EvidenceHit(
+            name="evidence.torch_cuda_newer_than_driver", category="driver_too_old",
+            confidence=0.9 if built[0] > supported[0] else 0.82,
+            root_cause=(f"This PyTorch was built with CUDA {ev.torch_cuda} but the driver supports CUDA "
+                        f"{ev.cuda_version} at most (nvidia-smi's `CUDA Version`): the driver is too old for this build."),
+            fix=(f"Upgrade the NVIDIA driver{host} to R{branch} or newer (CUDA {ev.torch_cuda}), "
+                 if branch else f"Upgrade the NVIDIA driver{host} to a branch that supports CUDA {ev.torch_cuda}, ")
+                + (f"or install the PyTorch build for CUDA {ev.cuda_version} or older (e.g. the "
+                   f"cu{ev.cuda_version.replace('.', '')} index); `provisioner resolve --driver <version>` picks one."
+                   if ev.cuda_version else ""),
+            evidence=_lines(ev, "torch_cuda", "driver_cuda"),
+            line_of=_line_of(ev, "torch_cuda", "driver_cuda"),
+            demotes=("no_driver_loaded", "cpu_only_wheel"),
+            # within one major, CUDA's minor-version compatibility runs most of the build: a cause only beside a failure
+            needs_symptom=built[0] == supported[0],
+        ))
+    module, lib = ev.module_version, ev.library_version
+    if module and lib and module != lib and "module_version" in ev.lines and "library_version" in ev.lines:
+        if ev.lxc_context:
+            fix = (f"The container's userspace must equal the host's module: install only the userspace at {module} in "
+                   f"the container (`NVIDIA-Linux-x86_64-{module}.run --no-kernel-modules --silent`, or the distro "
+                   f"packages of exactly {module}); `provisioner replay PLAYBOOK` re-runs driver.userspace.")
+        else:
+            fix = (f"Load the module that matches the userspace {lib}: reboot (or `rmmod nvidia_uvm nvidia_drm "
+                   f"nvidia_modeset nvidia && modprobe nvidia`), or reinstall the driver so module and libraries are "
+                   f"one version; check `cat /proc/driver/nvidia/version` against `nvidia-smi`.")
+        hits.append(EvidenceHit(
+            name="evidence.userspace_vs_module", category="driver_lib_mismatch", confidence=0.9,
+            root_cause=(f"The driver's userspace is {lib} but the loaded kernel module is {module}: NVML and CUDA refuse "
+                        f"a module of another version"
+                        + (" (the container's libraries do not follow the host's module)." if ev.lxc_context else ".")),
+            fix=fix,
+            evidence=_lines(ev, "library_version", "module_version"),
+            line_of=_line_of(ev, "library_version", "module_version"),
+            demotes=("no_driver_loaded", "container_device_missing"),
+        ))
+
+
+_HW_WORDS = {"xid79": "the GPU fell off the bus (Xid 79)", "aer": "PCIe AER errors on the link",
+             "gsp_timeout": "the GSP firmware stopped answering (RPC/heartbeat timeout)",
+             "gsp_boot": "the GSP firmware did not boot (boot timeout)"}
+
+
+def _hardware_over_generic(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """A hardware or firmware fault beside a generic line ("RmInitAdapter failed", "no CUDA-capable device"):
+    the generic line is the fault's consequence, the specific line names the cause."""
+    if not (ev.hw_errors and ev.generic_symptom):
+        return
+    keys = tuple(f"hw:{h}" for h in ev.hw_errors)
+    what = "; ".join(_HW_WORDS[h] for h in ev.hw_errors)
+    firmware = set(ev.hw_errors) <= {"gsp_timeout", "gsp_boot"}
+    hits.append(EvidenceHit(
+        name="evidence.hardware_beside_generic", category="oom_or_hw", confidence=0.93,
+        root_cause=(f"A GPU {'firmware' if firmware else 'hardware'} fault: {what}; the generic line beside it "
+                    "(RmInitAdapter failed / no CUDA device) is its consequence, not a missing driver."),
+        fix=(("Reset or power-cycle the GPU; try the driver branch with the GSP fix for this GPU or, with the "
+              "proprietary flavour, `NVreg_EnableGpuFirmware=0` (options nvidia in /etc/modprobe.d); if it recurs on "
+              "one GPU, treat it as faulty.") if firmware else
+             ("Power-cycle the node (a GPU off the bus does not come back without it); check PCIe seating, risers, "
+              "power cables and the slot's link (`lspci -vvv`, AER counters), BIOS/firmware; replace the GPU if it "
+              "recurs.")),
+        evidence=_lines(ev, *keys, "generic_symptom"),
+        line_of=_line_of(ev, *keys, "generic_symptom"),
+        demotes=("no_driver_loaded", "container_device_missing", "installer_failure"),
+    ))
 
 
 def decide(ev: LogEvidence) -> list[EvidenceHit]:
@@ -300,8 +523,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
                         + ("the device nodes were not passed into the container." if ev.in_container
                            else "the device nodes were not created (or not passed into this environment).")),
             fix=("Create the nodes on the host (`nvidia-modprobe -c=0 -u`, or run `nvidia-smi` there once) and pass "
-                 "/dev/nvidiactl, /dev/nvidiaN and /dev/nvidia-uvm* into the container (Proxmox: `devN:` lines or "
-                 "lxc.mount.entry + lxc.cgroup2.devices.allow; docker: `--gpus`/CDI)."),
+                 f"/dev/nvidiactl, /dev/nvidiaN and /dev/nvidia-uvm* into the container: {lxc_words(ev)}."),
             evidence=_lines(ev, "driver_loaded", *(f"node_missing:{n}" for n in missing_core)),
             demotes=("no_driver_loaded",),
         ))
@@ -333,7 +555,9 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             evidence=_lines(ev, "resolution_failed"),
             demotes=("cpu_only_wheel",),
         ))
-    return hits
+    _compare_versions(ev, hits)
+    _hardware_over_generic(ev, hits)
+    return [h if h.line_of else replace(h, line_of=_line_of_texts(ev, h.evidence)) for h in hits]
 
 
 def _ver(version: str | None) -> str:
@@ -351,3 +575,16 @@ def _where(ev: LogEvidence) -> str:
 
 def _lines(ev: LogEvidence, *keys: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(ev.lines[k] for k in keys if k in ev.lines))
+
+
+def _line_of(ev: LogEvidence, *keys: str) -> dict[str, int]:
+    return {ev.lines[k]: ev.line_no[k] for k in keys if k in ev.lines and k in ev.line_no}
+
+
+def _line_of_texts(ev: LogEvidence, texts: tuple[str, ...]) -> dict[str, int]:
+    """The numbers of evidence lines given as text (the first fact that saw each)."""
+    out: dict[str, int] = {}
+    for key, text in ev.lines.items():
+        if text in texts and key in ev.line_no:
+            out.setdefault(text, ev.line_no[key])
+    return out

@@ -67,6 +67,18 @@ class Rule:
     demotes: tuple[Category, ...] = ()
     requires: tuple[str, ...] = ()
     messages: tuple[str, ...] = ()
+    fix_lxc: str | None = None  # the fix in LXC's words (`{lxc_words}`: Proxmox devN, LXD/Incus devices, lxc.* lines)
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    """One evidence line with its number in the log the user has (1-based; None: not a log line, e.g. a fact)."""
+
+    line: int | None
+    text: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"line": self.line, "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -81,16 +93,19 @@ class Finding:
     rule: str
     rules: tuple[str, ...] = field(default=())
     also_possible: tuple[RunnerUp, ...] = field(default=())
+    evidence_lines: tuple[EvidenceLine, ...] = field(default=())
 
     def to_dict(self) -> dict[str, object]:
         """The JSON shape of ARCHITECTURE §8, plus `rule`/`rules` (the deciding rule and every rule that
-        agreed) and `also_possible` (competing explanations, each with its own evidence)."""
+        agreed), `evidence_lines` (each evidence line with its line number) and `also_possible` (competing
+        explanations of the same lines, each with the evidence that differs)."""
         return {
             "category": self.category,
             "confidence": self.confidence,
             "root_cause": self.root_cause,
             "fix": self.fix,
             "evidence": list(self.evidence),
+            "evidence_lines": [e.to_dict() for e in self.evidence_lines],
             "rule": self.rule,
             "rules": list(self.rules or (self.rule,)),
             "also_possible": [r.to_dict() for r in self.also_possible],
@@ -106,6 +121,8 @@ class RunnerUp:
     root_cause: str
     evidence: tuple[str, ...]
     rule: str
+    evidence_lines: tuple[EvidenceLine, ...] = field(default=())
+    differing: tuple[EvidenceLine, ...] = field(default=())  # its lines the finding above it does not cite
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -113,5 +130,7 @@ class RunnerUp:
             "confidence": self.confidence,
             "root_cause": self.root_cause,
             "evidence": list(self.evidence),
+            "evidence_lines": [e.to_dict() for e in self.evidence_lines],
+            "differing_evidence": [e.to_dict() for e in self.differing],
             "rule": self.rule,
         }

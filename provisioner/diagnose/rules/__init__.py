@@ -23,12 +23,13 @@ from provisioner.diagnose.rules import (
     libs,
     nccl,
     nodriver,
+    plumbing,
     proxmox,
     resolver,
 )
 from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
 
-FAMILIES = (arch, driver, nodriver, container, cpu, libs, nccl, installer, resolver, hardware, proxmox)
+FAMILIES = (arch, driver, nodriver, container, plumbing, cpu, libs, nccl, installer, resolver, hardware, proxmox)
 
 RULES: tuple[Rule, ...] = tuple(
     replace(rule, messages=rule.messages or citations.CITES.get(rule.name, ())) for family in FAMILIES for rule in family.RULES

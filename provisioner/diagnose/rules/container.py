@@ -23,6 +23,11 @@ RULES: tuple[Rule, ...] = (
             "In nested setups (Docker in LXC) set no-cgroups = true in /etc/nvidia-container-runtime/config.toml "
             "and pass /dev/nvidia* explicitly (or use CDI); otherwise check the toolkit version and cgroup driver."
         ),
+        fix_lxc=(
+            "Docker inside the LXC container cannot set the device cgroup: inside the container set `no-cgroups = "
+            "true` under [nvidia-container-cli] in /etc/nvidia-container-runtime/config.toml, give the container "
+            "the nodes ({lxc_words}), and pass them on to docker with `--device /dev/nvidiaX` (or CDI)."
+        ),
         examples=(
             "nvidia-container-cli: mount error: failed to add device rules: unable to find any existing device "
             "filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: "
@@ -49,6 +54,10 @@ RULES: tuple[Rule, ...] = (
         fix=(
             "Create the UVM nodes on the host at boot (`nvidia-modprobe -u -c=0`) and pass /dev/nvidia-uvm and "
             "/dev/nvidia-uvm-tools (plus every /dev/nvidiaN and /dev/nvidiactl) into the container."
+        ),
+        fix_lxc=(
+            "Create the UVM nodes on the host at boot (`nvidia-modprobe -u -c=0`, e.g. from a systemd unit) and "
+            "pass them into the container: {lxc_words}."
         ),
         examples=(
             "cudaGetDeviceCount returned 30\n-> unknown error\nResult = FAIL",
@@ -106,6 +115,11 @@ RULES: tuple[Rule, ...] = (
             "Allow the devices: lxc.cgroup2.devices.allow for major 195 and the nvidia-uvm major (or devN lines) "
             "on Proxmox; for Docker keep the cgroup rules across daemon-reload (CDI or systemd cgroup driver fix)."
         ),
+        fix_lxc=(
+            "Allow the devices in the container's cgroup (`lxc.cgroup2.devices.allow: c 195:* rwm` and `c <nvidia-uvm "
+            "major>:* rwm`, the major from /proc/devices) or pass them with entries that allow them: {lxc_words}; "
+            "in an unprivileged container the nodes also need a mode it can open (devN `mode=0666`)."
+        ),
         examples=("Failed to initialize NVML: Unknown Error",),
     ),
     Rule(
@@ -122,6 +136,7 @@ RULES: tuple[Rule, ...] = (
             "Pass every /dev/nvidiaN plus /dev/nvidiactl and /dev/nvidia-uvm* into the container (devN entries on "
             "PVE >= 8.1)."
         ),
+        fix_lxc="Pass every /dev/nvidiaN plus /dev/nvidiactl and /dev/nvidia-uvm* into the container: {lxc_words}.",
         examples=("NVIDIA: could not open the device file /dev/nvidiactl (No such file or directory).",),
     ),
     Rule(
@@ -238,6 +253,7 @@ RULES: tuple[Rule, ...] = (
             "Pass /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm* into the container and allow them in the device "
             "cgroup."
         ),
+        fix_lxc="Pass /dev/nvidiaN, /dev/nvidiactl and /dev/nvidia-uvm* into the container: {lxc_words}.",
         examples=(
             "root@ct101:~# nvidia-smi\nNo devices were found\nroot@ct101:~# cat /etc/pve/lxc/101.conf  # lxc container",
         ),

@@ -1,0 +1,87 @@
+"""The container plumbing layer (issue 35 item 3): LXC's nvidia hook, nvidia-container-cli's config (ldconfig,
+no-cgroups), device-node ownership in an unprivileged (idmapped) container. Fixes name the setting of the tool
+in use: the LXC config key, the toolkit's config.toml key, the Proxmox devN entry (`{lxc_words}` is filled from
+where the log ran: `evidence.lxc_words`)."""
+
+from __future__ import annotations
+
+from provisioner.diagnose.model import Rule
+
+_TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        name="plumbing.lxc_nvidia_hook_no_cli",
+        category="proxmox_lxc",
+        patterns=(r"hooks/nvidia[^\n]{0,80}\bMissing tool nvidia-container-cli",),
+        messages=("lxc.nvidia_hook_no_cli",),
+        confidence=0.9,
+        root_cause=("LXC's nvidia hook (lxc.hook.mount = /usr/share/lxc/hooks/nvidia) runs nvidia-container-cli on the "
+                    "host, and the host has none, so the container does not start."),
+        fix=("Install nvidia-container-cli on the host (package libnvidia-container-tools from NVIDIA's repository) "
+             "and start the container again; or remove the hook (`lxc.hook.mount`, `lxc.environment: "
+             "NVIDIA_VISIBLE_DEVICES`) and pass the nodes instead: {lxc_words}."),
+        examples=("ERROR: Missing tool nvidia-container-cli, see https://github.com/NVIDIA/libnvidia-container",),
+    ),
+    Rule(
+        name="plumbing.lxc_nvidia_hook_privileged",
+        category="proxmox_lxc",
+        patterns=(r"hooks/nvidia[^\n]{0,80}\bonly works in unprivileged mode",),
+        messages=("lxc.nvidia_hook_privileged",),
+        confidence=0.9,
+        root_cause="LXC's nvidia hook works only in an unprivileged container, and this container is privileged.",
+        fix=("Make the container unprivileged (Proxmox: `unprivileged: 1` in /etc/pve/lxc/<vmid>.conf on a new CT; "
+             "LXD/Incus: `security.privileged=false`), or remove `lxc.hook.mount = /usr/share/lxc/hooks/nvidia` "
+             "and pass the nodes instead: {lxc_words}."),
+        examples=("FIXME: This hook currently only works in unprivileged mode.",),
+    ),
+    Rule(
+        name="plumbing.lxc_nvidia_hook_mount_only",
+        category="proxmox_lxc",
+        patterns=(r"hooks/nvidia[^\n]{0,80}\bmust be used as a [\"']?mount[\"']? hook",),
+        messages=("lxc.nvidia_hook_mount_only",),
+        confidence=0.9,
+        root_cause="LXC's nvidia hook is configured as another kind of hook; it runs only as a mount hook.",
+        fix=("Name it as a mount hook in the container's config: `lxc.hook.mount = /usr/share/lxc/hooks/nvidia` "
+             "(not lxc.hook.pre-start or lxc.hook.start), with `lxc.environment = NVIDIA_VISIBLE_DEVICES=all`."),
+        examples=('ERROR: This hook must be used as a "mount" hook.',),
+    ),
+    Rule(
+        name="plumbing.nvc_ldconfig_path",
+        category="container_device_missing",
+        patterns=(
+            r"ldcache error: open failed: [\"']?/sbin/ldconfig(?:\.real)?",
+            r"exec: [\"']?/sbin/ldconfig(?:\.real)?[\"']?: no such file or directory",
+            r"/sbin/ldconfig\.real[\"']?:? (?:no such file or directory|not found)",
+        ),
+        messages=("nvc.ldcache_error",),
+        confidence=0.86,
+        root_cause=("nvidia-container-cli runs the ldconfig its config names (`ldconfig = \"@/sbin/ldconfig.real\"` "
+                    "on Debian/Ubuntu packages) and this host has no such file, so the driver's libraries are not "
+                    "registered in the container."),
+        fix=(f"In {_TOOLKIT_CONFIG}, under [nvidia-container-cli], set `ldconfig = \"@/sbin/ldconfig\"` (the `@` "
+             "means the host's binary; name the path `ls -l /sbin/ldconfig*` shows), then restart the container "
+             "(`nvidia-ctk config --set nvidia-container-cli.ldconfig=@/sbin/ldconfig --in-place`)."),
+        examples=(
+            "nvidia-container-cli: ldcache error: open failed: /sbin/ldconfig.real: no such file or directory: unknown",
+        ),
+    ),
+    Rule(
+        name="plumbing.idmapped_node_not_accessible",
+        category="container_device_missing",
+        # `ls -l /dev/nvidia*` inside an unprivileged container: the host's root:root nodes appear as
+        # nobody:nogroup (unmapped ids), and without o+rw nothing in the container may open them
+        patterns=(
+            r"^\s*c[r-][w-]-[r-][w-]-{4}\S*\s+\d+\s+(?:nobody|65534)\s+(?:nogroup|nobody|65534)\s+\d+,\s*\d+[^\n]*"
+            r"(?:/dev/)?nvidia(?:\d+|ctl|-uvm)\b",
+        ),
+        messages=("nvml.no_permission",),
+        confidence=0.78,
+        root_cause=("In the unprivileged container the GPU's device nodes belong to nobody:nogroup (ids the idmap "
+                    "does not map) and are not world-readable/writable, so nothing in the container may open them."),
+        fix=("Give the nodes a mode or owner the container can use: {lxc_words}; on Proxmox a devN entry takes "
+             "`mode=0666` or `gid=<gid in the CT>` (`dev0: /dev/nvidia0,mode=0666`); with bind mounts set the mode on "
+             "the host (udev rule `MODE=\"0666\"`) or map the group through `lxc.idmap`."),
+        examples=("crw-rw---- 1 nobody nogroup 195,   0 Mar  1 10:00 /dev/nvidia0",),
+    ),
+)

@@ -1,0 +1,131 @@
+"""Evidence weighed together (issue 35 items 2 and 3): facts first, then findings scored from them.
+
+The log lines are real wordings: NVRM's `RmInitAdapter failed! (0x62:0x65:1792)` and GSP lines
+(open-gpu-kernel-modules issues), `collect_env`'s "CUDA used to build PyTorch", nvidia-smi's header,
+NVML's "NVML library version" (nvidia-smi -q) and /proc/driver/nvidia/version's NVRM line, LXC's nvidia
+hook (lxc/hooks/nvidia in lxc/lxc), libnvidia-container's ldcache error."""
+
+from __future__ import annotations
+
+from provisioner.diagnose import diagnose
+
+RM_INIT = "[  903.610907] NVRM: GPU 0000:98:00.0: RmInitAdapter failed! (0x62:0x65:1792)"
+OFF_BUS = "[ 1843.30] NVRM: Xid (PCI:0000:98:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+GSP_BOOT = "[  903.60] NVRM: GPU0 kgspBootstrap: GSP-RM boot timed out waiting for GSP firmware init"
+UVM_GONE = "ls: cannot access '/dev/nvidia-uvm': No such file or directory"
+
+
+def _lines(finding: object) -> list[tuple[int | None, str]]:
+    return [(e["line"], e["text"]) for e in finding.to_dict()["evidence_lines"]]  # type: ignore[attr-defined]
+
+
+def test_specific_hardware_evidence_beats_the_generic_line_beside_it() -> None:
+    for specific in (OFF_BUS, GSP_BOOT):
+        log = f"boot\n{specific}\n{RM_INIT}\n"
+        top = diagnose(log)[0]
+        assert top.category == "oom_or_hw", (specific, top)
+        lines = _lines(top)
+        assert any(n == 2 and specific.split("] ", 1)[1] in t for n, t in lines), lines
+        assert any(n == 3 and "RmInitAdapter failed" in t for n, t in lines), lines
+        assert "no_driver_loaded" in [a.category for a in top.also_possible]
+        assert [f.category for f in diagnose(log)].count("no_driver_loaded") == 0  # one finding per root cause
+    # the generic line alone stays what it was
+    assert diagnose(RM_INIT + "\n")[0].category == "no_driver_loaded"
+
+
+def test_a_proxmox_context_changes_the_fix() -> None:
+    plain = diagnose(f"$ docker run --rm app\n{UVM_GONE}\n")[0]
+    pve = diagnose(f"root@pve:~# pct exec 101 -- bash\n{UVM_GONE}\n")[0]
+    assert plain.category == pve.category == "container_device_missing"
+    assert "dev0: /dev/nvidia0" in pve.fix and "/etc/pve/lxc/" in pve.fix
+    assert "dev0:" not in plain.fix
+    lxd = diagnose(f"$ lxc exec c1 -- bash   # lxd\n{UVM_GONE}\n")[0]
+    assert "lxc config device add" in lxd.fix
+
+
+def test_torch_cuda_newer_than_the_drivers_cuda_is_driver_too_old_with_both_lines() -> None:
+    log = (
+        "Collecting environment information...\n"
+        "PyTorch version: 2.7.0+cu128\n"
+        "CUDA used to build PyTorch: 12.8\n"
+        "| NVIDIA-SMI 550.54.14              Driver Version: 550.54.14      CUDA Version: 12.4     |\n"
+        ">>> torch.cuda.is_available()\n"
+        "False\n"
+        "RuntimeError: No CUDA GPUs are available\n"
+    )
+    top = diagnose(log)[0]
+    assert top.category == "driver_too_old"
+    assert "evidence.torch_cuda_newer_than_driver" in top.rules
+    lines = _lines(top)
+    assert (3, "CUDA used to build PyTorch: 12.8") in lines
+    assert any(n == 4 and "CUDA Version: 12.4" in t for n, t in lines)
+    assert "R570" in top.fix or top.rule != "evidence.torch_cuda_newer_than_driver"
+
+
+def test_a_newer_minor_alone_on_a_healthy_log_is_no_finding() -> None:
+    log = "CUDA used to build PyTorch: 12.8\n| NVIDIA-SMI 550.54.14   Driver Version: 550.54.14   CUDA Version: 12.4 |\n"
+    assert diagnose(log) == []
+    newer_major = "CUDA used to build PyTorch: 13.0\n| Driver Version: 550.54.14   CUDA Version: 12.4 |\n"
+    assert diagnose(newer_major)[0].category == "driver_too_old"
+
+
+def test_userspace_and_module_versions_printed_in_one_log_are_compared() -> None:
+    log = (
+        "==============NVSMI LOG==============\n"
+        "NVML library version: 550.120\n"
+        "$ cat /proc/driver/nvidia/version\n"
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+    )
+    top = diagnose(log)[0]
+    assert top.category == "driver_lib_mismatch" and "evidence.userspace_vs_module" in top.rules
+    assert [n for n, _ in _lines(top)] == [2, 4]
+    listed = "$ ls /usr/lib/x86_64-linux-gnu/libcuda.so.*\n/usr/lib/x86_64-linux-gnu/libcuda.so.550.120\n" + log.split("\n", 2)[2]
+    assert "evidence.userspace_vs_module" in diagnose(listed)[0].rules  # the library's file name is its version
+    same = log.replace("550.120", "550.54.14")
+    assert not [f for f in diagnose(same) if "evidence.userspace_vs_module" in f.rules]  # equal: nothing compared
+
+
+def test_one_finding_per_root_cause_with_also_possible_and_differing_evidence() -> None:
+    log = (
+        "root@ct101:~# nvidia-smi\n"
+        "NVML library version: 550.120\n"
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+        "Failed to initialize NVML: Driver/library version mismatch\n"
+        "RuntimeError: No CUDA GPUs are available\n"
+    )
+    findings = diagnose(log)
+    assert findings[0].category == "driver_lib_mismatch"
+    cats = [f.category for f in findings]
+    assert len(cats) == len(set(cats))
+    shown = {n for f in findings for n, _ in _lines(f)}
+    assert shown >= {2, 3, 4}
+    for f in findings:  # no log line is the evidence of two findings
+        others = {n for g in findings if g is not f for n, _ in _lines(g)}
+        assert not ({n for n, _ in _lines(f)} & others)
+    for alt in findings[0].to_dict()["also_possible"]:  # type: ignore[union-attr]
+        assert {"evidence_lines", "differing_evidence"} <= set(alt)
+
+
+def test_lxc_plumbing_in_the_tools_words() -> None:
+    hook = diagnose("lxc-start c1 20240101 ERROR: Missing tool nvidia-container-cli, see "
+                    "https://github.com/NVIDIA/libnvidia-container\n")[0]
+    assert hook.rule == "plumbing.lxc_nvidia_hook_no_cli" and "libnvidia-container-tools" in hook.fix
+    privileged = diagnose("FIXME: This hook currently only works in unprivileged mode.\n")[0]
+    assert privileged.category == "proxmox_lxc" and "unprivileged" in privileged.fix
+    ld = diagnose("nvidia-container-cli: ldcache error: open failed: /sbin/ldconfig.real: no such file or directory: "
+                  "unknown\n")[0]
+    assert ld.rule == "plumbing.nvc_ldconfig_path" and 'ldconfig = "@/sbin/ldconfig"' in ld.fix
+    owned = diagnose("root@ct101:~# ls -l /dev/nvidia0\ncrw-rw---- 1 nobody nogroup 195, 0 Mar  1 10:00 /dev/nvidia0\n"
+                     "root@pve:~# cat /etc/pve/lxc/101.conf\n")[0]
+    assert owned.rule == "plumbing.idmapped_node_not_accessible" and "mode=0666" in owned.fix
+    cgroup = diagnose("root@pve:~# pct enter 2051\nnvidia-container-cli: mount error: failed to add device rules: "
+                      "bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not permitted: unknown\n")[0]
+    assert "no-cgroups = true" in cgroup.fix and "dev0:" in cgroup.fix
+
+
+def test_line_numbers_survive_a_long_log_and_progress_bars() -> None:
+    filler = "".join(f"Downloading part {i} ... done\n" for i in range(20000))
+    log = filler + "\r 10%\r 50%\r100%\n" + OFF_BUS + "\n"
+    top = diagnose(log)[0]
+    assert top.category == "oom_or_hw"
+    assert any(n == 20002 for n, _ in _lines(top)), _lines(top)
