@@ -131,3 +131,16 @@ def test_idempotent() -> None:
     text = f"password={CANARY} Authorization: Bearer {CANARY}"
     once = redact(text)
     assert redact(once) == once
+
+
+def test_a_rule_skipped_for_want_of_its_trigger_never_lets_a_case_folded_secret_through() -> None:
+    """The rules run only on text holding their trigger (a lower-case literal): the check folds case as the
+    rules' IGNORECASE matching does, so a key spelt with the long s (U+017F) or the Kelvin sign is still masked;
+    a text without any trigger is returned unchanged."""
+    from provisioner.redaction import redact
+
+    for key in ("pa\u017fsword", "api_\u212aey", "TOKEN"):
+        out = redact(f"{key}=hunter2hunter2\n")
+        assert "hunter2hunter2" not in out, out
+    plain = "NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x38:852)\n" * 1000
+    assert redact(plain) == plain
