@@ -32,7 +32,7 @@ from provisioner.events import Message
 from provisioner.lab import index_shape, wheels
 from tests.support.fake_pct import Node, known_gpus, real_uv, reference_gpus, run_playbook
 from tests.support.require import require
-from tests.test_venv_build import freeze, make_playbook
+from tests.support.standin_index import freeze, make_playbook
 
 
 class Lab:

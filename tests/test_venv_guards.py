@@ -27,7 +27,7 @@ from provisioner.steps.venv_build import BUILDING_MARKER, VenvParams
 from provisioner.transport.base import LineCallback
 from provisioner.transport.local import LocalTransport
 from tests.support.fake_pct import Node, known_gpus, reference_gpus, run_playbook
-from tests.test_venv_build import Index, freeze, index, lab, make_playbook, node  # noqa: F401 (fixtures)
+from tests.support.standin_index import Index, freeze, index, lab, make_playbook, node  # noqa: F401 (fixtures)
 
 
 def test_uv_dir_under_the_venv_path_rules() -> None:
@@ -42,7 +42,7 @@ def _commands(at: Node) -> list[str]:
 
 
 async def test_a_venv_path_through_a_symlink_is_refused_before_anything_changes(
-        tmp_path: Path, index: Index, node: Node) -> None:  # noqa: F811 (fixtures of test_venv_build)
+        tmp_path: Path, index: Index, node: Node) -> None:
     ct = tmp_path / "ct"
     (ct / "srv").mkdir(parents=True)
     (ct / "srv" / "model.bin").write_bytes(b"weights\n")
@@ -62,7 +62,7 @@ async def test_a_venv_path_through_a_symlink_is_refused_before_anything_changes(
 
 
 async def test_a_uv_dir_through_a_symlink_or_of_someone_else_is_left_alone(
-        tmp_path: Path, index: Index, node: Node) -> None:  # noqa: F811 (fixtures of test_venv_build)
+        tmp_path: Path, index: Index, node: Node) -> None:
     ct = tmp_path / "ct"
     system = tmp_path / "system-usr"
     (system / "bin").mkdir(parents=True)
@@ -114,7 +114,7 @@ def _dying(at: Node, budget: int | None, counter: list[DyingTransport]) -> Any:
 
 
 async def test_killed_at_every_command_boundary_the_next_replay_converges(
-        tmp_path: Path, index: Index, node: Node,  # noqa: F811 (fixtures of test_venv_build)
+        tmp_path: Path, index: Index, node: Node,
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The reference: one whole build, counting the commands the controller runs.
     seen: list[DyingTransport] = []
