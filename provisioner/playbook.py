@@ -75,6 +75,9 @@ class StepSpec(_Model):
     kind: str
     name: str | None = None
     params: dict[str, object] = {}  # open: validated by the step kind's Params model when the step is built
+    #: a recording's step that did not complete (interrupted, failed, edited or not run yet): resuming plans it
+    #: again; a replay runs it like any other step (never dumped when unset)
+    pending: bool | None = None
 
 
 class Playbook(_Model):

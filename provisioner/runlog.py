@@ -45,7 +45,8 @@ class Recorder:
         if not isinstance(event, StepFinished) or event.mode != "apply":
             return
         if event.status in ("ok", "changed"):
-            self.steps[event.index] = self.spec_of(event.index)
+            spec = self.spec_of(event.index)
+            self.steps[event.index] = spec.model_copy(update={"pending": None}) if spec.pending else spec
             self.resolved.update(event.resolved)
         else:
             self.steps.pop(event.index, None)

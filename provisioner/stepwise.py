@@ -5,8 +5,11 @@ Every page of the wizard edits the parameters of playbook steps, asks for their 
 other (`assembly.open_run`: run id, run log, bus, recorder); the steps run through the runner's
 `HostRun`, so the `run.finished` recap holds the true counts: the last applied status of every
 step, and the steps never applied as skipped. A tracker sink keeps what the error panel needs
-(failing command, output tail, diagnosis). The recorded playbook holds exactly the steps that
-succeeded, in playbook order, with their parameters as run and the resolved facts.
+(failing command, output tail, diagnosis). The recorded playbook holds the steps that succeeded, in
+playbook order, with their parameters as run and the resolved facts, then every step that did not complete
+(interrupted, failed, edited, planned or never run) with its parameters as edited, marked `pending: true`:
+opening the recording resumes there and plans them again. The Summary's counts come from the run's events
+(every apply), not from each step's last state.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from provisioner.events import (
     StepStatus,
 )
 from provisioner.node_lock import NodeLock
+from provisioner.node_resources import NodeResources, api_error_finding
+from provisioner.node_resources import gather as gather_resources
 from provisioner.paths import state_dir
 from provisioner.playbook import Playbook, StepSpec, Target, dump
 from provisioner.runlog import Recorder
@@ -128,9 +133,16 @@ class StepSession:
                                  runs_dir=runs_dir)
         self.recorder: Recorder = self.run.record(self.host, playbook, lambda index: self.runs[index].spec)
         self.record_to = record_to or str(state_dir() / "recorded" / f"recorded-{self.run.run_id}.yaml")
-        self.saved_steps: dict[int, StepSpec] = {}
         self._autosave_failed = False
         self.words = Words()  # the wizard's session says "wizard" (fixes name its fields)
+        #: every step.finished of this session that counts (applies, skips, failures), in order: the Summary
+        self.finished: list[StepFinished] = []
+        #: the recording as last saved; at the start, the playbook as opened (nothing to lose yet)
+        self._saved_text = self._meaning(self.recorded_playbook())
+        self.saved_to: Path | None = None
+        self.saved_pending: list[str] = []  # the steps the last saved recording marks pending
+        #: what the node offers the fields (storages, bridges, templates, cores, memory), read after the inventory
+        self.resources: NodeResources | None = None
 
     # --- what the pages read and edit ------------------------------------------------------------
 
@@ -185,6 +197,7 @@ class StepSession:
         """Store validated parameters for step `index` (raises pydantic.ValidationError)."""
         run = self.runs[index]
         model = params_model(run.spec.kind)
+        before = run.spec.params
         values = {**run.spec.params, **values}  # a field the form does not show keeps the playbook's value
         params = changed_params(model, values, set(run.spec.params)) if model is not None else dict(values)
         if params != run.spec.params:
@@ -193,7 +206,8 @@ class StepSession:
             if run.status == "planned":
                 run.status = "pending"
             self._settle()
-        if run.spec.kind == "lxc.create" and "onboot" in values:
+        # an edit of onboot (not a form's first read of its default) is mirrored into the boot unit step
+        if run.spec.kind == "lxc.create" and "onboot" in values and params.get("onboot") != before.get("onboot"):
             self._mirror_onboot(bool(params.get("onboot", values["onboot"])))
 
     def _settle(self) -> None:
@@ -260,9 +274,12 @@ class StepSession:
         """Ask the step what it would change; the run's `changes`/`notes` are filled from PlanReady."""
         run = self.runs[index]
         run.status = "planning"
+        run.changes, run.notes = [], []  # a failed plan leaves no earlier plan on screen
         status = await self._guarded(index, "plan")
         run.plan_stale = False
         run.status = "failed" if status in ("failed", "interrupted") else "planned"
+        if run.status == "failed":
+            self._name_the_field(run)
         return run.status
 
     async def apply(self, index: int) -> RunStatus:
@@ -297,7 +314,32 @@ class StepSession:
         if status in ("ok", "changed"):
             run.applied_status, run.applied_params = status, dict(run.spec.params)
             self.autosave()
+            if run.spec.kind == "node.inventory":
+                await self.read_resources()
+        elif status == "failed":
+            self._name_the_field(run)
         return status
+
+    async def read_resources(self) -> NodeResources | None:
+        """Read what the node offers the fields (`provisioner.node_resources`); None without an API."""
+        ctx = self.context()
+        if ctx.pve_factory is None:
+            return None
+        try:
+            pve = await asyncio.to_thread(ctx.pve)
+        except Exception as exc:  # a login that fails here fails the step that needs it, with its own words
+            self.bus.emit(Message(host=self.host, level="warning",
+                                  text=f"cannot read the node's storages and limits: {type(exc).__name__}"))
+            return None
+        self.resources = await gather_resources(pve, self.target.node)
+        return self.resources
+
+    def _name_the_field(self, run: StepRun) -> None:
+        """An API error that names a value of the node (a storage, a bridge, a template): the finding that
+        names the field holding it and what to set, first in the error panel."""
+        finding = api_error_finding(run.spec.kind, run.message, run.spec.params, self.words, self.resources)
+        if finding is not None and finding not in run.diagnosis:
+            run.diagnosis = [finding, *run.diagnosis]
 
     async def replan_outdated(self) -> int | None:
         """After an edited step applied, the outdated steps that follow it are planned again, in order:
@@ -334,16 +376,51 @@ class StepSession:
                 self.bus.emit(Message(host=self.host, level="warning",
                                       text=f"cannot save the recording to {self.record_to}: {exc.strerror or exc}"))
             return None
-        self.saved_steps = dict(self.recorder.steps)
         return out
+
+    def unsaved_work(self) -> list[str]:
+        """What quitting now would lose, one line each (empty: nothing): a plan shown for confirmation, a step
+        running, and whatever the recording on disk does not hold yet (applied steps, edited parameters, a
+        confirmation such as trusted sha256s merged into a field)."""
+        out: list[str] = []
+        for run in self.runs:
+            name = run.spec.name or run.spec.kind
+            if run.status in ("running", "planning"):
+                out.append(f"{name} is running")
+            elif run.planned and run.changes:
+                out.append(f"{name}: a plan of {len(run.changes)} change(s) waits for Apply")
+            elif run.status in ("edited", "outdated"):
+                out.append(f"{name}: {'edited' if run.status == 'edited' else 'outdated by an edit'}, "
+                           "not applied again")
+        if self._meaning(self.recorded_playbook()) != self._saved_text:
+            out.append("the recording on disk does not hold the latest applied steps or edits")
+        return out
+
+    @staticmethod
+    def _meaning(playbook: Playbook) -> str:
+        """The recording as a comparable text, each step's parameters as its model reads them (a form that
+        writes `net` as a mapping where the playbook had PVE's string is no edit)."""
+        steps = []
+        for spec in playbook.steps:
+            model = params_model(spec.kind)
+            params: object = spec.params
+            if model is not None:
+                try:
+                    params = model.model_validate(spec.params).model_dump(mode="json")
+                except ValueError:
+                    pass
+            steps.append({"kind": spec.kind, "name": spec.name, "pending": spec.pending, "params": params})
+        return json.dumps({"target": playbook.target.model_dump(mode="json"), "steps": steps,
+                           "resolved": playbook.resolved}, sort_keys=True, default=str)
 
     @property
     def unsaved(self) -> bool:
-        """Work that quitting now would lose: an edited or planned-but-not-applied step, or applied
-        steps not yet in the saved recording."""
-        if dict(self.recorder.steps) != self.saved_steps:
-            return True
-        return any(r.status in ("edited", "outdated", "running", "planning") for r in self.runs)
+        return bool(self.unsaved_work())
+
+    @property
+    def pending_steps(self) -> list[str]:
+        """The steps the recording marks pending (to plan again when it is opened)."""
+        return [s.kind for s in self.recorded_playbook().steps if s.pending]
 
     async def resume(self) -> int | None:
         """Walk the playbook from the start on the host as it stands: every step whose plan shows no
@@ -422,28 +499,39 @@ class StepSession:
                                    message="skipped in the wizard", mode="apply"))
 
     def recorded_playbook(self) -> Playbook:
-        """Exactly what ran: the succeeded steps in order, with the resolved facts."""
-        return self.recorder.playbook(self.target)
+        """What ran, then what is left: the succeeded steps in order (as they ran, with the resolved facts),
+        and every step that did not complete, with its parameters as now edited (a confirmation merged into
+        a field included), marked `pending`; skipped steps are left out."""
+        steps: dict[int, StepSpec] = {}
+        for run in self.runs:
+            if run.status in ("ok", "changed") and run.index in self.recorder.steps:
+                steps[run.index] = self.recorder.steps[run.index]
+            elif run.status != "skipped":
+                steps[run.index] = run.spec.model_copy(update={"pending": True})
+        view = Recorder(self.recorder.base)
+        view.steps, view.resolved = steps, self.recorder.resolved
+        return view.playbook(self.target)
 
     def save(self, path: str | Path) -> Path:
         out = Path(path).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)
-        dump(self.recorded_playbook(), out)
+        playbook = self.recorded_playbook()
+        dump(playbook, out)
+        self._saved_text, self.saved_to = self._meaning(playbook), out
+        self.saved_pending = [s.name or s.kind for s in playbook.steps if s.pending]
         return out
 
     def recap(self) -> dict[str, int]:
-        """What this session applied (a step reopened by an edit still counts what it applied, and is also
-        counted as `outdated`, to plan again), what failed or was skipped, and what never ran (`pending`)."""
-        counts = {"ok": 0, "changed": 0, "failed": 0, "skipped": 0, "outdated": 0, "pending": 0}
+        """Counted from the run's events: every apply (ok / changed / failed / interrupted: two applied
+        updates of one step count twice), every failed plan and every skip; then the steps an edit reopened
+        (`outdated`, to plan again) and those that never completed (`pending`)."""
+        counts = {"ok": 0, "changed": 0, "failed": 0, "interrupted": 0, "skipped": 0, "outdated": 0, "pending": 0}
+        for event in self.finished:
+            counts[event.status] += 1
         for run in self.runs:
-            if run.status in ("ok", "changed", "failed", "skipped"):
-                counts[run.status] += 1
-            elif run.status == "interrupted":
-                counts["failed"] += 1
-            elif run.applied_status in ("ok", "changed"):
-                counts[run.applied_status] += 1
+            if run.status in ("edited", "outdated"):
                 counts["outdated"] += 1
-            else:
+            elif run.status in ("pending", "planning", "planned", "running"):
                 counts["pending"] += 1
         return counts
 
@@ -484,6 +572,8 @@ class StepSession:
             if event.exit_status != 0:
                 run.failing_command = event.command
         elif isinstance(event, StepFinished):
+            if event.mode == "apply" or event.status == "failed":
+                self.finished.append(event)
             run.message = event.message
             run.diagnosis = list(event.diagnosis)
             run.offer = event.offer

@@ -8,6 +8,8 @@ the engine, then opens the page; an error of the factory ends the app with its m
 
 from __future__ import annotations
 
+import shlex
+import signal
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -54,6 +56,9 @@ class ProvisionerApp(App[int]):
         self.lab = lab
         self.busy = False
         self.quit_after_step = False
+        #: set on leaving when the saved recording has steps left to do: the command that resumes it
+        #: (`provisioner tui` prints it after the wizard's screen is gone)
+        self.resume_command: str | None = None
         self._engine_step = ""
         self.active_page: Any = None
         self._pending: list[Event] = []
@@ -178,7 +183,7 @@ class ProvisionerApp(App[int]):
                     page.refresh_controls()
                     page.refresh_view()
                 if self.quit_after_step:
-                    self.exit(return_code=self.return_code or 0)
+                    self.leave(save=True)
 
         self.run_worker(task(), group="engine", exit_on_error=False, description="engine")
 
@@ -242,9 +247,9 @@ class ProvisionerApp(App[int]):
         if isinstance(self.screen, QuitDialog):
             return
         running = self.running_step()
-        unsaved = hasattr(self, "session") and self.session.unsaved
-        if running is None and not unsaved:
-            self.exit(return_code=self.return_code or 0)
+        lost = self.session.unsaved_work() if hasattr(self, "session") else []
+        if running is None and not lost:
+            self.leave()
             return
 
         def chosen(choice: str | None) -> None:
@@ -252,25 +257,47 @@ class ProvisionerApp(App[int]):
                 self.quit_after_step = True
                 self.notify("quitting when the step finishes", markup=False)
                 if not self.busy:
-                    self.exit(return_code=self.return_code or 0)
+                    self.leave(save=True)
             elif choice == "stop":
                 self.stop_safely(then_quit=True)
             elif choice == "save":
-                self.action_save()
-                self.exit(return_code=self.return_code or 0)
-            elif choice == "quit":
-                self.exit(return_code=self.return_code or 0)
+                if self.action_save():
+                    self.leave()
+            elif choice == "quit":  # Discard
+                self.leave()
 
-        self.push_screen(QuitDialog(running=running, unsaved=bool(unsaved),
+        self.push_screen(QuitDialog(running=running, unsaved=bool(lost), lost=lost,
                                     record_to=str(getattr(getattr(self, "session", None), "record_to", ""))),
                          chosen)
 
+    def exit_code(self) -> int:
+        """130 (as after ctrl+c) when a step was interrupted and not completed since; else the app's code."""
+        if hasattr(self, "session") and any(r.status == "interrupted" for r in self.session.runs):
+            return int(128 + signal.SIGINT)
+        return int(self.return_code or 0)
+
+    def leave(self, *, save: bool = False) -> None:
+        """Exit the wizard. `save`: write the recording first (after a stop or a finished step; a failed
+        write is said and the wizard still exits). When the recording on disk has steps left to do (the
+        interrupted one, those after it), `resume_command` names the command that continues there."""
+        session = getattr(self, "session", None)
+        if session is not None:
+            if save and session.recorder.steps:
+                try:
+                    session.save(session.record_to)
+                except OSError as exc:
+                    self.notify(f"cannot save the recording: {exc.strerror or exc}", severity="error", markup=False)
+            if session.saved_to is not None and session.saved_pending:
+                self.resume_command = f"provisioner tui {shlex.quote(str(session.saved_to))}" + \
+                                      (" --lab" if self.lab else "")
+        self.exit(return_code=self.exit_code())
+
     def stop_safely(self, *, then_quit: bool = False) -> None:
-        """Interrupt the running step (it is logged `interrupted`; the recording keeps what completed)."""
+        """Interrupt the running step (it is logged `interrupted`; the recording keeps it, marked pending)."""
         self.quit_after_step = then_quit
         self.workers.cancel_group(self, "engine")
         if not self.busy and then_quit:
-            self.exit(return_code=self.return_code or 0)
+            self.leave(save=True)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
@@ -287,7 +314,7 @@ class ProvisionerApp(App[int]):
         if not isinstance(self.screen, RunLogScreen):
             self.push_screen(RunLogScreen(self.session.log_path))
 
-    def action_save(self) -> None:
+    def action_save(self) -> bool:
         page = self.pages.get(self.current_page_name() or "")
         if page is not None:
             page.flush_forms()
@@ -298,10 +325,11 @@ class ProvisionerApp(App[int]):
             out = self.session.save(path)
         except Exception as exc:
             self.notify(f"cannot save: {exc}", severity="error", markup=False)
-            return
+            return False
         self.notify(f"playbook saved to {out}", markup=False)
         if ready:
             summary.refresh_view()
+        return True
 
     def action_run_step(self) -> None:
         screen = self.screen

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from provisioner.events import ParamOffer
+from screens.fit import middle_ellipsis
 from screens.plain_text import plain_line
 
 ResultT = TypeVar("ResultT")
@@ -122,17 +123,19 @@ class QuitDialog(WarningDialog[str | None]):
     """ctrl+q while a step runs or with work not yet applied: never lose work silently.
 
     While a step runs: finish it, then quit; or stop it safely now (the step is logged `interrupted`,
-    the recording of what completed is saved, a resume continues there). With unsaved work: save the
-    recording and quit, or quit anyway. Escape stays."""
+    the recording keeps it and the steps after it, marked pending; a resume plans them again). With work
+    not saved (a plan waiting for Apply, edited fields, a confirmation such as trusted sha256s): save the
+    recording and quit (it keeps them, marked pending), or discard them. Escape stays."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "stay", "Stay")]
     text_id = "quit-text"
 
-    def __init__(self, *, running: str | None, unsaved: bool, record_to: str) -> None:
+    def __init__(self, *, running: str | None, unsaved: bool, record_to: str, lost: list[str] | None = None) -> None:
         super().__init__()
         self.running = running
         self.unsaved = unsaved
         self.record_to = record_to
+        self.lost = lost or []
 
     def body(self) -> Text:
         text = Text()
@@ -141,9 +144,13 @@ class QuitDialog(WarningDialog[str | None]):
             text.append(f"{self.running} is changing the host. Finish it first, or stop it safely: it is logged "
                         "as interrupted and `provisioner tui PLAYBOOK` or `provisioner replay` continues from there.\n")
         else:
-            text.append("Work not applied yet\n", style="bold")
-            text.append("Edited or planned steps have not been applied; they are lost on quit.\n")
-        text.append(f"\nThe recording of what completed is kept in {self.record_to}.")
+            text.append("Work not saved yet\n", style="bold")
+            for line in self.lost:
+                text.append(f"  • {plain_line(line)}\n")
+            text.append("Save and quit keeps it in the recording (steps not applied are marked pending; opening "
+                        "the recording plans them again). Discard drops it.\n")
+        text.append("\nRecording: ")
+        text.append(middle_ellipsis(self.record_to, 60))
         return text
 
     def buttons(self) -> list[Button]:
@@ -151,7 +158,7 @@ class QuitDialog(WarningDialog[str | None]):
         if self.running:
             return [stay, Button("Stop safely", id="quit-stop", variant="warning"),
                     Button("Finish step, then quit", id="quit-finish", variant="primary")]
-        return [stay, Button("Quit", id="quit-quit", variant="warning"),
+        return [stay, Button("Discard", id="quit-quit", variant="warning"),
                 Button("Save and quit", id="quit-save", variant="primary")]
 
     @on(Button.Pressed)

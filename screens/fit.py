@@ -29,3 +29,13 @@ def fit_urls(line: str, width: int) -> str:
 def has_long_url(lines: list[str], width: int) -> bool:
     """Whether `fit_urls` would shorten something in `lines` (then the full text belongs in a tooltip)."""
     return any(fit_urls(line, width) != line for line in lines)
+
+
+def word_ellipsis(value: str, width: int) -> str:
+    """`value` cut at the last whole word that fits `width` columns, with "…" (unchanged where it fits);
+    a first word wider than `width` is shortened in the middle."""
+    if len(value) <= width:
+        return value
+    head = value[:max(0, width - 1)]
+    cut = head.rsplit(" ", 1)[0].rstrip(" ,;:") if " " in head else ""
+    return (cut + " " + ELLIPSIS) if cut else middle_ellipsis(value, width)

@@ -5,8 +5,8 @@ not done; a plan without changes is applied at once (nothing to confirm), a plan
 shown ("will change: …") and the button becomes "Apply", which is the confirmation. That holds for
 every run: the first, a Retry after a failure (it plans again and waits for Apply) and a re-run
 after an edit. Editing a finished step marks it "edited" and the finished steps after it
-"outdated" (they may depend on it): each is planned again, and the recorded playbook keeps what
-was applied until the new values are. A failure shows the error panel with Retry / Skip / Abort.
+"outdated" (they may depend on it): each is planned again; the recording keeps the new values,
+marked pending, until they are applied. A failure shows the error panel with Retry / Skip / Abort.
 The engine runs in a worker on the app's loop; its events arrive through the app (batched) and
 are rendered here as plain text.
 
@@ -40,9 +40,10 @@ from provisioner.events import (
     StepFinished,
     StepStarted,
 )
+from provisioner.node_resources import field_problems
 from provisioner.steps.base import load_step_kinds
 from screens.dialogs import OfferDialog
-from screens.fit import fit_urls, has_long_url
+from screens.fit import fit_urls, has_long_url, middle_ellipsis, word_ellipsis
 from screens.plain_text import plain_line
 from screens.widgets.error_panel import ErrorPanel, error_text
 from screens.widgets.params_form import ParamsForm
@@ -119,6 +120,7 @@ class StepPage(Screen[None]):
         self.phase = ""  # "plan" or "apply" while the engine runs a step of this page
         self.defer_body = False  # the start page: paint the frame first, then build the forms
         self.body_ready = False
+        self._checked_against: object = session.resources
 
     @property
     def wizard(self) -> WizardApp:
@@ -161,8 +163,17 @@ class StepPage(Screen[None]):
             yield Static(self._step_title(run, title), id=f"title-{index}", classes="step-title")
             model = params_model(run.spec.kind)
             if model is not None and model.model_fields:
-                yield ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}",
-                                 exclude=WIZARD_HIDDEN.get(run.spec.kind, ()))
+                form = ParamsForm(model, run.spec.params, key=f"s{index}", id=f"form-{index}",
+                                  exclude=WIZARD_HIDDEN.get(run.spec.kind, ()))
+                form.checks.append(self.node_check(run.spec.kind))
+                yield form
+
+    def node_check(self, kind: str) -> Any:
+        """The form's check against what the node offers (storages with the content a field needs, bridges,
+        templates, cores, memory: `provisioner.node_resources`), as the values are typed."""
+        def check(params: Any) -> dict[str, str]:
+            return field_problems(kind, params.model_dump(), self.session.resources)
+        return check
 
     def on_mount(self) -> None:
         self.fit_height()
@@ -211,7 +222,7 @@ class StepPage(Screen[None]):
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         self.fit_height()
         if self.body_ready:
-            self.show_plan()  # wrapped to the new width
+            self.refresh_controls()  # titles and the plan fitted to the new width
 
     def fit_height(self) -> None:
         """Live output gets 8 rows from 28 rows up, 6 below (80×24 keeps room for the forms).
@@ -224,6 +235,10 @@ class StepPage(Screen[None]):
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         if not self.body_ready:
             return
+        if self._checked_against is not self.session.resources:  # the node was read since: check the fields
+            self._checked_against = self.session.resources
+            for form in self.query(ParamsForm):
+                form.revalidate()
         self.refresh_controls()
         self.refresh_view()
 
@@ -232,9 +247,19 @@ class StepPage(Screen[None]):
     def _step_title(self, run: StepRun, title: str | None = None) -> Text:
         cls = load_step_kinds().get(run.spec.kind)
         title = title or (cls.title if cls is not None else run.spec.kind)
+        # the status word first; where the line is too narrow the kind goes, then the title loses whole words
+        # (never the status word, never half a word)
+        width = max(20, (self.app.size.width or 80) - 5)
+        status = f"{STATUS_MARK.get(run.status, '?')} {STATUS_WORDS.get(run.status, run.status)}"
+        kind = f"  [{run.spec.kind}]"
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"{STATUS_MARK.get(run.status, '?')} {title}", style="bold")
-        text.append(f"  [{run.spec.kind}] {STATUS_WORDS.get(run.status, run.status)}", style="dim")
+        text.append(status, style="bold")
+        room = width - len(status) - 3
+        if len(title) + len(kind) <= room:
+            text.append(f" · {title}", style="bold")
+            text.append(kind, style="dim")
+        elif room >= 8:
+            text.append(f" · {word_ellipsis(title, room)}", style="bold")
         return text
 
     def next_index(self) -> int | None:
@@ -494,27 +519,49 @@ class StepPage(Screen[None]):
         self.wizard.flush_events()  # keep the order of engine output and page notes
         log = self.query_one("#log", Log)
         log.add_class("has-output")
-        log.write_line(plain_line(line))
+        log.write_lines(self.fit_log(plain_line(line)))
+
+    def log_width(self) -> int:
+        """The columns a line of the live output has (its box, less the border and the scrollbar)."""
+        log = self.query_one("#log", Log)
+        width = log.scrollable_content_region.width if log.display and log.size.width else 0
+        return max(20, (width or (self.app.size.width or 80) - 3) - 1)
+
+    def fit_log(self, line: str, width: int | None = None) -> list[str]:
+        """`line` wrapped at word boundaries to the live output's width, continued with a hanging indent;
+        a word wider than a line (a path, a URL) is shortened in the middle. The run log keeps every line
+        whole (ctrl+o)."""
+        if width is None or len(line) > width:
+            width = width or self.log_width()
+        if len(line) <= width:
+            return [line]
+        indent = len(line) - len(line.lstrip(" "))
+        hang = " " * min(indent + 2, width // 2)
+        words = [middle_ellipsis(w, width - len(hang)) for w in line.split(" ")]
+        return textwrap.wrap(" ".join(words), width, subsequent_indent=hang, initial_indent="",
+                             break_long_words=False, break_on_hyphens=False, drop_whitespace=True) or [line]
 
     def handle_events(self, events: list[Event]) -> None:
         """Render a batch of engine events (remote text as plain text)."""
         log = self.query_one("#log", Log)
         lines: list[str] = []
+        width = self.log_width()
         for event in events:
             if isinstance(event, OutputLine):
-                lines.append(plain_line(event.line))
+                lines.extend(self.fit_log(plain_line(event.line), width))
                 continue
             if isinstance(event, CommandStarted):
-                lines.append(plain_line(f"$ {event.command}"))
+                lines.extend(self.fit_log(plain_line(f"$ {event.command}")))
             elif isinstance(event, CommandEnded):
                 if event.exit_status != 0:
                     lines.append(f"[exit {event.exit_status}{' timeout' if event.timed_out else ''}]")
             elif isinstance(event, Message):
-                lines.append(plain_line(f"{event.level}: {event.text}"))
+                lines.extend(self.fit_log(plain_line(f"{event.level}: {event.text}")))
             elif isinstance(event, PlanReady):
-                lines.extend(plain_line(f"will change: {c}") for c in event.changes)
+                for change in event.changes:
+                    lines.extend(self.fit_log(plain_line(f"will change: {change}")))
             elif isinstance(event, StepFinished):
-                lines.append(plain_line(self._finished_line(event)))
+                lines.extend(self.fit_log(plain_line(self._finished_line(event))))
             elif isinstance(event, StepStarted):
                 pass
             elif isinstance(event, Progress):

@@ -22,9 +22,10 @@ from provisioner.playbook import dump, load
 from provisioner.steps.lxc_create import CreateParams
 from provisioner.steps.lxc_spec import plan_update
 from screens.app import ProvisionerApp
+from screens.dialogs import QuitDialog
 from screens.step_page import StepPage
 from tests.test_tui_lab import lab_env, lab_session  # noqa: F401  (fixture)
-from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_idle
+from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -87,19 +88,30 @@ async def test_edit_cores_on_a_done_container_page_updates_it_in_place(lab_env: 
         assert "cores 64 → 32" in plan_text and "cores 64 → 32" in screen_text(app)
         assert str(page.query_one("#run", Button).label) == "Apply (1)"
         assert conf_value(lab_env, 200, "cores") == "64"  # nothing changed before the confirmation
+        # The page says one thing: no "does not exist yet" above an in-place update.
+        assert "does not exist yet" not in screen_text(app)
+        assert "CT 200 exists; this plan updates it in place" in screen_text(app)
+        # ctrl+q with the planned update asks (Stay keeps it on screen)
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog), what="the quit prompt")
+        assert "a plan of 1 change(s) waits for Apply" in str(app.screen.query_one("#quit-text").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is page, what="the prompt to close")
+        assert app.is_running and run.planned
         await pilot.press("ctrl+r")  # the confirmation
         await wait_idle(app, pilot)
         assert run.status == "changed", run.message
         assert conf_value(lab_env, 200, "cores") == "32"
-        assert session.recorded_playbook().steps[0].params["cores"] == 32
-        assert session.recap()["changed"] == 1
+        recorded = next(s for s in session.recorded_playbook().steps if s.kind == "lxc.create")
+        assert recorded.params["cores"] == 32 and not recorded.pending
+        assert session.recap()["changed"] == 2  # counted from the events: the create and the update
 
         # An edit that is put back restores the step: nothing to plan, the Summary still counts it.
         cores = page.query_one(f"#s{index}--cores", Input)
         cores.value = "16"
         await pilot.pause()
         page.flush_forms()
-        assert run.status == "edited" and session.recap()["changed"] == 1 and session.recap()["outdated"] == 1
+        assert run.status == "edited" and session.recap()["changed"] == 2 and session.recap()["outdated"] == 1
         cores.value = "32"
         await pilot.pause()
         page.flush_forms()

@@ -14,6 +14,7 @@ from screens.app import ProvisionerApp
 from screens.dialogs import HostKeyDialog
 from screens.widgets.error_panel import ErrorPanel
 from screens.wizard_session import WizardSession
+from tests.support.known_hosts import config_known_hosts
 from tests.support.sshd import Sshd
 from tests.test_tui_support import PLAYBOOK, screen_text, wait_for, wait_idle
 
@@ -36,7 +37,7 @@ def _fingerprint(pub: Path) -> str:
 async def test_first_contact_asks_for_the_fingerprint_then_fails_without_pve_and_retries(
         sshd: Sshd, tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    known = tmp_path / "known_hosts"  # empty: first contact
+    known = config_known_hosts(tmp_path, monkeypatch)  # empty: first contact (where a new key may be written)
     session = _session(sshd, known, tmp_path)
     app = ProvisionerApp(session)
     async with app.run_test(size=(100, 40)) as pilot:

@@ -222,7 +222,8 @@ async def test_a_failing_step_shows_the_error_panel_and_retry_recovers(lab_env: 
         for finding in run.diagnosis:
             assert finding["category"] in panel_text
         assert str(page.query_one("#run", Button).label) == "Retry"
-        assert session.recorded_playbook().steps == []  # nothing that failed is recorded
+        # nothing that failed is recorded as done: every step is left to do (marked pending)
+        assert all(s.pending for s in session.recorded_playbook().steps)
 
         LabState.load(lab_env).update_settings(scenarios=[])  # the operator frees space
         # ... and asks for a smaller container before retrying: the edit is planned again.
@@ -237,12 +238,12 @@ async def test_a_failing_step_shows_the_error_panel_and_retry_recovers(lab_env: 
         assert "will change:" in plan_text and "32 cores" in plan_text
         assert str(page.query_one("#run", Button).label) == f"Apply ({len(run.changes)})"
         assert "32 cores" in screen_text(app)  # visible at 80x24 without scrolling
-        assert session.recorded_playbook().steps == []
+        assert all(s.pending for s in session.recorded_playbook().steps)
         assert not (lab_env / "etc" / "pve" / "lxc" / "200.conf").exists()  # the host is untouched
         await pilot.press("ctrl+r")  # the confirmation
         await wait_idle(app, pilot)
         assert run.status == "changed", run.message
-        recorded = session.recorded_playbook().steps
+        recorded = [s for s in session.recorded_playbook().steps if not s.pending]
         assert [s.kind for s in recorded] == ["lxc.create"] and recorded[0].params["cores"] == 32
 
 
@@ -264,7 +265,8 @@ async def test_an_edited_finished_step_is_planned_again_and_recorded(lab_env: Pa
         assert connect.status == "ok"
         assert page.query_one("#run", Button).disabled  # Done ✓
 
-        # Edit the finished step: it is marked, Run is offered again, the record keeps what ran.
+        # Edit the finished step: it is marked, Run is offered again; the recording keeps the edit, marked
+        # pending (to plan again when it is opened), until it runs.
         field = page.query_one(f"#s{index}--expected_gpus", Input)
         field.value = ""  # no longer insist on 8 GPUs
         await pilot.pause()
@@ -274,11 +276,13 @@ async def test_an_edited_finished_step_is_planned_again_and_recorded(lab_env: Pa
         button = page.query_one("#run", Button)
         assert not button.disabled and str(button.label) == "Plan"
         assert "edited" in screen_text(app)
-        assert session.recorded_playbook().steps[index].params["expected_gpus"] == 8  # what ran, until it runs
+        edited = session.recorded_playbook().steps[index]
+        assert edited.pending and edited.params.get("expected_gpus") is None
         await pilot.press("ctrl+r")
         await wait_idle(app, pilot)
         assert run.status == "ok", run.message
-        assert session.recorded_playbook().steps[index].params["expected_gpus"] is None
+        done = session.recorded_playbook().steps[index]
+        assert done.params["expected_gpus"] is None and not done.pending
 
         # An edit to an earlier finished step reopens the later ones too (they may depend on it).
         app.goto("connect")

@@ -94,6 +94,8 @@ async def test_footer_shows_the_key_bindings_at_80x24(app: ProvisionerApp) -> No
 async def test_values_survive_back_and_forward_navigation(app: ProvisionerApp) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("ctrl+n", "ctrl+n")
+        await wait_for(pilot, lambda: app.screen.name == "container" and bool(app.screen.query("#s2--cores")),
+                       10, "the container page's form")
         cores = app.screen.query_one("#s2--cores", Input)
         cores.value = "32"
         hostname = app.screen.query_one("#s2--hostname", Input)

@@ -19,7 +19,7 @@ from provisioner.events import ParamOffer, StepFinished
 from provisioner.playbook import load
 from provisioner.steps.venv_links import judge_unhashed, unhashed_files
 from screens.app import ProvisionerApp
-from screens.dialogs import OfferDialog
+from screens.dialogs import OfferDialog, QuitDialog
 from screens.wizard_session import WizardSession
 from tests.test_tui_support import PLAYBOOK, wait_for, wait_idle
 from tests.test_venv_links import AARCH64_270, DOWNLOADED, WIN_270_SHA, X86_270_SHA, _list, _lock
@@ -98,5 +98,19 @@ async def test_a_failed_steps_offer_is_shown_confirmed_merged_and_planned_again(
         # the new plan ran (and failed: nothing listens on that port); its failure offers nothing
         assert session.runs[step].status == "failed" and session.runs[step].offer is None
         assert not page.query_one("#offer", Button).display
-    recorded = load(tmp_path / "rec.yaml") if (tmp_path / "rec.yaml").exists() else None
-    assert recorded is None or all(s.kind != "venv.build" for s in recorded.steps)  # nothing was applied
+        assert not (tmp_path / "rec.yaml").exists()  # nothing was applied, nothing saved yet
+
+        # ctrl+q does not drop the confirmation: it asks (Stay / Discard / Save and quit), and Save keeps the
+        # trusted sha256s in the recording, the step marked pending (opening the recording plans it again)
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog), what="the quit prompt")
+        assert app.is_running
+        assert [str(b.label) for b in app.screen.query(Button)] == ["Stay", "Discard", "Save and quit"]
+        await pilot.click("#quit-save")
+        await wait_for(pilot, lambda: app._exit, what="the wizard to exit")
+    assert app.return_code == 0
+    recorded = load(tmp_path / "rec.yaml")
+    venv = next(s for s in recorded.steps if s.kind == "venv.build")
+    assert venv.pending and venv.params["trusted_hashes"] == {EARLIER: "7" * 64, AARCH64_270: DOWNLOADED}
+    assert all(s.pending for s in recorded.steps)  # nothing ran: every step is left to do
+    assert app.resume_command == f"provisioner tui {tmp_path / 'rec.yaml'}"

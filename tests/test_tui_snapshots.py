@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Log
 
 from provisioner.events import CommandStarted, OutputLine
 from provisioner.facts.smi_csv import parse_gpu_query_csv
@@ -29,7 +29,7 @@ from provisioner.resolver import Resolution, ResolveRequest, resolve
 from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
 from screens.app import ProvisionerApp
 from screens.fit import fit_urls
-from screens.step_page import StepPage
+from screens.step_page import STATUS_MARK, STATUS_WORDS, StepPage
 from screens.wizard_session import PAGES, WizardSession
 from tests.test_tui_support import PLAYBOOK, screen_text
 
@@ -125,6 +125,31 @@ def assert_fits(app: ProvisionerApp, name: str, size: tuple[int, int]) -> None:
     assert title in lines[0] and re.match(r"^ *\d/9 ", lines[0]), lines[0]
     assert "◀ Back" in lines[-2] and "Next ▶" in lines[-2], lines[-2]
     assert "^r Run" in lines[-1] and "^q Quit" in lines[-1], lines[-1]
+    assert_status_words(app)
+
+
+_TITLE = re.compile(r"^ ([" + "".join(sorted(set(STATUS_MARK.values()))) + r"]) (\S+)(.*?)\s*(?:[▁▂▃▄▅▆▇█]\s*)?$")
+
+
+def assert_status_words(app: ProvisionerApp) -> None:
+    """Every step title on screen shows its whole status word, and its title whole or cut at a word ("…")."""
+    page = app.screen
+    assert isinstance(page, StepPage)
+    words = {STATUS_WORDS.get(status, status).split(":")[0] for status in STATUS_MARK}
+    titles = [m for line in screen_text(app).splitlines() if (m := _TITLE.match(line))]
+    for index in page.indices:
+        run = app.session.runs[index]
+        shown = [m for m in titles if m.group(1) == STATUS_MARK[run.status]]
+        want = STATUS_WORDS.get(run.status, run.status).split(":")[0]
+        title = page.query_one(f"#title-{index}")
+        visible = app.screen._compositor.visible_widgets.get(title)
+        if visible is not None and visible[0].height:  # on screen (not scrolled away)
+            assert any(m.group(2).rstrip(":") == want for m in shown), (want, [m.group(0) for m in titles])
+    for m in titles:
+        assert m.group(2).rstrip(":") in words, m.group(0)
+        rest = m.group(3)
+        if rest.endswith("…"):
+            assert rest[-2] == " ", m.group(0)  # cut after a whole word
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
@@ -385,5 +410,64 @@ def test_the_summary_offers_the_export(snap_compare: Any, tmp_path: Path, size: 
         for word in ("Write export", "pylock.toml", "runtime.json", "host.json", "manifest.toml"):
             assert word in text, word
         assert not page.query_one("#export-write", Button).disabled
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", [p.name for p in PAGES if p.kinds])
+def test_page_running(snap_compare: Any, tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    """Every page while its first step applies: the status word on the title, the live output below, a command
+    wider than the output box wrapped at words with a hanging indent (never cut without a mark)."""
+    app = make_app(tmp_path, name)
+    command = ("uv pip install --require-hashes -r /opt/torch-venv/requirements.lock --python "
+               "/opt/torch-venv/bin/python --index-url https://download.pytorch.org/whl/cu128")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, name)
+        page = app.screen
+        assert isinstance(page, StepPage)
+        run = app.session.runs[page.indices[0]]
+        run.status = "running"
+        app.busy = True
+        app.active_page = page
+        page.log_line(f"── apply: {run.spec.kind}")
+        app.session.bus.emit(CommandStarted(target="ct 200", command=command, cmd_id=3))
+        app.flush_events()
+        page.refresh_controls()
+        await pilot.pause()
+        assert_fits(app, name, size)
+        text = screen_text(app)
+        assert "running…" in text
+        logged = [str(line) for line in page.query_one("#log", Log).lines]
+        assert " ".join(" ".join(logged).split()).endswith(" ".join(("$ " + command).split())), logged
+        assert all(len(line) <= size[0] - 2 for line in logged), logged
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_gpu_checklist_reads_without_colour(snap_compare: Any, tmp_path: Path, size: tuple[int, int],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR: checked and unchecked GPUs differ in their glyph ([x] / [ ]), not only in colour."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(tmp_path, "passthrough")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await show(pilot, "passthrough")
+        page = app.screen
+        assert isinstance(page, StepPage)
+        index = next(i for i in page.indices if app.session.runs[i].spec.kind == "lxc.gpu_passthrough")
+        page.query_one(f"#s{index}--gpus", Input).value = "0-2,5"
+        await pilot.pause()
+        page.flush_forms()
+        await pilot.pause()
+        page.query_one("#gpu-list").scroll_visible(animate=False)
+        await pilot.pause()
+        text = screen_text(app)
+        checked = re.findall(r"\[x\] (\d) ", text)
+        unchecked = re.findall(r"\[ \] (\d) ", text)
+        assert checked and unchecked, text
+        assert set(checked) <= {"0", "1", "2", "5"} and set(unchecked) <= {"3", "4", "6", "7"}, text
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -1,9 +1,10 @@
-"""Never lose work in the wizard (issue #28 item 2), driven with Pilot against the lab.
+"""Never lose work in the wizard (issues #28 item 2, #36 items 1-2), driven with Pilot against the lab.
 
 ctrl+q while the burn-in runs asks first; "Stop safely" interrupts the step (the run log says
-`interrupted`, the run is `interrupted`), the recording of the completed steps is already on disk
-(saved after every applied step), and a wizard opened on that recording resumes at the burn-in with
-every earlier step recorded as "no change". Waits are for states, with deadlines; no timing is asserted.
+`interrupted`, the run is `interrupted`), the wizard exits 130 and names the command that resumes; the
+recording on disk keeps the completed steps and the interrupted one, marked pending; a wizard opened on
+that recording resumes at the burn-in with every earlier step recorded as "no change", plans it and runs
+it. Waits are for states, with deadlines; no timing is asserted.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab
         # The recording was saved as the steps completed: nothing asked for it.
         recorded_path = Path(session.record_to)
         assert recorded_path.exists()
-        assert len(load(recorded_path).steps) == len(applied)
+        assert len([s for s in load(recorded_path).steps if not s.pending]) == len(applied)
 
         page = app.screen
         index = page.indices[0]  # type: ignore[attr-defined]
@@ -72,20 +73,23 @@ async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab
         await wait_for(pilot, lambda: app._exit and not app.busy,
                        300, "the stop to complete")
     assert session.runs[index].status == "interrupted"
+    assert app.return_code == 130  # as after ctrl+c: a step was stopped
+    assert app.resume_command == f"provisioner tui {recorded_path} --lab"
     events = [json.loads(line) for line in session.log_path.read_text().splitlines()]
     finished = [e for e in events if e["kind"] == "step.finished" and e.get("step") == "burnin.run"]
     assert finished and finished[-1]["status"] == "interrupted"
     assert events[-1]["kind"] == "run.finished" and events[-1]["status"] == "interrupted"
+    # The recording keeps the interrupted step, marked pending, with the values it ran with.
     recorded = load(recorded_path)
-    assert "burnin.run" not in [s.kind for s in recorded.steps]
+    assert [s.kind for s in recorded.steps] == [r.spec.kind for r in session.runs]
+    assert [s.kind for s in recorded.steps if s.pending] == ["burnin.run"]
+    assert recorded.steps[-1].params["duration_s"] == 600
 
-    # Open the recording: the wizard resumes at the burn-in, earlier steps "no change".
-    playbook = point_at_lab(load(PLAYBOOK).model_copy(update={"steps": [
-        *recorded.steps, next(s for s in load(PLAYBOOK).steps if s.kind == "burnin.run")],
-        "resolved": recorded.resolved}), lab_env)
+    # Open the recording as `provisioner tui <recording> --lab` does: the wizard resumes at the burn-in (earlier
+    # steps "no change"), plans it and runs it on confirmation.
     (tmp_path / "again").mkdir()
-    resumed = WizardSession(playbook, playbook_path=str(recorded_path), lab=True, runs_dir=tmp_path / "again",
-                            record_to=str(tmp_path / "recorded-again.yaml"))
+    resumed = WizardSession(point_at_lab(recorded, lab_env), playbook_path=str(recorded_path), lab=True,
+                            runs_dir=tmp_path / "again", record_to=str(tmp_path / "recorded-again.yaml"))
     app2 = ProvisionerApp(resumed, lab=True, resume=True)
     async with app2.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
@@ -97,8 +101,24 @@ async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab
         assert all(r.message == "no change" for r in earlier if r.spec.kind != "burnin.run")
         last = resumed.runs[-1]
         assert last.status == "planned" and last.changes  # shown for confirmation, not applied
+        assert resumed.recap()["pending"] == 1
+        # a short burn-in this time: the edit plans again, the confirmation runs it
+        page = app2.screen
+        page.query_one(f"#s{last.index}--duration_s", Input).value = "2"
+        await pilot.pause()
+        page.flush_forms()  # type: ignore[attr-defined]
+        await pilot.press("ctrl+r")
+        await wait_idle(app2, pilot, 300)
+        assert last.planned and last.changes, last.message
+        await pilot.press("ctrl+r")
+        await wait_idle(app2, pilot, 600)
+        assert last.status in ("ok", "changed"), (last.message, list(last.tail))
+        assert resumed.recap()["pending"] == 0 and resumed.recap()["interrupted"] == 0
+    assert app2.exit_code() == 0 and app2.resume_command is None  # nothing interrupted is left
     events = [json.loads(line) for line in resumed.log_path.read_text().splitlines()]
     assert not any(e["kind"] == "command.started" and "pct create" in e.get("command", "") for e in events)
+    assert any(e["kind"] == "step.finished" and e.get("step") == "burnin.run" and e.get("mode") == "apply"
+               and e["status"] in ("ok", "changed") for e in events)
 
 
 async def test_quit_with_nothing_running_and_nothing_unsaved_leaves_at_once(tmp_path: Path) -> None:
@@ -122,7 +142,8 @@ async def test_quit_with_an_edited_step_asks_and_save_writes_the_recording(tmp_p
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitDialog), 10, "the quit prompt")
         labels = [str(b.label) for b in app.screen.query(Button)]
-        assert labels == ["Stay", "Quit", "Save and quit"]
+        assert labels == ["Stay", "Discard", "Save and quit"]
+        assert "edited, not applied again" in str(app.screen.query_one("#quit-text").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, QuitDialog), 10, "the prompt to close")
         assert app.is_running

@@ -14,7 +14,8 @@ DEFAULT_PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwel
 
 
 @click.command("tui", epilog="""\b
-Exit codes: 0 ok (also after quitting), 2 invalid playbook or flag, 4 the lab could not start.
+Exit codes: 0 ok (also after quitting), 2 invalid playbook or flag, 4 the lab could not start,
+130 a step was stopped (interrupted): the command that resumes it is printed.
 \b
 Examples:
   provisioner tui --lab                          the shipped playbook against the lab (started if needed)
@@ -78,6 +79,8 @@ def command(playbook: str | None, lab: bool, stop_lab: bool, playbook_opt: str |
     try:
         app = ProvisionerApp(open_session, start_page=page, lab=lab, resume=resume)
         code = app.run()
+        if app.resume_command:  # the wizard's screen is gone: the terminal says how to continue
+            click.echo(f"resume with: {app.resume_command}", err=True)
     finally:
         if stop_lab:
             _stop(started_lab)

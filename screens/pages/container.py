@@ -56,12 +56,17 @@ class ContainerPage(StepPage):
             run = self.session.runs[index]
             exists = [n for n in run.notes if "exists" in n] + \
                      [m for m in run.message.splitlines()[:1] if "already exists" in m]
-            created = self.session.state.ct_created
-            if exists:
+            ct = self.session.target.container
+            in_place = [c for c in run.changes if c.startswith(f"update CT {ct} in place")]
+            creates = [c for c in run.changes if c.startswith(f"create CT {ct} ")]
+            # the header says what the plan on screen says (never "does not exist" above an update in place)
+            if run.status in ("planned", "running") and in_place:
+                text.append(f"CT {ct} exists; this plan updates it in place", style="bold")
+            elif run.status in ("planned", "running") and creates:
+                text.append(f"CT {ct} does not exist yet; this plan creates it", style="dim")
+            elif exists:
                 text.append("existing container: ", style="bold")
                 text.append(exists[0])
-            elif created:
-                text.append(f"CT {self.session.target.container} created by this run", style="bold")
-            elif run.status == "planned" and run.changes:
-                text.append(f"CT {self.session.target.container} does not exist yet; it will be created", style="dim")
+            elif self.session.state.ct_created and run.status in ("ok", "changed"):
+                text.append(f"CT {ct} created by this run", style="bold")
         self.query_one("#existing", Static).update(text)

@@ -17,19 +17,23 @@ from textual.widgets import SelectionList, Static
 
 from provisioner.steps.state import HostInventory
 from screens.step_page import StepPage
+from screens.widgets.checklist import Checklist
 from screens.widgets.params_form import ParamsForm
 
 PASSTHROUGH = "lxc.gpu_passthrough"
 
 
-def devices_text(devices: list[str], mode_note: str) -> Text:
+def devices_text(devices: list[str], mode_note: str, width: int = 100) -> Text:
+    """The device nodes in as many columns as `width` holds (a row never wraps)."""
     text = Text()
     if not devices:
         text.append("Plan the passthrough to list the device nodes for this node's GPUs.", style="dim")
         return text
     text.append(f"{mode_note or 'devices'}\n", style="bold")
-    for i in range(0, len(devices), 4):
-        text.append("  " + "  ".join(f"{d:<22}" for d in devices[i:i + 4]).rstrip() + "\n")
+    cell = max(len(d) for d in devices) + 2
+    per_row = max(1, min(4, (width - 2) // cell))
+    for i in range(0, len(devices), per_row):
+        text.append("  " + "".join(f"{d:<{cell}}" for d in devices[i:i + per_row]).rstrip() + "\n")
     return text
 
 
@@ -74,7 +78,7 @@ class PassthroughPage(StepPage):
         yield Static("", id="devices")
         yield Static("GPUs to pass (space toggles; the gpus field below takes ranges too)", id="gpu-list-title",
                      classes="section")
-        yield SelectionList[int](id="gpu-list", compact=True)
+        yield Checklist[int](id="gpu-list", compact=True)
 
     def passthrough_form(self) -> ParamsForm | None:
         for index in self.indices:
@@ -104,7 +108,7 @@ class PassthroughPage(StepPage):
             run = self.session.runs[index]
             if run.spec.kind == PASSTHROUGH:
                 mode_note = next((n for n in run.notes if n.startswith("mode ")), "")
-        self.query_one("#devices", Static).update(devices_text(devices, mode_note))
+        self.query_one("#devices", Static).update(devices_text(devices, mode_note, (self.app.size.width or 80) - 4))
         self.refresh_gpu_list()
 
     def refresh_gpu_list(self) -> None:

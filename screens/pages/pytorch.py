@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Select, Static
 
 from provisioner.resolver.models import Resolution
+from screens.fit import word_ellipsis
 from screens.step_page import StepPage
 from screens.widgets.params_form import ParamsForm
 from screens.wizard_session import StepRun
 
 
-def choice_text(res: Resolution | None) -> Text:
+def choice_text(res: Resolution | None, width: int = 200) -> Text:
+    """The choice and its reasons, each reason wrapped at words with a hanging indent to `width` columns."""
     text = Text()
     if res is None:
         text.append("Run the resolver to see which PyTorch build fits every GPU, the driver and Python.",
@@ -22,7 +26,9 @@ def choice_text(res: Resolution | None) -> Text:
     text.append("chosen ", style="bold")
     text.append(f"torch {res.torch} · {res.variant} · {res.index_url}\n")
     for reason in res.reasons:
-        text.append(f"  because: {reason}\n")
+        lines = textwrap.wrap(f"because: {reason}", max(20, width - 2), subsequent_indent="  ",
+                              break_long_words=False, break_on_hyphens=False) or [""]
+        text.append("".join(f"  {line}\n" for line in lines))
     return text
 
 
@@ -60,9 +66,11 @@ class PyTorchPage(StepPage):
     def refresh_view(self) -> None:
         choice = self.session.state.torch
         res = choice.resolution if choice is not None else None
-        self.query_one("#choice", Static).update(choice_text(res))
+        width = (self.app.size.width or 80) - 4
+        self.query_one("#choice", Static).update(choice_text(res, width))
         table = self.query_one("#rejected", DataTable)
-        rows = [(r.variant, r.torch, r.reason) for r in (res.rejected if res is not None else [])]
+        room = max(20, width - 22)  # the reason column: cut at a word, with "…" (the plan's notes say it whole)
+        rows = [(r.variant, r.torch, word_ellipsis(r.reason, room)) for r in (res.rejected if res is not None else [])]
         if table.row_count != len(rows):
             table.clear()
             table.add_rows(rows)

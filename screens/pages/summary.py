@@ -17,6 +17,7 @@ from provisioner.export.models import FORMATS
 from provisioner.export.offer import FORMAT_TITLES, ExportPlan, fetch_url, plan_export, write_export
 from provisioner.export.source import ExportRefused
 from provisioner.transport.base import Transport
+from screens.fit import middle_ellipsis, word_ellipsis
 from screens.step_page import StepPage
 from screens.widgets.form_input import FormInput
 
@@ -79,6 +80,17 @@ class SummaryPage(StepPage):
         yield Static(Text("pylock.toml, runtime.json and host.json, plus the format's files: Plan export "
                           "shows them first", style="dim"), id="export-result")
 
+    def _body_mounted(self) -> None:
+        super()._body_mounted()
+        path = self.query_one("#save-path", Input)
+        path.tooltip = path.value
+
+        def show_end() -> None:  # a long path shows its end (the file name and extension), not its start
+            path.cursor_position = 0
+            path.cursor_position = len(path.value)
+
+        self.call_after_refresh(show_end)
+
     def save_path(self) -> str:
         return self.query_one("#save-path", Input).value.strip() or self.session.record_to
 
@@ -89,19 +101,45 @@ class SummaryPage(StepPage):
             text.append("ABORTED  ", style="bold red")
         text.append(f"{self.session.host}: ", style="bold")
         text.append("  ".join(f"{k}={v}" for k, v in recap.items()))
-        text.append(f"\nrun log: {self.session.log_path}", style="dim")
+        text.append("\nrun log: ", style="dim")
+        text.append(middle_ellipsis(str(self.session.log_path), max(20, (self.app.size.width or 80) - 12)),
+                    style="dim")
         self.query_one("#recap", Static).update(text)
         table = self.query_one("#steps", DataTable)
         table.clear()
+        room = max(20, (self.app.size.width or 80) - 40)
+        for number, step, status, result in self.rows():
+            table.add_row(number, step, status, word_ellipsis(result, room))
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """One row per event of the run that counts (every apply, in order: two updates of a step are two rows,
+        each burn-in its own verdict), then the steps that have not completed, as they stand; numbered as the CLI."""
+        out: list[tuple[str, str, str, str]] = []
+        for event in self.session.finished:
+            name = self.session.runs[event.index].spec.name or event.step if 0 <= event.index < len(
+                self.session.runs) else event.step
+            what = event.status if event.mode == "apply" else f"{event.status} (plan)"
+            out.append((str(event.index + 1), name, what, (event.message.splitlines() or [""])[0]))
+        seen = {event.index for event in self.session.finished}
         for run in self.session.runs:
-            table.add_row(str(run.index + 1), run.spec.name or run.spec.kind, run.status,  # numbered as the CLI
-                          (run.message.splitlines() or [""])[0][:60])
+            if run.status in ("ok", "changed", "failed", "interrupted", "skipped"):
+                if run.index not in seen:  # a status with no event of this run (opened as it stood)
+                    out.append((str(run.index + 1), run.spec.name or run.spec.kind, run.status,
+                                (run.message.splitlines() or [""])[0]))
+                continue  # its events are above
+            note = "edited: plan again" if run.status == "edited" else \
+                "an earlier step was edited: plan again" if run.status == "outdated" else "not applied yet"
+            out.append((str(run.index + 1), run.spec.name or run.spec.kind,
+                        "pending" if run.status in ("planning", "planned") else run.status, note))
+        return out
 
     @on(Button.Pressed, "#save")
     def _save(self) -> None:
         self.wizard.action_save()
-        self.query_one("#saved", Static).update(f"saved: {self.save_path()} "
-                                                f"({len(self.session.succeeded)} steps that ran)")
+        pending = len(self.session.saved_pending)
+        self.query_one("#saved", Static).update(
+            f"saved: {middle_ellipsis(self.save_path(), max(20, (self.app.size.width or 80) - 40))} "
+            f"({len(self.session.succeeded)} steps that ran" + (f", {pending} pending)" if pending else ")"))
 
     @on(Button.Pressed, "#open-log")
     def _open_log(self) -> None:
