@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,13 +28,7 @@ from provisioner.facts.system import (
     parse_pip_freeze,
 )
 from provisioner.facts.vgpu import parse_smi_vgpu, parse_vgpu
-
-FIXTURES = Path(__file__).parent / "fixtures" / "outputs"
-
-
-def fx(name: str) -> str:
-    return (FIXTURES / name).read_text(encoding="utf-8")
-
+from tests.support.fx import FIXTURES, fx
 
 # --- nvidia-smi --query-gpu ------------------------------------------------------------------
 

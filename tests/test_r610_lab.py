@@ -13,9 +13,9 @@ from provisioner.facts import catalog
 from provisioner.facts.smi_q import parse_smi_q
 from provisioner.facts.smi_table import parse_smi_table
 from provisioner.lab import day2, render
+from tests.support.fx import fx
 from tests.support.lab import node
 from tests.support.lab import profile_lab as make_lab
-from tests.test_parsers import fx
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -28,7 +28,7 @@ from provisioner.support.diagnose_sources import bundle_findings, evidence_findi
 from provisioner.support.scrub import Scrubber, env_secrets
 from tests.support.require import require, require_torch
 from tests.support.sshd import Sshd
-from tests.test_support_collect import OUTPUTS, VENV, standin_bin, standin_transport
+from tests.support.standin_tools import OUTPUTS, VENV, standin_bin, standin_transport
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ from screens.app import ProvisionerApp
 from screens.dialogs import QuitDialog
 from screens.step_page import StepPage
 from tests.test_tui_lab import lab_env, lab_session  # noqa: F401  (fixture)
-from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_for, wait_idle
+from tests.support.tui import PLAYBOOK, ROOT, screen_text, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -16,7 +16,7 @@ from screens.widgets.error_panel import ErrorPanel
 from screens.wizard_session import WizardSession
 from tests.support.known_hosts import config_known_hosts
 from tests.support.sshd import Sshd
-from tests.test_tui_support import PLAYBOOK, screen_text, wait_for, wait_idle
+from tests.support.tui import PLAYBOOK, screen_text, wait_for, wait_idle
 
 pytestmark = pytest.mark.sshd
 

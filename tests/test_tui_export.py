@@ -31,7 +31,7 @@ from screens.app import ProvisionerApp
 from screens.pages.summary import SummaryPage
 from screens.wizard_session import WizardSession
 from tests.support.wheel_server import serve
-from tests.test_tui_support import PLAYBOOK, wait_for
+from tests.support.tui import PLAYBOOK, wait_for
 
 TORCH = "2.11.0+cu128"
 

@@ -12,8 +12,7 @@ from textual.widgets import Input, Static
 from provisioner.playbook import load
 from screens.app import ProvisionerApp
 from screens.wizard_session import WizardSession
-from tests.test_tui_support import PLAYBOOK
-from tests.test_tui_typing import type_into
+from tests.support.tui import PLAYBOOK, type_into
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from textual.widgets import Input, SelectionList, Static
 
 from screens.pages.passthrough import ranges_text
 from screens.step_page import StepPage
-from tests.test_tui_snapshots import make_app, show
-from tests.test_tui_support import screen_text
+from tests.support.tui import make_app, screen_text, show
 
 
 def test_ranges_text() -> None:

@@ -27,7 +27,7 @@ from screens.widgets.busbw_chart import BusbwChart
 from screens.widgets.error_panel import ErrorPanel
 from screens.wizard_session import PAGES, WizardSession
 from tests.support.require import require
-from tests.test_tui_support import PLAYBOOK, ROOT, screen_text, wait_idle
+from tests.support.tui import PLAYBOOK, ROOT, screen_text, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 LIGHT_BURNIN = {"sizes": "8B:1MiB", "duration_s": "0", "phases": "preflight,gemm,collectives"}

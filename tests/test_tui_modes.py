@@ -20,7 +20,7 @@ from screens.step_page import LOG_MAX_LINES
 from screens.widgets.busbw_chart import BusbwChart
 from screens.wizard_session import PAGES, WizardSession
 from tests.support.shared import shared_path
-from tests.test_tui_support import PLAYBOOK, screen_text, wait_for, wait_idle
+from tests.support.tui import PLAYBOOK, screen_text, wait_for, wait_idle
 
 CORPUS = shared_path("corpus/failures-public.jsonl")
 LOCAL_CORPUS = Path(__file__).parent / "fixtures" / "logs" / "failures-public.jsonl"

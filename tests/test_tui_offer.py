@@ -21,9 +21,9 @@ from provisioner.steps.venv_links import judge_unhashed, unhashed_files
 from screens.app import ProvisionerApp
 from screens.dialogs import OfferDialog, QuitDialog
 from screens.wizard_session import WizardSession
-from tests.test_tui_support import PLAYBOOK, wait_for, wait_idle
-from tests.test_venv_links import AARCH64_270, DOWNLOADED, WIN_270_SHA, X86_270_SHA, _list, _lock
-from tests.test_venv_links import index as index  # the real page on loopback (fixture)
+from tests.support.index_page import AARCH64_270, DOWNLOADED, WIN_270_SHA, X86_270_SHA, _list, _lock
+from tests.support.index_page import index as index  # the real page on loopback (fixture)
+from tests.support.tui import PLAYBOOK, wait_for, wait_idle
 
 EARLIER = "torch-2.7.0+cu128-cp311-cp311-manylinux_2_28_aarch64.whl"  # an entry the user trusted before
 

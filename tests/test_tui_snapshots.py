@@ -21,20 +21,23 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Log
 
 from provisioner.events import CommandStarted, OutputLine
-from provisioner.facts.smi_csv import parse_gpu_query_csv
-from provisioner.lab.render import reference_host, render_query_csv
-from provisioner.payloads import BurninReport
-from provisioner.playbook import load
-from provisioner.resolver import Resolution, ResolveRequest, resolve
-from provisioner.steps.state import GpuDetection, HostInventory, TorchChoice
 from screens.app import ProvisionerApp
 from screens.fit import fit_urls
 from screens.step_page import STATUS_MARK, STATUS_WORDS, StepPage
-from screens.wizard_session import PAGES, WizardSession
-from tests.test_tui_support import PLAYBOOK, screen_text
+from screens.wizard_session import PAGES
+from tests.support.tui import (  # noqa: F401  (fixtures among them)
+    LOGS,
+    PLAYBOOK,
+    freeze,
+    make_app,
+    page_data,
+    reference_inventory,
+    screen_text,
+    show,
+    torch_choice,
+)
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="snapshots are generated on Python 3.11")
-LOGS = Path(__file__).parent / "fixtures" / "logs"
 SIZES = [(80, 24), (100, 30)]
 
 
@@ -44,78 +47,16 @@ def _steady(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", "/nonexistent/state")  # fixed paths on screen
 
 
-def reference_inventory() -> HostInventory:
-    host = reference_host()
-    gpus = parse_gpu_query_csv(render_query_csv(host))
-    return HostInventory(gpus=gpus, driver_version="595.71.05", module_flavour="open", uvm_major=None,
-                         caps_major=None, device_nodes=[f"/dev/nvidia{g.index}" for g in gpus], pve_version="8.4.1",
-                         pve_release=(8, 4), kernel="6.8.12-9-pve", cgroup_version=2,
-                         warnings=["/dev/nvidia-uvm does not exist on the host yet "
-                                   "(nvidia-modprobe -u -c=0 creates it)"])
 
 
-def torch_choice() -> TorchChoice:
-    res = resolve(ResolveRequest(cc=["12.0"] * 8, driver="595.71.05", python="3.12", arch="x86_64", glibc=None,
-                                 torch="==2.11.0", prefer="lowest-cuda"))
-    assert isinstance(res, Resolution) and res.variant == "cu128"
-    return TorchChoice(resolution=res, python="3.12", request={})
 
 
-def freeze() -> list[str]:
-    lines = (LOGS / "clean-uv-torch-install.log").read_text().splitlines()
-    return ["Using Python 3.12.3 environment at: /opt/torch-venv",
-            *[m.group(1) for line in lines if (m := re.match(r"^ \+ (\S+==\S+)$", line))]]
 
 
-def page_data(name: str) -> dict[str, Any]:
-    """What the steps would have learnt before page `name` (RunState fields)."""
-    inventory = reference_inventory()
-    devices = [f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                                                       "/dev/nvidia-modeset"]
-    data: dict[str, dict[str, Any]] = {
-        "inventory": {"inventory": inventory},
-        "passthrough": {"inventory": inventory, "passthrough_devices": devices},
-        "driver": {"inventory": inventory, "host_driver": "595.71.05",
-                   "detection": GpuDetection(gpus=list(inventory.gpus))},
-        "pytorch": {"torch": torch_choice()},
-        "venv": {"torch": torch_choice(), "venv_freeze": freeze()},
-        # the report as burnin.run parses it from the rank's JSON line (its `verdict` object, phase -> status)
-        "burnin": {"burnin": BurninReport.model_validate({"status": "pass", "verdict": {
-            "status": "pass", "overall": "pass",
-            "phases": {"preflight": "pass", "gemm": "pass", "collectives": "pass"}}})},
-    }
-    return data.get(name, {})
 
 
-def make_app(tmp_path: Path, page: str) -> ProvisionerApp:
-    session = WizardSession(load(PLAYBOOK), playbook_path="playbooks/blackwell-8gpu-lxc.yaml", runs_dir=tmp_path,
-                            record_to="/nonexistent/recorded.yaml")
-    session.run.runlog.path = Path("/nonexistent/runs/run-snapshot.jsonl")  # shown on the Summary (run ids vary)
-    return ProvisionerApp(session, start_page=page)
 
 
-async def show(pilot: Pilot[Any], name: str) -> None:
-    app = pilot.app
-    assert isinstance(app, ProvisionerApp)
-    await pilot.pause()
-    ctx = app.session.context()
-    for field, value in page_data(name).items():
-        setattr(app.session.state, field, value)
-    page = app.screen
-    assert isinstance(page, StepPage)
-    if name == "burnin":
-        from provisioner.steps.burnin_run import _metric_from_line
-
-        app.active_page = page
-        for line in (LOGS / "clean-nccl-tests-all-reduce.log").read_text().splitlines():
-            _metric_from_line(ctx, line)
-        app.flush_events()
-    if name == "summary":
-        for run in app.session.runs:
-            run.status, run.message = "ok", "no change"
-    page.refresh_view()
-    page.refresh_controls()
-    await pilot.pause()
 
 
 def assert_fits(app: ProvisionerApp, name: str, size: tuple[int, int]) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.support.require import require
-from tests.test_tui_support import ROOT
+from tests.support.tui import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -10,7 +10,6 @@ test can fail.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.app import App, ComposeResult
@@ -19,7 +18,12 @@ from textual.widgets import Input, Static, Switch
 from provisioner.playbook import load
 from screens.app import ProvisionerApp
 from screens.wizard_session import WizardSession
-from tests.test_tui_support import PLAYBOOK, burst, wait_for
+from tests.support.tui import (
+    PLAYBOOK,
+    burst,
+    type_into,
+    wait_for,
+)
 
 HOST = ".".join(["a" * 49, "b" * 49, "c" * 49, "d" * 50])  # 200 characters, a valid DNS name
 assert len(HOST) == 200
@@ -33,17 +37,6 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ProvisionerApp:
     return ProvisionerApp(session)
 
 
-async def type_into(app: Any, pilot: Any, selector: str, keys: list[str], expected: str) -> Input:
-    field = app.screen.query_one(selector, Input)
-    field.focus()
-    await pilot.pause()
-    burst(app, keys)
-    await wait_for(pilot, lambda: field.value == expected, timeout=60,
-                   what=f"{selector} to read back what was typed (now {field.value!r})")
-    for _ in range(3):  # nothing arrives late and changes it again
-        await pilot.pause()
-    assert field.value == expected
-    return field
 
 
 async def test_200_keys_without_pauses_into_every_kind_of_field(app: ProvisionerApp) -> None:

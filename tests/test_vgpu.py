@@ -19,11 +19,11 @@ import yaml
 from provisioner.facts import catalog
 from provisioner.facts.models import ParseError
 from provisioner.facts.vgpu import VgpuFacts, parse_smi_vgpu, parse_vgpu, vgpu_host_problem
+from tests.support.fx import fx
 from tests.support.lab import node
 from tests.support.lab import profile_lab as make_lab
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
-from tests.test_parsers import fx
 
 REPO = Path(__file__).resolve().parents[1]
 

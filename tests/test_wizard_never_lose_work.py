@@ -23,7 +23,7 @@ from screens.help import HelpScreen
 from screens.wizard_session import PAGES, WizardSession
 from tests.support.require import require
 from tests.test_tui_lab import lab_env, lab_session, run_page  # noqa: F401  (fixture)
-from tests.test_tui_support import PLAYBOOK, wait_for, wait_idle
+from tests.support.tui import PLAYBOOK, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
