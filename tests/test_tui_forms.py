@@ -15,7 +15,7 @@ from provisioner.steps.base import load_step_kinds
 from screens.form_fields import clean_values, field_specs, from_text, to_text, validate
 from screens.plain_text import plain_line
 from screens.wizard_session import PAGES, changed_params
-from tests.test_tui_support import PLAYBOOK
+from tests.support.tui import PLAYBOOK
 
 
 def model(kind: str) -> Any:

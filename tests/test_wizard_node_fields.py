@@ -28,7 +28,7 @@ from screens.step_page import StepPage
 from screens.wizard_session import PAGES, WizardSession
 from tests.support.lab import UBUNTU
 from tests.support.lab import ApiLab as Lab
-from tests.test_tui_support import PLAYBOOK, wait_for
+from tests.support.tui import PLAYBOOK, wait_for
 
 WIZARD_WORDS = Words("wizard", {kind: page.title for page in PAGES for kind in page.kinds})
 
