@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import scratch
-from tests.support.lab import lab, make_lab  # noqa: F401  (fixtures: the lab's PVE API in-process)
+from tests.support.lab import golden_copy, golden_node, lab, make_lab  # noqa: F401  (fixtures)
 from tests.support.sshd import sshd  # noqa: F401  (fixture)
 
 pytest_plugins = ["tests.support.suite_report", "tests.support.tiers"]
@@ -71,7 +71,7 @@ def _node_lock_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 
 #: what a module's scratch clean-up leaves for the rest of the session (`_shared_lab_wheels`)
-_SESSION_SCRATCH = frozenset({"shared-lab-wheels", ".trash"})
+_SESSION_SCRATCH = frozenset({"shared-lab-wheels", ".trash", "golden-node"})
 
 
 @pytest.fixture(autouse=True, scope="module")

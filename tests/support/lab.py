@@ -9,16 +9,21 @@
   of our client.
 - `tests.support.labrun.LabRun`: a lab daemon started as `provisioner lab up` starts it, for replays run as
   a user runs them (it starts through `up_daemon` below).
+- `golden_node` (session fixture) and `GoldenNode.copy(dest)`: the shipped playbook provisioned once per run,
+  for real (a cold venv.build and the burn-in), then stopped; a test that begins after provisioning takes its
+  own copy of it (lab root and tool state, relocated to `dest`), started on its own ports.
 
 Every lab test is marked ``lab`` at collection (`tests/support/tiers.py`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ from provisioner.lab.sandbox import make_device_nodes, node_argv, node_env, reco
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.labrun import SHIPPED_PLAYBOOK, LabRun, Replay, lab_importable, read_run_log, snapshot
 from tests.support.require import require
 
 UBUNTU = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
@@ -151,3 +157,209 @@ def make_lab(tmp_path: Path) -> Iterator[Callable[..., ApiLab]]:
 @pytest.fixture
 def lab(make_lab: Callable[..., ApiLab]) -> ApiLab:
     return make_lab()
+
+
+# -- the golden node: the shipped playbook provisioned once per run, a copy per test -------------
+
+#: the golden node's directory in the run-shared area (tests/conftest.py `run_shared_dir`)
+GOLDEN_DIR = "golden-node"
+#: a whole provisioning (cold venv.build with the real CPU torch, the 8-rank burn-in) on a loaded 2-core machine
+GOLDEN_REPLAY_TIMEOUT_S = 1200
+
+
+@dataclass(frozen=True)
+class GoldenNode:
+    """The shipped playbook, provisioned once for the run and stopped (`golden_node`): `base` holds the lab
+    root (`lab/`), the tool's state (`state/`: the run log of the provisioning), its download cache and the
+    playbook it ran (so that the run log names a playbook inside `base`). Never started again: tests copy it."""
+
+    base: Path
+    lab_cache: Path
+
+    @property
+    def root(self) -> Path:
+        return self.base / "lab"
+
+    @property
+    def playbook(self) -> Path:
+        return self.base / SHIPPED_PLAYBOOK.name
+
+    def snapshot(self) -> dict[str, Any]:
+        """`tests.support.labrun.snapshot` of the node as the provisioning left it."""
+        data: dict[str, Any] = json.loads((self.base.parent / "snapshot.json").read_text())
+        return data
+
+    def copy(self, dest: Path) -> LabRun:
+        """A copy of the node at `dest` (which must not exist), relocated there, as a stopped `LabRun` whose
+        `up()`/`running()` start it with its node and containers kept, on ports of its own. The playbook is
+        `dest / SHIPPED_PLAYBOOK.name` (`golden_playbook`)."""
+        dest = dest.resolve()
+        assert not dest.exists(), f"{dest} exists: a golden copy goes to a new directory"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # cp -a keeps the hardlinks between the container's venv and its uv cache (one copy of the bytes)
+        subprocess.run(["cp", "-a", "--reflink=auto", "--", str(self.base), str(dest)], check=True,
+                       capture_output=True)
+        (dest / ".complete").unlink(missing_ok=True)
+        relocate(dest, str(self.base), str(dest))
+        return LabRun(dest, dest / "lab-cache", keep_state=True)
+
+
+def golden_playbook(run: LabRun) -> Path:
+    """The playbook a golden copy was provisioned with (inside the copy: its run log names this path)."""
+    return run.base / SHIPPED_PLAYBOOK.name
+
+
+def _is_venv_or_uv_cache(path: Path, files: list[str]) -> bool:
+    """A virtual environment or a uv cache: the real torch (~26k files), built in the container where the lab's
+    paths do not exist; never rewritten (and hardlinked to each other: a rewrite would reach both)."""
+    return "pyvenv.cfg" in files or (path.name == "uv" and path.parent.name == ".cache")
+
+
+def relocate(tree: Path, old: str, new: str) -> list[Path]:
+    """Rewrite `old` (an absolute directory) to `new` in every text file and link target under `tree`, skipping
+    venvs and uv caches; returns the files rewritten. The lab writes its absolute root into a few files (the
+    container's apt/kmod/nvidia-smi wrappers, run/installer.env, lab.log, the tool's run logs). A binary file
+    naming `old` cannot be relocated: AssertionError."""
+    changed: list[Path] = []
+    binary: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(tree):
+        here = Path(dirpath)
+        if _is_venv_or_uv_cache(here, filenames):
+            dirnames[:] = []
+            continue
+        for name in [*filenames, *dirnames]:
+            path = here / name
+            if path.is_symlink():
+                target = os.readlink(path)
+                if target == old or target.startswith(old + "/"):
+                    path.unlink()
+                    path.symlink_to(new + target[len(old):])
+                    changed.append(path)
+                continue
+            if name in dirnames or not path.is_file():
+                continue
+            data = path.read_bytes()
+            if old.encode() not in data:
+                continue
+            if b"\0" in data:
+                binary.append(path)
+                continue
+            st = path.stat()
+            path.write_bytes(data.replace(old.encode(), new.encode()))  # in place: mode, owner and hardlinks kept
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            changed.append(path)
+    assert not binary, f"binary files name {old} and cannot be relocated: {binary[:5]}"
+    return changed
+
+
+def files_naming(tree: Path, text: str) -> list[str]:
+    """Every file under `tree` whose bytes contain `text` (binary files too, venvs too; devices skipped)."""
+    out = subprocess.run(["grep", "-rlF", "--devices=skip", "--", text, str(tree)], capture_output=True,
+                         text=True, check=False)
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    return out.stdout.splitlines()
+
+
+def _provision_golden(base: Path, lab_cache: Path, snapshot_file: Path) -> None:
+    """Replay the shipped playbook (with its burn-in) into a new lab at `base` and check it end to end; the
+    lab is stopped afterwards, its state kept on disk."""
+    from provisioner.drift import UNIT_PATH
+
+    base.mkdir(parents=True, exist_ok=True)
+    playbook = base / SHIPPED_PLAYBOOK.name
+    shutil.copyfile(SHIPPED_PLAYBOOK, playbook)
+    run = LabRun(base, lab_cache)
+    with run.running():
+        first = run.replay(playbook, timeout=GOLDEN_REPLAY_TIMEOUT_S)
+        check_provisioned(run, first, playbook)
+        # (from tests/test_day2_engine.py, whose first replay this was) the boot unit went in with the install
+        assert "installed " + UNIT_PATH in first.stderr, first.describe()
+    snap = snapshot(run.root)
+    check_provisioned_state(snap)
+    snapshot_file.write_text(json.dumps(snap, indent=1, sort_keys=True))
+
+
+def check_provisioned(run: LabRun, first: Replay, playbook: Path) -> None:
+    """What a whole provisioning of the shipped playbook ends with: exit 0, every step ok or changed, the burn-in
+    verdict pass, a run log that parses event by event (run.started ... run.finished), every API request valid
+    against the PVE schema, and no secret in the run logs. (From tests/test_e2e_lab.py's first replay and
+    tests/test_faults.py's clean run.)"""
+    import yaml
+
+    assert first.rc == 0, first.describe()
+    assert first.recap is not None and first.recap["status"] == "ok", first.describe()
+    (counts,) = first.recap["hosts"].values()
+    assert counts["failed"] == 0 and counts["changed"] >= 6, counts
+    kinds = [step["kind"] for step in yaml.safe_load(playbook.read_text())["steps"]]
+    assert "burnin.run" in kinds
+    not_done = {k: first.status_of(k) for k in kinds if first.status_of(k) not in ("ok", "changed")}
+    assert not not_done, f"{not_done}\n{first.describe()}"
+    assert list(first.steps()) == kinds, list(first.steps())
+    assert "burn-in verdict: pass" in first.stderr, first.describe()
+    assert first.log_path is not None and first.log_path.is_file(), "no run log path printed"
+    assert first.log_path.parent == run.state_dir / "runs", first.log_path
+    events = read_run_log(first.log_path)  # every line a valid typed event
+    assert events[0]["kind"] == "run.started" and events[-1]["kind"] == "run.finished", [events[0], events[-1]]
+    assert events[-1]["status"] == "ok", events[-1]
+    resolved: dict[str, Any] = {}
+    for e in events:
+        if e["kind"] == "step.finished" and e["status"] in ("ok", "changed"):
+            resolved.update(e.get("resolved") or {})
+    assert resolved["burnin"]["verdict"] == "pass", resolved.get("burnin")
+    assert resolved.get("venv_lock"), sorted(resolved)
+
+    requests = [json.loads(x) for x in (run.root / "api-requests.jsonl").read_text().splitlines() if x.strip()]
+    assert len(requests) >= 10
+    assert all(r["validated"] for r in requests), [r for r in requests if not r["validated"]][:3]
+    assert all(r["status"] < 400 for r in requests), [r for r in requests if r["status"] >= 400][:3]
+    password = (run.root / "private" / "api-password").read_text().strip()
+    assert password and password not in first.log_path.read_text() and password not in first.stderr
+
+
+def check_provisioned_state(snap: dict[str, Any]) -> None:
+    """The node's final state (`snapshot`), as tests/test_faults.py's `clean` fixture checks it."""
+    assert snap["status"] == "running" and "tags: gpu-provisioner" in snap["conf"], snap["conf"]
+    assert "onboot: 1" in snap["conf"], snap["conf"]
+    assert sum(1 for line in snap["conf"] if line.startswith("dev")) == 12, snap["conf"]
+    assert snap["nvml_libs"] == ["libnvidia-ml.so.1", "libnvidia-ml.so.595.71.05"], snap["nvml_libs"]
+    assert snap["root_leftovers"] == [] and snap["installer_done"] and snap["nvidia_smi"]
+    venv = snap["venv"]
+    assert venv["exists"] and not venv["building_marker"] and venv["broken_files"] == [], venv["broken_files"][:5]
+    assert any(d.startswith("torch==2.11.0") for d in venv["dists"]), venv["dists"]
+    assert {"lock.json", "torch.lock.txt"} <= set(venv["records"]), sorted(venv["records"])
+    assert venv["runtime"]["request"]["torch"] == "2.11.0" and venv["runtime"]["verified"] is True
+
+
+@pytest.fixture(scope="session")
+def golden_node(tmp_path_factory: pytest.TempPathFactory) -> GoldenNode:
+    """The shipped playbook provisioned once per run (all pytest-xdist workers: built by the first one that
+    asks, under a file lock, and found complete by the others), stopped, its state on disk. Its provisioning
+    is the run's real cold venv.build: its container's uv cache starts empty. Tests never change it: they
+    take `golden_copy`."""
+    from provisioner.lab.build_once import build_once
+    from tests.conftest import run_shared_dir
+
+    require(lab_importable(), "the embedded lab (provisioner.lab.lab) is not in this build")
+    need_namespaces(root=True)
+    shared = run_shared_dir(tmp_path_factory, GOLDEN_DIR)
+    node = GoldenNode(shared / "node", shared / "lab-cache")
+    failed = shared / "failed"
+
+    def build(base: Path) -> None:
+        if failed.exists():  # another worker's build failed: the same failure, not a second half-hour
+            raise AssertionError(f"the golden node failed to build (in another worker):\n{failed.read_text()}")
+        try:
+            _provision_golden(base, node.lab_cache, shared / "snapshot.json")
+        except Exception as exc:
+            failed.write_text(f"{type(exc).__name__}: {exc}"[-20000:])
+            raise
+
+    build_once(node.base, shared / ".lock", build)
+    return node
+
+
+@pytest.fixture(scope="session")
+def golden_copy(golden_node: GoldenNode) -> Callable[[Path], LabRun]:
+    """`golden_copy(dest) -> LabRun`: a test's own copy of the golden node at `dest` (stopped; `up()` starts it
+    with its state on ports of its own; the playbook is `golden_playbook(run)`)."""
+    return golden_node.copy

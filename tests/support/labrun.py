@@ -136,13 +136,16 @@ class LabRun:
     download in one lab is never served from another lab's cache.
     """
 
-    def __init__(self, base: Path, lab_cache: Path, scenarios: Sequence[str] = ()) -> None:
+    def __init__(self, base: Path, lab_cache: Path, scenarios: Sequence[str] = (), *,
+                 keep_state: bool = False) -> None:
         self.base = base
         self.root = base / "lab"
         self.state_dir = base / "state"
         self.cache_dir = base / "cache"
         self.lab_cache = lab_cache
         self.scenarios = list(scenarios)
+        #: `up()` starts the lab on the node and containers already on disk (a stopped lab, a golden copy)
+        self.keep_state = keep_state
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -156,8 +159,15 @@ class LabRun:
         from provisioner.lab.lab import Lab
 
         # Lab.up() hands os.environ to the daemon: patch it for this start only (one start at a time).
+        lab = Lab(self.root, self.scenarios)
         with _ENV_LOCK, mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}):
-            conn, _ = Lab(self.root, self.scenarios).up()
+            if self.keep_state:  # `Lab.up` would make a fresh lab: load the one on disk instead
+                from provisioner.lab.state import LabState
+
+                with mock.patch.object(lab, "create_state", lambda: LabState.load(self.root)):
+                    conn, _ = lab.up()
+            else:
+                conn, _ = lab.up()
         return conn
 
     def down(self) -> None:
