@@ -31,9 +31,9 @@ import pytest
 import yaml
 
 from provisioner.drift import UNIT_NAME, UNIT_PATH
+from tests.support.lab import lab_ready, start_labs, stop_labs
 from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import read_run_log
-from tests.test_fleet import lab_ready, start_labs, stop_labs
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"

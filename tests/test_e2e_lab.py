@@ -3,11 +3,8 @@ lab's SSH endpoint, pct/nvidia-smi stand-ins, real uv, real torch gloo burn-in).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -16,40 +13,19 @@ import pytest
 import yaml
 
 from tests.support.concurrent import play_selected
-from tests.support.labcache import with_shared_wheels
+from tests.support.lab import cli, lab_cli_env, last_json, running_lab
 from tests.support.require import require
-from tests.support.streams import streamed
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "playbooks" / "blackwell-8gpu-lxc.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
-def last_json(out: str) -> dict[str, object]:
-    doc: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return doc
 
 
-def lab_env(root: Path) -> dict[str, str]:
-    return dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
-                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")))
 
 
-@contextlib.contextmanager
-def running_lab(base: Path) -> Iterator[dict[str, str]]:
-    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
-    root = base / "lab"
-    env = lab_env(root)
-    up = cli(env, "lab", "up", "--root", str(root), timeout=180)
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
-        yield env
-    finally:
-        cli(env, "lab", "down", "--root", str(root), timeout=60)
 
 
 def _plan_replay_idempotent_and_recorded(tmp_path: Path) -> None:
@@ -105,7 +81,7 @@ def _plan_replay_idempotent_and_recorded_on(lab: dict[str, str], tmp_path: Path)
 def _foreign_container_is_left_untouched(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
-    env = lab_env(root)
+    env = lab_cli_env(root)
     assert cli(env, "lab", "up", "--root", str(root), timeout=180).returncode == 0
     try:
         from provisioner import secrets

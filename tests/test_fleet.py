@@ -29,15 +29,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 import yaml
 
+from tests.support.lab import closed_port, lab_ready, start_labs, stop_labs
 from tests.support.lab_inventory import write_lab_inventory
 from tests.support.labrun import read_run_log
 from tests.support.require import require, require_torch
@@ -61,10 +60,6 @@ def write_light_playbook(dest: Path) -> Path:
     return dest
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -125,35 +120,10 @@ class Fleet:
                            Path(rep_m.group(1)) if rep_m else None, events)
 
 
-def start_labs(roots: dict[str, tuple[Path, tuple[str, ...]]], lab_cache: Path) -> None:
-    """Start the labs (each is its own daemon process): the first alone, since it builds the lab's
-    wheel index in the shared `lab_cache` (concurrent builds of a cold index collide on its
-    temporary files), then the others in parallel."""
-    from provisioner.lab.lab import Lab
-
-    labs = [Lab(root, list(scen)) for root, scen in roots.values()]
-    with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
-        labs[0].up()
-        with ThreadPoolExecutor(max_workers=max(1, len(labs) - 1)) as pool:
-            for fut in [pool.submit(lab.up) for lab in labs[1:]]:
-                fut.result()
 
 
-def stop_labs(roots: list[Path]) -> None:
-    from provisioner.lab.lab import Lab
-
-    for root in roots:
-        with contextlib.suppress(Exception):
-            Lab(root).down()
 
 
-def lab_ready() -> None:
-    try:
-        import provisioner.lab.lab  # noqa: F401
-    except ImportError as exc:
-        require(False, f"the lab is not importable: {exc}")
-    require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
-    require(os.geteuid() == 0, "the lab's node sandboxes need root here")
 
 
 @pytest.fixture(scope="module")

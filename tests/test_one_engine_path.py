@@ -34,8 +34,8 @@ from provisioner.steps.base import Params, Plan, StepFailed, StepKind
 from provisioner.steps.context import StepContext
 from provisioner.stepwise import StepSession
 from screens.runlog_view import describe
+from tests.support.lab import closed_port
 from tests.support.step_kinds import FileStep, use_kinds
-from tests.test_fleet import closed_port
 
 SECRET = "Zq-nested-canary-9f3k1"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.render.console import status_word
-from tests.test_e2e_lab import PLAYBOOK, cli, last_json, running_lab
+from tests.support.lab import PLAYBOOK, cli, last_json, running_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

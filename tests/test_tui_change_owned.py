@@ -24,7 +24,7 @@ from provisioner.steps.lxc_spec import plan_update
 from screens.app import ProvisionerApp
 from screens.dialogs import QuitDialog
 from screens.step_page import StepPage
-from tests.test_tui_lab import lab_env, lab_session  # noqa: F401  (fixture)
+from tests.support.lab import lab_env, lab_session  # noqa: F401  (fixture)
 from tests.support.tui import PLAYBOOK, ROOT, screen_text, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -61,7 +61,7 @@ def test_plan_update_diffs_and_refusals() -> None:
     assert same.empty
 
 
-async def test_edit_cores_on_a_done_container_page_updates_it_in_place(lab_env: Path,  # noqa: F811
+async def test_edit_cores_on_a_done_container_page_updates_it_in_place(lab_env: Path,
                                                                        tmp_path: Path) -> None:
     session = lab_session(lab_env, tmp_path)
     app = ProvisionerApp(session, start_page="container", lab=True)
@@ -131,7 +131,7 @@ async def test_edit_cores_on_a_done_container_page_updates_it_in_place(lab_env: 
         assert conf_value(lab_env, 200, "rootfs").endswith("size=200G")
 
 
-async def test_the_same_edit_from_a_playbook_plans_and_replays_headless(lab_env: Path,  # noqa: F811
+async def test_the_same_edit_from_a_playbook_plans_and_replays_headless(lab_env: Path,
                                                                         tmp_path: Path) -> None:
     base = load(PLAYBOOK)
     create = next(s for s in base.steps if s.kind == "lxc.create")

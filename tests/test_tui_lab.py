@@ -11,84 +11,31 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.widgets import Button, DataTable, Input, Select, Static, Switch
 
 from provisioner import secrets
 from provisioner.playbook import load
-from provisioner.session import point_at_lab
 from screens.app import ProvisionerApp
 from screens.step_page import StepPage
 from screens.widgets.busbw_chart import BusbwChart
 from screens.widgets.error_panel import ErrorPanel
-from screens.wizard_session import PAGES, WizardSession
-from tests.support.require import require
+from screens.wizard_session import PAGES
+from tests.support.lab import _lab_available, lab_env, lab_session, run_page  # noqa: F401  (fixtures among them)
 from tests.support.tui import PLAYBOOK, ROOT, screen_text, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 LIGHT_BURNIN = {"sizes": "8B:1MiB", "duration_s": "0", "phases": "preflight,gemm,collectives"}
 
 
-def _lab_available() -> bool:
-    try:
-        import provisioner.lab.lab  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
-@pytest.fixture
-def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """A private lab (scenarios from indirect parametrisation), with state under tmp_path."""
-    require(_lab_available(), "the embedded lab (provisioner.lab.lab) is not in this build")
-    from provisioner.lab.lab import Lab
-
-    scenarios = list(getattr(request, "param", []))
-    root = tmp_path / "lab"
-    monkeypatch.setenv("PROVISIONER_LAB_ROOT", str(root))
-    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("PROVISIONER_CACHE_DIR", os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "cache")))
-    lab = Lab(root, scenarios=scenarios)
-    lab.up()
-    try:
-        yield root
-    finally:
-        lab.down()
 
 
-def lab_session(root: Path, tmp_path: Path) -> WizardSession:
-    playbook = point_at_lab(load(PLAYBOOK), root)
-    return WizardSession(playbook, playbook_path=str(PLAYBOOK), lab=True, runs_dir=tmp_path,
-                         record_to=str(tmp_path / "recorded.yaml"))
 
 
-async def run_page(app: ProvisionerApp, pilot: Any, *, timeout: float = 600) -> list[list[str]]:
-    """Press ctrl+r until the page is done; returns the plans that were shown for confirmation."""
-    page = app.screen
-    assert isinstance(page, StepPage)
-    confirmed: list[list[str]] = []
-    for _ in range(12):
-        index = page.next_index()
-        if index is None:
-            return confirmed
-        run = app.session.runs[index]
-        if run.planned and run.changes:
-            # A plan is on screen, waiting for the confirmation.
-            plan_text = str(page.query_one("#plan", Static).render())
-            assert "will change:" in plan_text
-            assert all(change[:40] in plan_text for change in run.changes)
-            assert str(page.query_one("#run", Button).label).startswith("Apply")
-            confirmed.append(list(run.changes))
-        await pilot.press("ctrl+r")
-        await wait_idle(app, pilot, timeout)
-        for i in page.indices:
-            failed = app.session.runs[i]
-            assert failed.status != "failed", f"{failed.spec.kind} failed: {failed.message}\n" + "\n".join(failed.tail)
-    raise AssertionError(f"page {page.name} did not finish")
 
 
 async def test_full_wizard_against_the_lab(lab_env: Path, tmp_path: Path) -> None:

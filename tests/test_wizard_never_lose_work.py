@@ -21,14 +21,14 @@ from screens.app import ProvisionerApp
 from screens.dialogs import QuitDialog
 from screens.help import HelpScreen
 from screens.wizard_session import PAGES, WizardSession
+from tests.support.lab import lab_env, lab_session, run_page  # noqa: F401  (fixture)
 from tests.support.require import require
-from tests.test_tui_lab import lab_env, lab_session, run_page  # noqa: F401  (fixture)
 from tests.support.tui import PLAYBOOK, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
-async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab_env: Path,  # noqa: F811
+async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab_env: Path,
                                                                              tmp_path: Path) -> None:
     require(lab_env.exists(), "the lab did not start")
     session = lab_session(lab_env, tmp_path)

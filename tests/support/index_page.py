@@ -1,5 +1,5 @@
 """A real PyTorch index page (tests/fixtures/index/torch_cu128_links.html) served on loopback, and the listing and
-lock helpers the venv_links and wizard-offer tests share (moved from tests/test_venv_links.py)."""
+lock helpers the venv_links and wizard-offer tests share (once in the venv_links test module)."""
 
 from __future__ import annotations
 

@@ -18,26 +18,40 @@ Every lab test is marked ``lab`` at collection (`tests/support/tiers.py`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from textual.widgets import Button, Static
 
 from provisioner.lab.commands import write_node_bin
 from provisioner.lab.lab import Lab, LabServices
 from provisioner.lab.pve_api import LabApiServer
 from provisioner.lab.sandbox import make_device_nodes, node_argv, node_env, record_host_ns
 from provisioner.lab.state import LabState
+from provisioner.playbook import load
 from provisioner.proxmox.lxc_conf import LxcConfig
+from provisioner.session import point_at_lab
 from provisioner.transport.ssh import SshTarget, SshTransport
+from screens.app import ProvisionerApp
+from screens.step_page import StepPage
+from screens.wizard_session import WizardSession
+from tests.support.labcache import with_shared_wheels
 from tests.support.labrun import SHIPPED_PLAYBOOK, LabRun, Replay, lab_importable, read_run_log, snapshot
 from tests.support.require import require
+from tests.support.streams import streamed
+from tests.support.tui import PLAYBOOK, wait_idle
 
 UBUNTU = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
 NOT_DEFINED = "property is not defined in schema and the schema does not allow additional properties"
@@ -272,7 +286,7 @@ def _provision_golden(base: Path, lab_cache: Path, snapshot_file: Path) -> None:
     with run.running():
         first = run.replay(playbook, timeout=GOLDEN_REPLAY_TIMEOUT_S)
         check_provisioned(run, first, playbook)
-        # (from tests/test_day2_engine.py, whose first replay this was) the boot unit went in with the install
+        # (the day-two engine test module's first replay once) the boot unit went in with the install
         assert "installed " + UNIT_PATH in first.stderr, first.describe()
     snap = snapshot(run.root)
     check_provisioned_state(snap)
@@ -363,3 +377,126 @@ def golden_copy(golden_node: GoldenNode) -> Callable[[Path], LabRun]:
     """`golden_copy(dest) -> LabRun`: a test's own copy of the golden node at `dest` (stopped; `up()` starts it
     with its state on ports of its own; the playbook is `golden_playbook(run)`)."""
     return golden_node.copy
+
+
+def _lab_available() -> bool:
+    try:
+        import provisioner.lab.lab  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A private lab (scenarios from indirect parametrisation), with state under tmp_path."""
+    require(_lab_available(), "the embedded lab (provisioner.lab.lab) is not in this build")
+    from provisioner.lab.lab import Lab
+
+    scenarios = list(getattr(request, "param", []))
+    root = tmp_path / "lab"
+    monkeypatch.setenv("PROVISIONER_LAB_ROOT", str(root))
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "cache")))
+    lab = Lab(root, scenarios=scenarios)
+    lab.up()
+    try:
+        yield root
+    finally:
+        lab.down()
+
+
+def lab_session(root: Path, tmp_path: Path) -> WizardSession:
+    playbook = point_at_lab(load(PLAYBOOK), root)
+    return WizardSession(playbook, playbook_path=str(PLAYBOOK), lab=True, runs_dir=tmp_path,
+                         record_to=str(tmp_path / "recorded.yaml"))
+
+
+async def run_page(app: ProvisionerApp, pilot: Any, *, timeout: float = 600) -> list[list[str]]:
+    """Press ctrl+r until the page is done; returns the plans that were shown for confirmation."""
+    page = app.screen
+    assert isinstance(page, StepPage)
+    confirmed: list[list[str]] = []
+    for _ in range(12):
+        index = page.next_index()
+        if index is None:
+            return confirmed
+        run = app.session.runs[index]
+        if run.planned and run.changes:
+            # A plan is on screen, waiting for the confirmation.
+            plan_text = str(page.query_one("#plan", Static).render())
+            assert "will change:" in plan_text
+            assert all(change[:40] in plan_text for change in run.changes)
+            assert str(page.query_one("#run", Button).label).startswith("Apply")
+            confirmed.append(list(run.changes))
+        await pilot.press("ctrl+r")
+        await wait_idle(app, pilot, timeout)
+        for i in page.indices:
+            failed = app.session.runs[i]
+            assert failed.status != "failed", f"{failed.spec.kind} failed: {failed.message}\n" + "\n".join(failed.tail)
+    raise AssertionError(f"page {page.name} did not finish")
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_labs(roots: dict[str, tuple[Path, tuple[str, ...]]], lab_cache: Path) -> None:
+    """Start the labs (each is its own daemon process): the first alone, since it builds the lab's
+    wheel index in the shared `lab_cache` (concurrent builds of a cold index collide on its
+    temporary files), then the others in parallel."""
+    from provisioner.lab.lab import Lab
+
+    labs = [Lab(root, list(scen)) for root, scen in roots.values()]
+    with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
+        labs[0].up()
+        with ThreadPoolExecutor(max_workers=max(1, len(labs) - 1)) as pool:
+            for fut in [pool.submit(lab.up) for lab in labs[1:]]:
+                fut.result()
+
+
+def stop_labs(roots: list[Path]) -> None:
+    from provisioner.lab.lab import Lab
+
+    for root in roots:
+        with contextlib.suppress(Exception):
+            Lab(root).down()
+
+
+def lab_ready() -> None:
+    try:
+        import provisioner.lab.lab  # noqa: F401
+    except ImportError as exc:
+        require(False, f"the lab is not importable: {exc}")
+    require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
+    require(os.geteuid() == 0, "the lab's node sandboxes need root here")
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "provisioner", *streamed(args)], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json(out: str) -> dict[str, object]:
+    doc: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return doc
+
+
+def lab_cli_env(root: Path) -> dict[str, str]:
+    return dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
+                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")))
+
+
+@contextlib.contextmanager
+def running_lab(base: Path) -> Iterator[dict[str, str]]:
+    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+    root = base / "lab"
+    env = lab_cli_env(root)
+    up = cli(env, "lab", "up", "--root", str(root), timeout=180)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield env
+    finally:
+        cli(env, "lab", "down", "--root", str(root), timeout=60)

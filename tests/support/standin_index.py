@@ -1,5 +1,5 @@
 """A PEP 503 index of stand-in wheels served on loopback, and the playbook and node venv.build tests run against it
-(moved from tests/test_venv_build.py so that other test modules import it from here)."""
+(once in the venv.build test module; here so that other test modules import it from here)."""
 
 from __future__ import annotations
 

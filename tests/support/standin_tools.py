@@ -1,5 +1,5 @@
 """Stand-in host tools on PATH (nvidia-smi, pct, dmesg...) answering with recorded real outputs, and a local transport
-that finds them (moved from tests/test_support_collect.py)."""
+that finds them (once in the support-collect test module)."""
 
 from __future__ import annotations
 
