@@ -88,6 +88,8 @@ class ExportPlan:
     proof: Proof | None = None
     venv: str = DEFAULT_VENV
     uv_dir: str = DEFAULT_UV_DIR
+    #: the folder as the user named it (a relative one stays relative on screen; `out` is the absolute path written)
+    shown: str = ""
     vmid: int | None = None
     base: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -100,7 +102,7 @@ class ExportPlan:
         """The plan in words: the folder, each file with what it holds, what is read from where."""
         if self.refused:
             return [f"cannot export: {self.refused}"]
-        out = [f"will write {self.out}/ ({self.fmt}):"]
+        out = [f"will write {self.shown or self.out}/ ({self.fmt}):"]
         out += [f"  {name} — {what}" for name, what in self.files]
         out += [f"  {note}" for note in self.notes]
         return out
@@ -110,7 +112,8 @@ def plan_export(run_log: Path, playbook: Playbook, fmt: str, out: Path | str, *,
                 nixpkgs_rev: str = nix.NIXPKGS_REV) -> ExportPlan:
     """The export plan of the run `run_log` (a run log of this playbook), changing nothing anywhere."""
     dest = Path(out).expanduser().absolute() if str(out).strip() else Path()
-    plan = ExportPlan(fmt=fmt, out=dest, venv=venv_path(playbook), uv_dir=uv_dir_of(playbook), base=base or None)
+    plan = ExportPlan(fmt=fmt, out=dest, venv=venv_path(playbook), uv_dir=uv_dir_of(playbook), base=base or None,
+                      shown=str(Path(out).expanduser()) if str(out).strip() else "")
     try:
         if fmt not in FORMATS:
             raise ExportRefused(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
