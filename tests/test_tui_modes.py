@@ -79,7 +79,7 @@ async def test_theme_toggle_and_palette_entries(app: ProvisionerApp) -> None:
 
 async def test_footer_shows_the_key_bindings_at_80x24(app: ProvisionerApp) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await wait_for(pilot, lambda: "^r Run" in (screen_text(app).splitlines() or [""])[-1], 30, "the footer's key bindings")
         text = screen_text(app)
         last = text.splitlines()[-1]
         for key in ("^r Run", "^b Back", "^n Next", "f5 Diagnose", "f6 Theme"):
@@ -87,8 +87,9 @@ async def test_footer_shows_the_key_bindings_at_80x24(app: ProvisionerApp) -> No
         assert "1/9" in text.splitlines()[0] and "Connect" in text.splitlines()[0]
         for page in PAGES[1:]:
             await pilot.press("ctrl+n")
-            first = screen_text(app).splitlines()[0]
-            assert page.title in first, first  # the breadcrumb always shows the current page
+            # the breadcrumb always shows the current page (waited for: a loaded machine renders the switch late)
+            await wait_for(pilot, lambda title=page.title: title in (screen_text(app).splitlines() or [""])[0], 30,
+                           f"the breadcrumb naming {page.title}")
 
 
 async def test_values_survive_back_and_forward_navigation(app: ProvisionerApp) -> None:
