@@ -368,9 +368,10 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     env.pop("PROVISIONER_LAB_ROOT", None)
     labs = [Lab(r, []) for r in roots.values()]
 
-    def replay(quiet: bool = True) -> tuple[int, dict[str, Any] | None, str]:
+    def replay() -> tuple[int, dict[str, Any] | None, str]:
+        # -v: the info lines (the verdict, the plan's notes) are printed by default no more (issue 36)
         proc = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(playbook), "--inventory",
-                               str(inventory), "--parallel", "2", "--json", *(["--quiet"] if quiet else [])],
+                               str(inventory), "--parallel", "2", "--json", "-v"],
                               capture_output=True, text=True,
                               env=env, cwd=REPO, timeout=JOB_TIMEOUT_S + 300, check=False)
         lines = proc.stdout.strip().splitlines()
@@ -401,7 +402,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         # one run, seen from both nodes: the same rendezvous, the same measurements
         assert results["a"]["phases"]["fabric"]["pairs"] == results["b"]["phases"]["fabric"]["pairs"]
         assert sum(1 for r in results.values() if r.get("relayed_to")) == 1  # one node printed rank 0's own
-        rc2, recap2, err2 = replay(quiet=False)  # the plan's notes say why nothing runs
+        rc2, recap2, err2 = replay()  # the plan's notes say why nothing runs
         assert rc2 == 0 and recap2 is not None, err2[-4000:]
         for host in roots:
             assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
