@@ -102,12 +102,9 @@ def epoch_of(iso: str) -> int:
     return timegm(strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def labels(runtime: RuntimeProof, host: HostNeeds, base: str) -> dict[str, str]:
+def proof_labels(runtime: RuntimeProof, host: HostNeeds) -> dict[str, str]:
+    """The proof as image labels (`io.gpu-provisioner.*`), shared by the layout and the runnable image."""
     return {
-        "org.opencontainers.image.title": f"torch {runtime.torch} runtime",
-        "org.opencontainers.image.created": runtime.proven.at,
-        "org.opencontainers.image.base.name": base.split("@")[0],
-        "org.opencontainers.image.base.digest": base.split("@")[1],
         "io.gpu-provisioner.torch": runtime.torch,
         "io.gpu-provisioner.cuda": str(runtime.cuda),
         "io.gpu-provisioner.variant": runtime.variant,
@@ -119,6 +116,16 @@ def labels(runtime: RuntimeProof, host: HostNeeds, base: str) -> dict[str, str]:
         "io.gpu-provisioner.min-driver": host.min_driver,
         "io.gpu-provisioner.driver-proven-on": host.driver_proven_on,
         "io.gpu-provisioner.glibc-floor": host.glibc_floor,
+    }
+
+
+def labels(runtime: RuntimeProof, host: HostNeeds, base: str) -> dict[str, str]:
+    return {
+        "org.opencontainers.image.title": f"torch {runtime.torch} runtime",
+        "org.opencontainers.image.created": runtime.proven.at,
+        "org.opencontainers.image.base.name": base.split("@")[0],
+        "org.opencontainers.image.base.digest": base.split("@")[1],
+        **proof_labels(runtime, host),
     }
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner import atomic
-from provisioner.export import rootfs_layer
+from provisioner.export import oci, rootfs_layer
 from provisioner.export.models import HostNeeds, RuntimeProof
 from provisioner.export.rootfs_layer import Entry, Layer, LayerRefused
 
@@ -91,18 +91,8 @@ def labels(runtime: RuntimeProof, host: HostNeeds, base: str) -> dict[str, str]:
     return {
         "org.opencontainers.image.title": f"torch {runtime.torch} runtime",
         "org.opencontainers.image.base.name": base,
-        "io.gpu-provisioner.torch": runtime.torch,
-        "io.gpu-provisioner.cuda": str(runtime.cuda),
-        "io.gpu-provisioner.variant": runtime.variant,
-        "io.gpu-provisioner.python": runtime.python,
+        **oci.proof_labels(runtime, host),
         "io.gpu-provisioner.venv": runtime.venv,
-        "io.gpu-provisioner.arch-list": " ".join(runtime.arch_list),
-        "io.gpu-provisioner.compute-capabilities": " ".join(host.compute_capabilities),
-        "io.gpu-provisioner.burnin": runtime.burnin.verdict,
-        "io.gpu-provisioner.proven": f"{runtime.proven.at} {runtime.proven.host} run {runtime.proven.run_id}",
-        "io.gpu-provisioner.min-driver": host.min_driver,
-        "io.gpu-provisioner.driver-proven-on": host.driver_proven_on,
-        "io.gpu-provisioner.glibc-floor": host.glibc_floor,
     }
 
 
