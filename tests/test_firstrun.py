@@ -61,7 +61,9 @@ def test_pyproject_and_lock_name_no_machine_path_and_the_controller_no_torch() -
     assert "find-links" not in project.get("tool", {}).get("uv", {})
     assert "/opt/wheels" not in lock and "+cpu" not in lock
     assert not re.search(r'source = \{ (registry|path|directory) = "/', lock), "a machine-local source in uv.lock"
-    deps = [*project["project"]["dependencies"], *project["dependency-groups"]["dev"]]
+    groups = project["dependency-groups"]
+    deps = [*project["project"]["dependencies"], *(d for g in groups.values() for d in g if isinstance(d, str))]
+    assert deps and all(isinstance(d, str) or set(d) == {"include-group"} for g in groups.values() for d in g)
     assert not [d for d in deps if re.match(r"torch\b", d)], deps
     burnin = project["project"]["optional-dependencies"]["burnin"]
     assert [d for d in burnin if re.match(r"torch\b", d)] and not [d for d in burnin if "+" in d or "/" in d]
