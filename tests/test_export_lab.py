@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from provisioner.session import LAB_BURNIN
 from tests.support.lab import golden_playbook
 from tests.support.labrun import REPO, LabRun, write_test_playbook
 
-LAB_BURNIN = {"sizes": "1KiB:256KiB", "duration_s": 2}
 # a base image named by a digest no registry holds (the export is refused before any base is read)
 BASE = "docker.io/library/ubuntu@sha256:" + hashlib.sha256(b"base image of the test").hexdigest()
 

@@ -23,6 +23,7 @@ import yaml
 from provisioner.events import StepFinished
 from provisioner.playbook import Playbook, PlaybookError, StepSpec
 from provisioner.runlog import Recorder
+from provisioner.session import LAB_BURNIN
 from provisioner.site import SiteProfile, apply_site, load_site, origin_of, site_of
 from tests.support.labrun import LabRun, lab_importable, write_test_playbook
 from tests.support.require import require
@@ -91,7 +92,7 @@ def test_site_values_are_defaults_and_never_recorded() -> None:
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LAB_ONLY = ("index_mirror", "pypi_mirror", "driver_mirror", "extras_from_torch_index", "nvml_gpu_count_check",
-            "fallback_python", "apt_lock_backoff_max_s", "1KiB:256KiB", "16KiB:256KiB")
+            "fallback_python", "apt_lock_backoff_max_s", str(LAB_BURNIN["sizes"]), "16KiB:256KiB")
 
 
 def _assert_site_free(path: Path, lab: LabRun) -> None:

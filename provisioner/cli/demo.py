@@ -25,7 +25,6 @@ PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "blackwell-8gpu-l
 PROFILE_PLAYBOOKS = {name: PLAYBOOK.with_name(f"{name}.yaml") for name in (
     "h200-hgx-8x", "gh200-aarch64", "minors-shuffled", "pve9", "blackwell-proprietary")}
 #: the burn-in the lab runs on its CPU stand-in (gloo): what the demo's playbook asks for
-LAB_BURNIN = {"sizes": "1KiB:256KiB", "duration_s": 2}
 
 
 def _run(*args: str) -> int:
@@ -69,6 +68,7 @@ def demo_playbook(source: Path, dest: Path) -> Path:
     import yaml
 
     from provisioner.lab.sandbox import discover_pythons
+    from provisioner.session import LAB_BURNIN
 
     data: dict[str, object] = yaml.safe_load(source.read_text())  # the playbook as written (open YAML)
     pythons = discover_pythons()
@@ -176,6 +176,8 @@ def command(playbook: str, keep_lab: bool, scenario: tuple[str, ...], profile: s
         book = demo_playbook(Path(playbook), work / Path(playbook).name)
         if profile:
             pin_unpublished_driver(book, profile, lab_root)
+        from provisioner.session import LAB_BURNIN
+
         say(f"LAB: burn-in sized for the lab's CPU stand-in: sizes {LAB_BURNIN['sizes']}, "
             f"soak {LAB_BURNIN['duration_s']}s")
         level = ["--verbose"] if verbose else ["--quiet"] if quiet else []
