@@ -28,9 +28,7 @@ import contextlib
 import os
 import socket
 import time
-from typing import Any
-
-import asyncssh
+from typing import TYPE_CHECKING, Any
 
 from provisioner import quoting
 from provisioner.exitcodes import ExitCode
@@ -38,6 +36,9 @@ from provisioner.steps.base import StepFailed
 from provisioner.transport.base import Transport, TransportError
 from provisioner.transport.local import LocalTransport
 from provisioner.transport.ssh import SshTransport
+
+if TYPE_CHECKING:  # asyncssh (~0.7 s to import) only when a lock is taken over SSH, as transport.ssh does
+    import asyncssh
 
 LOCK_DIR = "/run/lock/gpu-provisioner"
 BUSY_EXIT = 75  # EX_TEMPFAIL
@@ -109,6 +110,8 @@ class NodeLock:
 
     async def _start(self, script: str) -> str:
         if isinstance(self.node, SshTransport):
+            import asyncssh
+
             try:
                 conn = await self.node.connect()
                 proc = await conn.create_process(f"exec 2>&1; {script}", encoding="utf-8", errors="replace",
@@ -131,6 +134,8 @@ class NodeLock:
     async def release(self) -> None:
         self.held = False
         if self._ssh_proc is not None:
+            import asyncssh
+
             proc, self._ssh_proc = self._ssh_proc, None
             with contextlib.suppress(OSError, asyncssh.Error, BrokenPipeError):
                 proc.stdin.write_eof()

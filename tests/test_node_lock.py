@@ -85,3 +85,15 @@ async def test_local_transport_lock(tmp_path: Path) -> None:
     second = NodeLock(b, 400, "local", str(tmp_path))
     await second.acquire()
     await second.release()
+
+
+def test_the_cli_starts_without_importing_asyncssh() -> None:
+    """asyncssh costs ~0.7 s of CPU to import; every `provisioner plan/replay` paid it at start-up while the node
+    lock imported it at module level. It is imported when a connection is made (transport.ssh, node_lock)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, provisioner.cli.common, provisioner.node_lock, provisioner.runner; "
+             "print(sorted(m for m in sys.modules if m == 'asyncssh' or m.startswith('asyncssh.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout[:500]
