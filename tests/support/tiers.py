@@ -7,12 +7,20 @@ source starts them another way (`LAB_WORDS`: a subprocess `provisioner demo`, `-
 venv, namespaces). The tests of the other tier
 run first (they fail in seconds when something basic is broken), then the lab tier; under pytest-xdist the
 two share the workers. `uv run pytest -m "not lab"` runs the fast tier alone.
+
+The lab tier runs its modules longest first, by the seconds a whole run measured (`durations.json`, refreshed
+with scripts/suite_durations.py from a suite report): pytest-xdist hands modules out in this order
+(`--dist loadscope --no-loadscope-reorder`; its default order, most tests first, handed the longest
+one-test modules out last, and the run ended on them). A module the file does not know counts as
+`UNKNOWN_S`.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -26,6 +34,10 @@ LAB_WORDS = ("provisioner.lab", "point_at_lab", '"--lab"', "'--lab'", '"demo"', 
              "torch_supply", "real_torch", "supplied_torch", "lab_env", "lab_session")
 #: fixtures that start a lab or a real daemon
 LAB_FIXTURES = frozenset({"lab", "make_lab", "sshd"})
+
+#: a module's measured seconds (`durations.json`); a new module counts as this much until measured
+UNKNOWN_S = 60
+DURATIONS = Path(__file__).with_name("durations.json")
 
 _memo: dict[str, bool] = {}
 
@@ -79,4 +91,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             lab.append(item)
         else:
             fast.append(item)
-    items[:] = fast + lab
+    items[:] = fast + longest_first(lab)
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` grouped by module, the modules in descending measured duration (a stable sort: each module's
+    tests keep their order, modules of equal duration keep theirs)."""
+    seconds: dict[str, int] = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(module_of(item), index)
+    return sorted(items, key=lambda item: (-seconds.get(module_of(item), UNKNOWN_S), first_seen[module_of(item)]))

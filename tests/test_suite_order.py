@@ -1,0 +1,50 @@
+"""The lab tier's order (tests/support/tiers.py): modules longest first by their measured seconds, each
+module's tests together and in their order; and the durations file is what scripts/suite_durations.py makes
+of a suite report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from tests.support import tiers
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _items(*nodeids: str) -> list[Any]:
+    return [SimpleNamespace(nodeid=n) for n in nodeids]
+
+
+def test_lab_modules_run_longest_first_and_stay_together(monkeypatch: Any, tmp_path: Path) -> None:
+    durations = tmp_path / "durations.json"
+    durations.write_text(json.dumps({"tests/test_a.py": 5, "tests/test_b.py": 400, "tests/test_c.py": 90}))
+    monkeypatch.setattr(tiers, "DURATIONS", durations)
+    items = _items("tests/test_a.py::t1", "tests/test_b.py::t1", "tests/test_a.py::t2", "tests/test_new.py::t1",
+                   "tests/test_c.py::t1", "tests/test_b.py::t2")
+    order = [i.nodeid for i in tiers.longest_first(items)]
+    # b (400 s), the unknown module (UNKNOWN_S = 60 ...) after c (90 s), a (5 s) last
+    assert tiers.UNKNOWN_S < 90
+    assert order == ["tests/test_b.py::t1", "tests/test_b.py::t2", "tests/test_c.py::t1", "tests/test_new.py::t1",
+                     "tests/test_a.py::t1", "tests/test_a.py::t2"]
+    monkeypatch.setattr(tiers, "DURATIONS", tmp_path / "missing.json")  # no file: the order is kept
+    assert [i.nodeid for i in tiers.longest_first(items)] == [
+        "tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_b.py::t1", "tests/test_b.py::t2",
+        "tests/test_new.py::t1", "tests/test_c.py::t1"]
+
+
+def test_durations_file_is_made_from_a_suite_report(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"wall_s": 10, "workers": 2, "tests": {
+        "tests/test_x.py::a": {"setup": 1.0, "call": 10.2, "teardown": 0.4, "outcome": "passed", "worker": "gw0"},
+        "tests/test_x.py::b": {"setup": 0.0, "call": 2.0, "teardown": 0.0, "outcome": "passed", "worker": "gw1"},
+        "tests/test_y.py::c": {"setup": 0.0, "call": 0.01, "teardown": 0.0, "outcome": "passed", "worker": "gw1"}}}))
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "suite_durations.py"), str(report)],
+                         capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout) == {"tests/test_x.py": 14, "tests/test_y.py": 1}
+    shipped = json.loads((REPO / "tests" / "support" / "durations.json").read_text())
+    assert shipped and all(k.startswith("tests/test_") and isinstance(v, int) and v >= 1 for k, v in shipped.items())
