@@ -48,3 +48,12 @@ def test_durations_file_is_made_from_a_suite_report(tmp_path: Path) -> None:
     assert json.loads(out.stdout) == {"tests/test_x.py": 14, "tests/test_y.py": 1}
     shipped = json.loads((REPO / "tests" / "support" / "durations.json").read_text())
     assert shipped and all(k.startswith("tests/test_") and isinstance(v, int) and v >= 1 for k, v in shipped.items())
+
+
+def test_lab_script_pools_leave_the_cores_to_the_xdist_workers() -> None:
+    from tests.support.concurrent import threads_for
+
+    assert threads_for(2, {"PYTEST_XDIST_WORKER_COUNT": "2"}, cores=2) == 1
+    assert threads_for(2, {}, cores=2) == 2  # no xdist: the pool has the machine
+    assert threads_for(4, {"PYTEST_XDIST_WORKER_COUNT": "2"}, cores=8) == 4
+    assert threads_for(2, {"PYTEST_XDIST_WORKER_COUNT": "4"}, cores=2) == 1

@@ -5,10 +5,16 @@ that each own their lab root (and cache) share nothing, so a module fixture play
 selected tests need in a thread pool, and each test then waits for its own script: `result()`
 re-raises what the script raised (its assertion with the rewritten message, a skip from `require`),
 so every test still fails, or skips, for its own reason and only its own.
+
+Under pytest-xdist the workers already fill the cores: a pool gets what the cores leave per worker
+(`threads_for`), one thread on two cores with two workers, since a lab script keeps about one core busy
+(the demo: 77 CPU-seconds in 69 s) and a third stream on two cores only stretches every burn-in towards
+its timeout.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +32,13 @@ def play_selected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     selected = {item.name for item in request.session.items
                 if item.path == request.path}
     wanted = [name for name in scripts if name in selected]
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="labscript") as pool:
+    with ThreadPoolExecutor(max_workers=threads_for(workers), thread_name_prefix="labscript") as pool:
         yield {name: pool.submit(scripts[name], tmp_path_factory.mktemp(name.removeprefix("test_")[:40]))
                for name in wanted}
+
+
+def threads_for(wanted: int, environ: Mapping[str, str] = os.environ, cores: int | None = None) -> int:
+    """`wanted` threads, at most the cores per pytest-xdist worker (`PYTEST_XDIST_WORKER_COUNT`), at least one."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    xdist_workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1")
+    return max(1, min(wanted, cores // max(1, xdist_workers)))
