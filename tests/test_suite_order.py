@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,3 +58,16 @@ def test_lab_script_pools_leave_the_cores_to_the_xdist_workers() -> None:
     assert threads_for(2, {}, cores=2) == 2  # no xdist: the pool has the machine
     assert threads_for(4, {"PYTEST_XDIST_WORKER_COUNT": "2"}, cores=8) == 4
     assert threads_for(2, {"PYTEST_XDIST_WORKER_COUNT": "4"}, cores=2) == 1
+
+
+def test_machine_cpu_reads_proc_stat() -> None:
+    from tests.support.suite_report import machine_cpu
+
+    busy0, all0 = machine_cpu()
+    assert 0 < busy0 <= all0
+    deadline = time.monotonic() + 30
+    while machine_cpu()[1] <= all0:  # the clock ticks: wait for the next one (no elapsed-time assertion)
+        assert time.monotonic() < deadline, "/proc/stat never moved"
+        sum(range(10000))
+    busy1, all1 = machine_cpu()
+    assert busy1 >= busy0 and all1 > all0 and busy1 - busy0 <= all1 - all0 + 0.05

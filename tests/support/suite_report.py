@@ -59,6 +59,7 @@ class SuiteReport:
         self.tests: dict[str, dict[str, Any]] = {}
         self.t0 = time.monotonic()
         self.disk: _DiskPeak | None = None
+        self.cpu0 = machine_cpu()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -95,8 +96,11 @@ class SuiteReport:
         wall = time.monotonic() - self.t0
         workers = getattr(self.config.option, "numprocesses", None) or 0
         path = self.report_path()
+        busy, total = (a - b for a, b in zip(machine_cpu(), self.cpu0, strict=True))
+        cores = os.cpu_count() or 1
         data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "workers": workers,
-                "tests": self.tests, "load_average_at_end": list(os.getloadavg())}
+                "tests": self.tests, "load_average_at_end": list(os.getloadavg()),
+                "machine_cpu": {"busy_s": round(busy, 1), "all_s": round(total, 1), "cores": cores}}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -107,10 +111,26 @@ class SuiteReport:
         tr.section("suite report")
         tr.write_line(f"wall {wall:.0f} s, peak disk {peak / 2**30:.2f} GiB above the start, "
                       f"workers {workers or 1}; per-test durations: {path}")
+        if total > 0:
+            tr.write_line(f"machine CPU busy {busy:.0f} of {total:.0f} core-seconds ({100 * busy / total:.0f}%, "
+                          f"{cores} cores; every process of the machine, not only the suite's)")
         tr.write_line(f"the {SLOWEST} slowest tests (setup + call + teardown):")
         for total, nodeid, e in self.slowest():
             tr.write_line(f"{total:8.1f} s  (setup {e['setup']:.1f}, call {e['call']:.1f}, "
                           f"teardown {e['teardown']:.1f})  {nodeid}")
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) core-seconds the machine has spent since boot, from /proc/stat's first line (Linux; (0, 0)
+    elsewhere): busy is user, nice, system, irq, softirq and steal; all adds idle and iowait."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = user + nice + system + irq + softirq + steal
+    return busy / hz, (busy + idle + iowait) / hz
 
 
 def pytest_configure(config: pytest.Config) -> None:
