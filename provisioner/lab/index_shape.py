@@ -25,7 +25,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import socket
+import tempfile
+import threading
 import zipfile
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -86,15 +89,16 @@ def build_side(base: Path) -> Path:
     return build_once(root, base / f".index-shape-{SHAPE_VERSION}.lock", build)
 
 
-def rebuilt(wheel: Path) -> Path:
+def rebuilt(wheel: Path, into: Path) -> Path:
     """The same wheel re-published with other bytes (one more file in it): a valid wheel of the same name whose
-    sha256 is not the one the index links (what pytorch/vision#9243 and pytorch/pytorch#195141 saw)."""
-    out = wheel.with_name(wheel.name + ".changed")
+    sha256 is not the one the index links (what pytorch/vision#9243 and pytorch/pytorch#195141 saw). Made in
+    `into` (the files host's own directory: the wheel index beside `wheel` may be shared by other labs) as a copy
+    with one member appended, not a recompression, so a 190 MB torch is ready well within a client's read timeout."""
+    out = into / wheel.name
     if not out.exists():
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-            for info in src.infolist():
-                dst.writestr(info, src.read(info))
+        tmp = into / f".{wheel.name}.tmp"
+        shutil.copyfile(wheel, tmp)
+        with zipfile.ZipFile(tmp, "a") as dst:
             dst.writestr("torch/_lab_republished.txt", "LAB: scenario changed-bytes: re-published after its hash\n")
         tmp.replace(out)
     return out
@@ -105,7 +109,9 @@ def _sha256(path: Path) -> str:
     if cache.exists():
         return cache.read_text().strip()
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    cache.write_text(digest + "\n")
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(digest + "\n")
+    tmp.replace(cache)  # whole or not at all: another lab's server may read it at once
     return digest
 
 
@@ -158,7 +164,7 @@ class _FilesHandler(QuietGetHandler):
             self.send_body(404, b"LAB: no such file\n", "text/plain", head)
             return
         changed = found.name.startswith(CHANGED_PREFIX) and "changed-bytes" in srv.scenarios()
-        self.send_file(200, rebuilt(found) if changed else found, head=head)
+        self.send_file(200, srv.changed(found) if changed else found, head=head)
 
 
 class _PagesHandler(QuietGetHandler):
@@ -220,6 +226,22 @@ class FilesServer(BackgroundHttpServer):
         self._httpd.daemon_threads = True
         self._httpd.shelves = shelves  # type: ignore[attr-defined]
         self._httpd.scenarios = scenarios  # type: ignore[attr-defined]
+        self._httpd.changed = self.changed  # type: ignore[attr-defined]
+        #: this host's own directory for the files it serves changed (made on the first one, removed on stop)
+        self.changed_dir: Path | None = None
+        self._changing = threading.Lock()
+
+    def changed(self, wheel: Path) -> Path:
+        """`wheel` re-published with other bytes (`rebuilt`), made once: requests at once wait for it."""
+        with self._changing:
+            if self.changed_dir is None:
+                self.changed_dir = Path(tempfile.mkdtemp(prefix="lab-changed-bytes-"))
+            return rebuilt(wheel, self.changed_dir)
+
+    def stop(self) -> None:
+        super().stop()
+        if self.changed_dir is not None:
+            shutil.rmtree(self.changed_dir, ignore_errors=True)
 
     @property
     def base_url(self) -> str:

@@ -517,6 +517,11 @@ class VenvBuild(StepKind[VenvParams]):
                 cmd += ["--constraint", constraints]
             compiled = await ct.run(cmd, timeout=900)
             if not compiled.ok:  # torch and torchvision come from the PyTorch index alone: name that one
+                mismatch = parse_hash_mismatch(compiled.output)  # a file uv downloaded to read its metadata
+                if mismatch is not None:
+                    linked_by = explicit if explicit and mismatch["name"] in TORCH_FAMILY else default
+                    raise await self._hash_failure(ctx, mismatch, linked_by, compiled, recorded=False,
+                                                   python=req["python"])
                 raise install_failure(name, reqs, explicit if explicit and name == "torch" else index_desc, compiled,
                                        ctx.words)
         text = (await ct.run(["cat", lockfile], timeout=60, quiet=True, check=True)).output

@@ -187,14 +187,29 @@ _NO_BUILD = ("no solution found", "no version of", "not found in the package reg
              "was not found in the provided package locations", "unsatisfiable", "no matching distribution")
 
 
+#: uv's words for bytes that are not the hash they should have (crates/uv-distribution/src/error.rs
+#: `MismatchedHashes`: "Hash mismatch for `{distribution}`"; uv-client `MetadataHashMismatch`: "Hash mismatch for
+#: package metadata at `{url}`"); "hashes do not match": pip's wording
+_HASH_MISMATCH = ("hash mismatch", "hashes do not match")
+
+
 _UNREACHABLE = ("failed to fetch", "error sending request", "dns error", "connection refused", "client error (connect)",
                 "network unreachable")
 
 
 def install_failure(what: str, reqs: list[str], index_desc: str, result: CommandResult,
                      words: Words | None = None) -> StepFailed:
-    """A uv failure as advice: missing build (resolver_failure), unreachable index, hash mismatch, other."""
+    """A uv failure as advice: hash mismatch, missing build (resolver_failure), unreachable index, other.
+
+    A hash mismatch is named first: uv reports it as the cause of a download's failure (uv 0.13.9:
+    "Failed to download `torch==…`" / "cause: Hash mismatch for `torch==…`"; its client's "Failed to fetch: `url`"
+    may head the chain too), and those words must not read as an unreachable index."""
     words = words or Words()
+    if _lines_match(result, *_HASH_MISMATCH):
+        return StepFailed(f"a file from {index_desc} does not match the sha256 its index links or the lock holds "
+                          f"({what})",
+                          fix="the index served other bytes than the hash it links or the lock recorded; check the "
+                              "mirror, or remove resolved.venv_lock from the playbook to resolve afresh", result=result)
     if _lines_match(result, *_NO_BUILD):
         fix = ("check torch.resolve's choice against the index (a mirror may lack this CUDA variant), "
                "set index_url: to an index that carries it, or pin another torch version") if what == "torch" else \
@@ -206,10 +221,6 @@ def install_failure(what: str, reqs: list[str], index_desc: str, result: Command
         return StepFailed(f"cannot reach the package index {index_desc} from the container ({what})",
                           fix="check the container's network/DNS and proxy settings, or point index_url: at a "
                               "reachable mirror", result=result, exit_code=ExitCode.UNREACHABLE)
-    if _lines_match(result, "hash mismatch", "hashes do not match"):
-        return StepFailed(f"a file from {index_desc} does not match the hash recorded in the lock ({what})",
-                          fix="the index served different bytes than when the lock was made; check the mirror, or "
-                              "remove resolved.venv_lock from the playbook to resolve afresh", result=result)
     if _lines_match(result, "No space left on device", "os error 28"):
         return StepFailed(f"the container ran out of disk space while installing the {what} packages "
                           "(No space left on device)",
