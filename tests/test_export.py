@@ -1,7 +1,8 @@
 """provisioner export: the proof models, pylock.toml, the Flox/Nix/OCI renderings, the burn-in refusal.
 
-The OCI and Nix tests hand the rendering to the real tools (skopeo, umoci, nix-instantiate: Debian packages
-that .ci/run installs); without them they skip, and under CI=true that skip fails.
+The Nix tests hand the rendering to the real tools (nix-instantiate: a Debian package that .ci/run installs);
+without it they skip, and under CI=true that skip fails. The OCI image is tests/test_oci_image.py (skopeo,
+umoci) and tests/test_export_offer.py (the wizard's and the CLI's one engine path).
 """
 
 from __future__ import annotations
@@ -12,33 +13,23 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from provisioner.events import RunStarted, StepFinished
-from provisioner.export import flox, nix, oci, pylock, write
+from provisioner.export import flox, nix, pylock, write
 from provisioner.export.collect import glibc_floor
 from provisioner.export.models import floor_problem
 from provisioner.export.source import ExportRefused, find_proof, read_run, require_proven
 from provisioner.runlog import JsonlRunLog
 from tests.support.export_folder import PLAYBOOK, export_folder, host, make_wheels, runtime
 from tests.support.require import require
-from tests.support.wheel_server import serve
 
 REPO = Path(__file__).resolve().parents[1]
-# a base image named by digest (only its name travels: the layout does not hold the base's layers)
-BASE = "docker.io/library/ubuntu@sha256:" + hashlib.sha256(b"base image of the test").hexdigest()
 _runtime, _host = runtime, host
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[list[Path], str]]:
-    """Real wheel files served over HTTP on 127.0.0.1: (files, base URL)."""
-    files = make_wheels(tmp_path / "index")
-    with serve(tmp_path / "index") as url:
-        yield files, url
 
 
 # --- the models and pylock.toml --------------------------------------------------------------------
@@ -187,43 +178,6 @@ def test_flake_parses_and_fetches_exactly_the_pylock_wheels(tmp_path: Path) -> N
     assert parsed.returncode == 0, parsed.stderr
     for w in wheels:  # evaluated against a stub nixpkgs in tests/test_export_nix.py
         assert f'fetchurl {{ name = "{w.filename}"; sha256 = "{w.sha256}"; url = "{w.url}"; }}' in parsed.stdout
-
-
-# --- OCI ---------------------------------------------------------------------------------------------
-
-def test_oci_layout_is_deterministic_and_read_by_skopeo_and_umoci(tmp_path: Path,
-                                                                  served: tuple[list[Path], str]) -> None:
-    folder, wheels = export_folder(tmp_path, *served)
-    twin = tmp_path / "twin"
-    shutil.copytree(folder, twin)
-    first = write.render_oci(folder, BASE, cache=tmp_path / "cache1")
-    second = write.render_oci(twin, BASE, cache=tmp_path / "cache2")
-    assert first == second
-    index = json.loads((folder / "oci" / "index.json").read_text())
-    assert index["manifests"][0]["digest"] == first
-    manifest = json.loads((folder / "oci" / "blobs" / "sha256" / first.split(":")[1]).read_bytes())
-    assert manifest["annotations"]["org.opencontainers.image.base.digest"] == BASE.split("@")[1]
-    cf = (folder / "Containerfile").read_text()
-    assert f"FROM {BASE}" in cf and "--device nvidia.com/gpu=all" in cf
-    with pytest.raises(ValueError, match="named by digest"):
-        oci.check_base("docker.io/library/ubuntu:24.04")
-    require(shutil.which("skopeo") is not None, "skopeo (Debian package) is not installed")
-    require(shutil.which("umoci") is not None, "umoci (Debian package) is not installed")
-    inspected = subprocess.run(["skopeo", "inspect", f"oci:{folder / 'oci'}:latest"], capture_output=True, text=True,
-                               timeout=120)
-    assert inspected.returncode == 0, inspected.stderr
-    info = json.loads(inspected.stdout)
-    assert info["Digest"] == first and info["Labels"]["io.gpu-provisioner.torch"] == "2.11.0+cu128"
-    assert info["Labels"]["io.gpu-provisioner.min-driver"] == "525.60.13"
-    bundle = tmp_path / "bundle"
-    unpacked = subprocess.run(["umoci", "unpack", "--rootless", "--image", f"{folder / 'oci'}:latest", str(bundle)],
-                              capture_output=True, text=True, timeout=120)
-    assert unpacked.returncode == 0, unpacked.stderr
-    root = bundle / "rootfs" / oci.PREFIX
-    got = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (root / "wheels").iterdir()}
-    assert got == {w.sha256 for w in wheels}
-    assert json.loads((root / "export" / "runtime.json").read_text())["torch"] == "2.11.0+cu128"
-    assert not list((bundle / "rootfs").rglob("libcuda*")) and not list((bundle / "rootfs").rglob("libnvidia*"))
 
 
 # --- import: the derived playbook ----------------------------------------------------------------------

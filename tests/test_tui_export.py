@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -23,17 +24,23 @@ from urllib.parse import quote
 import pytest
 from textual.widgets import Button, Input, Select, Static
 
+from provisioner.cli import export_image
 from provisioner.events import StepFinished
+from provisioner.export.offer import CORE_FILES
 from provisioner.payloads import RuntimeGpu, VenvRuntime
 from provisioner.playbook import load
+from provisioner.transport.container import ContainerTransport
 from provisioner.transport.local import LocalTransport
 from screens.app import ProvisionerApp
 from screens.pages.summary import SummaryPage
 from screens.wizard_session import WizardSession
-from tests.support.wheel_server import serve
+from tests.support.fake_pct import FAKE_PCT
+from tests.support.require import require
 from tests.support.tui import PLAYBOOK, wait_for
+from tests.support.wheel_server import serve
 
 TORCH = "2.11.0+cu128"
+SYSTEM_PYTHON = "/usr/bin/python3.11"
 
 
 def _index(root: Path, base: str) -> tuple[str, str]:
@@ -52,11 +59,13 @@ def _index(root: Path, base: str) -> tuple[str, str]:
     return f"{base}/simple/", f"torch=={TORCH} \\\n    --hash=sha256:{sha}\n"
 
 
-def _venv(path: Path, index: str) -> None:
+def _venv(path: Path, index: str, python: str = sys.executable) -> None:
     """A venv as venv.build leaves it: a real interpreter and a verified runtime.json."""
-    subprocess.run(["uv", "venv", "--quiet", "--python", sys.executable, str(path)], check=True, timeout=300)
+    subprocess.run(["uv", "venv", "--quiet", "--python", python, str(path)], check=True, timeout=300)
+    version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout.strip()
     runtime = VenvRuntime(built_by="gpu-provisioner", verified=True, torch=TORCH, cuda="12.8", index_url=index,
-                          python=".".join(map(str, sys.version_info[:3])), driver="595.71.05",
+                          python=version, driver="595.71.05",
                           arch_list=["sm_80", "sm_90", "sm_100", "sm_120"],
                           gpus=[RuntimeGpu(index=0, name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
                                            compute_cap="12.0")])
@@ -149,8 +158,8 @@ async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: s
 
 
 async def test_the_summary_says_why_it_cannot_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No burn-in in the run: the plan is refused with the reason and nothing can be written; the oci format
-    without a base named by digest is refused the same way."""
+    """No burn-in in the run: the plan is refused with the reason and nothing can be written; an oci base the
+    CLI's --base refuses is refused the same way, by the same check."""
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     session = _session(tmp_path, tmp_path / "venv", index="https://download.pytorch.org/whl/cu128",
                        lock="torch==2.11.0\n", burnin=False)
@@ -165,6 +174,69 @@ async def test_the_summary_says_why_it_cannot_export(tmp_path: Path, monkeypatch
         assert not plan.ok and shown.startswith("cannot export:") and "no burn-in ran" in shown, shown
         assert page.query_one("#export-write", Button).disabled
         page = await _set(app, pilot, "oci", tmp_path / "out")
-        assert "base image named by digest" in " ".join(page.plan_export().lines())
+        page.query_one("#export-base", Input).value = "ubuntu:24.04"  # a tag, not a digest: the CLI refuses it too
+        await pilot.pause()
+        assert "the base must be `container`, oci:DIR@sha256:<hex>" in " ".join(page.plan_export().lines())
     await session.close()
     assert not (tmp_path / "out").exists()
+
+
+def _container(tmp_path: Path) -> ContainerTransport:
+    """This machine as the proving container: `pct exec 200 -- …` runs here (tests/support/fake_pct.py), as the
+    wizard's `pct exec` through the node does on Proxmox."""
+    bin_dir = tmp_path / "node-bin"
+    bin_dir.mkdir()
+    (bin_dir / "pct").write_text(FAKE_PCT)
+    (bin_dir / "pct").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_PCT_LOG": str(tmp_path / "pct.log")}
+    return ContainerTransport(LocalTransport(env=env), 200)
+
+
+@pytest.mark.timeout(900)
+async def test_the_summary_writes_the_oci_image_the_cli_writes(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wizard's oci export is `provisioner export --format oci`'s image: the plan names exactly the CLI's
+    files (the engine's list, `export_image.written`), Write export makes them through `build_image` over the
+    page's container transport, and skopeo reads the layout and the archive (base, venv and tool layers, the
+    three NVIDIA_* variables). The venv's interpreter is the system's (a small runtime root file system)."""
+    require(shutil.which("uv") is not None and Path(SYSTEM_PYTHON).is_file(), f"uv and {SYSTEM_PYTHON}")
+    require(shutil.which("skopeo") is not None, "skopeo (Debian package) is not installed")
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "index").mkdir()
+    with serve(tmp_path / "index") as base:
+        index, lock = _index(tmp_path / "index", base)
+        venv = tmp_path / "venv"
+        _venv(venv, index, SYSTEM_PYTHON)
+        session = _session(tmp_path, venv, index=index, lock=lock)
+        out = tmp_path / "out"
+        app = ProvisionerApp(session, start_page="summary")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
+                           timeout=60, what="the Summary page")
+            page = await _set(app, pilot, "oci", out)
+            monkeypatch.setattr(page, "container_transport", lambda vmid: _container(tmp_path))
+            page.export_rootfs = "runtime"  # `--rootfs runtime`: not this whole machine's root file system
+            plan = page.plan_export()
+            cli = [*CORE_FILES, *export_image.written({"manifest": "sha256:" + "0" * 64}, "container", "runtime")]
+            assert plan.ok and [name for name, _ in plan.files] == cli, plan.lines()
+            write = page.query_one("#export-write", Button)
+            await wait_for(pilot, lambda: not write.disabled, timeout=60, what="the plan")
+            write.press()
+            result = page.query_one("#export-result", Static)
+            await wait_for(pilot, lambda: "wrote" in str(result.render()) or "failed" in str(result.render()),
+                           timeout=800, what="the image written")
+            shown = str(result.render())
+            assert shown.startswith(f"wrote {out}/"), shown
+        await session.close()
+    assert shown.splitlines()[1:] == [f"  {name}" for name in cli]
+    assert sorted(p.name for p in out.iterdir()) == sorted(cli)  # no old layout (oci/, Containerfile, wheels/)
+    info = json.loads((out / "image.json").read_text())
+    inspected = json.loads(subprocess.run(["skopeo", "inspect", f"oci:{out / 'image'}:latest"], capture_output=True,
+                                          text=True, timeout=300, check=True).stdout)
+    assert inspected["Digest"] == info["manifest"] and len(inspected["Layers"]) == 3
+    assert {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            "NVIDIA_REQUIRE_CUDA=cuda>=12.0,driver>=525.60.13"} <= set(inspected["Env"])
+    assert inspected["Labels"]["io.gpu-provisioner.torch"] == TORCH
+    archived = json.loads(subprocess.run(["skopeo", "inspect", f"oci-archive:{out / 'image.oci.tar'}"],
+                                         capture_output=True, text=True, timeout=300, check=True).stdout)
+    assert archived["Digest"] == info["manifest"]

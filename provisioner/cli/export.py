@@ -77,6 +77,10 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
 
     src_is_playbook = Path(source).is_file() and Path(source).suffix in (".yaml", ".yml")
     try:
+        if fmt == "oci":  # the wizard's plan checks the same (provisioner.export.offer.check_oci)
+            from provisioner.export.offer import check_oci
+
+            check_oci(base or "container", rootfs)
         pb = load_or_exit(source) if src_is_playbook else None
         proof = find_proof(source, pb)
         require_proven(proof)
@@ -100,14 +104,16 @@ def command(source: str, fmt: str, output: Path | None, playbook_path: str | Non
             from provisioner.cli import export_image
 
             written = export_image.written(asyncio.run(export_image.build_from(
-                target, proof, out, base or "container", rootfs, trust_new_host)))
+                target, proof, out, base or "container", rootfs, trust_new_host)), base or "container", rootfs)
         else:
             written = write.render(out, fmt, uv_version=UV_PIN, base=base, nixpkgs_rev=nixpkgs_rev,
                                    nixpkgs_narhash=nixpkgs_narhash, flox_catalog_torch=flox_catalog_torch)
     except (ValueError, OSError) as exc:  # ExportInvalid, PylockError, a download refused or failed
         click.echo(f"error: export failed: {exc}", err=True)
         raise SystemExit(ExitCode.FAILED) from None
-    files = ["pylock.toml", "runtime.json", "host.json", *written]
+    from provisioner.export.offer import CORE_FILES
+
+    files = [*CORE_FILES, *written]  # what the wizard's plan names too (offer.plan_export)
     info = {**write.summary(out), "format": fmt, "files": files, "notes": proof.notes}
     if json_out:
         echo_json(info)

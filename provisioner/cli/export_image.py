@@ -25,8 +25,9 @@ async def build_from(pb: Any, proof: Any, out: Path, base: str, rootfs: str, tru
         await node.close()
 
 
-def written(info: dict[str, Any]) -> dict[str, str]:
-    from provisioner.export import oci_image
+def written(info: dict[str, Any], base: str = "container", rootfs: str = "full") -> dict[str, str]:
+    """What the image wrote (name -> what): the engine's list, the one the wizard's plan names
+    (`provisioner.export.offer.image_files`)."""
+    from provisioner.export.offer import image_files
 
-    return {oci_image.LAYOUT: f"OCI image layout, manifest {info['manifest']}",
-            oci_image.ARCHIVE: "the same image as an oci-archive", "image.json": "what the image holds"}
+    return dict(image_files(base, rootfs, str(info["manifest"])))

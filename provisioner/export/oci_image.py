@@ -188,13 +188,21 @@ def _extract_archive(archive: Path, into: Path) -> Path:
     return into
 
 
+def check_base(spec: str) -> str:
+    """`spec` if it is a base the image can take (`export --base`, the wizard's field): `container`, a local
+    layout or archive named by digest, or a registry's name by digest; ImageRefused names the forms."""
+    if spec != "container" and not _NAMED.match(spec) and not _REGISTRY.match(spec):
+        raise ImageRefused(f"the base must be `container`, oci:DIR@sha256:<hex>, oci-archive:FILE@sha256:<hex> "
+                           f"or NAME@sha256:<hex>; got {spec!r}")
+    return spec
+
+
 def named_base(spec: str, blobs: Path, arch: str, work: Path) -> Base:
     """The layers of the base `spec` copied into `blobs`, each checked against its digest."""
-    m = _NAMED.match(spec)
+    m = _NAMED.match(check_base(spec))
     if m is None:
-        if not _REGISTRY.match(spec):
-            raise ImageRefused(f"the base must be `container`, oci:DIR@sha256:<hex>, oci-archive:FILE@sha256:<hex> "
-                               f"or NAME@sha256:<hex>; got {spec!r}")
+        if spec == "container":
+            raise ImageRefused("the base `container` is read from the container, not copied as a named image")
         layout = work / "pulled"
         got = subprocess.run(["skopeo", "copy", "--override-os", "linux", "--override-arch", arch,
                               f"docker://{spec}", f"oci:{layout}:base"], capture_output=True, text=True,

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from provisioner import atomic, download
 from provisioner.export import flox, nix, oci, pylock, trust
-from provisioner.export.collect import VERIFY, Export
+from provisioner.export.collect import Export
 from provisioner.export.models import HostNeeds, RuntimeProof
 from provisioner.paths import cache_dir
 
@@ -69,26 +69,6 @@ def read_export(folder: Path) -> tuple[RuntimeProof, HostNeeds, list[pylock.Whee
     """An export folder's proof, host needs and wheels, validated (ExportInvalid names what fails)."""
     folder = folder.absolute()
     return read_runtime(folder), read_host(folder), read_wheels(read_pylock_text(folder))
-
-
-def render_oci(folder: Path, base: str, cache: Path | None = None) -> str:
-    """The OCI layout `folder/oci` and its Containerfile context from the folder's export; the manifest digest."""
-    folder = folder.absolute()
-    runtime, host, wheels = read_export(folder)
-    oci.check_base(base)
-    store = (cache or cache_dir() / "export-wheels").absolute()
-    fetched = [(w, oci.fetch_wheel(w, store)) for w in wheels]
-    wdir = folder / "wheels"
-    wdir.mkdir(exist_ok=True)
-    for w, path in fetched:
-        target = wdir / w.filename  # a checked plain file name (pylock.wheels): never a path
-        if target.is_symlink() or not target.is_file():
-            with atomic.AtomicWriter(target, mode=0o644) as fh, open(path, "rb") as src:
-                shutil.copyfileobj(src, fh)
-    atomic.write_text(folder / "install.sh", oci.INSTALL_SH)
-    atomic.write_text(folder / "smoke.py", VERIFY)
-    atomic.write_text(folder / oci.CONTAINERFILE, oci.containerfile(runtime, host, base))
-    return oci.build_layout(folder / oci.LAYOUT, folder, runtime, host, fetched, base, VERIFY)
 
 
 def _own_dir(folder: Path, rel: str) -> Path:
@@ -146,11 +126,8 @@ def render(folder: Path, fmt: str, *, uv_version: str, base: str | None = None, 
         atomic.write_text(folder / nix.FLAKE, flake)
         atomic.write_text(folder / nix.LOCK, lock)
         return {nix.LOCK: f"nixpkgs pinned at {nixpkgs_rev}", nix.FLAKE: "Nix flake"}
-    if fmt == "oci":
-        if not base:
-            raise ValueError("--format oci needs --base NAME@sha256:<digest> (the base image, named by digest)")
-        digest = render_oci(folder, base, cache)
-        return {oci.LAYOUT: f"OCI image layout, manifest {digest}", oci.CONTAINERFILE: "Containerfile"}
+    if fmt == "oci":  # an image of the proving container, not of this folder: offer.write_export
+        raise ValueError("the oci format is made from the proving container (image_collect.build_image)")
     return {}
 
 

@@ -45,9 +45,20 @@ def drift_text(report: DriftReport | None, error: str = "") -> Text:
     return text
 
 
+#: the oci base field's forms, as `provisioner export --base` takes them (`oci_image.check_base`)
+#: (55 columns: the field's width at 80×24; the tooltip spells each form out)
+BASE_PLACEHOLDER = "container (default), oci:DIR@… oci-archive:TAR@… NAME@…"
+BASE_TOOLTIP = ("The oci image's base, as `provisioner export --base` takes it: `container` (the default: the "
+                "proving container's own root file system, less the NVIDIA driver), oci:DIR@sha256:<hex> (a local "
+                "OCI layout), oci-archive:FILE@sha256:<hex> (an archive) or NAME@sha256:<hex> (copied by skopeo "
+                "from its registry). Not used by the other formats.")
+
+
 class SummaryPage(StepPage):
     PAGE_NAME = "summary"
     export_plan: ExportPlan | None = None  # the plan on screen that Write export confirms
+    #: oci, base `container`: the container's whole root file system (`export --rootfs`'s default) or "runtime"
+    export_rootfs = "full"
 
     def compose_view(self) -> ComposeResult:
         yield Static("", id="recap")
@@ -72,8 +83,10 @@ class SummaryPage(StepPage):
             yield Label("export to", classes="field-label")
             yield FormInput(f"export-{self.session.log_path.stem}", id="export-dest", compact=True)
         with Horizontal(classes="field"):
-            yield Label("oci base image", classes="field-label")
-            yield FormInput("", placeholder="NAME@sha256:<digest> (oci only)", id="export-base", compact=True)
+            yield Label("oci base", classes="field-label")
+            base = FormInput("", placeholder=BASE_PLACEHOLDER, id="export-base", compact=True)
+            base.tooltip = BASE_TOOLTIP
+            yield base
         with Horizontal(id="export-actions"):
             yield Button("Plan export", id="export-plan", compact=True)
             yield Button("Write export", id="export-write", variant="warning", compact=True, disabled=True)
@@ -189,7 +202,8 @@ class SummaryPage(StepPage):
     def plan_export(self) -> ExportPlan:
         """The export plan of this run for the parameters on screen (`provisioner.export.offer.plan_export`)."""
         fmt, dest, base = self.export_params()
-        plan = plan_export(self.export_source(), self.session.playbook(), fmt, dest, base=base or None)
+        plan = plan_export(self.export_source(), self.session.playbook(), fmt, dest, base=base or None,
+                           rootfs=self.export_rootfs)
         self.export_plan = plan if plan.ok else None
         text = Text()
         width = max(30, (self.app.size.width or 80) - 6)
@@ -209,12 +223,14 @@ class SummaryPage(StepPage):
         if self.export_plan is None:
             return
         self.query_one("#export-write", Button).disabled = True
-        self.query_one("#export-result", Static).update(Text("exporting: uv makes pylock.toml in the container …",
+        then = f", then the image of CT {self.export_plan.vmid}" if self.export_plan.fmt == "oci" else ""
+        self.query_one("#export-result", Static).update(Text(f"exporting: uv makes pylock.toml in the container{then} …",
                                                              style="dim"))
         self.run_worker(self.write_export(self.export_plan), exclusive=True, group="export")
 
     def container_transport(self, vmid: int) -> Transport:
-        """The proving container, through the session's node connection (`pct exec`)."""
+        """The proving container, through the session's node connection (`pct exec`; the oci image's tar
+        streams go the same way)."""
         from provisioner.transport.container import ContainerTransport
 
         return ContainerTransport(self.session.context().node, vmid)
