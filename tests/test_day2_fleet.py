@@ -1,18 +1,21 @@
-"""Day two across a fleet (issue #15): three lab daemons, one `--inventory`, the shipped playbook with every
-step (torch.resolve, venv.build and burnin.run included). Each host reboots through its boot unit; host `c`
-loses the unit and its CT fails to start; only host `b` gets a host driver upgrade. `plan --check --inventory`
-names that host alone (the missing nodes for c, both driver versions for b, read from the run log, whose
-events carry their host), and `replay` repairs it with a burn-in that really runs (torch.distributed, gloo
-on the CPU) on b and is a no-op on a and c, whose passing result still proves them.
+"""Day two across a fleet (issue #15): three lab daemons, each its own copy of the run's golden node (the
+shipped playbook provisioned once per run with every step, torch.resolve, venv.build and burnin.run included,
+and checked end to end there: tests/support/lab.py), one `--inventory` over them. The fleet's first replay
+finds nothing to do on any host. Each host reboots through its boot unit; host `c` loses the unit and its CT
+fails to start; only host `b` gets a host driver upgrade. `plan --check --inventory` names that host alone
+(the missing nodes for c, both driver versions for b, read from the run log, whose events carry their host),
+and `replay` repairs it with a burn-in that really runs (torch.distributed, gloo on the CPU) on b and is a
+no-op on a and c, whose passing result still proves them.
 
-Burn-in sizes: the lab already hands out CPU-sized burn-in settings (`session.lab_settings`); the playbook
-here lowers them further (sizes 1KiB:64KiB, 1 s soak, 0.5 s GEMM), since the first replay runs three
-8-rank gloo burn-ins at once on this machine's two cores and bigger buffers would only measure its load,
-not the plumbing the test is about. The phases, the rank count (one per GPU) and the verdict are unchanged.
+Burn-in sizes: the golden node's burn-in ran with the CPU-sized settings the lab hands out
+(`session.lab_settings`); the playbook here lowers them further (sizes 1KiB:2KiB, 1 s soak, 0.5 s GEMM) for
+b's re-run, which proves the plumbing, not the machine's load. Changing them does not by itself plan a new
+burn-in: the first replay is a no-op on every host. The phases, the rank count (one per GPU) and the verdict
+are unchanged.
 
 `burnin.run` on a replay: `check` is a no-op while a passing result exists and the userspace driver it ran
 under (its stamp) is the container's; after the driver changed it plans "run the burn-in again", so the
-recap's changed hosts are exactly the ones whose driver changed. Labs are started as tests/test_fleet.py does.
+recap's changed hosts are exactly the ones whose driver changed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,15 +34,17 @@ import pytest
 import yaml
 
 from provisioner.drift import UNIT_NAME, UNIT_PATH
-from tests.support.lab import lab_ready, start_labs, stop_labs
+from provisioner.session import LAB_BURNIN
+from tests.support.lab import lab_ready, stop_labs
 from tests.support.lab_inventory import write_lab_inventory
-from tests.support.labrun import read_run_log
+from tests.support.labcache import with_shared_wheels
+from tests.support.labrun import LabRun, read_run_log
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "playbooks" / "blackwell-8gpu-lxc.yaml"
 KINDS = ("node.connect", "node.inventory", "lxc.create", "lxc.gpu_passthrough", "lxc.boot_persistence", "lxc.start",
          "driver.userspace", "gpu.detect", "torch.resolve", "venv.build", "burnin.run")
-BURNIN_PARAMS = {"sizes": "1KiB:64KiB", "duration_s": 1, "gemm_seconds": 0.5}
+BURNIN_PARAMS = {"sizes": "1KiB:2KiB", "duration_s": 1, "gemm_seconds": 0.5}
 OLD_DRIVER = "595.71.05"
 NEW_DRIVER = "595.82.01"
 HOSTS = ("a", "b", "c")
@@ -82,7 +87,8 @@ class FleetRun:
 class Fleet:
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.roots = {n: base / f"lab-{n}" for n in HOSTS}
+        self.copies = {n: base / f"lab-{n}" for n in HOSTS}  # each host's golden copy (`golden_copy`)
+        self.roots = {n: base / f"lab-{n}" / "lab" for n in HOSTS}
         self.inventory = base / "hosts.yaml"  # written once the labs are up (`write_lab_inventory`)
         doc = yaml.safe_load(SHIPPED.read_text())
         assert [s["kind"] for s in doc["steps"]] == list(KINDS)  # the shipped playbook, every step
@@ -125,11 +131,18 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+def fleet(golden_copy: Callable[[Path], LabRun], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """Three hosts, each its own copy of the golden node (its node, container and venv as the provisioning left
+    them), started on ports of its own; the inventory names them."""
     lab_ready()
     f = Fleet(tmp_path_factory.mktemp("day2fleet"))
+    runs = {n: golden_copy(f.copies[n]) for n in HOSTS}
     try:
-        start_labs({n: (f.roots[n], ()) for n in HOSTS}, f.base / "lab-cache")
+        for host, run in runs.items():
+            assert run.root == f.roots[host], (run.root, f.roots[host])
+            # the run's one lab wheel index (`tests.support.labcache`), built once, not once per copy
+            run.lab_cache = with_shared_wheels(f.base / "lab-cache")
+            run.up()
         write_lab_inventory(f.inventory, f.roots)
         yield f
     finally:
@@ -137,15 +150,19 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
 
 def test_fleet_reboot_and_one_upgraded_host(fleet: Fleet) -> None:
+    # the provisioning (exit 0, every step ok/changed, the burn-in run with verdict pass) is the golden node's,
+    # checked where it ran; the fleet's first replay over the three copies finds every step of every host done,
+    # the burn-in's passing result included (the playbook's other burn-in sizes plan no new burn-in)
     first = fleet.run("replay")
     assert first.rc == 0, first.describe()
     assert set(first.recap["hosts"]) == set(HOSTS)
-    for host in HOSTS:  # every host ran the whole playbook, its burn-in with torch.distributed included
-        assert first.recap["hosts"][host] == {"ok": first.recap["hosts"][host]["ok"],
-                                              "changed": first.recap["hosts"][host]["changed"],
-                                              "failed": 0, "skipped": 0, "interrupted": 0}, first.describe()
-        assert first.status(host, "burnin.run") == "changed", first.describe()
-        assert "burn-in verdict: pass" in first.texts(host), (host, first.texts(host)[-3000:])
+    for host in HOSTS:
+        assert first.recap["hosts"][host] == {"ok": len(KINDS), "changed": 0, "failed": 0, "skipped": 0,
+                                              "interrupted": 0}, first.describe()
+        for kind in KINDS:
+            assert first.status(host, kind) == "ok", (host, kind, first.describe())
+        assert "a passing burn-in result exists" in first.texts(host), (host, first.texts(host)[-3000:])
+        assert "burn-in verdict" not in first.texts(host), (host, first.texts(host)[-3000:])
 
     # every host reboots: the boot unit brings each CT back with 8 GPUs; the fleet plan is clean
     for host in HOSTS:
@@ -192,6 +209,9 @@ def test_fleet_reboot_and_one_upgraded_host(fleet: Fleet) -> None:
     assert fixed.status("b", "burnin.run") == "changed", fixed.describe()
     assert f"the last pass ran under userspace {OLD_DRIVER}, the container now has {NEW_DRIVER}" in said, said
     assert "burn-in verdict: pass" in said, said[-5000:]
+    # with the playbook's own sizes, not the ones the lab hands out (which the golden node's burn-in ran with)
+    assert BURNIN_PARAMS["sizes"] != LAB_BURNIN["sizes"]
+    assert f"sizes {BURNIN_PARAMS['sizes']}, soak {BURNIN_PARAMS['duration_s']}s" in said, said[-5000:]
     for host in ("a", "c"):
         assert fixed.status(host, "burnin.run") == "ok" and "burn-in verdict" not in fixed.texts(host)
     smi = fleet.on_node("b", "pct exec 200 -- nvidia-smi --query-gpu=driver_version --format=csv,noheader")

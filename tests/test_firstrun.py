@@ -9,7 +9,6 @@ configuration is /dev/null: what is left is a machine with PyPI and nothing of o
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shlex
@@ -25,7 +24,6 @@ from tests.support.require import require
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = Path("/opt/wheels")
-PLAYBOOK = ROOT / "playbooks" / "blackwell-8gpu-lxc.yaml"
 FIND_LINKS_VARS = ("PIP_FIND_LINKS", "UV_FIND_LINKS", "PROVISIONER_TORCH_FIND_LINKS", "PROVISIONER_TORCH_INDEX")
 
 
@@ -93,65 +91,6 @@ def test_demo_offline_with_nothing_configured_says_in_one_line_what_it_needs(tmp
     assert len(needs) == 1, out
     assert "UV_FIND_LINKS" in needs[0] and "download.pytorch.org" in needs[0]
     assert "Traceback" not in r.stderr and len(out) <= 2, out  # "starting the lab" and that line
-
-
-def test_demo_with_a_users_mirror_burns_in_the_venvs_own_python(tmp_path: Path) -> None:
-    """A copy of the wheels in a folder of the user's, named by UV_FIND_LINKS: the demo passes, its second
-    replay changes nothing, and the burn-in's ranks ran the venv's bin/python; a venv whose torch has no
-    torch.distributed then fails burnin.run with that reason."""
-    _need_namespace()
-    from provisioner.lab.sandbox import discover_pythons
-    from provisioner.lab.torch_supply import TorchSupplyError, supply
-
-    try:
-        supplied = supply(discover_pythons(), progress=False)  # what this machine's configuration supplies
-    except TorchSupplyError as exc:
-        require(False, str(exc))
-        raise
-    mirror = tmp_path / "my-wheels"
-    mirror.mkdir()
-    for wheel in (supplied.path, supplied.numpy):
-        assert wheel is not None
-        try:
-            os.link(wheel, mirror / wheel.name)
-        except OSError:
-            shutil.copyfile(wheel, mirror / wheel.name)
-    lab = tmp_path / "lab"
-    env = _bare_env(tmp_path, UV_FIND_LINKS=str(mirror))
-    argv = [sys.executable, "-m", "provisioner", "demo", "--keep-lab", "--root", str(lab)]
-    try:
-        r = subprocess.run(_hidden("exec " + shlex.join(argv)), cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=1500, check=False)
-        out = r.stdout + r.stderr
-        assert r.returncode == 0, out[-5000:]
-        recaps = re.findall(r"│ \S+\s+│\s+(\d+) │\s+(\d+) │\s+(\d+) │\s+(\d+) │", out)
-        assert len(recaps) == 2, out[-3000:]
-        assert recaps[1][1] == "0" and recaps[1][2] == "0", recaps
-        assert f"serves torch for Python {supplied.python}" in out
-
-        (result,) = lab.glob("**/opt/gpu-provisioner/burnin/last-result.json")
-        environment = json.loads(result.read_text())["environment"]
-        assert environment["executable"] == "/opt/torch-venv/bin/python", environment
-        assert environment["prefix"] == "/opt/torch-venv", environment
-        assert environment["torch"] == "2.11.0+cu128" and environment["python"].startswith(supplied.python)
-
-        # The venv's torch without torch.distributed (the package removed from it)
-        (dist_dir,) = lab.glob("**/opt/torch-venv/lib/python*/site-packages/torch/distributed")
-        shutil.rmtree(dist_dir)
-        result.unlink()  # no passing result: burnin.run runs again
-        env_lab = dict(env, PROVISIONER_LAB_ROOT=str(lab))
-        again = subprocess.run([sys.executable, "-m", "provisioner", "replay", str(PLAYBOOK), "--lab"], cwd=ROOT,
-                               env=env_lab, capture_output=True, text=True, timeout=900, check=False)
-        again_out = again.stdout + again.stderr
-        assert again.returncode == 1, again_out[-3000:]
-        # (torch 2.13's __init__ imports torch.distributed: the venv's torch no longer imports)
-        assert re.search(r"failed \(.*\)\s+the venv's Python /opt/torch-venv/bin/python (cannot import torch|has torch "
-                         r"\S+ without torch\.distributed) \(ModuleNotFoundError: No module named 'torch\.distributed'"
-                         r"\): the burn-in cannot run in this venv", again_out), again_out[-3000:]
-        assert "burn-in verdict" not in again_out
-    finally:
-        subprocess.run([sys.executable, "-m", "provisioner", "lab", "down", "--root", str(lab)], cwd=ROOT, env=env,
-                       capture_output=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("given", ["PROVISIONER_TORCH_FIND_LINKS", "UV_FIND_LINKS", "PIP_FIND_LINKS", "pip.conf"])

@@ -82,3 +82,37 @@ def test_relocate_rewrites_text_and_links_skips_venvs_and_refuses_binaries(tmp_p
     (tree / "blob.bin").write_bytes(b"\0\1" + str(old).encode() + b"\0")
     with pytest.raises(AssertionError, match="cannot be relocated"):
         relocate(new, str(old), str(new))
+
+
+def test_the_burnin_ran_the_venvs_own_python_and_a_torch_without_distributed_fails_it(
+        golden_copy: Callable[[Path], LabRun], tmp_path: Path) -> None:
+    """(From the demo with a user's mirror, issue 22, merged into tests/test_demo_bare.py, which now runs the demo
+    exactly as the README does and keeps no lab.) The burn-in's ranks ran the venv's bin/python, with the venv's
+    torch and Python; and a venv whose torch lost torch.distributed fails burnin.run with that reason."""
+    import re
+    import shutil
+
+    run = golden_copy(tmp_path / "node")
+    ct = run.state().ct_root(200)
+    (result,) = ct.glob("opt/gpu-provisioner/burnin/last-result.json")
+    environment = json.loads(result.read_text())["environment"]
+    assert environment["executable"] == "/opt/torch-venv/bin/python", environment
+    assert environment["prefix"] == "/opt/torch-venv", environment
+    cfg = dict(line.split(" = ", 1) for line in (ct / "opt" / "torch-venv" / "pyvenv.cfg").read_text().splitlines()
+               if " = " in line)
+    assert environment["torch"] == "2.11.0+cu128" and environment["python"].startswith(cfg["version_info"]), \
+        (environment, cfg)
+
+    # the venv's torch without torch.distributed (the package removed from it), on this copy started with its
+    # node and container kept
+    (dist_dir,) = ct.glob("opt/torch-venv/lib/python*/site-packages/torch/distributed")
+    shutil.rmtree(dist_dir)
+    result.unlink()  # no passing result: burnin.run runs again
+    with run.running():
+        again = run.replay(golden_playbook(run))
+    assert again.rc == 1, again.describe()
+    # (torch 2.13's __init__ imports torch.distributed: the venv's torch no longer imports)
+    assert re.search(r"the venv's Python /opt/torch-venv/bin/python (cannot import torch|has torch \S+ without "
+                     r"torch\.distributed) \(ModuleNotFoundError: No module named 'torch\.distributed'\): the "
+                     r"burn-in cannot run in this venv", again.stderr), again.describe()
+    assert again.status_of("burnin.run") == "failed" and "burn-in verdict" not in again.stderr

@@ -48,7 +48,7 @@ from screens.app import ProvisionerApp
 from screens.step_page import StepPage
 from screens.wizard_session import WizardSession
 from tests.support.labcache import with_shared_wheels
-from tests.support.labrun import SHIPPED_PLAYBOOK, LabRun, Replay, lab_importable, read_run_log, snapshot
+from tests.support.labrun import REPO, SHIPPED_PLAYBOOK, LabRun, Replay, lab_importable, read_run_log, snapshot
 from tests.support.require import require
 from tests.support.streams import streamed
 from tests.support.tui import PLAYBOOK, wait_idle
@@ -179,13 +179,19 @@ def lab(make_lab: Callable[..., ApiLab]) -> ApiLab:
 GOLDEN_DIR = "golden-node"
 #: a whole provisioning (cold venv.build with the real CPU torch, the 8-rank burn-in) on a loaded 2-core machine
 GOLDEN_REPLAY_TIMEOUT_S = 1200
+#: in the golden base: `plan --check --json` of the node BEFORE its provisioning, as it ended (`golden_first_plan`)
+GOLDEN_FIRST_PLAN = "first-plan.json"
+#: in the golden base: the provisioning's recording (`replay --record`; `golden_recorded`)
+GOLDEN_RECORDED = "recorded.yaml"
 
 
 @dataclass(frozen=True)
 class GoldenNode:
     """The shipped playbook, provisioned once for the run and stopped (`golden_node`): `base` holds the lab
-    root (`lab/`), the tool's state (`state/`: the run log of the provisioning), its download cache and the
-    playbook it ran (so that the run log names a playbook inside `base`). Never started again: tests copy it."""
+    root (`lab/`), the tool's state (`state/`: the run logs of the plan before and of the provisioning), its
+    download cache, the playbook it ran (so that the run log names a playbook inside `base`), the plan of the
+    node before it (`GOLDEN_FIRST_PLAN`) and the provisioning's recording (`GOLDEN_RECORDED`). Never started
+    again: tests copy it."""
 
     base: Path
     lab_cache: Path
@@ -221,6 +227,18 @@ class GoldenNode:
 def golden_playbook(run: LabRun) -> Path:
     """The playbook a golden copy was provisioned with (inside the copy: its run log names this path)."""
     return run.base / SHIPPED_PLAYBOOK.name
+
+
+def golden_recorded(run: LabRun) -> Path:
+    """The recording (`replay --record`) of a golden copy's provisioning, relocated with the copy."""
+    return run.base / GOLDEN_RECORDED
+
+
+def golden_first_plan(run: LabRun) -> dict[str, Any]:
+    """`plan --check --json` of the golden node before its provisioning, as it ended: `rc`, `stdout`, `stderr`
+    (tails) and `venvs` (every container's /opt/torch-venv after it, relative to the lab root)."""
+    data: dict[str, Any] = json.loads((run.base / GOLDEN_FIRST_PLAN).read_text())
+    return data
 
 
 def _is_venv_or_uv_cache(path: Path, files: list[str]) -> bool:
@@ -274,9 +292,19 @@ def files_naming(tree: Path, text: str) -> list[str]:
     return out.stdout.splitlines()
 
 
+def _plan_before(run: LabRun, playbook: Path) -> dict[str, Any]:
+    """`plan --check --json` of the new node, as a user runs it, and the venvs it left (none: it changes
+    nothing); kept in the golden base for tests/test_e2e_lab.py, which asserts on it."""
+    argv = [sys.executable, "-m", "provisioner", *streamed(["plan", str(playbook), "--lab", "--check", "--json"])]
+    plan = subprocess.run(argv, capture_output=True, text=True, env=run.env(), cwd=REPO, timeout=600, check=False)
+    venvs = sorted(str(p.relative_to(run.root)) for p in (run.root / "ct").glob("*/rootfs/opt/torch-venv"))
+    return {"rc": plan.returncode, "stdout": plan.stdout[-5000:], "stderr": plan.stderr[-5000:], "venvs": venvs}
+
+
 def _provision_golden(base: Path, lab_cache: Path, snapshot_file: Path) -> None:
-    """Replay the shipped playbook (with its burn-in) into a new lab at `base` and check it end to end; the
-    lab is stopped afterwards, its state kept on disk."""
+    """Plan the shipped playbook against a new lab at `base` (`GOLDEN_FIRST_PLAN`), replay it (with its burn-in,
+    recorded to `GOLDEN_RECORDED`) and check it end to end; the lab is stopped afterwards, its state kept on
+    disk."""
     from provisioner.drift import UNIT_PATH
 
     base.mkdir(parents=True, exist_ok=True)
@@ -284,7 +312,8 @@ def _provision_golden(base: Path, lab_cache: Path, snapshot_file: Path) -> None:
     shutil.copyfile(SHIPPED_PLAYBOOK, playbook)
     run = LabRun(base, lab_cache)
     with run.running():
-        first = run.replay(playbook, timeout=GOLDEN_REPLAY_TIMEOUT_S)
+        (base / GOLDEN_FIRST_PLAN).write_text(json.dumps(_plan_before(run, playbook), indent=1))
+        first = run.replay(playbook, timeout=GOLDEN_REPLAY_TIMEOUT_S, extra=("--record", str(base / GOLDEN_RECORDED)))
         check_provisioned(run, first, playbook)
         # (the day-two engine test module's first replay once) the boot unit went in with the install
         assert "installed " + UNIT_PATH in first.stderr, first.describe()
@@ -296,8 +325,8 @@ def _provision_golden(base: Path, lab_cache: Path, snapshot_file: Path) -> None:
 def check_provisioned(run: LabRun, first: Replay, playbook: Path) -> None:
     """What a whole provisioning of the shipped playbook ends with: exit 0, every step ok or changed, the burn-in
     verdict pass, a run log that parses event by event (run.started ... run.finished), every API request valid
-    against the PVE schema, and no secret in the run logs. (From tests/test_e2e_lab.py's first replay and
-    tests/test_faults.py's clean run.)"""
+    against the PVE schema (none refused; POSTs and GETs among them), and no secret in the run logs. (From
+    tests/test_e2e_lab.py's first replay and tests/test_faults.py's clean run.)"""
     import yaml
 
     assert first.rc == 0, first.describe()
@@ -326,6 +355,7 @@ def check_provisioned(run: LabRun, first: Replay, playbook: Path) -> None:
     assert len(requests) >= 10
     assert all(r["validated"] for r in requests), [r for r in requests if not r["validated"]][:3]
     assert all(r["status"] < 400 for r in requests), [r for r in requests if r["status"] >= 400][:3]
+    assert {"POST", "GET"} <= {r["method"] for r in requests}
     password = (run.root / "private" / "api-password").read_text().strip()
     assert password and password not in first.log_path.read_text() and password not in first.stderr
 
