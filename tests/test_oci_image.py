@@ -193,3 +193,45 @@ def test_a_base_named_by_digest_must_match_it(tmp_path: Path) -> None:
     with pytest.raises(ImageRefused, match="must be `container`"):
         oci_image.named_base("ubuntu:24.04", blobs, "amd64", tmp_path)
     assert not list(blobs.iterdir())
+
+
+def test_the_layers_are_compressed_off_the_callers_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wizard builds the image in its own event loop: the compression of each layer (a GB of venv) runs in
+    a worker thread, so the loop goes on meanwhile. Each layer's compression here waits for a tick of the loop;
+    on the loop's own thread that tick could never come."""
+    import threading
+
+    require(Path(SYSTEM_PYTHON).is_file() and shutil.which("uv") is not None, f"{SYSTEM_PYTHON} and uv")
+    venv = tmp_path / "venv"
+    made = subprocess.run(["uv", "venv", "-q", "--python", SYSTEM_PYTHON, str(venv)], capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr
+    ticked = threading.Event()
+    real = oci_image.layer_from_spool
+    seen: list[bool] = []
+
+    def layer_waiting_for_the_loop(*args: object, **kwargs: object) -> object:
+        ticked.clear()
+        seen.append(ticked.wait(timeout=60))  # set by the loop's ticker while this runs
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(oci_image, "layer_from_spool", layer_waiting_for_the_loop)
+
+    async def main() -> dict[str, object]:
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            while not stop.is_set():
+                ticked.set()
+                await asyncio.sleep(0.01)
+
+        tick = asyncio.create_task(ticker())
+        try:
+            return await build_image(_container(tmp_path), _export(tmp_path, "one", venv), rootfs="runtime")
+        finally:
+            stop.set()
+            await tick
+
+    info = asyncio.run(main())
+    assert seen == [True, True], seen  # the base layer and the venv layer, each while the loop ran
+    assert str(info["manifest"]).startswith("sha256:")

@@ -5,6 +5,7 @@ own files; see `oci_image` for what the image holds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ async def _spooled(ct: ContainerTransport, python: str, mode: str, venv: str, pa
 async def build_image(ct: ContainerTransport, folder: Path, *, base: str = "container",
                       rootfs: str = "full") -> dict[str, Any]:
     """The image layout `folder/image` and archive `folder/image.oci.tar` of the export in `folder` and the
-    container it was proven in; what was made (manifest digest, layers, files left out)."""
+    container it was proven in; what was made (manifest digest, layers, files left out). The compression and
+    the writing (a GB of venv) run in a worker thread: the caller's event loop (the wizard's screen) goes on."""
     folder = folder.absolute()
     runtime, host, _ = write.read_export(folder)  # read without following links, every field checked
     if rootfs not in oci_image.ROOTFS_MODES:
@@ -50,7 +52,7 @@ async def build_image(ct: ContainerTransport, folder: Path, *, base: str = "cont
         work = Path(tmp)
         if base == "container":
             spool = await _spooled(ct, python, rootfs, runtime.venv, spool_path(work, "base"))
-            base_layer = oci_image.layer_from_spool(blobs, spool, mtime, mount_dirs=True)
+            base_layer = await asyncio.to_thread(oci_image.layer_from_spool, blobs, spool, mtime, mount_dirs=True)
             spool.unlink()
             name = f"CT {runtime.proven.container} of {runtime.proven.host} ({rootfs} root file system)"
             the_base = Base(name=name, layers=[base_layer.descriptor()], diff_ids=[base_layer.diff_id],
@@ -58,17 +60,17 @@ async def build_image(ct: ContainerTransport, folder: Path, *, base: str = "cont
                                                     "files and the venv"}])
             dropped = base_layer.dropped
         else:
-            the_base, dropped = oci_image.named_base(base, blobs, arch, work), []
+            the_base, dropped = await asyncio.to_thread(oci_image.named_base, base, blobs, arch, work), []
         spool = await _spooled(ct, python, "venv", runtime.venv, spool_path(work, "venv"))
-        venv_layer = oci_image.layer_from_spool(blobs, spool, mtime)
+        venv_layer = await asyncio.to_thread(oci_image.layer_from_spool, blobs, spool, mtime)
         spool.unlink()
     export_files = {name: (folder / name).read_bytes() for name in ("pylock.toml", "runtime.json", "host.json")}
     tools = oci_image.tool_entries(export_files, VERIFY_SCRIPT, package_tarball())
-    tool_layer = rootfs_layer.write_layer(blobs, tools, mtime)
-    digest = oci_image.write_layout(out, blobs, the_base, [
+    tool_layer = await asyncio.to_thread(rootfs_layer.write_layer, blobs, tools, mtime)
+    digest = await asyncio.to_thread(oci_image.write_layout, out, blobs, the_base, [
         (venv_layer, f"the proven venv {runtime.venv} and its interpreter"),
         (tool_layer, f"/{oci_image.PREFIX}: entrypoint, smoke test, burn-in, the export")], runtime, host)
-    archive_sha = oci_image.write_archive(out, folder / oci_image.ARCHIVE, mtime)
+    archive_sha = await asyncio.to_thread(oci_image.write_archive, out, folder / oci_image.ARCHIVE, mtime)
     info = {"manifest": digest, "layout": str(out), "archive": str(folder / oci_image.ARCHIVE),
             "archive_sha256": archive_sha, "base": the_base.name, "base_layers": len(the_base.layers),
             "venv_files": venv_layer.files, "driver_files_left_out": sorted({*dropped, *venv_layer.dropped}),
