@@ -22,12 +22,12 @@ import json
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console, Group
-from rich.panel import Panel
+from rich.console import Console
 from rich.text import Text
 
 from provisioner.cli.bundle import target_from_options, target_options
-from provisioner.diagnose import Finding, diagnose
+from provisioner.cli.diagnose_console import finding_panel, redacted, typed_evidence_rows
+from provisioner.diagnose import diagnose
 from provisioner.diagnose.evidence import log_evidence
 from provisioner.diagnose.source import LogInput, LogRefused, read_log
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
@@ -66,20 +66,6 @@ def _read_facts(source: str) -> dict[str, Any]:
     return {str(k): v for k, v in facts.items()}
 
 
-def _panel(finding: Finding) -> Panel:
-    colour = "red" if finding.confidence >= 0.7 else "yellow"
-    body: list[Text] = [
-        Text.assemble(("Root cause: ", "bold"), finding.root_cause),
-        Text.assemble(("Fix: ", "bold green"), finding.fix),
-    ]
-    if finding.evidence:
-        body.append(Text("Evidence:", style="bold"))
-        body.extend(Text.assemble(("  │ ", "dim"), line) for line in finding.evidence)
-    body.append(Text(f"rule: {finding.rule}", style="dim"))
-    title = Text.assemble((finding.category, f"bold {colour}"), f"  confidence {finding.confidence:.2f}")
-    return Panel(Group(*body), title=title, title_align="left", border_style=colour)
-
-
 @click.command(
     "diagnose",
     epilog=EXIT_CODES_HELP,
@@ -105,6 +91,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
     if log_path == "-" and facts_path == "-":
         _fail("only one of --log and --facts can read stdin")
     checks: list[Check] = []
+    secrets: tuple[str, ...] = ()  # the values this run knows as secret (a live target's), masked in the output
     log_in = _read_log(log_path) if log_path else None
     text = log_in.text if log_in else ""
     facts = _read_facts(facts_path) if facts_path else None
@@ -115,6 +102,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
             _fail(str(exc))
     elif live:
         choice = target_from_options(host, user, port, key_file, known_hosts, trust_new_host, local, lab, vmid, venv)
+        secrets = tuple(choice.known_secrets)
         try:
             findings, checks = asyncio.run(live_report(node_transport(choice.spec), choice.vmid, choice.venv,
                                                        log_text=text, known_secrets=choice.known_secrets))
@@ -125,7 +113,8 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         findings = diagnose(text, facts)
     checked = live or bool(bundle_path)  # a host or bundle check: probes judged, a verdict given
     fault = ExitCode.FAILED if is_fault(findings, checks) else ExitCode.OK
-    evidence = log_evidence(text).model_dump(mode="json", exclude_defaults=True) if show_evidence else None
+    evidence = redacted(log_evidence(text).model_dump(mode="json", exclude_defaults=True), secrets) \
+        if show_evidence else None
     if json_out:
         out: dict[str, object] = {"findings": [f.to_dict() for f in findings]}
         if evidence is not None:
@@ -135,14 +124,13 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
         if checked:
             out["checks"] = [c.to_dict() for c in checks]
             out["verdict"] = "fault" if fault else "healthy"
-        click.echo(json.dumps(out, ensure_ascii=False))
+        click.echo(json.dumps(redacted(out, secrets), ensure_ascii=False))
         raise SystemExit(fault)
     console = guard(Console(highlight=False))
     if evidence is not None:
         console.print(Text("Evidence:", style="bold"))
-        for key, value in evidence.items():
-            if key != "lines":
-                console.print(f"  {key}: {value}", markup=False)
+        for row in typed_evidence_rows(evidence):
+            console.print(row, markup=False)
     if log_in is not None and log_in.note:
         console.print(Text(f"Note: {log_in.note}", style="yellow"))
     if checked:
@@ -154,7 +142,7 @@ def command(log_path: str | None, facts_path: str | None, host: str | None, user
             style = "green" if c.ok else ("red" if c.ok is False else "dim")
             console.print(Text.assemble(("  " + c.mark + " ", style), (c.name, "bold"), f"  {c.detail}"))
     for finding in findings:
-        console.print(_panel(finding))
+        console.print(finding_panel(finding, secrets))
     if checked:  # one verdict, last: "healthy: …" or what is wrong
         said = verdict(findings, checks)
         console.print(Text(said[:1].upper() + said[1:] + ".", style="red bold" if fault else "green bold"))
