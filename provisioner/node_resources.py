@@ -16,13 +16,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from provisioner.validate import BRIDGE_RE
 from provisioner.words import Words
 
 #: the content type each storage field needs (PVE's `content` list of a storage)
 STORAGE_FIELDS: dict[tuple[str, str], str] = {("lxc.create", "rootfs_storage"): "rootdir"}
-_ID = re.compile(r"^[A-Za-z][A-Za-z0-9\-_.]{0,63}$")  # PVE's storage id / interface name syntax
+_ID = re.compile(r"^[A-Za-z][A-Za-z0-9\-_.]{0,63}$")  # PVE's storage id syntax (pve-storage-id)
 _TEMPLATE = re.compile(r"^[A-Za-z][A-Za-z0-9\-_.]*:vztmpl/[A-Za-z0-9][A-Za-z0-9._+\-]*$")
+_LIST = re.compile(r"^[a-z0-9,;\s]*$")  # a storage's content list: `rootdir,images`
+#: the interface types a container's netN may name (`type=any_bridge` answers these; `vnet`: an SDN vnet)
+BRIDGE_TYPES = ("bridge", "OVSBridge", "vnet")
 SHOWN = 6  # how many offered values a message lists
+MAX_ITEMS = 4096  # the most entries of one answer read (a node has a handful of storages and bridges)
+MAX_CORES = 1 << 20
+MAX_MEMORY = 1 << 60  # bytes
 
 
 class _Model(BaseModel):
@@ -54,56 +61,74 @@ def _listing(values: list[str]) -> str:
     return shown + (f" (+{len(values) - SHOWN} more)" if len(values) > SHOWN else "") if values else "none"
 
 
-def _int(value: object) -> int | None:
-    try:
-        number = int(str(value))
-    except ValueError:
+def _int(value: object, limit: int) -> int | None:
+    """A positive JSON integer up to `limit`; anything else (a string, a bool, a float, 0) is no answer."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
         return None
-    return number if number > 0 else None
+    return value
+
+
+def _items(listed: object) -> list[dict[str, Any]] | None:
+    """The objects of a JSON list answer, at most MAX_ITEMS of them; None when the answer is not a list."""
+    if not isinstance(listed, list):
+        return None
+    return [item for item in listed[:MAX_ITEMS] if isinstance(item, dict)]
+
+
+def _text(item: Mapping[str, Any], key: str, pattern: re.Pattern[str], limit: int = 255) -> str | None:
+    """`item[key]` when it is a string of at most `limit` characters matching `pattern`."""
+    value = item.get(key)
+    return value if isinstance(value, str) and len(value) <= limit and pattern.match(value) else None
 
 
 async def gather(pve: Any, node: str) -> NodeResources:
     """Read the node's storages, bridges, templates, cores and memory through the Proxmox API client `pve`
-    (`provisioner.proxmox.client.PveClient`); what cannot be read stays None."""
+    (`provisioner.proxmox.client.PveClient`); what cannot be read stays None.
+
+    Every answer is hostile input: only lists of objects are read, at most MAX_ITEMS of each, every id must be
+    a string of its own syntax (storage id, template volume id, interface name) and every number a JSON integer
+    in range; anything else is skipped, never guessed."""
 
     async def read(fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args)
-        except Exception:  # an API without that path (the lab has no /network), a missing privilege
+        except Exception:  # an API without that path, a missing privilege: that list is not checked
             return None
 
     storages: list[Storage] | None = None
-    listed = await read(pve.storages, node)
-    if isinstance(listed, list):
+    listed = _items(await read(pve.storages, node))
+    if listed is not None:
         storages = []
         for item in listed:
-            sid = str(item.get("storage", "")) if isinstance(item, dict) else ""
-            if _ID.match(sid):
-                content = frozenset(c for c in re.split(r"[,;\s]+", str(item.get("content", ""))) if c)
-                storages.append(Storage(id=sid, type=str(item.get("type", "")), content=content))
+            sid = _text(item, "storage", _ID)
+            if sid is None:
+                continue
+            content = frozenset(c for c in re.split(r"[,;\s]+", _text(item, "content", _LIST) or "") if c)
+            storages.append(Storage(id=sid, type=_text(item, "type", _ID) or "", content=content))
     templates: list[str] | None = None
     if storages is not None:
         templates = []
         for store in storages:
             if "vztmpl" not in store.content:
                 continue
-            items = await read(pve.storage_content, store.id, "vztmpl", node)
-            templates += [str(i.get("volid")) for i in items or [] if isinstance(i, dict)
-                          and _TEMPLATE.match(str(i.get("volid", "")))]
+            items = _items(await read(pve.storage_content, store.id, "vztmpl", node)) or []
+            templates += [volid for i in items if (volid := _text(i, "volid", _TEMPLATE)) is not None]
     bridges: list[str] | None = None
-    network = await read(pve.request, "GET", f"nodes/{node}/network", {"type": "any_bridge"})
-    if isinstance(network, list):
-        bridges = sorted(str(i["iface"]) for i in network if isinstance(i, dict) and _ID.match(str(i.get("iface", ""))))
+    # pve-manager PVE::API2::Network `index`: type=any_bridge lists Linux and OVS bridges and the SDN vnets
+    # the caller may use; each is an object with `iface` and `type`
+    network = _items(await read(pve.request, "GET", f"nodes/{node}/network", {"type": "any_bridge"}))
+    if network is not None:
+        bridges = sorted({iface for i in network if i.get("type") in BRIDGE_TYPES
+                          and (iface := _text(i, "iface", BRIDGE_RE)) is not None})
     cores = memory = None
-    nodes = await read(pve.nodes)
-    for item in nodes or []:
-        if isinstance(item, dict) and item.get("node") == node:
-            cores = _int(item.get("maxcpu"))
-            mem = _int(item.get("maxmem"))
+    for item in _items(await read(pve.nodes)) or []:
+        if item.get("node") == node:
+            cores = _int(item.get("maxcpu"), MAX_CORES)
+            mem = _int(item.get("maxmem"), MAX_MEMORY)
             memory = mem // (1024 * 1024) if mem else None
     return NodeResources(node=node, storages=None if storages is None else tuple(sorted(storages, key=lambda s: s.id)),
                          bridges=None if bridges is None else tuple(bridges),
-                         templates=None if templates is None else tuple(sorted(templates)), cores=cores,
+                         templates=None if templates is None else tuple(sorted(set(templates))), cores=cores,
                          memory_mib=memory)
 
 

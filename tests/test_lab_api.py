@@ -20,6 +20,7 @@ from provisioner.lab.pve_api import LabApiServer
 from provisioner.lab.pvesh import write_pvesh_wrapper
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
+from provisioner.proxmox.schema import load_schema, validate_params
 from provisioner.proxmox.tasks import UPID_RE, decode_upid
 from tests.support.lab import NOT_DEFINED, UBUNTU
 from tests.support.lab import ApiLab as Lab
@@ -432,6 +433,37 @@ def test_storage_and_templates(lab: Lab) -> None:
     st = wait_stopped(s, server, r.json()["data"])
     assert st["type"] == "download" and st["exitstatus"] == "OK"
     assert f"local:vztmpl/{debian13['template']}" in state.settings().templates
+
+
+@pytest.mark.parametrize("pve", ["8.1", "8.4", "9"])
+def test_node_network_as_pve_lists_it(make_lab: Callable[..., Lab], pve: str) -> None:
+    """GET /nodes/{node}/network (pve-manager PVE::API2::Network `index`): the node's interfaces without lo,
+    `type` filters them (any_bridge: Linux and OVS bridges; vnet: SDN only, none in the lab), every object
+    type-checks against the returns schema of that PVE version, and a privilege-separated token sees only the
+    bridges it holds SDN.Audit/SDN.Use on (/sdn/zones/localnetwork/<bridge>)."""
+    state, server = make_lab(pve_version=pve)
+    s = token_session(state, server)
+    url = f"{server.url}/nodes/pve/network"
+    every = s.get(url).json()["data"]
+    assert [(i["iface"], i["type"]) for i in every] == [("eno1", "eth"), ("vmbr0", "bridge")]
+    vmbr0 = every[1]
+    assert (vmbr0["bridge_ports"], vmbr0["active"], vmbr0["autostart"]) == ("eno1", 1, 1), vmbr0
+    assert vmbr0["cidr"] == f"{vmbr0['address']}/{vmbr0['netmask']}" and vmbr0["families"] == ["inet"]
+    returns = load_schema(pve).method("GET", "/nodes/pve/network")[0].returns  # type: ignore[index]
+    for item in every:
+        _, errors = validate_params(returns["items"], item, wire="json")
+        assert errors == {}, (item, errors)
+    assert [i["iface"] for i in s.get(url, params={"type": "any_bridge"}).json()["data"]] == ["vmbr0"]
+    assert [i["iface"] for i in s.get(url, params={"type": "eth"}).json()["data"]] == ["eno1"]
+    if pve != "8.1":  # `vnet` entered the enum with PVE 8.2's SDN
+        assert s.get(url, params={"type": "vnet"}).json()["data"] == []
+    bad = s.get(url, params={"type": "bridges"})
+    assert bad.status_code == 400 and "does not have a value in the enumeration" in bad.json()["errors"]["type"]
+
+    state.update_settings(token_privsep=True, token_acl=[{"path": "/nodes", "privs": ["Sys.Audit"]}])
+    assert [i["iface"] for i in s.get(url).json()["data"]] == ["eno1"]  # the bridge is hidden, not refused
+    state.update_settings(token_acl=[{"path": "/sdn/zones/localnetwork/vmbr0", "privs": ["SDN.Use"]}])
+    assert [i["iface"] for i in s.get(url, params={"type": "any_bridge"}).json()["data"]] == ["vmbr0"]
 
 
 def test_every_request_logged_without_secrets(lab: Lab) -> None:

@@ -235,10 +235,10 @@ def test_cli_upgrade_driver_and_reboot_on_a_running_lab(tmp_path: Path) -> None:
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", f"{ssh['user']}@{ssh['host']}"]
     try:
         r = cli("upgrade-driver", "580.95.07")
-        assert (r.returncode, r.stderr) == (0, "LAB: host kernel module 580.95.05 -> 580.95.07\n")
+        assert (r.returncode, r.stdout) == (0, "LAB: host kernel module 580.95.05 -> 580.95.07\n"), r.stderr  # the answer
         assert cli("upgrade-driver", "latest").returncode == 2
         r = cli("reboot")
-        assert r.returncode == 0 and r.stderr.startswith("LAB: node rebooted (boot 1)\n"), r.stderr
+        assert r.returncode == 0 and r.stdout.startswith("LAB: node rebooted (boot 1)\n"), r.stdout + r.stderr
         r = subprocess.run([*argv, "cat /sys/module/nvidia/version; ls /dev/nvidia* 2>&1; "
                                    "nvidia-smi --query-gpu=index,driver_version --format=csv,noheader; ls /dev"
                                    "/nvidia[0-9]*"], capture_output=True, text=True, timeout=120, check=False)

@@ -1,18 +1,23 @@
-"""``provisioner lab up|down|status``: the embedded Proxmox VE lab (a simulated node on loopback)."""
+"""``provisioner lab up|down|status|inventory|reboot|upgrade-driver``: the embedded Proxmox VE lab (a simulated
+node on loopback). What a command is asked for goes to stdout, progress and errors to stderr (issue 36)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 
+from provisioner.cli.verbosity import check_verbosity
 from provisioner.exitcodes import EXIT_CODES_HELP, ExitCode
 from provisioner.lab.lab import ALL_SCENARIOS, PVE_CHOICES, Lab, LabError
 from provisioner.lab.profiles import DEFAULT_PROFILE, PROFILES
 from provisioner.lab.state import LabState
 from provisioner.render.safe_text import guard
+
+F = TypeVar("F", bound=Callable[..., object])
 
 _root_option = click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
                             help="Lab directory (default: the state dir's lab/, or $PROVISIONER_LAB_ROOT).")
@@ -26,6 +31,15 @@ def _console() -> Console:
 def _answer() -> Console:
     """What `lab up` and `lab status` are asked for (where the lab is, how to reach it): stdout."""
     return guard(Console(highlight=False, soft_wrap=True, emoji=False, markup=False))
+
+
+def _day2_verbosity(what: str, more: str) -> Callable[[F], F]:
+    """`-q`/`-v` of `lab reboot` and `lab upgrade-driver`, the flags of the commands that run steps
+    (`provisioner.cli.verbosity`): -q no progress, only `what` failed and the answer; -v also `more`."""
+    def add(f: F) -> F:
+        f = click.option("-q", "--quiet", is_flag=True, help=f"No progress: only the answer ({what}).")(f)
+        return click.option("-v", "--verbose", is_flag=True, help=f"Also {more}.")(f)
+    return add
 
 
 def _describe(conn: dict[str, Any]) -> list[str]:
@@ -162,28 +176,61 @@ def _lab_state(root: Path | None) -> LabState:
 
 @command.command("reboot")
 @_root_option
-def reboot_cmd(root: Path | None) -> None:
+@_day2_verbosity("the boot and what failed in it", "the node's kernel module and device nodes after the boot")
+def reboot_cmd(root: Path | None, verbose: bool, quiet: bool) -> None:
     """Reboot the LAB node: modules load as at boot, device nodes are gone until created, persistence
-    mode resets, boot units run, containers with onboot=1 start in PVE's order (docs/lab-hosts.md)."""
-    from provisioner.lab.day2 import reboot
+    mode resets, boot units run, containers with onboot=1 start in PVE's order (docs/lab-hosts.md).
 
-    report = reboot(_lab_state(root))
-    console = _console()
-    console.print(f"LAB: node rebooted (boot {report.boot})", markup=False)
+    What the boot did on stdout (each boot unit, each container start; -q: only what failed, -v: also the
+    node's kernel module and device nodes after it); progress on stderr.
+
+    Example: provisioner lab reboot | grep failed
+    """
+    from provisioner.lab.day2 import reboot
+    from provisioner.lab.profiles import host_devices
+
+    check_verbosity(verbose, quiet)
+    state = _lab_state(root)
+    if not quiet:
+        _console().print(f"LAB: rebooting the node ({state.root}): units, then onboot containers", markup=False)
+    report = reboot(state)
+    answer = _answer()
+    answer.print(f"LAB: node rebooted (boot {report.boot})", markup=False)
+    # the log's lines of what failed (as `provisioner.lab.day2.reboot` writes them): all that -q prints of it
+    failed = {f"{name}: failed (exit {rc})" for name, rc in [*report.units_before_guests, *report.units_after_guests]
+              if rc != 0} | {f"Starting CT {vmid} failed: {why}" for vmid, why in report.failed}
     for line in report.log:
-        console.print(f"  {line}", markup=False)
+        if not quiet or line in failed:
+            answer.print(f"  {line}", markup=False)
+    if verbose:
+        settings = state.settings()
+        answer.print(f"  kernel module {settings.driver_version}; device nodes: "
+                     f"{', '.join(sorted(host_devices(settings))) or 'none'}", markup=False)
 
 
 @command.command("upgrade-driver")
 @click.argument("version")
 @_root_option
-def upgrade_driver_cmd(version: str, root: Path | None) -> None:
-    """Replace the LAB host's NVIDIA kernel module with VERSION (containers keep their userspace)."""
+@_day2_verbosity("old -> new", "the containers that keep their userspace")
+def upgrade_driver_cmd(version: str, root: Path | None, verbose: bool, quiet: bool) -> None:
+    """Replace the LAB host's NVIDIA kernel module with VERSION (containers keep their userspace).
+
+    The change (old -> new) on stdout (-v: also the containers that keep their userspace); progress on stderr.
+    """
     from provisioner.lab.day2 import upgrade_driver
 
+    check_verbosity(verbose, quiet)
+    state = _lab_state(root)
+    if not quiet:
+        _console().print(f"LAB: replacing the host's NVIDIA kernel module with {version}", markup=False)
     try:
-        old, new = upgrade_driver(_lab_state(root), version)
+        old, new = upgrade_driver(state, version)
     except ValueError as exc:
         _console().print(f"LAB: {exc}", markup=False)
         raise SystemExit(ExitCode.USAGE) from None
-    _console().print(f"LAB: host kernel module {old} -> {new}", markup=False)
+    answer = _answer()
+    answer.print(f"LAB: host kernel module {old} -> {new}", markup=False)
+    if verbose:
+        cts = state.list_cts()
+        answer.print("  containers keep their userspace: " + (", ".join(f"CT {v}" for v in cts) if cts else "none"),
+                     markup=False)

@@ -3,7 +3,8 @@
 `PROFILES[name]` is a `HostProfile`; `lab_host(settings)` turns the lab's settings (profile plus
 day-two state: which modules are loaded, which nodes exist, persistence mode, the host module
 version) into the `provisioner.lab.render.LabHost` every stand-in renders from, and
-`host_devices(settings)` lists the character devices the node has now (path -> (major, minor)).
+`host_devices(settings)` lists the character devices the node has now (path -> (major, minor)), and
+`HostProfile.network` is the node's ``/etc/network/interfaces`` as ``GET /nodes/{node}/network`` reads it.
 
 Facts whose source is a real output or a vendor page carry the page in ``sources``; values the
 lab has to choose (bus ids, serials, UUIDs) are marked LAB in the docs (``docs/lab-hosts.md``).
@@ -43,6 +44,33 @@ class GpuModel:
 
 
 @dataclass(frozen=True)
+class NetIface:
+    """One interface of the node's ``/etc/network/interfaces`` as pve-common's ``PVE::INotify``
+    ``read_etc_network_interfaces`` reads it (the fields ``GET /nodes/{node}/network`` answers)."""
+
+    iface: str
+    type: Literal["bridge", "eth", "bond", "vlan", "OVSBridge"]
+    method: Literal["manual", "static", "dhcp"] = "manual"
+    bridge_ports: str | None = None
+    cidr: str | None = None  # LAB: documentation addresses (RFC 5737), never a real network
+    gateway: str | None = None
+    active: bool = True
+    autostart: bool = False
+    exists: bool = False  # a physical NIC the kernel has (eth only)
+    comments: str | None = None
+
+
+#: what the PVE installer writes: the first NIC enslaved to vmbr0, which holds the node's address
+#: (https://pve.proxmox.com/wiki/Network_Configuration#_default_configuration_using_a_bridge); the NIC
+#: name and the addresses are LAB
+INSTALLER_NETWORK: tuple[NetIface, ...] = (
+    NetIface("eno1", "eth", exists=True),
+    NetIface("vmbr0", "bridge", "static", bridge_ports="eno1", cidr="192.0.2.10/24", gateway="192.0.2.1",
+             autostart=True),
+)
+
+
+@dataclass(frozen=True)
 class HostProfile:
     name: str
     summary: str
@@ -72,6 +100,8 @@ class HostProfile:
     extra_templates: tuple[str, ...] = ()
     #: NVIDIA's vGPU manager is the host driver: /sys/module/nvidia_vgpu_vfio, `nvidia-smi vgpu` lists the GPUs
     vgpu_manager: bool = False
+    #: the node's network interfaces (``GET /nodes/{node}/network``): its bridges are what ``netN`` may name
+    network: tuple[NetIface, ...] = INSTALLER_NETWORK
     sources: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -46,7 +46,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from provisioner.lab import oci_template, safe_fs
 from provisioner.lab.httpd import BackgroundHttpServer
-from provisioner.lab.profiles import VERSIONS
+from provisioner.lab.node_network import network_index
+from provisioner.lab.profiles import VERSIONS, get_profile
 from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
 from provisioner.proxmox import privileges
@@ -197,6 +198,7 @@ class LabApi:
             ("POST", "/nodes/{node}/lxc/{vmid}/status/stop"): self._stop,
             ("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown"): self._shutdown,
             ("POST", "/nodes/{node}/lxc/{vmid}/status/reboot"): self._reboot,
+            ("GET", "/nodes/{node}/network"): self._network,
             ("GET", "/nodes/{node}/storage"): self._storage_index,
             ("GET", "/nodes/{node}/storage/{storage}/content"): self._storage_content,
             ("GET", "/nodes/{node}/aplinfo"): self._aplinfo,
@@ -922,6 +924,17 @@ class LabApi:
             self.state.delete_ct(vmid)
 
         return self.start_task("vzdestroy", str(vmid), ident, work)
+
+    # -- network -----------------------------------------------------------------------------
+    def _network(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
+        """``GET /nodes/{node}/network`` (pve-manager PVE::API2::Network ``index``: `node_network`)."""
+        def may_use(bridge: str) -> bool:  # check_sdn_bridge(user, 'localnetwork', bridge, [SDN.Audit, SDN.Use])
+            path = f"/sdn/zones/localnetwork/{bridge}"
+            return ident.is_root_pam or self._can(ident, "SDN.Audit", path) or self._can(ident, "SDN.Use", path)
+
+        type_filter = p.get("type")
+        return network_index(get_profile(self.state.settings().profile).network,
+                             None if type_filter is None else str(type_filter), may_use)
 
     # -- storage / templates ---------------------------------------------------------------
     def _storage_index(self, p: dict[str, Any], ident: Identity) -> list[dict[str, Any]]:
