@@ -1,4 +1,5 @@
-"""Diagnose mode, reachable from anywhere (F5): paste a log, get findings."""
+"""Diagnose mode, reachable from anywhere (F5): paste a log, get findings; each evidence line with its number in
+the pasted log (`L7: …`), as the console and `--json`'s `evidence_lines` give it."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static, TextArea
 
+from provisioner.diagnose.numbered import evidence_lines_of, numbered
 from provisioner.diagnose.source import bound_text
 from provisioner.runner import diagnose_lines
 from screens.plain_text import plain_line
 
+EVIDENCE_SHOWN = 3  # evidence lines per finding (the console and --json give them all)
+
 
 def findings_text(findings: list[dict[str, Any]]) -> Text:
+    """The findings as the screen shows them: category, confidence, cause, fix, the first evidence lines."""
     text = Text()
     if not findings:
         text.append("no finding: nothing in this log matches a known failure", style="dim")
@@ -29,8 +34,9 @@ def findings_text(findings: list[dict[str, Any]]) -> Text:
             text.append(f"  ({confidence:.0%})", style="dim")
         text.append(f"\n  cause: {plain_line(str(finding.get('root_cause', '')))}"
                     f"\n  fix:   {plain_line(str(finding.get('fix', '')))}\n")
-        for line in list(finding.get("evidence") or [])[:3]:
-            text.append(f"  evidence: {plain_line(str(line))}\n", style="dim")
+        evidence = [str(e) for e in list(finding.get("evidence") or [])[:EVIDENCE_SHOWN]]
+        for line in numbered(evidence, evidence_lines_of(finding.get("evidence_lines"))):
+            text.append(f"  evidence: {plain_line(line)}\n", style="dim")
     return text
 
 

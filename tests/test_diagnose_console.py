@@ -116,3 +116,49 @@ def test_console_evidence_is_redacted_and_bounded() -> None:
     data = json.loads(jout.strip().splitlines()[-1])
     assert data["evidence"]["line_no"]["module_version"] == 3
     assert re.search(r"^\s+L3 module_version: NVRM: loaded kernel module 550\.54\.14 password=<redacted>$", out, re.M)
+
+
+# --- a log and live facts together: a fact's text is not the log (tests/fixtures/logs/facts-broken-ct102.json,
+# whose `nvidia_smi` output's line 1 is the NVML mismatch, beside the secure-boot log, whose line 1 is its cause)
+
+
+def _log_and_facts(tmp_path: Path, facts: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
+    log = tmp_path / "install.log"
+    log.write_text(SECURE_BOOT["log"], encoding="utf-8")
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(facts), encoding="utf-8")
+    args = ["--log", str(log), "--facts", str(facts_file)]
+    code, out = _run(args, "")
+    jcode, jout = _run([*args, "--json"], "")
+    assert code == jcode == ExitCode.FAILED
+    return SECURE_BOOT["log"], out, json.loads(jout.strip().splitlines()[-1])["findings"]
+
+
+def test_a_facts_text_line_is_never_numbered_as_a_log_line(tmp_path: Path) -> None:
+    facts = json.loads((FIXTURES / "logs" / "facts-broken-ct102.json").read_text(encoding="utf-8"))
+    log, out, findings = _log_and_facts(tmp_path, facts)
+    lines = log.splitlines()
+    expected = _json_rows(findings)
+    for n, text in expected:  # every number is the log line the text is on (a fact's line has none)
+        if n is not None:
+            assert " ".join(text.rstrip("…").split())[:40] in " ".join(lines[n - 1].split()), (n, text)
+    nvml = "Failed to initialize NVML: Driver/library version mismatch"  # the fact `nvidia_smi`'s line 1
+    assert (None, nvml) in expected and (None, "NVML library version: 590.48") in expected
+    assert (1, lines[0]) in expected  # the log's own line 1 keeps its number
+    _same(_console_rows(out), expected)
+    assert re.search(r"│ Failed to initialize NVML: Driver/library version mismatch +│", out)
+    assert "L1: Failed to initialize NVML" not in out
+
+
+def test_a_facts_text_finding_is_not_folded_into_a_log_finding_by_a_shared_number(tmp_path: Path) -> None:
+    """`nvidia_smi` alone (the fixture's, its line 1 the NVML mismatch) beside the secure-boot log: the two
+    causes read different lines, so both are findings of their own (before, both "read line 1" and the log's
+    cause was folded into the mismatch as an "also possible", its line 1 hidden)."""
+    facts = json.loads((FIXTURES / "logs" / "facts-broken-ct102.json").read_text(encoding="utf-8"))
+    _, out, findings = _log_and_facts(tmp_path, {"nvidia_smi": facts["nvidia_smi"]})
+    by_category = {f["category"]: f for f in findings}
+    assert {"driver_lib_mismatch", "no_driver_loaded"} <= set(by_category)
+    assert [e["line"] for e in by_category["no_driver_loaded"]["evidence_lines"]] == [1, 7]
+    assert all(e["line"] is None for e in by_category["driver_lib_mismatch"]["evidence_lines"])
+    _same(_console_rows(out), _json_rows(findings))
+    assert re.search(r"│ L1: Secure boot - Unable to load the kernel module", out)

@@ -2,9 +2,10 @@
 
 Every evidence line is shown as `L<n>: <text>`, `<n>` its 1-based number in the log the user has (the
 `line` of the JSON's `evidence_lines`), in the order of the JSON's `evidence`; a line that is not a log
-line (a live fact, a probe's output) is shown without a number. Each line is cut to `CONSOLE_LINE_CHARS`
-and redacted again here (the engine redacts its findings; a finding merged from another source, or a
-secret only this run knows, is masked at this boundary too). "Also possible" explanations come after,
+line (a live fact, a probe's output) is shown without a number (`provisioner.diagnose.numbered`: the TUI's
+diagnose screen shows the same form). Each line is cut to `CONSOLE_LINE_CHARS` and redacted again here (the
+engine redacts its findings; a finding merged from another source, or a secret only this run knows, is masked
+at this boundary too). "Also possible" explanations come after,
 each with the lines it reads that the finding above does not.
 """
 
@@ -17,33 +18,10 @@ from rich.panel import Panel
 from rich.text import Text
 
 from provisioner.diagnose import Finding
-from provisioner.diagnose.model import EvidenceLine
+from provisioner.diagnose.numbered import CONSOLE_LINE_CHARS, cut_line, numbered
 from provisioner.redaction import REDACTOR
 
-#: the most characters of one evidence line on the console (the JSON keeps the engine's longer cut)
-CONSOLE_LINE_CHARS = 200
-
-
-def _cut(text: str, limit: int = CONSOLE_LINE_CHARS) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
-
-
-def numbered(evidence: Iterable[str], evidence_lines: Iterable[EvidenceLine],
-             secrets: Iterable[str] = ()) -> list[str]:
-    """Each of `evidence` as `L<n>: text` (its number from `evidence_lines`), or as the text alone where it has
-    no number; same order as `evidence`, redacted, each at most `CONSOLE_LINE_CHARS` long (prefix included)."""
-    line_of: dict[str, int] = {}
-    for e in evidence_lines:
-        if e.line is not None:
-            line_of.setdefault(e.text, e.line)
-    scrub = REDACTOR.with_values(secrets)
-    out: list[str] = []
-    for text in evidence:
-        n = line_of.get(text)
-        prefix = f"L{n}: " if n is not None else ""
-        out.append(prefix + _cut(scrub.text(text), CONSOLE_LINE_CHARS - len(prefix)))
-    return out
+__all__ = ["CONSOLE_LINE_CHARS", "finding_panel", "numbered", "redacted", "typed_evidence_rows"]
 
 
 def finding_panel(finding: Finding, secrets: Iterable[str] = ()) -> Panel:
@@ -83,7 +61,7 @@ def typed_evidence_rows(evidence: Mapping[str, object]) -> list[str]:
         for key, text in ordered:
             n = nos.get(key)
             head = f"    L{n} {key}: " if isinstance(n, int) else f"    {key}: "
-            rows.append(head + _cut(str(text), max(CONSOLE_LINE_CHARS - len(head), 40)))
+            rows.append(head + cut_line(str(text), max(CONSOLE_LINE_CHARS - len(head), 40)))
     return rows
 
 

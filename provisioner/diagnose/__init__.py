@@ -5,14 +5,15 @@
     findings = diagnose(log_text, facts=facts_dict)   # plus predicates over live facts
 
 Findings come best first; each names a category of the fixed vocabulary, a confidence, the
-root cause, the fix, the evidence lines and the rule that decided it.
+root cause, the fix, the evidence lines and the rule that decided it. A text fact (a probe's output such as
+`nvidia_smi`, `dmesg`) is read by the log rules too, but its lines are not the log's: they carry no line number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from provisioner.diagnose.engine import Candidate, log_candidates, rank
+from provisioner.diagnose.engine import Candidate, fact_text_candidates, log_candidates, rank
 from provisioner.diagnose.extract import add_derived
 from provisioner.diagnose.live_rules import TEXT_FACT_KEYS, facts_candidates, facts_fields
 from provisioner.diagnose.model import CATEGORIES, Category, Finding, Rule
@@ -36,7 +37,7 @@ def diagnose(
         for key in TEXT_FACT_KEYS:
             value = facts.get(key)
             if isinstance(value, str) and value.strip():
-                candidates += log_candidates(value, fields)
+                candidates += fact_text_candidates(value, fields)  # a probe's lines: no log line numbers
         candidates += facts_candidates(facts)
     return rank(candidates, known_secrets)
 

@@ -496,6 +496,17 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
     return out + evidence_candidates(ev)
 
 
+def fact_text_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
+    """Candidates from a live fact's text (a probe's output: `nvidia_smi`, `dmesg`, ...) read by the log rules.
+    Its lines are not lines of the log the user has, so no evidence line keeps a number (`line: null` in
+    `--json`, no `L<n>:` on the console): a fact's first line never reads as the log's line 1, never hides a
+    log line that has the same number, and never makes a log finding look like "the same cause"."""
+    out = log_candidates(text, extra_fields)
+    for cand in out:
+        cand.line_of = {}
+    return out
+
+
 def evidence_candidates(ev: LogEvidence) -> list[Candidate]:
     """The conclusions the log's typed evidence supports (`diagnose.evidence.decide`), as candidates."""
     return [Candidate(category=h.category, confidence=h.confidence, best=h.name, root_cause=h.root_cause, fix=h.fix,

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from provisioner.diagnose import Finding
+from provisioner.diagnose.model import EvidenceLine
 from provisioner.support.evidence import Evidence, ProbeRecord
 from provisioner.support.probes import BY_NAME
 
@@ -136,7 +137,7 @@ def checks_of(evidence: Evidence) -> list[Check]:
 def merge_by_cause(findings: list[Finding]) -> list[Finding]:
     """One finding per root cause, best first: a drift finding (rule `drift.*`) and a finding of the same
     category from the facts or a log name the same cause; the surer one keeps the lead, the other's rule
-    and evidence join it. Other findings stay distinct (two drift findings too: each names its own repair).
+    and evidence join it (`evidence` and `evidence_lines` alike, with their line numbers). Other findings stay distinct (two drift findings too: each names its own repair).
     Stable order for equal confidence."""
     out: list[Finding] = []
     for f in findings:
@@ -148,9 +149,30 @@ def merge_by_cause(findings: list[Finding]) -> list[Finding]:
         o = out[same]
         top, other = (o, f) if o.confidence >= f.confidence else (f, o)
         rules = tuple(dict.fromkeys((*(top.rules or (top.rule,)), *(other.rules or (other.rule,)))))
-        evidence = tuple(dict.fromkeys((*top.evidence, *other.evidence)))
-        out[same] = dataclasses.replace(top, rules=rules, evidence=evidence)
+        lines = _merged_lines(top, other)
+        out[same] = dataclasses.replace(top, rules=rules, evidence=tuple(e.text for e in lines),
+                                        evidence_lines=lines)
     return sorted(out, key=lambda f: -f.confidence)
+
+
+def _numbered(f: Finding) -> list[EvidenceLine]:
+    """Each of `f.evidence` with its number from `f.evidence_lines` (None where it has none: a drift finding's
+    line, a fact)."""
+    line_of: dict[str, int] = {}
+    for e in f.evidence_lines:
+        if e.line is not None:
+            line_of.setdefault(e.text, e.line)
+    return [EvidenceLine(line_of.get(text), text) for text in f.evidence]
+
+
+def _merged_lines(top: Finding, other: Finding) -> tuple[EvidenceLine, ...]:
+    """`top`'s evidence lines then `other`'s, each text once (at its first place), with the number either
+    finding gives it: `evidence` and `evidence_lines` stay one list, in the same order."""
+    merged: dict[str, int | None] = {}
+    for e in (*_numbered(top), *_numbered(other)):
+        if merged.get(e.text) is None:  # a text seen without a number takes the other finding's number
+            merged[e.text] = e.line
+    return tuple(EvidenceLine(line, text) for text, line in merged.items())
 
 
 def _drift(f: Finding) -> bool:
