@@ -10,6 +10,7 @@ the real uv compiles the venv's hashed lock to pylock.toml against a real PEP 50
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -100,6 +102,24 @@ async def _set(app: ProvisionerApp, pilot: Any, fmt: str, dest: Path) -> Summary
     return page
 
 
+@contextlib.asynccontextmanager
+async def _export_summary(tmp_path: Path, base: str, fmt: str,
+                          python: str = sys.executable) -> AsyncIterator[tuple[Any, SummaryPage]]:
+    """A proven run's session (its venv built from the wheel index served at `base`) on the Summary page, with
+    `fmt` and `tmp_path/out` set: (pilot, page); the session is closed afterwards."""
+    index, lock = _index(tmp_path / "index", base)
+    _venv(tmp_path / "venv", index, python)
+    session = _session(tmp_path, tmp_path / "venv", index=index, lock=lock)
+    app = ProvisionerApp(session, start_page="summary")
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
+                           timeout=60, what="the Summary page")
+            yield pilot, await _set(app, pilot, fmt, tmp_path / "out")
+    finally:
+        await session.close()
+
+
 @pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv")
 async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,16 +130,8 @@ async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_
 
 
 async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> None:
-    index, lock = _index(tmp_path / "index", base)
-    venv = tmp_path / "venv"
-    _venv(venv, index)
-    session = _session(tmp_path, venv, index=index, lock=lock)
-    out = tmp_path / "out"
-    app = ProvisionerApp(session, start_page="summary")
-    async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
-                       timeout=60, what="the Summary page")
-        page = await _set(app, pilot, "flox", out)
+    venv, out = tmp_path / "venv", tmp_path / "out"
+    async with _export_summary(tmp_path, base, "flox") as (pilot, page):
         monkeypatch.setattr(page, "container_transport", lambda vmid: LocalTransport())
         write = page.query_one("#export-write", Button)
         assert write.disabled  # nothing is written before a plan is shown
@@ -141,7 +153,6 @@ async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: s
                        timeout=300, what="the export written")
         shown = str(page.query_one("#export-result", Static).render())
         assert shown.startswith(f"wrote {out}/"), shown
-    await session.close()
     for name in ("pylock.toml", "runtime.json", "host.json", "manifest.toml"):
         assert name in shown and (out / name).is_file(), name
     doc = tomllib.loads((out / "pylock.toml").read_text())
@@ -204,16 +215,8 @@ async def test_the_summary_writes_the_oci_image_the_cli_writes(tmp_path: Path,
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "index").mkdir()
     with serve(tmp_path / "index") as base:
-        index, lock = _index(tmp_path / "index", base)
-        venv = tmp_path / "venv"
-        _venv(venv, index, SYSTEM_PYTHON)
-        session = _session(tmp_path, venv, index=index, lock=lock)
         out = tmp_path / "out"
-        app = ProvisionerApp(session, start_page="summary")
-        async with app.run_test(size=(100, 30)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
-                           timeout=60, what="the Summary page")
-            page = await _set(app, pilot, "oci", out)
+        async with _export_summary(tmp_path, base, "oci", SYSTEM_PYTHON) as (pilot, page):
             monkeypatch.setattr(page, "container_transport", lambda vmid: _container(tmp_path))
             page.export_rootfs = "runtime"  # `--rootfs runtime`: not this whole machine's root file system
             plan = page.plan_export()
@@ -227,7 +230,6 @@ async def test_the_summary_writes_the_oci_image_the_cli_writes(tmp_path: Path,
                            timeout=800, what="the image written")
             shown = str(result.render())
             assert shown.startswith(f"wrote {out}/"), shown
-        await session.close()
     assert shown.splitlines()[1:] == [f"  {name}" for name in cli]
     assert sorted(p.name for p in out.iterdir()) == sorted(cli)  # no old layout (oci/, Containerfile, wheels/)
     info = json.loads((out / "image.json").read_text())
