@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from provisioner.cli import main
-from provisioner.cli.diagnose_console import CONSOLE_LINE_CHARS
+from provisioner.diagnose.numbered import CONSOLE_LINE_CHARS
 from provisioner.exitcodes import ExitCode
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from provisioner.cli.diagnose_console import numbered
 from provisioner.diagnose import Finding, diagnose
 from provisioner.diagnose.model import EvidenceLine
+from provisioner.diagnose.numbered import numbered
 from provisioner.drift import DriftReport, driver_drift
 from provisioner.support.diagnose_sources import drift_findings
 from provisioner.support.doctor import merge_by_cause

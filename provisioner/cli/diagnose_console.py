@@ -21,7 +21,7 @@ from provisioner.diagnose import Finding
 from provisioner.diagnose.numbered import CONSOLE_LINE_CHARS, cut_line, numbered
 from provisioner.redaction import REDACTOR
 
-__all__ = ["CONSOLE_LINE_CHARS", "finding_panel", "numbered", "redacted", "typed_evidence_rows"]
+__all__ = ["finding_panel", "redacted", "typed_evidence_rows"]
 
 
 def finding_panel(finding: Finding, secrets: Iterable[str] = ()) -> Panel:
