@@ -154,7 +154,7 @@ async def run_fleet(playbook: Playbook, entries: list[InventoryHost], bus: Bus, 
         try:
             return await one_host(entry)
         except asyncio.CancelledError:  # SIGINT/SIGTERM before this host started: it is skipped
-            if interrupts.received() is None:
+            if interrupts.interrupting() is None:
                 raise
             task = asyncio.current_task()
             if task is not None:

@@ -15,11 +15,20 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 _received: list[int] = []
+_active: list[int] = []  # one entry per `cancel_on_signals` block now open
 
 
 def received() -> int | None:
-    """The signal that interrupted this run (None when there was none)."""
+    """The signal that interrupted the last run (None when there was none); still answers after the block,
+    for the CLI's exit code."""
     return _received[-1] if _received else None
+
+
+def interrupting() -> int | None:
+    """The signal that interrupted the run in progress: only while a `cancel_on_signals` block is open, so a
+    cancellation outside one (the wizard's "stop safely", a caller's timeout) is never mistaken for a signal
+    an earlier run of this process received."""
+    return received() if _active else None
 
 
 def exit_code() -> int | None:
@@ -60,9 +69,11 @@ def cancel_on_signals(task: asyncio.Task[Any] | None = None, *, tasks: Sequence[
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
             continue
         installed.append(sig)
+    _active.append(1)
     try:
         yield
     finally:
+        _active.pop()
         for sig in installed:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)

@@ -203,7 +203,7 @@ async def run_host(
         bus.emit(Message(host=host, level="error", text=str(exc)))
         _record_refusal(playbook, bus, host, run.result, index, str(exc), ExitCode.UNREACHABLE)
     except asyncio.CancelledError:
-        if interrupts.received() is None:
+        if interrupts.interrupting() is None:
             raise
         _record_interrupt(playbook, bus, host, run.result, index)
     finally:

@@ -56,6 +56,8 @@ class ProvisionerApp(App[int]):
         self.lab = lab
         self.busy = False
         self.quit_after_step = False
+        #: set once the wizard is leaving (ctrl+q, an error): nothing opens a page after that
+        self.leaving = False
         #: set on leaving when the saved recording has steps left to do: the command that resumes it
         #: (`provisioner tui` prints it after the wizard's screen is gone)
         self.resume_command: str | None = None
@@ -87,9 +89,17 @@ class ProvisionerApp(App[int]):
         if self.resume:
             self.call_after_refresh(self.begin_resume)
 
+    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None:
+        self.leaving = True
+        super().exit(result, return_code, message)
+
     def _open(self) -> None:
-        """Build the session after the first frame, then replace the loading frame by the page."""
+        """Build the session after the first frame, then replace the loading frame by the page (unless ctrl+q
+        came first: a key pressed on the loading frame is handled before this callback, and a page mounted
+        on a leaving app has no widgets)."""
         assert self._factory is not None
+        if self.leaving:
+            return
         try:
             session = self._factory()
         except SystemExit as exc:
@@ -101,7 +111,9 @@ class ProvisionerApp(App[int]):
             self.exit(return_code=int(getattr(exc, "exit_code", 2)), message=f"error: {message}")
             return
         self._factory = None
-        self._use_session(session)
+        self._use_session(session)  # closed on unmount, also when the wizard is already leaving
+        if self.leaving:
+            return
         self.switch_screen(self.page_screen(self.start_page))  # not awaited: this runs in a refresh callback
         if self.resume:
             self.call_after_refresh(self.begin_resume)

@@ -55,7 +55,8 @@ def test_tui_lab_starts_a_lab_and_keeps_it_after_quit(tmp_path: Path) -> None:
         assert Path(f"/proc/{pid}").exists()
         _tmux(sock, "send-keys", "-t", sock, "C-q")
         _wait(lambda: "TUI-EXITED-" in screen(), 60, "the wizard to exit")
-        assert "TUI-EXITED-0" in screen()
+        history = _tmux(sock, "capture-pane", "-p", "-J", "-S", "-", "-t", sock)  # the scrollback: a traceback
+        assert "TUI-EXITED-0" in history, history
         assert (root / "private" / "connection.json").exists() and Path(f"/proc/{pid}").exists(), "quitting stopped the lab"
         assert "still running" in screen()
         down = subprocess.run([sys.executable, "-m", "provisioner", "lab", "down"], cwd=ROOT, capture_output=True,

@@ -3,13 +3,17 @@ an interrupted run resumes, failures stop the host, the recap counts, the run lo
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from provisioner import interrupts
 from provisioner.cli import main
 from provisioner.events import Bus, Event, StepFinished
 from provisioner.playbook import Playbook, loads
@@ -194,3 +198,28 @@ steps:
         await other.release()
     recap = await run(pb, "apply", [])
     assert recap["status"] == "ok" and (tmp_path / "l.txt").exists()
+
+
+class _KilledController(LocalTransport):
+    """A controller that dies before its first command (as a test's killed controller or a caller's cancel)."""
+
+    async def _run(self, *args: object, **kwargs: object) -> int | None:
+        raise asyncio.CancelledError("the controller was killed")
+
+
+async def test_a_signal_of_an_earlier_run_does_not_turn_a_later_cancellation_into_an_interrupt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process, two runs: the first is interrupted by a real SIGINT inside `cancel_on_signals`; the second,
+    outside any signal block, is cancelled. The second must propagate the cancellation, not record "interrupted
+    by SIGINT" and return (the wizard and the test workers run many playbooks in one process)."""
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    with interrupts.cancel_on_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.Event().wait(), 30)
+        asyncio.current_task().uncancel()  # type: ignore[union-attr]
+    assert interrupts.received() == signal.SIGINT and interrupts.interrupting() is None
+    bus = Bus()
+    with pytest.raises(asyncio.CancelledError):
+        await run_host(book(tmp_path), bus, _KilledController(bus), mode="apply", host="localhost")
+    assert not (tmp_path / "a.txt").exists()
