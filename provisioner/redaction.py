@@ -49,6 +49,56 @@ _PRIVATE_KEY_RE = re.compile(
 )
 # password: |      (YAML block scalar: every more-indented line after it is the value)
 _YAML_BLOCK_RE = re.compile(rf"(?im)^([ \t]*)(-[ \t]+)?{_KEY}[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*$")
+# key=value / key: value (the `_RULES` entry that is applied through `_mask_key_values`)
+_KEY_VALUE_RE = re.compile(
+    rf"(?i)(?<![\w-])({_KEY}\s*(?:=|:(?!//))[ \t]*)(?![^\s&;,'\"]*<redacted>)(?![|>][-+0-9]*\s*$)"
+    rf"{_REF}('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)", re.MULTILINE)
+_KEYWORD_RE = re.compile(rf"(?i){_KEYWORD}")
+_KEYWORD_LOWER_RE = re.compile(_KEYWORD)  # on an ASCII text's lower(): the same positions, ~10x faster than (?i)
+_NOT_IN_RUN_RE = re.compile(r"[^\w.-]")
+
+
+def _in_run(ch: str) -> bool:
+    """`ch` in re's `[\\w.-]` for str patterns (\\w: str.isalnum() or "_")."""
+    return ch.isalnum() or ch in "_.-"
+
+
+def _mask_key_values(text: str) -> str:
+    """`_KEY_VALUE_RE.sub(rf"\\1{MASK}", text)`, tried once per run of `[\\w.-]` characters that holds a keyword, at the run's
+    start: a match's key (`[\\w.-]*?KEYWORD…`) is followed by a space, "=" or ":", none of them in the run, so it
+    ends where its run ends, and what follows the key does not depend on where the key starts — if a match starts
+    anywhere in the run (at a "." boundary), one starts at the run's start, which `sub` tries first. The same
+    matches as `sub`, in linear time: `sub` tried every position after a "." of a long run and read the run to
+    its end from each (`"a.token" * 2000`, 14 kB, took 4.6 s)."""
+    starts: list[int] = []
+    seen = 0  # positions before this were read; the run of the keyword at `seen` (if any) already has its start
+    keywords = _KEYWORD_LOWER_RE.finditer(text.lower()) if text.isascii() else _KEYWORD_RE.finditer(text)
+    for kw in keywords:
+        k = kw.start()
+        if k < seen:
+            continue
+        back = _NOT_IN_RUN_RE.search(text[seen:k][::-1])  # the last character before k that ends a run
+        j = seen if back is None else k - back.start()
+        if j > seen or j == 0 or not _in_run(text[j - 1]):
+            starts.append(j)  # a new run starts at j (else it is the run of the keyword at `seen`)
+        seen = k
+    if not starts:
+        return text
+    out: list[str] = []
+    done = 0
+    for s in starts:
+        if s < done:
+            continue
+        m = _KEY_VALUE_RE.match(text, s)
+        if m is None:
+            continue
+        out.append(text[done:m.start()])
+        out.append(m.group(1) + MASK)
+        done = m.end()
+    out.append(text[done:])
+    return "".join(out)
+
+
 #: a lower-case (casefolded) text a rule's match always contains: a rule whose triggers are all absent from a
 #: text is not run on it (the rules cost ~0.5 s per MB each on an 8 MiB bug report; most are absent from it)
 _KEY_TRIGGERS = ("pass", "pwd", "secret", "token", "key", "ticket", "credential")
@@ -102,11 +152,9 @@ _RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
         rf"\1{MASK}", ("_pass", "_pw", "_auth", "_cred", "_key")),
     # sshpass -p secret
     (re.compile(r"(\bsshpass\s+-p\s*)(?:'[^']*'|\"[^\"]*\"|\S+)"), rf"\1{MASK}", ("sshpass",)),
-    # key=value / key: value in URLs, env, args, YAML, ini (quoted or bare value).
-    (
-        re.compile(rf"(?i)(?<![\w-])({_KEY}\s*(?:=|:(?!//))[ \t]*)(?![^\s&;,'\"]*<redacted>)(?![|>][-+0-9]*\s*$)"
-                   rf"{_REF}('[^'\n]*'|\"[^\"\n]*\"|[^\s&;,'\"]+)", re.MULTILINE),
-        rf"\1{MASK}", _KEY_TRIGGERS),
+    # key=value / key: value in URLs, env, args, YAML, ini (quoted or bare value); tried once per run holding a
+    # keyword (`_mask_key_values`: the same matches as `sub`, in linear time)
+    (_KEY_VALUE_RE, rf"\1{MASK}", _KEY_TRIGGERS),
     # Well-known token formats that leak without a key name.
     (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}\b"), MASK, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
     (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{40,}\b"), MASK, ("github_pat_",)),
@@ -202,7 +250,7 @@ class Redactor:
         folded = text.casefold()  # (re's IGNORECASE folds as casefold does: ſ is s, K is k)
         for rx, repl, triggers in _RULES:
             if any(t in folded for t in triggers):
-                text = rx.sub(repl, text)
+                text = _mask_key_values(text) if rx is _KEY_VALUE_RE else rx.sub(repl, text)
         return text
 
     __call__ = text

@@ -71,3 +71,13 @@ def test_machine_cpu_reads_proc_stat() -> None:
         sum(range(10000))
     busy1, all1 = machine_cpu()
     assert busy1 >= busy0 and all1 > all0 and busy1 - busy0 <= all1 - all0 + 0.05
+
+
+def test_the_tests_that_start_a_lab_another_way_are_in_the_lab_tier() -> None:
+    """The fast tier (`-m "not lab"`) holds no test that starts a lab: the wizard-in-tmux test runs a script that
+    starts one (it landed in the fast tier at 123-134 s before that script's name counted as a lab word)."""
+    import importlib
+
+    for name in ("tests.test_tui_tmux", "tests.test_real_hosts_e2e", "tests.test_demo_bare"):
+        assert tiers._module_uses_lab(importlib.import_module(name)), name
+    assert not tiers._module_uses_lab(importlib.import_module("tests.test_playbook"))

@@ -31,7 +31,8 @@ LAB_SOURCES = ("provisioner.lab", "tests.support.labrun", "tests.support.lab", "
                "tests.support.lab_inventory")
 #: words in a test module's source that start real parts without importing them (subprocess CLIs, namespaces)
 LAB_WORDS = ("provisioner.lab", "point_at_lab", '"--lab"', "'--lab'", '"demo"', "unshare",
-             "torch_supply", "real_torch", "supplied_torch", "lab_env", "lab_session")
+             "torch_supply", "real_torch", "supplied_torch", "lab_env", "lab_session",
+             "tui_tmux_e2e.sh")  # the script that drives the wizard in tmux against a lab it starts
 #: fixtures that start a lab or a real daemon
 LAB_FIXTURES = frozenset({"lab", "make_lab", "sshd"})
 
