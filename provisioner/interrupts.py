@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 _received: list[int] = []
-_active: list[int] = []  # one entry per `cancel_on_signals` block now open
+_open_blocks = 0  # `cancel_on_signals` blocks now open
 
 
 def received() -> int | None:
@@ -28,7 +28,7 @@ def interrupting() -> int | None:
     """The signal that interrupted the run in progress: only while a `cancel_on_signals` block is open, so a
     cancellation outside one (the wizard's "stop safely", a caller's timeout) is never mistaken for a signal
     an earlier run of this process received."""
-    return received() if _active else None
+    return received() if _open_blocks else None
 
 
 def exit_code() -> int | None:
@@ -69,11 +69,12 @@ def cancel_on_signals(task: asyncio.Task[Any] | None = None, *, tasks: Sequence[
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
             continue
         installed.append(sig)
-    _active.append(1)
+    global _open_blocks
+    _open_blocks += 1
     try:
         yield
     finally:
-        _active.pop()
+        _open_blocks -= 1
         for sig in installed:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
