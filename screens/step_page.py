@@ -176,6 +176,8 @@ class StepPage(Screen[None]):
         return check
 
     def on_mount(self) -> None:
+        if self.leaving:  # ctrl+q came while the page was being mounted: its widgets are already being pruned
+            return
         self.fit_height()
         if self.defer_body:
             self.query_one("#run", Button).disabled = True
@@ -183,7 +185,14 @@ class StepPage(Screen[None]):
             return
         self._body_mounted()
 
+    @property
+    def leaving(self) -> bool:
+        """The wizard is quitting (`ProvisionerApp.exit`): a page mounted or resumed now has no widgets to fill."""
+        return bool(getattr(self.app, "leaving", False))
+
     async def _fill_body(self) -> None:
+        if self.leaving:
+            return
         body = self.query_one("#body")
         try:
             await body.mount(PageBody(self))
@@ -219,6 +228,8 @@ class StepPage(Screen[None]):
             form.flush()
 
     def on_resize(self) -> None:
+        if self.leaving:
+            return
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         self.fit_height()
         if self.body_ready:
@@ -232,6 +243,8 @@ class StepPage(Screen[None]):
         self.query_one("#plan-box").styles.max_height = 8 if short else 10
 
     def on_screen_resume(self) -> None:
+        if self.leaving:
+            return
         self.query_one("#crumbs", Static).update(breadcrumb(self.page.name, self.app.size.width))
         if not self.body_ready:
             return

@@ -1,7 +1,8 @@
 """The loading frame (`provisioner tui` paints before the playbook and the engine load): ctrl+q pressed on it
 leaves cleanly — exit 0, no traceback — whether the key is handled before the session is built or while it is
 (CI stop 38: `tui --lab` under load exited 1 with `NoMatches: '#log'` because the Connect page was mounted on
-an app that was already exiting)."""
+an app that was already exiting) — or after the page is switched in, while it is mounted (CI stop 39: the same
+`NoMatches` from the page's own `on_mount`, its widgets already pruned by the quit)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from provisioner.playbook import load
 from screens.app import ProvisionerApp
-from screens.wizard_session import WizardSession
+from screens.wizard_session import PAGES, WizardSession
 from tests.support.tui import PLAYBOOK
 
 
@@ -56,3 +57,24 @@ async def test_ctrl_q_while_the_session_is_built_exits_0_and_closes_it(
         await pilot.pause()
     assert app.return_code == 0 and not app._exit_renderables
     assert len(built) == 1 and app.pages == {}  # the session was built (and closed on unmount); no page opened
+
+
+class _QuitAsThePageMounts(ProvisionerApp):
+    """ctrl+q handled right after the page replaces the loading frame, before the page has mounted."""
+
+    def switch_screen(self, screen: Any) -> Any:
+        result = super().switch_screen(screen)
+        self.action_request_quit()
+        return result
+
+
+@pytest.mark.parametrize("page", [p.name for p in PAGES])
+async def test_ctrl_q_while_the_first_page_is_mounted_exits_0(
+        page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    built: list[WizardSession] = []
+    app = _QuitAsThePageMounts(_factory(tmp_path, built), start_page=page)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+    assert app.return_code == 0 and not app._exit_renderables, app._exit_renderables
+    assert len(built) == 1 and not app.pages[page].body_ready  # nothing filled on the leaving app
