@@ -26,15 +26,22 @@ T = TypeVar("T")
 
 
 def play_selected(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                  scripts: Mapping[str, Callable[[Path], T]], workers: int) -> Iterator[dict[str, Future[T]]]:
+                  scripts: Mapping[str, Callable[[Path], T]], workers: int,
+                  shared: Mapping[str, str] | None = None) -> Iterator[dict[str, Future[T]]]:
     """Start the scripts (keyed by the name of the test that checks each, parameters included) of this file's selected tests,
-    `workers` at a time, each given a fresh directory; yield their futures; wait for all at teardown."""
+    `workers` at a time, each given a fresh directory; yield their futures; wait for all at teardown.
+    `shared`: test name -> the script whose outcome that test checks too (one lab serves both; the script
+    runs once when either test is selected, and both names get its future)."""
+    shared = shared or {}
     selected = {item.name for item in request.session.items
                 if item.path == request.path}
-    wanted = [name for name in scripts if name in selected]
+    needed = selected | {shared[name] for name in selected if name in shared}
+    wanted = [name for name in scripts if name in needed]
     with ThreadPoolExecutor(max_workers=threads_for(workers), thread_name_prefix="labscript") as pool:
-        yield {name: pool.submit(scripts[name], tmp_path_factory.mktemp(name.removeprefix("test_")[:40]))
-               for name in wanted}
+        futures = {name: pool.submit(scripts[name], tmp_path_factory.mktemp(name.removeprefix("test_")[:40]))
+                   for name in wanted}
+        futures.update({name: futures[script] for name, script in shared.items() if script in futures})
+        yield futures
 
 
 def threads_for(wanted: int, environ: Mapping[str, str] = os.environ, cores: int | None = None) -> int:

@@ -54,7 +54,14 @@ def _drain_forever() -> None:
         try:
             if path is None:
                 return
-            subprocess.run(_rm_argv(path), check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                # env given: the child gets an environment block built from this snapshot. Without it the
+                # vfork'd child execs with the C `environ`, which a test's setenv in the main thread may be
+                # reallocating at that moment (stop 39's run: `OSError: [Errno 14] Bad address: 'nice'`)
+                subprocess.run(_rm_argv(path), check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=dict(os.environ))
+            except OSError:
+                pass  # removed below
             if path.exists():  # a file rm could not remove (a busy mount): leave it to the session's clean-up
                 shutil.rmtree(path, ignore_errors=True)
         finally:
