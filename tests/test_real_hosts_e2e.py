@@ -260,6 +260,9 @@ SCRIPTS: dict[str, Callable[[Path], Any]] = {
     "test_fabricmanager_down_stops_at_preflight": with_labs(_fabricmanager_down_stops_at_preflight),
     "test_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node": with_labs(_engine_surfaces_pve_containers_start_error_for_a_missing_devn_node),
 }
+#: tests that check the lab of another test's script (it runs once when either is selected)
+SHARED = {"test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid":
+          "test_demo_profile_passes_and_replays_with_no_change[minors-shuffled]"}
 #: scripts at once (each in its own lab root and cache): one waits on SSH round trips, Proxmox task polls and uv
 #: while another burns in; two, not more: a demo's burn-in is 4-8 torch ranks under a 120 s timeout
 WORKERS = int(os.environ.get("REAL_HOSTS_E2E_WORKERS", "2"))
@@ -268,11 +271,6 @@ WORKERS = int(os.environ.get("REAL_HOSTS_E2E_WORKERS", "2"))
 @pytest.fixture(scope="module")
 def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Any]]]:
     yield from play_selected(request, tmp_path_factory, SCRIPTS, WORKERS, shared=SHARED)
-
-
-#: tests that check the lab of another test's script (it runs once when either is selected)
-SHARED = {"test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid":
-          "test_demo_profile_passes_and_replays_with_no_change[minors-shuffled]"}
 
 
 def test_minors_shuffled_container_sees_exactly_the_selected_gpus_by_uuid(played: dict[str, Future[Any]]) -> None:
