@@ -81,6 +81,21 @@ def _text(item: Mapping[str, Any], key: str, pattern: re.Pattern[str], limit: in
     return value if isinstance(value, str) and len(value) <= limit and pattern.match(value) else None
 
 
+async def node_bridges(pve: Any, node: str) -> list[str] | None:
+    """The bridges of `node` the caller may use, sorted; None when the API does not answer with a list.
+    pve-manager PVE::API2::Network `index`: type=any_bridge lists Linux and OVS bridges and the SDN vnets the
+    caller may use; each is an object with `iface` and `type` (hostile input: names of their own syntax only)."""
+    try:
+        listed = await asyncio.to_thread(pve.request, "GET", f"nodes/{node}/network", {"type": "any_bridge"})
+    except Exception:  # an API without that path, a missing privilege: the bridges are not checked
+        return None
+    network = _items(listed)
+    if network is None:
+        return None
+    return sorted({iface for i in network if i.get("type") in BRIDGE_TYPES
+                   and (iface := _text(i, "iface", BRIDGE_RE)) is not None})
+
+
 async def gather(pve: Any, node: str) -> NodeResources:
     """Read the node's storages, bridges, templates, cores and memory through the Proxmox API client `pve`
     (`provisioner.proxmox.client.PveClient`); what cannot be read stays None.
@@ -113,13 +128,7 @@ async def gather(pve: Any, node: str) -> NodeResources:
                 continue
             items = _items(await read(pve.storage_content, store.id, "vztmpl", node)) or []
             templates += [volid for i in items if (volid := _text(i, "volid", _TEMPLATE)) is not None]
-    bridges: list[str] | None = None
-    # pve-manager PVE::API2::Network `index`: type=any_bridge lists Linux and OVS bridges and the SDN vnets
-    # the caller may use; each is an object with `iface` and `type`
-    network = _items(await read(pve.request, "GET", f"nodes/{node}/network", {"type": "any_bridge"}))
-    if network is not None:
-        bridges = sorted({iface for i in network if i.get("type") in BRIDGE_TYPES
-                          and (iface := _text(i, "iface", BRIDGE_RE)) is not None})
+    bridges = await node_bridges(pve, node)
     cores = memory = None
     for item in _items(await read(pve.nodes)) or []:
         if item.get("node") == node:

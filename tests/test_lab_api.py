@@ -314,6 +314,25 @@ def test_create_with_start(lab: Lab) -> None:
     assert 'VERSION_ID="24.04"' in (state.ct_root(200) / "etc" / "os-release").read_text()
 
 
+def test_a_bridge_the_node_lacks_is_created_and_fails_at_start_as_lxc_says(lab: Lab) -> None:
+    """pve-container creates the config (the bridge is not checked then); at start its network hook dies
+    "bridge 'vmbr9' does not exist" and the task log holds lxc's lines (tteck/Proxmox#181: a node without vmbr0)."""
+    state, server = lab
+    s = ticket_session(state, server)
+    made = wait_stopped(s, server, create(s, server, net0="name=eth0,bridge=vmbr9,ip=dhcp").json()["data"])
+    assert made["exitstatus"] == "OK"
+    start = s.post(f"{server.url}/nodes/pve/lxc/200/status/start")
+    upid = start.json()["data"]
+    assert wait_stopped(s, server, upid)["exitstatus"] == "startup for container '200' failed"
+    lines = task_lines(s, server, upid)
+    assert "lxc_create_network_priv: 3413 No such device - Failed to create network device" in lines
+    assert lines[-1] == "TASK ERROR: startup for container '200' failed"
+    assert state.get_status(200).status == "stopped"
+    s.put(f"{server.url}/nodes/pve/lxc/200/config", data={"net0": "name=eth0,bridge=vmbr0,ip=dhcp"})
+    again = s.post(f"{server.url}/nodes/pve/lxc/200/status/start")
+    assert wait_stopped(s, server, again.json()["data"])["exitstatus"] == "OK"
+
+
 def test_vmid_clash_is_500(lab: Lab) -> None:
     state, server = lab
     s = ticket_session(state, server)

@@ -46,6 +46,11 @@ def _entry(priority: int, nic: NetIface) -> dict[str, Any]:
     return out
 
 
+def bridge_names(network: tuple[NetIface, ...]) -> set[str]:
+    """The bridges of the node (what ``/sys/class/net/<bridge>/mtu`` exists for)."""
+    return {nic.iface for nic in network if nic.type in _BRIDGE_TYPES}
+
+
 def network_index(network: tuple[NetIface, ...], type_filter: str | None,
                   may_use_bridge: Callable[[str], bool]) -> list[dict[str, Any]]:
     """The answer to ``GET /nodes/{node}/network`` (``type=<type_filter>``) for a caller that may use the

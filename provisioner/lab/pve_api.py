@@ -46,7 +46,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from provisioner.lab import oci_template, safe_fs
 from provisioner.lab.httpd import BackgroundHttpServer
-from provisioner.lab.node_network import network_index
+from provisioner.lab.node_network import bridge_names, network_index
 from provisioner.lab.profiles import VERSIONS, get_profile
 from provisioner.lab.state import TEMPLATE_SIZES, ConfigLockTimeout, CtNotFound, LabState, StorageSpec
 from provisioner.lab.tls import LabTls, ensure_lab_tls
@@ -859,12 +859,32 @@ class LabApi:
             # PVE::LXC::vm_start calls update_lxc_config before lxc-start, and it stats every devN path
             # (PVE::LXC::Tools::get_device_mode_and_rdev): the task dies there, before the prestart hook
             raise TaskError(f"Device {missing[0]} does not exist")
+        if self._unknown_bridges(conf.options()):
+            # lxc-start runs pve-container's network hook (src/lxcnetaddbr) for each netN: it reads
+            # /sys/class/net/<bridge>/mtu and dies "bridge '<bridge>' does not exist" (exit 2: ENOENT) when the
+            # bridge is not on the node; the hook's words are not in the task log, only lxc's. The lines are
+            # a real node's without vmbr0 (tteck/Proxmox#181, 2022-04-20, LXC 4.0: their line numbers)
+            log.extend(["run_buffer: 321 Script exited with status 2",
+                        "lxc_create_network_priv: 3413 No such device - Failed to create network device",
+                        "lxc_spawn: 1843 Failed to create the network",
+                        f'__lxc_start: 2074 Failed to spawn container "{vmid}"'])
+            raise TaskError(f"startup for container '{vmid}' failed")
         if self.state.has_scenario("start-fails"):
             log.append(f"lxc-start: {vmid}: ../src/lxc/cgroups/cgfsng.c: cgfsng_setup_limits: 3270 "
                        "No such file or directory - Failed to setup limits for the \"devices\" controller")
             log.extend(hook_failed[1:])
             raise TaskError(f"startup for container '{vmid}' failed")
         self.state.set_status(vmid, "running")
+
+    def _unknown_bridges(self, options: Mapping[str, Any]) -> list[str]:
+        """The bridges the container's netN entries name that the node does not have, in netN order."""
+        have = bridge_names(get_profile(self.state.settings().profile).network)
+        out = []
+        for key in sorted((k for k in options if re.fullmatch(r"net\d+", k)), key=lambda k: int(k[3:])):
+            bridge = parse_property_string(str(options[key]), "name").get("bridge")
+            if bridge and bridge not in have:
+                out.append(bridge)
+        return out
 
     def _start(self, p: dict[str, Any], ident: Identity) -> str:
         vmid = int(p["vmid"])
