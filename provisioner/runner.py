@@ -35,7 +35,7 @@ from provisioner.steps.base import DependsOnEarlier, StepFailed, StepKind, load_
 from provisioner.steps.context import StepContext
 from provisioner.steps.pve_ops import as_step_failed
 from provisioner.steps.state import RunState
-from provisioner.transport.base import CommandFailed, Transport, TransportError
+from provisioner.transport.base import CommandFailed, CopyFailed, Transport, TransportError
 
 Mode = Literal["plan", "apply"]
 
@@ -354,6 +354,8 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
     except SecretError as exc:
         result.exit_code = max(result.exit_code, ExitCode.USAGE)
         return finish("failed", f"{step.kind}: {exc}")
+    except CopyFailed as exc:  # the node answered and refused the file: failed, not interrupted
+        return finish("failed", str(exc))
     except TransportError as exc:
         result.exit_code = max(result.exit_code, ExitCode.UNREACHABLE)
         status: StepStatus = "interrupted" if phase == "apply" else "failed"

@@ -2,7 +2,10 @@
 this test's own copy: tests/support/lab.py, which checks that provisioning end to end), `export --format oci`,
 then with no network read the image with skopeo, unpack it with umoci and, chrooted into the unpacked rootfs,
 import torch and pass the gloo burn-in from the image's entrypoint; every file of the venv's RECORDs is the
-proven container's byte for byte, and a second export gives the same manifest digest."""
+proven container's byte for byte, and a second export gives the same manifest digest. Then the image as a
+container template: `import --image` on this PVE 8.4 copy is refused in one line before any change; on a PVE 9.1
+lab with another host driver it creates the container from the image, installs the matching userspace and
+passes the burn-in on the image's own venv; a second import changes nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,3 +125,66 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
                  str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "again" / "image.json").read_text())["manifest"] == info["manifest"]
+
+    # the image as a container template. PVE 8 (this copy is 8.4): refused in one line naming the pylock
+    # fallback, before any change (pve-storage before 0d392b2 knows no vztmpl/<x>.tar)
+    conf_before = lab.state().read_conf(200).render()
+    old_pve = _cli(lab, "import", str(out), "--image", "--playbook", str(book), "--lab", "--json")
+    told = old_pve.stdout + old_pve.stderr
+    assert old_pve.returncode == 3, told[-3000:]
+    assert "PVE 8.4 cannot create a container from an OCI image (PVE >= 9.1)" in told, told[-3000:]
+    (failed,) = [e for e in _events(told) if e.get("kind") == "step.finished" and e.get("status") == "failed"]
+    assert failed["step"] == "export.template" and failed["message"] == (
+        "PVE 8.4 cannot create a container from an OCI image (PVE >= 9.1); import the pylock instead: "
+        f"provisioner import {out} --playbook {book}"), failed
+    assert lab.state().read_conf(200).render() == conf_before
+    assert not list((lab.root / "node" / "fs").rglob("gpu-runtime*"))
+
+    # PVE 9.1, another node with another host driver: the image is uploaded into template storage, the container
+    # is created from it, the userspace matching that node's module is installed and the burn-in passes on the
+    # image's own venv (nothing rebuilt); a second import changes nothing
+    _import_on_pve91(lab, out, runtime, records, tmp_path / "pve91")
+
+
+def _events(told: str) -> list[dict[str, object]]:
+    """The events of the run whose output is `told` (its `run log:` line names the file)."""
+    (log,) = re.findall(r"run log: (\S+\.jsonl)", told)
+    return [json.loads(line) for line in Path(log).read_text().splitlines()]
+
+
+def _import_on_pve91(proven: LabRun, out: Path, runtime: dict[str, str], records: dict[str, str],
+                     base: Path) -> None:
+    other = LabRun(base, proven.lab_cache, profile="pve9")
+    with other.running():
+        env = other.env()
+        upgraded = subprocess.run([sys.executable, "-m", "provisioner", "lab", "upgrade-driver", OTHER_DRIVER,
+                                   "--root", str(other.root)], capture_output=True, text=True, env=env, timeout=600)
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        book = str(REPO / "playbooks" / "pve9.yaml")
+        first = _cli(other, "import", str(out), "--image", "--playbook", book, "--lab", "--json")
+        told = first.stdout + first.stderr
+        assert first.returncode == 0, told[-5000:]
+        with (out / "image.oci.tar").open("rb") as f:
+            name = f"gpu-runtime-{hashlib.file_digest(f, 'sha256').hexdigest()[:16]}.tar"
+        assert f"upload image.oci.tar ({(out / 'image.oci.tar').stat().st_size} bytes) as local:vztmpl/{name}" \
+            in told, told[-5000:]
+        (created,) = (other.root / "tasks").glob("*vzcreate_200_*.log")  # the create task's log, as PVE keeps it
+        assert "Detected OCI archive" in created.read_text()
+        template = other.root / "node" / "fs" / "var" / "lib" / "vz" / "template" / "cache"
+        assert sorted(p.name for p in template.iterdir()) == [name]  # no .part left
+        assert f"install NVIDIA userspace {OTHER_DRIVER}" in told and "burn-in verdict: pass" in told, told[-5000:]
+        counts = json.loads(first.stdout.strip().splitlines()[-1])["hosts"]
+        (recap,) = counts.values()
+        assert recap["failed"] == 0 and recap["changed"] >= 6, recap
+        # the container's venv is the image's: the proven bytes, every file its RECORDs list
+        venv = other.state().ct_root(200) / runtime["venv"].lstrip("/")
+        for rel, sha in records.items():
+            assert _sha_b64(venv / rel) == sha, rel
+        again = _cli(other, "import", str(out), "--image", "--playbook", book, "--lab", "--json")
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        (recap,) = json.loads(again.stdout.strip().splitlines()[-1])["hosts"].values()
+        assert recap["changed"] == 0 and recap["failed"] == 0, recap
+
+
+#: a host driver other than the proven node's (the lab's default module is 595.71.05)
+OTHER_DRIVER = "580.95.05"

@@ -330,7 +330,7 @@ class LabSshServer:
         return private_dir(self.state.root) / "known_hosts"
 
     async def start(self) -> LabSshServer:
-        make_node_fs(self.state.root)
+        make_node_fs(self.state.root, self.state.settings().storages)
         lock = serving_lock(self.state.root)
         lock.parent.mkdir(parents=True, exist_ok=True)
         self._serving = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

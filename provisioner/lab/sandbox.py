@@ -62,6 +62,7 @@ from provisioner.lab.host_tools import lab_pythonpath as lab_pythonpath
 from provisioner.lab.host_tools import project_dir as project_dir
 from provisioner.lab.profiles import get_profile
 from provisioner.lab.profiles import lab_host as profile_host
+from provisioner.lab.settings import StorageSpec
 from provisioner.lab.state import PRIVATE_DIR, LabSettings, LabState, bin_dir, make_private_dir
 from provisioner.proxmox.lxc_conf import LxcConfig, parse_property_string
 
@@ -389,11 +390,27 @@ def node_fs(root: Path) -> Path:
     return root / "node" / "fs"
 
 
-def make_node_fs(root: Path) -> Path:
+#: the folder of each content type below a dir storage's path (pve-storage src/PVE/Storage/Plugin.pm
+#: ``$vtype_subdirs``, github:proxmox/pve-storage @0c56bad "bump version to 9.1.7")
+CONTENT_SUBDIRS = {"images": "images", "rootdir": "private", "iso": "template/iso", "vztmpl": "template/cache",
+                   "backup": "dump", "snippets": "snippets", "import": "import"}
+
+
+def make_node_fs(root: Path, storages: Sequence[StorageSpec] = ()) -> Path:
+    """The node's own directories; below each dir storage's path, the folder of each content type it holds, as
+    pve-storage's ``activate_storage`` makes them (Plugin.pm: ``make_path`` of ``get_subdir`` for each content
+    type unless ``create-subdirs 0``; ``rootdir`` also gets ``dump``) -- a node's ``local`` storage has
+    ``/var/lib/vz/template/cache``, where its container templates are."""
     fs = node_fs(root)
     for sub in NODE_OWN_DIRS:
         (fs / sub).mkdir(parents=True, exist_ok=True)
     (fs / "tmp").chmod(0o1777)
+    for st in storages:
+        if st.type != "dir" or not st.path:
+            continue
+        wanted = set(st.content) | ({"backup"} if "rootdir" in st.content else set())
+        for content in sorted(wanted & CONTENT_SUBDIRS.keys()):
+            safe_fs.make_dirs(root, fs / st.path.strip("/") / CONTENT_SUBDIRS[content])
     return fs
 
 
@@ -552,7 +569,7 @@ def node_script(state: LabState) -> str:
     work.mkdir(parents=True, exist_ok=True)
     (root / "etc").mkdir(parents=True, exist_ok=True)
     own_etc_dirs(root)
-    fs = make_node_fs(root)
+    fs = make_node_fs(root, state.settings().storages)
     make_private_dir(root)
     nr = new_root_dir(root)
     nr.mkdir(parents=True, exist_ok=True)

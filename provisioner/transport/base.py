@@ -38,6 +38,11 @@ class TransportError(Exception):
     """The target could not be reached or the connection broke (exit code 4 territory)."""
 
 
+class CopyFailed(Exception):
+    """The target is reached but refused a file copy (no such directory, permission denied, disk full): the step
+    that asked for the copy failed; nothing was interrupted."""
+
+
 class HostKeyError(TransportError):
     """The host key is unknown (without --trust-new-host) or does not match known_hosts."""
 

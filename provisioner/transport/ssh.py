@@ -27,6 +27,7 @@ from provisioner.events import Bus, Message
 from provisioner.transport import known_hosts_file
 from provisioner.transport.base import (
     CommandTimeout,
+    CopyFailed,
     HostKeyError,
     LineCallback,
     LineSplitter,
@@ -282,6 +283,8 @@ class SshTransport(Transport):
             async with conn.start_sftp_client() as sftp:
                 await sftp.put(str(local), remote)
                 await sftp.chmod(remote, mode)
+        except asyncssh.SFTPError as exc:  # the node answered: the copy itself was refused
+            raise CopyFailed(f"{self.target.label}: copy to {remote} failed: {exc.reason}") from None
         except (OSError, asyncssh.Error) as exc:
             raise TransportError(f"{self.target.label}: copy to {remote} failed: {exc}") from None
 

@@ -137,13 +137,15 @@ class LabRun:
     """
 
     def __init__(self, base: Path, lab_cache: Path, scenarios: Sequence[str] = (), *,
-                 keep_state: bool = False) -> None:
+                 keep_state: bool = False, profile: str = "rtxpro6000-8x") -> None:
         self.base = base
         self.root = base / "lab"
         self.state_dir = base / "state"
         self.cache_dir = base / "cache"
         self.lab_cache = lab_cache
         self.scenarios = list(scenarios)
+        #: the host profile the lab plays (provisioner.lab.profiles; docs/lab-hosts.md)
+        self.profile = profile
         #: `up()` starts the lab on the node and containers already on disk (a stopped lab, a golden copy)
         self.keep_state = keep_state
 
@@ -159,7 +161,7 @@ class LabRun:
         from provisioner.lab.lab import Lab
 
         # Lab.up() hands os.environ to the daemon: patch it for this start only (one start at a time).
-        lab = Lab(self.root, self.scenarios)
+        lab = Lab(self.root, self.scenarios, profile=self.profile)
         with _ENV_LOCK, mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}):
             if self.keep_state:  # `Lab.up` would make a fresh lab: load the one on disk instead
                 from provisioner.lab.state import LabState

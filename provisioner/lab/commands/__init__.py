@@ -1,6 +1,6 @@
 """The lab's stand-ins for node and container commands (everything they print says LAB where it is simulated).
 
-Node side (wrappers in ``<root>/bin``, first on the node's PATH): ``pct``, ``pveversion``,
+Node side (wrappers in ``<root>/bin``, first on the node's PATH): ``pct``, ``pveversion``, ``pvesm``,
 ``nvidia-smi``, ``nvidia-modprobe``, ``nvidia-bug-report.sh``, ``lspci`` and ``pvesh`` (from `provisioner.lab.pvesh`).
 Container side (written into a container by `ct_seed` or by the driver installer):
 ``apt-get``/``apt`` stand-ins, ``kmod`` tools once installed, and the installer's ``nvidia-smi``.
@@ -20,6 +20,7 @@ from provisioner.lab.state import bin_dir
 NODE_COMMANDS: dict[str, str] = {
     "pct": "provisioner.lab.commands.pct",
     "pveversion": "provisioner.lab.commands.pveversion",
+    "pvesm": "provisioner.lab.commands.pvesm",
     "nvidia-smi": "provisioner.lab.commands.nvidia_smi",
     "nvidia-modprobe": "provisioner.lab.commands.nvidia_modprobe",
     "lspci": "provisioner.lab.commands.lspci",
