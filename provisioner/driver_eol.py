@@ -73,6 +73,9 @@ LINUX_BRANCHES: tuple[int, ...] = (450, 455, 460, 465, 470, 495, 510, 515, 520, 
 
 _DC = "https://docs.nvidia.com/datacenter/tesla/"  # "Version <linux>(Linux)/<windows>(Windows)" per release
 _CUDA_RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"  # Table 3, Linux and Windows
+# NVIDIA's security bulletins (also at nvidia.custhelp.com/app/answers/detail/a_id/<id>): per CVE, the affected
+# "Windows(R<branch>)" driver versions and the updated version
+_PSIRT = "https://github.com/NVIDIA/product-security/blob/main/"
 
 
 @dataclass(frozen=True)
@@ -90,22 +93,34 @@ WINDOWS_NUMBERING: tuple[WindowsNumbering, ...] = (
     WindowsNumbering(495, ("496.04", "496.13"), (_CUDA_RN,)),
     WindowsNumbering(510, ("510.06", "511.23"), (_CUDA_RN, "https://github.com/NVlabs/NVBit/issues/75")),
     WindowsNumbering(515, ("516.01", "517.48"), ("https://github.com/microsoft/WSL/issues/9134",)),
-    WindowsNumbering(520, ("522.06",), ()),  # unverified here
+    # a Cloud Gaming guest driver row: "Windows(R520 Gaming) | All versions prior to 522.25"
+    WindowsNumbering(520, ("522.25",), (_PSIRT + "2022/5415/5415.md",)),
     WindowsNumbering(525, ("527.41", "528.33", "529.19"),
                      ("https://github.com/Azure/azhpc-extensions/blob/master/NvidiaGPU/resources.json",
                       "https://github.com/arrayfire/arrayfire/pull/3636")),
-    WindowsNumbering(530, ("531.14",), ()),  # unverified here
+    WindowsNumbering(530, ("531.41",),
+                     (_PSIRT + "2023/5452/5452.md",)),  # "Windows(R530) | All driver versions prior to 531.41"
     WindowsNumbering(535, ("536.25", "537.13"),
                      (_DC + "tesla-release-notes-535-54-03", "https://github.com/microsoft/WSL/issues/11277")),
     WindowsNumbering(545, ("546.80",), ("https://github.com/microsoft/WSL/issues/11589",)),
-    WindowsNumbering(550, ("551.61", "552.22"), ()),  # unverified here
-    WindowsNumbering(555, ("555.85", "556.12"), ()),  # unverified here
+    WindowsNumbering(550, ("551.61", "552.55", "552.74"),
+                     (_PSIRT + "2024/5520/5520.md",  # "Windows(R550) | All driver versions prior to 551.61"
+                      _PSIRT + "2024/5551/5551.md",  # "Windows(R550) | All driver versions prior to 552.55"
+                      _PSIRT + "2024/5557/5557.md")),  # "Windows(R550) | All driver versions prior to 552.74"
+    WindowsNumbering(555, ("555.99", "556.12"),
+                     (_PSIRT + "2024/5551/5551.md",  # "Windows(R555) | All driver versions prior to 555.99"
+                      _PSIRT + "2024/5557/5557.md",  # "Windows(R555) | All driver versions prior to 556.12"
+                      "https://github.com/microsoft/WSL/issues/11277")),  # WSL2: "555.52.01 Driver Version: 555.99"
     WindowsNumbering(560, ("560.94",), ("https://github.com/Azure/azhpc-extensions/blob/master/NvidiaGPU/resources.json",)),
-    WindowsNumbering(565, ("565.90", "566.36"), ()),  # unverified here
+    WindowsNumbering(565, ("566.03",),
+                     (_PSIRT + "2024/5586/5586.md",)),  # "Windows(R565) | All driver versions prior to 566.03"
     WindowsNumbering(570, ("572.16", "573.48"), (_DC,)),
     WindowsNumbering(575, ("576.02", "576.57"), (_DC,)),
-    WindowsNumbering(580, ("580.88", "581.94", "582.16"), ()),  # 580.xx-582.xx: the issue's observation
-    WindowsNumbering(590, ("591.44",), ()),  # unverified here
+    WindowsNumbering(580, ("581.42", "582.16"),
+                     (_PSIRT + "2025/5703/5703.md",  # "Windows(R580) | All driver versions prior to 581.42"
+                      _PSIRT + "2026/5747/5747.md")),  # "Windows(R580) | All driver versions prior to 582.16"
+    WindowsNumbering(590, ("591.59",),
+                     (_PSIRT + "2026/5747/5747.md",)),  # "Windows(R590) | All driver versions prior to 591.59"
 )
 
 
@@ -130,7 +145,7 @@ def parse_cc(text: str) -> tuple[int, int] | None:
 
 def driver_branch(version: str) -> int:
     """The branch of a driver version, Linux or Windows numbering: 580 for 580.95.05 (Linux) and for
-    581.94 (Windows, what WSL2's nvidia-smi shows); 535 for 537.13. A first component past the newest known
+    581.42 (Windows, what WSL2's nvidia-smi shows); 535 for 537.13. A first component past the newest known
     branch is read as a branch of its own."""
     head = str(version).strip().split(".")[0]
     if not head.isdigit():

@@ -36,14 +36,14 @@ def test_linux_numbers_read_as_themselves() -> None:
 
 
 def test_a_pascal_gpu_on_an_r580_windows_driver_is_still_driven() -> None:
-    assert branch_eol_problems(["6.1"], "581.94") == []
+    assert branch_eol_problems(["6.1"], "581.42") == []
     assert branch_eol_problems(["6.1"], "582.16") == []
-    assert [p.branch for p in branch_eol_problems(["6.1"], "591.44")] == [590]  # R590 (Windows) dropped Pascal
+    assert [p.branch for p in branch_eol_problems(["6.1"], "591.59")] == [590]  # R590 (Windows) dropped Pascal
     assert [p.branch for p in branch_eol_problems(["3.5"], "472.50")] == []  # Kepler on R470 (Windows)
 
 
 def test_resolve_picks_a_build_for_pascal_on_wsl2() -> None:
-    res = CliRunner().invoke(main, ["resolve", "--cc", "6.1", "--driver", "581.94", "--python", "3.12", "--json"])
+    res = CliRunner().invoke(main, ["resolve", "--cc", "6.1", "--driver", "581.42", "--python", "3.12", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output.strip().splitlines()[-1])
     assert doc["variant"].startswith("cu") and doc["torch"], doc

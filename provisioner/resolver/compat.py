@@ -123,7 +123,7 @@ def gpu_driver_findings(
         if constraint.min_driver is not None and not driver_at_least(driver, constraint.min_driver):
             findings.append(GpuDriverFinding(constraint, hit))
         elif constraint.max_driver_excl is not None and _branch(driver) >= _branch_of(constraint.max_driver_excl):
-            findings.append(GpuDriverFinding(constraint, hit))  # a ceiling is a branch: Windows 581.94 is R580
+            findings.append(GpuDriverFinding(constraint, hit))  # a ceiling is a branch: Windows 581.42 is R580
     return findings
 
 
