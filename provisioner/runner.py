@@ -25,6 +25,7 @@ from provisioner.exitcodes import ExitCode
 from provisioner.facts.base import FactUnavailable
 from provisioner.facts.models import ParseError
 from provisioner.node_lock import NodeLock
+from provisioner.node_resources import api_error_finding
 from provisioner.payloads import Resolved
 from provisioner.playbook import Playbook, StepSpec
 from provisioner.proxmox.errors import ProxmoxError
@@ -341,7 +342,9 @@ async def run_step(ctx: StepContext, index: int, label: str, step: StepKind[Any]
         text = exc.message + (f"\nfix: {exc.fix}" if exc.fix else "")
         own = {f.get("category") for f in exc.findings}  # the step's own finding outranks the log's guess
         guessed = [f for f in diagnose_lines([exc.message, *exc.evidence]) if f.get("category") not in own]
-        return finish("failed", text, [*exc.findings, *guessed][:3], exc.offer)
+        # an API error naming a value of the node (a storage, bridge or template it lacks): the field that holds it
+        named = api_error_finding(step.kind, exc.message, step.params.model_dump(), ctx.words)
+        return finish("failed", text, [*([named] if named else []), *exc.findings, *guessed][:3], exc.offer)
     except CommandFailed as exc:
         return finish("failed", str(exc), diagnose_lines(exc.result.lines))
     except FactUnavailable as exc:

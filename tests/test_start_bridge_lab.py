@@ -1,6 +1,8 @@
-"""A container whose netN names a bridge the node lacks (created elsewhere, or the bridge was removed since):
-the lab's `pct start` fails as pve-container's network hook and lxc make it fail (a real task log:
-tteck/Proxmox#181), and `lxc.start` names the netN, the bridge and the node's bridges, with the fix."""
+"""Values the node lacks, replayed whole against the lab. A container whose netN names a bridge the node lacks
+(created elsewhere, or the bridge was removed since): the lab's `pct start` fails as pve-container's network hook
+and lxc make it fail (a real task log: tteck/Proxmox#181), and `lxc.start` names the netN, the bridge and the
+node's bridges, with the fix. A rootfs storage the node lacks: lxc.create's check refuses it naming the field and
+the storages that hold container disks, before any request that changes the node."""
 
 from __future__ import annotations
 
@@ -44,3 +46,36 @@ def test_a_bridge_the_node_lacks_is_named_when_the_container_does_not_start(tmp_
         assert any("Failed to create the network" in line for line in first["evidence"]), first
         assert not any("hook or mount" in f["root_cause"] for f in failed["diagnosis"]), failed["diagnosis"]
         assert state.get_status(200).status == "stopped"
+
+
+def test_a_storage_the_node_lacks_is_refused_naming_the_field_before_any_change(tmp_path: Path) -> None:
+    """The wizard's walk-through found `local-lvmm` passing the plan and failing at apply with `500 storage
+    'local-lvmm' does not exist`, no field, no fix. Replayed whole against the lab: the run stops at lxc.create
+    naming rootfs_storage, the storages that hold container disks, and creates nothing."""
+    require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
+    run = LabRun(tmp_path / "base", with_shared_wheels(tmp_path / "cache") / "lab")
+    with run.running():
+        doc = yaml.safe_load((REPO / "playbooks" / "blackwell-8gpu-lxc.yaml").read_text())
+        steps = []
+        for s in doc["steps"]:
+            if s["kind"] == "lxc.create":
+                s["params"] = {**s.get("params", {}), "rootfs_storage": "local-lvmm"}
+            steps.append(s)
+            if s["kind"] == "lxc.create":
+                break
+        doc["steps"] = steps
+        book = tmp_path / "create.yaml"
+        book.write_text(yaml.safe_dump(doc, sort_keys=False))
+        r = run.replay(book)
+        out = r.stdout + r.stderr
+        assert r.rc != 0, out[-3000:]
+        (failed,) = [e for e in r.events if e.get("kind") == "step.finished" and e.get("status") == "failed"]
+        assert failed["step"] == "lxc.create", failed
+        # refused by its check (the node's storages for container disks), before the create was sent
+        assert failed["message"].startswith("storage 'local-lvmm' does not hold container disks on pve (storages "
+                                             "that do: local-lvm)"), failed["message"]
+        assert "choose one the node has (local-lvm) (playbook key lxc.create params: rootfs_storage), then replay" in \
+            failed["message"], failed["message"]
+        assert not [line for line in run.state().root.joinpath("api-requests.jsonl").read_text().splitlines()
+                    if '"POST"' in line and "/lxc" in line], "a create request was sent"
+        assert not run.state().conf_path(200).exists()

@@ -238,6 +238,7 @@ class LxcCreate(StepKind[CreateParams]):
                 return Plan(changes=[f"update CT {vmid} in place: {c}" for c in update.changes],
                             commands=update.commands())
             return Plan.no_change(f"CT {vmid} ({existing.get('hostname')}) is ours and has the same spec")
+        await self._check_rootfs_storage(ctx, node_name(ctx))
         storage, _, volume = self.params.template.partition(":")
         content = await call(ctx, "list templates", ctx.pve().storage_content, storage, "vztmpl", node_name(ctx))
         if not any(item.get("volid") == self.params.template for item in content):
@@ -252,6 +253,24 @@ class LxcCreate(StepKind[CreateParams]):
                        f"rootfs {p.rootfs_storage}:{p.rootfs_size_gb}G, net0 {p.net.property_string()}, "
                        f"{'unprivileged' if p.unprivileged else 'privileged'}")
         return Plan(changes=changes, notes=notes)
+
+    async def _check_rootfs_storage(self, ctx: StepContext, node: str) -> None:
+        """Refuse, before any change, a rootfs storage the node does not list for container disks (content
+        ``rootdir``), naming the field and the storages that fit. A listing that cannot be read checks nothing
+        (the create then reports what PVE answers)."""
+        try:
+            stores = await call(ctx, "list storages", ctx.pve().storages, node, "rootdir")
+        except StepFailed:
+            return
+        names = sorted({s["storage"] for s in stores if isinstance(s, dict) and isinstance(s.get("storage"), str)
+                        and validate.STORAGE_RE.fullmatch(s["storage"]) is not None})
+        if not names or self.params.rootfs_storage in names:
+            return
+        raise StepFailed(f"storage {self.params.rootfs_storage!r} does not hold container disks on {node} "
+                         f"(storages that do: {', '.join(names)})",
+                         fix=ctx.words.field(self.kind, "rootfs_storage",
+                                             f"choose one the node has ({', '.join(names)})") + f", {ctx.words.retry}",
+                         exit_code=ExitCode.FAILED)
 
     async def _template(self, ctx: StepContext, node: str) -> list[str]:
         """The template's record (name, aplinfo sha512) for `resolved.template`, and a note when it differs
