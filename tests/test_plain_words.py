@@ -90,3 +90,47 @@ async def test_skipped_steps_name_the_step_that_failed(tmp_path: object) -> None
     assert result.by_index == {0: "failed", 1: "skipped", 2: "skipped"}
     for i in (1, 2):
         assert finished[i].message == "skipped: step 1 (node.connect) failed", finished[i].message
+
+
+async def test_an_api_error_at_apply_that_names_a_node_value_names_the_field_in_a_replay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template removed between the plan and the create (the node answers `volume ... does not exist`): the
+    replay's failed step carries the finding that names lxc.create's field, first, as the wizard's does."""
+    from collections.abc import AsyncIterator
+
+    from provisioner.steps.base import Params, Plan, StepFailed, StepKind
+    from provisioner.steps.context import StepContext
+    from tests.support.step_kinds import use_kinds
+
+    class CreateParams(Params):
+        template: str
+        rootfs_storage: str = "local-lvm"
+
+    class RacedCreate(StepKind[CreateParams]):
+        """lxc.create whose node lost the template after the plan (the create request is refused)."""
+
+        kind = "lxc.create"
+        title = "Create the LXC container"
+        Params = CreateParams
+
+        async def check(self, ctx: StepContext) -> Plan:
+            return Plan(changes=["create CT 200"])
+
+        async def apply(self, ctx: StepContext) -> AsyncIterator[Event]:
+            yield ctx.info("creating")
+            raise StepFailed("create CT 200: 500 volume 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst' "
+                             "does not exist")
+
+    use_kinds(monkeypatch, RacedCreate)
+    playbook = loads("schema_version: 1\ntarget:\n  host: 127.0.0.1\n  container: 200\nsteps:\n  - kind: lxc.create\n"
+                     "    params: {template: 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst'}\n", "pb.yaml")
+    bus = Bus()
+    events: list[Event] = []
+    bus.subscribe(events.append)
+    result = await run_host(playbook, bus, LocalTransport(), mode="apply", host="local")
+    assert result.exit_code != 0
+    (done,) = [e for e in events if isinstance(e, StepFinished)]
+    assert done.status == "failed"
+    first = done.diagnosis[0]
+    assert first["root_cause"] == "template 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst' is not on the node"
+    assert first["fix"] == "choose one the node has (playbook key lxc.create params: template), then replay"
