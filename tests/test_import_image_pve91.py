@@ -206,6 +206,30 @@ def test_layers_squash_with_whiteouts_in_order(tmp_path: Path) -> None:
     assert ("lxc.init.cwd", "/srv") in got.lxc and ("lxc.init.uid", "0") in got.lxc
 
 
+def test_whiteouts_hide_only_the_lower_layers_wherever_they_stand_in_the_tar(tmp_path: Path) -> None:
+    """One pass over each layer (image-spec layer.md: whiteouts apply to the lower layers only): an opaque
+    directory keeps what this layer wrote into it before the marker, also below a subdirectory of it, and hides
+    every lower entry there; a whiteout after this layer's own file of that name leaves the file."""
+    archive = _hand_archive(tmp_path, [
+        [("var", None), ("var/lib", None), ("var/lib/a", None), ("var/lib/a/old", b"1"), ("var/lib/b", b"2"),
+         ("etc", None), ("etc/x", b"3")],
+        [("var/lib/a", None), ("var/lib/a/mine", b"4"), ("var/lib/.wh..wh..opq", b""), ("etc/x", b"5"),
+         ("etc/.wh.x", b""), ("var/lib/c", b"6")],
+    ])
+    root = tmp_path / "ct" / "rootfs"
+    root.mkdir(parents=True)
+    oci_template.restore_oci_archive(archive, tmp_path, root)
+    assert sorted(p.name for p in (root / "var" / "lib").iterdir()) == ["a", "c"]
+    assert sorted(p.name for p in (root / "var" / "lib" / "a").iterdir()) == ["mine"]
+    assert (root / "etc" / "x").read_bytes() == b"5"
+    # `.wh.` alone names no entry: refused (taken as the whiteout of its directory, it removed /etc)
+    (tmp_path / "n").mkdir()
+    nothing = _hand_archive(tmp_path / "n", [[("etc", None), ("etc/.wh.", b"")]])
+    with pytest.raises(oci_template.LayerRefused, match="a whiteout of nothing"):
+        oci_template.restore_oci_archive(nothing, tmp_path, root)
+    assert (root / "etc" / "x").read_bytes() == b"5"
+
+
 def _sym(name: str, target: str) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type, info.linkname = tarfile.SYMTYPE, target

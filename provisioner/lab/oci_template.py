@@ -32,6 +32,7 @@ import os
 import posixpath
 import re
 import shlex
+import shutil
 import stat
 import tarfile
 from collections.abc import Iterator, Mapping
@@ -195,7 +196,7 @@ def restore_oci_archive(archive: Path, lab_root: Path, rootdir: Path, *, arch: s
     """Extract the image's layers in order into `rootdir` (whiteouts applied) and map its config as
     pve-container's ``restore_oci_archive`` does. Raises OciRefused (or LayerRefused) naming the bad field."""
     out = OciImage()
-    with tarfile.open(archive, "r:") as tar:
+    with tarfile.open(archive, "r:") as tar, contextlib.closing(_Rootfs(lab_root, rootdir)) as fs:
         ar = _Archive(tar)
         manifest = ar.json(_pick_manifest(ar.json(None, "index.json"), arch), "manifest")
         layers = manifest.get("layers")
@@ -212,12 +213,11 @@ def restore_oci_archive(archive: Path, lab_root: Path, rootdir: Path, *, arch: s
             digest = str(layer.get("digest"))
             ar.verify(digest, f"layer {n}")
             comp = _LAYER_TYPES[str(layer["mediaType"])]
-            for whiteouts in (True, False):  # deletions first: a whiteout's place in the tar is not ordered
-                with ar.stream(digest) as raw, _decompress(raw, comp) as body, \
-                        tarfile.open(fileobj=body, mode="r|", errorlevel=2) as lt:
-                    for m in lt:
-                        written = _apply(m, lt, lab_root, rootdir, out, whiteouts=whiteouts, written=written,
-                                         limit=limit)
+            with ar.stream(digest) as raw, _decompress(raw, comp) as body, \
+                    tarfile.open(fileobj=body, mode="r|", errorlevel=2) as lt:
+                layer_fs = _Layer(fs)
+                for m in lt:
+                    written = layer_fs.apply(m, lt, out, written=written, limit=limit)
             out.layers += 1
     inner = config.get("config")
     _map_config(inner if isinstance(inner, dict) else {}, rootdir, lab_root, out, nets or {})
@@ -233,103 +233,197 @@ def _decompress(raw: IO[bytes], comp: str) -> Iterator[IO[bytes]]:
         yield raw
 
 
-def _apply(m: tarfile.TarInfo, lt: tarfile.TarFile, lab_root: Path, rootdir: Path, out: OciImage, *,
-           whiteouts: bool, written: int, limit: int) -> int:
-    name = check_name(m.name)
-    if not name:
-        return written
-    base, parent = posixpath.basename(name), posixpath.dirname(name)
-    if base.startswith(_WHITEOUT):
-        if whiteouts:
-            if base == _OPAQUE:
-                _clear_dir(lab_root, rootdir / parent if parent else rootdir)
-            else:
-                _remove(lab_root, rootdir / parent / base[len(_WHITEOUT):])
-        return written
-    if whiteouts:
-        return written
-    target = rootdir / name
-    if m.isdir():
-        if not (safe_fs.exists(lab_root, target) and _is_dir(lab_root, target)):
-            _remove(lab_root, target)
-        fd = safe_fs.open_dir(lab_root, target, create=True)
+class _Rootfs:
+    """The rootfs being extracted, reached through one directory fd: every path beneath it is opened without
+    following a link (provisioner.lab.safe_fs.open_beneath: openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), and
+    the last parent directory stays open (a layer's members come directory by directory)."""
+
+    def __init__(self, lab_root: Path, rootdir: Path) -> None:
+        self.fd = safe_fs.open_dir(lab_root, rootdir, create=True)
+        self._last: tuple[str, int] | None = None
+
+    def close(self) -> None:
+        self._drop("")
+        os.close(self.fd)
+
+    def _drop(self, rel: str) -> None:
+        """Forget the open parent when it is `rel` or beneath it ('' : whatever it is)."""
+        if self._last is not None and (not rel or self._last[0] == rel or self._last[0].startswith(rel + "/")):
+            os.close(self._last[1])
+            self._last = None
+
+    def _open(self, rel: str, *, create: bool) -> int | None:
+        """A new fd of directory `rel` (made where missing when `create`); None when missing."""
         try:
-            os.fchmod(fd, stat.S_IMODE(m.mode) | 0o700)  # the lab's user owns it: keep it writable to the lab
+            return safe_fs.open_beneath(self.fd, rel, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            if not create:
+                return None
+        except NotADirectoryError:
+            raise LayerRefused(f"{trust.shown(rel)}: not a directory on the path") from None
+        fd = os.dup(self.fd)
+        try:
+            for part in rel.split("/"):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nxt = safe_fs.open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY)
+                except NotADirectoryError:
+                    raise LayerRefused(f"{trust.shown(rel)}: not a directory on the path") from None
+                os.close(fd)
+                fd = nxt
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def parent(self, rel_dir: str, *, create: bool) -> int | None:
+        """The fd of directory `rel_dir` ('' : the rootfs), kept open for the next member."""
+        if not rel_dir:
+            return self.fd
+        if self._last is not None and self._last[0] == rel_dir:
+            return self._last[1]
+        fd = self._open(rel_dir, create=create)
+        if fd is not None:
+            self._drop("")
+            self._last = (rel_dir, fd)
+        return fd
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        dfd = self.parent(posixpath.dirname(rel), create=False)
+        if dfd is None:
+            return None
+        try:
+            return os.lstat(posixpath.basename(rel), dir_fd=dfd)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def remove(self, rel: str) -> None:
+        st = self.lstat(rel)
+        if st is None:
+            return
+        dfd = self.parent(posixpath.dirname(rel), create=False)
+        assert dfd is not None  # lstat found it there
+        if stat.S_ISDIR(st.st_mode):
+            self._drop(rel)
+            shutil.rmtree(posixpath.basename(rel), dir_fd=dfd)
+        else:
+            os.unlink(posixpath.basename(rel), dir_fd=dfd)
+
+    def children(self, rel: str) -> list[str]:
+        fd = self._open(rel, create=False) if rel else os.dup(self.fd)
+        if fd is None:
+            return []
+        try:
+            return os.listdir(fd)
         finally:
             os.close(fd)
-    elif m.isreg():
-        written += m.size
-        if written > limit:
-            raise OciRefused(f"the image's layers exceed the rootfs size ({limit} bytes): no space left on device")
-        _remove(lab_root, target)
-        safe_fs.make_dirs(lab_root, target.parent)
-        fh = lt.extractfile(m)
-        if fh is None:
-            raise LayerRefused(f"member {trust.shown(m.name)} cannot be read")
-        _write_stream(lab_root, target, fh, stat.S_IMODE(m.mode))
-        out.files += 1
-    elif m.issym():
-        if not m.linkname or _CTRL.search(m.linkname) or len(m.linkname) > 4096:
-            raise LayerRefused(f"member {trust.shown(m.name)}: link target {trust.shown(m.linkname)} refused")
-        _remove(lab_root, target)
-        safe_fs.make_dirs(lab_root, target.parent)
-        safe_fs.symlink(lab_root, target, m.linkname)  # the link is never followed here: a CT path
-    elif m.islnk():
-        src = check_name(m.linkname, "hard link target")
-        _remove(lab_root, target)
-        safe_fs.make_dirs(lab_root, target.parent)
-        sfd = safe_fs.open_dir(lab_root, (rootdir / src).parent)
-        dfd = safe_fs.open_dir(lab_root, target.parent)
-        try:
-            os.link(posixpath.basename(src), target.name, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
-        finally:
-            os.close(sfd)
-            os.close(dfd)
-    else:  # devices and fifos: an unprivileged CT's user namespace cannot mknod them either
-        out.skipped.append(name)
-    return written
 
 
-def _is_dir(lab_root: Path, path: Path) -> bool:
-    try:
-        os.close(safe_fs.open_dir(lab_root, path))
-        return True
-    except OSError:
-        return False
+class _Layer:
+    """One layer applied to the rootfs in one pass. Whiteouts hide what the lower layers hold (image-spec
+    layer.md: "Whiteout files MUST only apply to resources in lower/parent layers"), wherever they stand in the
+    tar: what this layer wrote before its whiteout is kept, and an opaque whiteout empties its directory of
+    everything this layer did not write."""
 
+    def __init__(self, fs: _Rootfs) -> None:
+        self.fs = fs
+        self.written: set[str] = set()  # this layer's names
+        self.ancestors: set[str] = set()  # the directories above them
 
-def _remove(lab_root: Path, path: Path) -> None:
-    if safe_fs.exists(lab_root, path):
-        safe_fs.remove_tree(lab_root, path)
+    def _mine(self, name: str) -> None:
+        self.written.add(name)
+        parent = posixpath.dirname(name)
+        while parent and parent not in self.ancestors:
+            self.ancestors.add(parent)
+            parent = posixpath.dirname(parent)
 
+    def _ours(self, name: str) -> bool:
+        return name in self.written or name in self.ancestors
 
-def _clear_dir(lab_root: Path, path: Path) -> None:
-    if not (safe_fs.exists(lab_root, path) and _is_dir(lab_root, path)):
-        return
-    fd = safe_fs.open_dir(lab_root, path)
-    try:
-        names = os.listdir(fd)
-    finally:
-        os.close(fd)
-    for child in names:
-        safe_fs.remove_tree(lab_root, path / child)
+    def _hide_lower(self, directory: str) -> None:
+        for child in self.fs.children(directory):
+            path = posixpath.join(directory, child) if directory else child
+            if not self._ours(path):
+                self.fs.remove(path)
+            elif (st := self.fs.lstat(path)) is not None and stat.S_ISDIR(st.st_mode):
+                self._hide_lower(path)
 
-
-def _write_stream(lab_root: Path, path: Path, src: IO[bytes], mode: int) -> None:
-    dfd = safe_fs.open_dir(lab_root, path.parent, create=True)
-    try:
-        fd = os.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dfd)
-    finally:
-        os.close(dfd)
-    try:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
+    def apply(self, m: tarfile.TarInfo, lt: tarfile.TarFile, out: OciImage, *, written: int, limit: int) -> int:
+        name = check_name(m.name)
+        if not name:
+            return written
+        base, parent = posixpath.basename(name), posixpath.dirname(name)
+        fs = self.fs
+        if base.startswith(_WHITEOUT):
+            if base == _OPAQUE:
+                if parent == "" or ((st := fs.lstat(parent)) is not None and stat.S_ISDIR(st.st_mode)):
+                    self._hide_lower(parent)
+            else:
+                target = base[len(_WHITEOUT):]
+                if not target:
+                    raise LayerRefused(f"member {trust.shown(m.name)}: a whiteout of nothing: refused")
+                hidden = check_name(posixpath.join(parent, target) if parent else target, "whiteout")
+                if not self._ours(hidden):
+                    fs.remove(hidden)
+            return written
+        if m.isdir():
+            st = fs.lstat(name)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                fs.remove(name)
+            dfd = fs.parent(parent, create=True)
+            assert dfd is not None
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(base, 0o700, dir_fd=dfd)
+            fd = safe_fs.open_beneath(dfd, base, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fchmod(fd, stat.S_IMODE(m.mode) | 0o700)  # the lab's user owns it: keep it writable to the lab
+            finally:
+                os.close(fd)
+        elif m.isreg():
+            written += m.size
+            if written > limit:
+                raise OciRefused(f"the image's layers exceed the rootfs size ({limit} bytes): no space left on device")
+            fs.remove(name)
+            fh = lt.extractfile(m)
+            if fh is None:
+                raise LayerRefused(f"member {trust.shown(m.name)} cannot be read")
+            dfd = fs.parent(parent, create=True)
+            assert dfd is not None
+            fd = os.open(base, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+            try:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+                os.fchmod(fd, stat.S_IMODE(m.mode))
+            finally:
+                os.close(fd)
+            out.files += 1
+        elif m.issym():
+            if not m.linkname or _CTRL.search(m.linkname) or len(m.linkname) > 4096:
+                raise LayerRefused(f"member {trust.shown(m.name)}: link target {trust.shown(m.linkname)} refused")
+            fs.remove(name)
+            dfd = fs.parent(parent, create=True)
+            assert dfd is not None
+            os.symlink(m.linkname, base, dir_fd=dfd)  # the link is never followed here: a CT path
+        elif m.islnk():
+            src = check_name(m.linkname, "hard link target")
+            fs.remove(name)
+            sfd = fs._open(posixpath.dirname(src), create=False) if posixpath.dirname(src) else os.dup(fs.fd)
+            if sfd is None:
+                raise LayerRefused(f"member {trust.shown(m.name)}: hard link target {trust.shown(src)} is missing")
+            try:
+                dfd = fs.parent(parent, create=True)
+                assert dfd is not None
+                os.link(posixpath.basename(src), base, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            finally:
+                os.close(sfd)
+        else:  # devices and fifos: an unprivileged CT's user namespace cannot mknod them either
+            out.skipped.append(name)
+            return written
+        self._mine(name)
+        return written
 
 
 def _checked(key: str, value: object) -> str:
