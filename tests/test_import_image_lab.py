@@ -184,6 +184,13 @@ def _import_on_pve91(proven: LabRun, out: Path, runtime: dict[str, str], records
         assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
         (recap,) = json.loads(again.stdout.strip().splitlines()[-1])["hosts"].values()
         assert recap["changed"] == 0 and recap["failed"] == 0, recap
+        # someone else's file under that name (another size): refused, never replaced
+        (template / name).write_bytes(b"not ours\n")
+        foreign = _cli(other, "import", str(out), "--image", "--playbook", book, "--lab", "--json")
+        told = foreign.stdout + foreign.stderr
+        assert foreign.returncode == 1, told[-3000:]
+        assert f"local:vztmpl/{name} is in template storage with 9 bytes, not this export's" in told, told[-3000:]
+        assert (template / name).read_bytes() == b"not ours\n"
 
 
 #: a host driver other than the proven node's (the lab's default module is 595.71.05)
