@@ -255,27 +255,11 @@ class _Rootfs:
     def _open(self, rel: str, *, create: bool) -> int | None:
         """A new fd of directory `rel` (made where missing when `create`); None when missing."""
         try:
-            return safe_fs.open_beneath(self.fd, rel, os.O_RDONLY | os.O_DIRECTORY)
+            return safe_fs.open_dir_at(self.fd, rel, create=create)
         except FileNotFoundError:
-            if not create:
-                return None
-        except NotADirectoryError:
-            raise LayerRefused(f"{trust.shown(rel)}: not a directory on the path") from None
-        fd = os.dup(self.fd)
-        try:
-            for part in rel.split("/"):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                try:
-                    nxt = safe_fs.open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY)
-                except NotADirectoryError:
-                    raise LayerRefused(f"{trust.shown(rel)}: not a directory on the path") from None
-                os.close(fd)
-                fd = nxt
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
+            if create:
+                raise
+            return None
 
     def parent(self, rel_dir: str, *, create: bool) -> int | None:
         """The fd of directory `rel_dir` ('' : the rootfs), kept open for the next member."""
@@ -311,7 +295,7 @@ class _Rootfs:
             os.unlink(posixpath.basename(rel), dir_fd=dfd)
 
     def children(self, rel: str) -> list[str]:
-        fd = self._open(rel, create=False) if rel else os.dup(self.fd)
+        fd = self._open(rel, create=False)
         if fd is None:
             return []
         try:
@@ -410,7 +394,7 @@ class _Layer:
         elif m.islnk():
             src = check_name(m.linkname, "hard link target")
             fs.remove(name)
-            sfd = fs._open(posixpath.dirname(src), create=False) if posixpath.dirname(src) else os.dup(fs.fd)
+            sfd = fs._open(posixpath.dirname(src), create=False)
             if sfd is None:
                 raise LayerRefused(f"member {trust.shown(m.name)}: hard link target {trust.shown(src)} is missing")
             try:

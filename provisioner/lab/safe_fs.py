@@ -158,21 +158,18 @@ def _open_subdir(fd: int, parts: list[str]) -> int:
         raise UnsafePath(f"LAB: refusing {'/'.join(parts)!r}: not a plain directory ({exc.strerror})") from None
 
 
-def _walk(root: Path, parts: list[str], *, create: bool, mode: int = 0o755) -> int:
-    """fd of the directory ``root/parts...``; resolved beneath the root without following a link,
-    the missing directories made (`mode`) where `create`."""
-    fd = _open_root(root)
+def _walk_from(dirfd: int, parts: list[str], *, create: bool, mode: int = 0o755) -> int:
+    """A new fd of the directory ``parts...`` beneath directory `dirfd` (left open); resolved without following
+    a link, the missing directories made (`mode`) where `create`."""
+    if not parts:
+        return os.dup(dirfd)
     try:
-        if not parts:
-            return fd
-        try:
-            nxt = _open_subdir(fd, parts)
-        except FileNotFoundError:
-            if not create:
-                raise
-        else:
-            os.close(fd)
-            return nxt
+        return _open_subdir(dirfd, parts)
+    except FileNotFoundError:
+        if not create:
+            raise
+    fd = os.dup(dirfd)
+    try:
         for name in parts:  # one component at a time, making what is missing
             try:
                 nxt = _open_subdir(fd, [name])
@@ -186,6 +183,25 @@ def _walk(root: Path, parts: list[str], *, create: bool, mode: int = 0o755) -> i
     except BaseException:
         os.close(fd)
         raise
+
+
+def _walk(root: Path, parts: list[str], *, create: bool, mode: int = 0o755) -> int:
+    """fd of the directory ``root/parts...``; resolved beneath the root without following a link,
+    the missing directories made (`mode`) where `create`."""
+    fd = _open_root(root)
+    try:
+        return _walk_from(fd, parts, create=create, mode=mode)
+    finally:
+        os.close(fd)
+
+
+def open_dir_at(dirfd: int, rel: str, *, create: bool = False) -> int:
+    """A new fd of directory `rel` beneath directory `dirfd` (no link followed, no ``..``), made (0755) where
+    missing when `create`; FileNotFoundError where missing otherwise."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or ".." in parts:
+        raise UnsafePath(errno.EXDEV, f"LAB: refusing {rel!r}: not a path beneath the directory")
+    return _walk_from(dirfd, parts, create=create)
 
 
 def open_dir(root: Path, path: Path, *, create: bool = False) -> int:
