@@ -75,6 +75,32 @@ async def test_resident_answers_as_a_python_of_its_own(lab: tuple[LabServices, d
     assert resident[8] == (0, ["from-stdin"])
 
 
+async def test_a_lab_in_a_deep_directory_holds_its_views_too(tmp_path: Path) -> None:
+    """A lab root whose socket path passes sun_path's 108 bytes (unix(7); a test's tmp_path, a deep home): the
+    resident holder binds and serves it all the same (it failed with "AF_UNIX path too long" and every command
+    built a view of its own, ~0.2 CPU-s of mounts each), and the stand-ins reach it."""
+    root = tmp_path / ("d" * 60) / ("e" * 60) / "lab"
+    services, conn = start_lab(root)
+    try:
+        sock = resident_socket(services.state.root)
+        assert len(os.fsencode(str(sock))) > 108
+        assert sock.is_socket(), (services.state.root / "run" / "resident" / "holder.log").read_text()[-2000:]
+        held, _ = asyncio.run_coroutine_threadsafe(services.ssh.node_command(["true"]), services._loop).result(60)
+        assert held[0] == "nsenter", held[:3]  # the held view, not a fresh one
+        gpu_ct(services.state, raw=None)
+        node = transport(conn)
+        try:
+            answers = await _answers(node, CALLS[:3])
+        finally:
+            await node.close()
+        assert answers[0][0] == 0 and answers[0][1][0].startswith("proxmox-ve: ")
+        assert answers[1][0] == 255 and "Unknown option: bogus" in answers[1][1][0]
+        assert answers[2][0] == 0 and len(answers[2][1]) == 8, answers[2]
+        assert "path too long" not in (services.state.root / "run" / "resident" / "holder.log").read_text()
+    finally:
+        services.stop()
+
+
 async def test_held_container_view_follows_config_and_start(lab: tuple[LabServices, dict[str, Any]]) -> None:
     services, conn = lab
     state = services.state

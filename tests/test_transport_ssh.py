@@ -54,6 +54,27 @@ async def test_streams_lines_in_order_with_exit_status(sshd: Sshd) -> None:
     assert ended[0].exit_status == 7 and ended[0].duration_s >= 0
 
 
+async def test_a_real_sshd_takes_aes_gcm_and_streams_whole_in_large_packets(sshd: Sshd, tmp_path: Path) -> None:
+    """The client offers AES-GCM first (OpenSSH supports it; half chacha20-poly1305's CPU in asyncssh) and opens an
+    export's stream channel with 128 KiB packets: a real sshd sends in them, every byte arrives, in order."""
+    import hashlib
+
+    from provisioner.export.ct_stream import _over_ssh
+
+    t = SshTransport(target(sshd))
+    conn = await t.connect()
+    assert conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+    assert conn.get_extra_info("recv_cipher") == "aes128-gcm@openssh.com"
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(1 << 20) * 24 + b"tail")  # 24 MiB and 4 bytes: the last packet is a short one
+    out = tmp_path / "out"
+    with open(out, "wb") as fh:
+        size = await _over_ssh(t, f"cat {data}", fh, 1 << 30)
+    await t.close()
+    assert size == data.stat().st_size
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(data.read_bytes()).digest()
+
+
 async def test_lines_arrive_while_command_runs(sshd: Sshd, tmp_path: Path) -> None:
     # The command prints "a", then waits until the test has seen "a" (it creates the flag file):
     # buffered until exit, "a" would never arrive and the command would hit its timeout.

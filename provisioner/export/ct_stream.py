@@ -15,6 +15,11 @@ from provisioner.transport.base import Transport
 from provisioner.transport.container import ContainerTransport
 
 CHUNK = 1 << 20
+#: the largest SSH packet this client accepts on a stream's channel (it advertises it when it opens the channel,
+#: RFC 4254 5.1; asyncssh's default is 32 KiB): a quarter of the transport's 256 KiB limit (RFC 4253 6.1 lets
+#: OpenSSH take up to that), a quarter of the per-packet work for a GB tar (`bench/ssh_stream.py`)
+STREAM_PKTSIZE = 128 << 10
+STREAM_WINDOW = 32 * STREAM_PKTSIZE
 STDERR_KEEP = 4096
 
 
@@ -47,7 +52,8 @@ async def _over_ssh(node: object, command: str, dest: IO[bytes], limit: int) -> 
     import asyncssh
 
     conn = await node.connect()  # type: ignore[attr-defined]
-    proc = await conn.create_process(command, encoding=None, stdin=asyncssh.DEVNULL)
+    proc = await conn.create_process(command, encoding=None, stdin=asyncssh.DEVNULL, max_pktsize=STREAM_PKTSIZE,
+                                     window=STREAM_WINDOW)
     err = bytearray()
 
     async def drain_err() -> None:

@@ -17,11 +17,29 @@ def _fallback(python: str, module: str, args: list[str]) -> None:
     os.execv(python, [python, "-m", module, *args])  # noqa: S606 - argv list, no shell
 
 
+#: sun_path holds 108 bytes with its NUL (unix(7)); a longer path is reached through its directory's descriptor
+SUN_PATH_MAX = 107
+
+
+def connect_unix(conn: socket.socket, path: str) -> None:
+    """connect(2) to the socket at `path`, however long: past `SUN_PATH_MAX` through ``/proc/self/fd/N/NAME``
+    (N an O_PATH descriptor of its directory), as `provisioner.lab.resident.bind_unix` binds it."""
+    if len(os.fsencode(path)) <= SUN_PATH_MAX:
+        conn.connect(path)
+        return
+    head, name = os.path.split(path)
+    dfd = os.open(head or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        conn.connect(f"/proc/self/fd/{dfd}/{name}")
+    finally:
+        os.close(dfd)
+
+
 def main() -> None:
     sock_path, python, module, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(sock_path)
+        connect_unix(conn, sock_path)
         try:
             cwd = os.getcwd()
         except OSError:
