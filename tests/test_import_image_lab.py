@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import scratch
 from tests.support.lab import golden_playbook
 from tests.support.labrun import REPO, LabRun
 from tests.support.require import require
@@ -64,7 +65,8 @@ def _sha_b64(path: Path) -> str:
 # two image exports of a torch venv, an unpack, a burn-in (and, for the run's first golden-node user, the
 # provisioning)
 @pytest.mark.timeout(2400)
-def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun, tmp_path: Path) -> None:
+def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun, tmp_path: Path,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
     # the provisioning (exit 0, every step ok/changed, burn-in pass) is the golden node's, checked where it ran
     book = golden_playbook(lab)  # the playbook that provisioned this copy
 
@@ -120,11 +122,14 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
     assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
     result = json.loads(burnin.stdout.strip().splitlines()[-1])
     assert result["verdict"]["overall"] == "pass", json.dumps(result)[:2000]
+    trash = scratch.trash_dir(tmp_path_factory)
+    scratch.discard(bundle, trash)  # checked: its GB off the disk before the second export and the PVE 9.1 node
 
     again = _cli(lab, "export", str(book), "--lab", "--format", "oci", "--rootfs", "runtime", "-o",
                  str(tmp_path / "again"))
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "again" / "image.json").read_text())["manifest"] == info["manifest"]
+    scratch.discard(tmp_path / "again", trash)
 
     # the image as a container template. PVE 8 (this copy is 8.4): refused in one line naming the pylock
     # fallback, before any change (pve-storage before 0d392b2 knows no vztmpl/<x>.tar)
