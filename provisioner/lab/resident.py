@@ -260,23 +260,6 @@ def _reap() -> None:
             pass
 
 
-def bind_unix(server: socket.socket, path: Path) -> None:
-    """bind(2) `server` at `path`, however long: a lab root in a deep directory (a test's tmp_path) gave a
-    socket path past sun_path's 108 bytes (unix(7)), the bind failed ("AF_UNIX path too long"), no holder
-    started and every command built a view of its own. Past the limit the path is reached through
-    ``/proc/self/fd/N/NAME`` (N an O_PATH descriptor of its directory; `_client.connect_unix` connects so)."""
-    from provisioner.lab.commands._client import SUN_PATH_MAX
-
-    if len(os.fsencode(str(path))) <= SUN_PATH_MAX:
-        server.bind(str(path))
-        return
-    dfd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        server.bind(f"/proc/self/fd/{dfd}/{path.name}")
-    finally:
-        os.close(dfd)
-
-
 def serve(sock_path: Path) -> int:
     # a call runs in the client's mount namespace, where the directory this started in (``python -m``
     # puts it first on sys.path) may be a container's: imports come from the lab's own paths only
@@ -288,7 +271,12 @@ def serve(sock_path: Path) -> int:
     fresh = sock_path.with_name(f"{sock_path.name}.{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
         fresh.unlink()
-    bind_unix(server, fresh)
+    # a lab root in a deep directory (a test's tmp_path) gives a path past sun_path's 108 bytes (unix(7)): bound
+    # as it was, it failed ("AF_UNIX path too long"), no holder started and every command built a view of its own
+    from provisioner.lab.commands._client import unix_address
+
+    with unix_address(str(fresh)) as address:
+        server.bind(address)
     os.chmod(fresh, 0o600)
     mine = fresh.stat().st_ino
     os.replace(fresh, sock_path)  # a newer holder takes the path over from an older one

@@ -6,11 +6,13 @@ Where the server cannot be reached it runs the stand-in itself (``python -m MODU
     python -S _client.py SOCKET PYTHON MODULE [ARGS...]
 """
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import sys
+from collections.abc import Iterator
 
 
 def _fallback(python: str, module: str, args: list[str]) -> None:
@@ -21,16 +23,18 @@ def _fallback(python: str, module: str, args: list[str]) -> None:
 SUN_PATH_MAX = 107
 
 
-def connect_unix(conn: socket.socket, path: str) -> None:
-    """connect(2) to the socket at `path`, however long: past `SUN_PATH_MAX` through ``/proc/self/fd/N/NAME``
-    (N an O_PATH descriptor of its directory), as `provisioner.lab.resident.bind_unix` binds it."""
+@contextlib.contextmanager
+def unix_address(path: str) -> Iterator[str]:
+    """The address to bind(2) or connect(2) for the socket at `path`, however long: `path` itself up to
+    `SUN_PATH_MAX`, past it ``/proc/self/fd/N/NAME`` (N an O_PATH descriptor of its directory, open while the
+    address is in use). `provisioner.lab.resident.serve` binds and `main` connects through it."""
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
-        conn.connect(path)
+        yield path
         return
     head, name = os.path.split(path)
     dfd = os.open(head or ".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        conn.connect(f"/proc/self/fd/{dfd}/{name}")
+        yield f"/proc/self/fd/{dfd}/{name}"
     finally:
         os.close(dfd)
 
@@ -39,7 +43,8 @@ def main() -> None:
     sock_path, python, module, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connect_unix(conn, sock_path)
+        with unix_address(sock_path) as address:
+            conn.connect(address)
         try:
             cwd = os.getcwd()
         except OSError:
