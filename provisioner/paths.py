@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import platformdirs
@@ -21,8 +22,9 @@ def runs_dir() -> Path:
     return path
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("PROVISIONER_CACHE_DIR")
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The download cache; `environ` (default: this process's) names it with PROVISIONER_CACHE_DIR."""
+    base = (os.environ if environ is None else environ).get("PROVISIONER_CACHE_DIR")
     path = Path(base) if base else Path(platformdirs.user_cache_dir("gpu-provisioner"))
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -22,12 +22,13 @@ known secret across two lines.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
+
+from provisioner.environ import copy_environ
 
 MASK = "<redacted>"
 SHORT_SECRET_LEN = 4  # below this a known value is masked only as a whole token
@@ -163,8 +164,9 @@ _RULES: tuple[tuple[re.Pattern[str], str, tuple[str, ...]], ...] = (
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> set[str]:
-    """Values of environment variables whose names mark them as secrets (references excluded)."""
-    env = os.environ if environ is None else environ
+    """Values of environment variables whose names mark them as secrets (references excluded). This
+    process's environment is copied first: a redactor runs in worker threads while others may change it."""
+    env = copy_environ() if environ is None else environ
     return {value for name, value in env.items()
             if SECRET_ENV_NAME_RE.search(name) and len(value) >= MIN_ENV_SECRET_LEN
             and not value.startswith(("env:", "file:"))}

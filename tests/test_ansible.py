@@ -29,11 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 import yaml
 
+from provisioner.environ import copy_environ
 from tests.support.require import require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,11 +141,11 @@ def labs(collection: Collection) -> Iterator[dict[str, Path]]:
     roots = {n: collection.base / f"lab-{n}" for n in LABS}
     labs = [Lab(root, []) for root in roots.values()]
     try:
-        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(collection.base / "lab-cache")}):
-            labs[0].up()  # builds the shared wheel index alone, then the others at once
-            with ThreadPoolExecutor(max_workers=len(labs) - 1) as pool:
-                for fut in [pool.submit(lab.up) for lab in labs[1:]]:
-                    fut.result()
+        env = copy_environ() | {"PROVISIONER_CACHE_DIR": str(collection.base / "lab-cache")}
+        labs[0].up(env=env)  # builds the shared wheel index alone, then the others at once
+        with ThreadPoolExecutor(max_workers=len(labs) - 1) as pool:
+            for fut in [pool.submit(lab.up, env=env) for lab in labs[1:]]:
+                fut.result()
         yield roots
     finally:
         for lab in labs:

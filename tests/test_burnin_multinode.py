@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
+from provisioner.environ import copy_environ
 from tests.support.lab_inventory import write_lab_inventory
 from tests.support.require import require, require_torch
 
@@ -343,7 +344,6 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     both hosts' steps meet at one c10d rendezvous (4 ranks, gloo), both get the verdict; a replay
     after that is a no-op (the passing result is kept in each container)."""
     import socket
-    from unittest import mock
 
     import yaml
 
@@ -381,9 +381,8 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         from tests.support.labcache import with_shared_wheels
 
         lab_cache = with_shared_wheels(tmp_path / "lab-cache")
-        with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
-            for lab in labs:
-                lab.up()
+        for lab in labs:
+            lab.up(env=copy_environ() | {"PROVISIONER_CACHE_DIR": str(lab_cache)})
         write_lab_inventory(inventory, roots)
         rc, recap, err = replay()
         assert rc == 0 and recap is not None, err[-5000:]

@@ -30,9 +30,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provisioner.environ import copy_environ
 from provisioner.lab import safe_fs
 from provisioner.lab.commands import write_node_bin
 from provisioner.lab.state import KNOWN_SCENARIOS, LabState, private_dir
@@ -63,12 +65,12 @@ def connection_path(root: Path) -> Path:
 WHEEL_CACHE_ENV = "PROVISIONER_LAB_WHEEL_CACHE"
 
 
-def wheel_cache() -> Path:
-    """Where the lab builds (or finds) the wheel index it serves."""
+def wheel_cache(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the lab builds (or finds) the wheel index it serves (`environ`: default this process's)."""
     from provisioner.paths import cache_dir
 
-    shared = os.environ.get(WHEEL_CACHE_ENV)
-    return Path(shared) if shared else cache_dir() / "lab"
+    shared = (os.environ if environ is None else environ).get(WHEEL_CACHE_ENV)
+    return Path(shared) if shared else cache_dir(environ) / "lab"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -245,16 +247,21 @@ class Lab:
         return state
 
     # -- up / down / status ----------------------------------------------------------------
-    def up(self, timeout: float = UP_TIMEOUT_S) -> tuple[dict[str, Any], bool]:
-        """Start the lab daemon unless it runs; returns (connection info, started now?)."""
+    def up(self, timeout: float = UP_TIMEOUT_S, *,
+           env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], bool]:
+        """Start the lab daemon unless it runs; returns (connection info, started now?).
+
+        `env` is the environment the lab starts in (its caches, where torch is supplied from); default a
+        snapshot of this process's. Starting labs from several threads passes it rather than changing
+        ``os.environ``, which every thread shares."""
         if self.running_pid() is not None:
             conn = self.connection()
             if conn is not None:
                 return conn, False
+        env = dict(copy_environ() if env is None else env, PROVISIONER_LAB_ROOT=str(self.root))
         self.create_state()
-        self.supply_torch()
+        self.supply_torch(env)
         log = open(self.root / "lab.log", "ab")
-        env = dict(os.environ, PROVISIONER_LAB_ROOT=str(self.root))
         proc = subprocess.Popen([sys.executable, "-m", "provisioner.lab.serve", "--root", str(self.root)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, cwd="/")
@@ -273,7 +280,7 @@ class Lab:
         raise LabError(f"LAB: the lab did not come up within {timeout:.0f}s (see {self.root / 'lab.log'})")
 
     @staticmethod
-    def supply_torch() -> None:
+    def supply_torch(env: Mapping[str, str] | None = None) -> None:
         """Build the wheel index the daemon serves, here in the foreground: its real CPU torch is fetched
         (with a progress bar) when nothing configured or cached has one."""
         from provisioner.lab.sandbox import discover_pythons
@@ -281,7 +288,7 @@ class Lab:
         from provisioner.lab.wheels import LabWheelError, build_index
 
         try:
-            build_index(wheel_cache(), supply(discover_pythons()))
+            build_index(wheel_cache(env), supply(discover_pythons(), env))
         except (TorchSupplyError, LabWheelError) as exc:
             raise LabError(str(exc)) from None
 

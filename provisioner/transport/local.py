@@ -10,6 +10,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from provisioner.environ import copy_environ
 from provisioner.events import Bus
 from provisioner.transport.base import CommandTimeout, LineCallback, LineSplitter, OutputCapExceeded, Transport
 
@@ -20,7 +21,7 @@ class LocalTransport(Transport):
     def __init__(self, bus: Bus | None = None, host_label: str = "localhost",
                  env: Mapping[str, str] | None = None) -> None:
         super().__init__(bus, host_label)
-        self.env = dict(os.environ) | dict(env or {})
+        self.env = copy_environ() | dict(env or {})
 
     async def _run(
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,

@@ -30,11 +30,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from textual.widgets import Button, Static
 
+from provisioner.environ import copy_environ
 from provisioner.lab.commands import write_node_bin
 from provisioner.lab.lab import Lab, LabServices
 from provisioner.lab.pve_api import LabApiServer
@@ -480,11 +480,11 @@ def start_labs(roots: dict[str, tuple[Path, tuple[str, ...]]], lab_cache: Path) 
     from provisioner.lab.lab import Lab
 
     labs = [Lab(root, list(scen)) for root, scen in roots.values()]
-    with mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(lab_cache)}):
-        labs[0].up()
-        with ThreadPoolExecutor(max_workers=max(1, len(labs) - 1)) as pool:
-            for fut in [pool.submit(lab.up) for lab in labs[1:]]:
-                fut.result()
+    env = copy_environ() | {"PROVISIONER_CACHE_DIR": str(lab_cache)}
+    labs[0].up(env=env)
+    with ThreadPoolExecutor(max_workers=max(1, len(labs) - 1)) as pool:
+        for fut in [pool.submit(lab.up, env=env) for lab in labs[1:]]:
+            fut.result()
 
 
 def stop_labs(roots: list[Path]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from unittest import mock
 
 import yaml
 
+from provisioner.environ import copy_environ
 from tests.support.streams import streamed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +50,6 @@ tags: inference
 unprivileged: 1
 """
 REPLAY_TIMEOUT_S = 300
-_ENV_LOCK = threading.Lock()
 _PORT_RE = re.compile(r"127\.0\.0\.1:\d+")
 
 
@@ -150,7 +149,7 @@ class LabRun:
         self.keep_state = keep_state
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = copy_environ()  # labs run from worker threads while pytest changes os.environ
         env.update(PROVISIONER_LAB_ROOT=str(self.root), PROVISIONER_STATE_DIR=str(self.state_dir),
                    PROVISIONER_CACHE_DIR=str(self.cache_dir), NO_COLOR="1", COLUMNS="200")
         env.pop("PVE_PASSWORD", None)
@@ -160,16 +159,16 @@ class LabRun:
     def up(self) -> dict[str, Any]:
         from provisioner.lab.lab import Lab
 
-        # Lab.up() hands os.environ to the daemon: patch it for this start only (one start at a time).
+        # the lab daemon's environment is passed, never set in os.environ (which every thread shares)
         lab = Lab(self.root, self.scenarios, profile=self.profile)
-        with _ENV_LOCK, mock.patch.dict(os.environ, {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}):
-            if self.keep_state:  # `Lab.up` would make a fresh lab: load the one on disk instead
-                from provisioner.lab.state import LabState
+        env = copy_environ() | {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}
+        if self.keep_state:  # `Lab.up` would make a fresh lab: load the one on disk instead
+            from provisioner.lab.state import LabState
 
-                with mock.patch.object(lab, "create_state", lambda: LabState.load(self.root)):
-                    conn, _ = lab.up()
-            else:
-                conn, _ = lab.up()
+            with mock.patch.object(lab, "create_state", lambda: LabState.load(self.root)):
+                conn, _ = lab.up(env=env)
+        else:
+            conn, _ = lab.up(env=env)
         return conn
 
     def down(self) -> None:
