@@ -243,7 +243,10 @@ SPECS: tuple[Spec, ...] = (
          wordings=("PCIe Bus Error: severity=%s, type=%s, (%s)",),
          url=GH + "torvalds/linux/blob/master/drivers/pci/pcie/aer.c", kind="documented"),
     Spec("kernel.module_not_found", "kmod (modprobe)", "No nvidia module for the running kernel.",
-         wordings=("modprobe: FATAL: Module %s not found in directory /lib/modules/%s",),
+         # kmod >= 22 names the directory (kmod b87d01d, "modprobe: Update error message when path is missing");
+         # kmod <= 21 prints `LOG("Module %s not found.\n", alias)` (tools/modprobe.c; CentOS/RHEL 7 ship kmod 20)
+         wordings=("modprobe: FATAL: Module %s not found in directory /lib/modules/%s",
+                   "modprobe: FATAL: Module %s not found."),
          url="https://git.kernel.org/pub/scm/utils/kernel/kmod/kmod.git/tree/tools/modprobe.c", kind="documented"),
     Spec("kernel.insmod_not_permitted", "kmod (modprobe)", "The kernel refused the module (Secure Boot, lockdown).",
          wordings=("modprobe: ERROR: could not insert '%s': Operation not permitted",
@@ -344,6 +347,14 @@ SPECS: tuple[Spec, ...] = (
          repo=LXC, locate="Failed to write mapping", paths=("src/lxc",)),
     Spec("lxc.mount_hooks_failed", "LXC (conf.c)", "A mount hook (e.g. hooks/nvidia) failed.",
          repo=LXC, locate="Failed to run mount hooks", paths=("src/lxc/conf.c",)),
+    # conf.c mount_entry() (lxc.mount.entry, the GPU nodes LXD/Proxmox pass in) and utils.c safe_mount(); the same
+    # text with " (optional)" is logged at INFO for an `optional` entry and does not stop the start. Several lines
+    # print it (some with " with flags %lu" or "(optional)" after it), so the wording is recorded, not grepped.
+    Spec("lxc.mount_entry_failed", "LXC (conf.c mount_entry / utils.c safe_mount)",
+         "LXC could not bind-mount an entry of the container's config (a device node or directory the host lacks, "
+         "or a mount the config repeats), so the container does not start.",
+         wordings=('Failed to mount "%s" on "%s"', 'Failed to mount "%s" onto "%s"'),
+         url=GH + "lxc/lxc/blob/e7b855a51b81a6a562d121aa60e8581993beb203/src/lxc/conf.c#L2101"),
     Spec("lxc.newuidmap_failed", "LXC (uidmap via shadow's newuidmap)", "newuidmap failed: /etc/subuid lacks the range.",
          wordings=("newuidmap failed to write mapping", "newgidmap failed to write mapping"),
          url=GH + "shadow-maint/shadow/blob/master/src/newuidmap.c", kind="documented"),
@@ -399,6 +410,10 @@ SPECS: tuple[Spec, ...] = (
     # --- uv / pip resolver
     Spec("uv.no_solution", "uv (uv-resolver)", "The requirements cannot be satisfied together.",
          repo=UV, locate='"No solution found when resolving dependencies', paths=("crates",)),
+    Spec("uv.no_compatible_version", "uv (uv-resolver, --verbose)",
+         "The resolver found no version of a package that fits this Python, platform and index (logged at DEBUG "
+         "before it backtracks or gives up).",
+         repo=UV, locate="No compatible version found for", paths=("crates/uv-resolver",)),
     Spec("uv.unsatisfiable", "uv (PubGrub report)", "The resolver's derivation of why the requirements conflict.",
          wordings=("we can conclude that your requirements are unsatisfiable",),
          url=GH + "astral-sh/uv/blob/main/crates/uv-resolver/src/error.rs", kind="documented"),
@@ -407,6 +422,11 @@ SPECS: tuple[Spec, ...] = (
                    "the current platform",
                    "only has wheels for the following platform"),
          url=GH + "astral-sh/uv/blob/main/crates/uv-resolver/src/pubgrub/report.rs", kind="documented"),
+    Spec("kbuild.make_error", "GNU make running the kernel's Kbuild (scripts/Makefile.build)",
+         "A recipe of the kernel module build failed (GNU make's `*** [target] Error N`, localised in the user's "
+         "language); the compiler's `file.c:L:C: error:` lines above it say why.",
+         wordings=("make[%d]: *** [scripts/Makefile.build:%d: %s] Error %d",),
+         url="https://www.gnu.org/software/make/manual/html_node/Error-Messages.html", kind="documented"),
     Spec("pip.no_matching_distribution", "pip", "No distribution satisfies the requirement on this index/platform.",
          wordings=("ERROR: No matching distribution found for %s",
                    "ERROR: Could not find a version that satisfies the requirement %s (from versions: %s)"),

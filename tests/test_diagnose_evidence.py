@@ -49,14 +49,14 @@ def test_userspace_missing_in_a_container_steers_to_the_container() -> None:
     ev = extract_evidence(_log("lxd-smi-cannot-find-libnvidia-ml"))
     assert ev.places == ["lxc"] and ev.userspace_missing and ev.in_container
     (hit,) = decide(ev)
-    assert hit.category == "container_device_missing" and hit.demotes == ("no_driver_loaded",)
+    assert hit.category == "proxmox_lxc" and hit.demotes == ("no_driver_loaded",)  # an LXC setup fault
 
 
 def test_after_a_kernel_upgrade_on_proxmox_the_container_userspace_is_named() -> None:
     """nvidia-smi gone in a Proxmox LXC after the host's kernel upgrade: the decision reads the facts."""
     ev = LogEvidence(places=["lxc"], proxmox=True, userspace_missing=True, kernel_upgraded=True)
     (hit,) = decide(ev)
-    assert hit.category == "container_device_missing" and hit.confidence >= 0.9
+    assert hit.category == "proxmox_lxc" and hit.confidence >= 0.9  # an LXC setup fault
     assert "LXC container after the host's kernel upgrade" in hit.root_cause
     # the same facts on a host (no container seen) decide nothing: there "not found" is not the container's
     assert decide(LogEvidence(userspace_missing=True, kernel_upgraded=True)) == []
@@ -154,9 +154,10 @@ def test_nvidia_smi_gone_from_a_container_after_the_host_changed_end_to_end(tmp_
 
 def test_proxmox_lxc_userspace_missing_end_to_end(tmp_path: Path) -> None:
     """A real Proxmox VE 9.1 report (saihgupr/frigate-proxmox-script#30): docker in an LXC, libnvidia-ml.so.1
-    absent. The Proxmox/LXC context steers to the container's userspace, ahead of "no driver"."""
+    absent. The Proxmox/LXC context steers to the container's userspace, ahead of "no driver", as an LXC setup
+    fault (proxmox_lxc: the regression corpus labels the same report so)."""
     doc = _diagnose_file(tmp_path, _log("pve912-frigate-lxc-docker-libnvidia-ml-missing"))
     top = doc["findings"][0]
-    assert top["category"] == "container_device_missing" and "LXC" in top["root_cause"]
+    assert top["category"] == "proxmox_lxc" and "LXC" in top["root_cause"]
     assert any("libnvidia-ml.so.1" in e for e in top["evidence"])
     assert doc["evidence"]["proxmox"] is True and doc["evidence"]["userspace_missing"] is True

@@ -15,6 +15,7 @@ from provisioner.diagnose.evidence import (
     decide,
     extract_evidence,
     lxc_words,
+    negated_mention,
     places_of,
 )
 from provisioner.diagnose.extract import log_fields
@@ -127,9 +128,13 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
         for pattern in rule_patterns(rule):
             rx = compile_pattern(pattern)
             for view in log.views:
-                for n, m in enumerate(rx.finditer(view.text)):
+                n = 0
+                for m in rx.finditer(view.text):
                     if n >= HITS_PER_PATTERN:
                         break
+                    if negated_mention(view.text, m.start()):
+                        continue  # "* No `GPU has fallen off the bus`": the reporter did not see it
+                    n += 1
                     for idx in view.lines_for_span(m.start(), m.end()):
                         if idx not in lines:
                             lines.append(idx)

@@ -32,6 +32,7 @@ Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "wsl", "contain
 Phase = Literal["headers", "build", "load", "install"]
 CONTAINERS: tuple[Place, ...] = ("lxc", "docker", "podman", "kubernetes", "container")
 _CTL_OR_GPU = ("/dev/nvidiactl", "/dev/nvidia0")
+_UVM_OR_MODESET = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 
 
 class LogEvidence(BaseModel):
@@ -65,6 +66,7 @@ class LogEvidence(BaseModel):
     runtime_mode: str | None = None  # the toolkit's mode (legacy, cdi, csv) as it printed it
     no_cgroups: bool | None = None  # nvidia-container-cli's no-cgroups setting, where the log shows the config
     lxc_tool: Literal["proxmox", "lxd", "incus", "lxc"] | None = None  # the LXC front end the log shows
+    blackwell_gpu: str | None = None  # a Blackwell GPU the log names (needs a CUDA >= 12.8 build)
     lines: dict[str, str] = Field(default_factory=dict)  # fact -> the (first) line that showed it
     line_no: dict[str, int] = Field(default_factory=dict)  # fact -> that line's number in the log (1-based)
 
@@ -82,6 +84,21 @@ class LogEvidence(BaseModel):
     def lxc_context(self) -> bool:
         """The log ran in (or configures) an LXC container: Proxmox, LXD, Incus or plain LXC."""
         return self.proxmox or "lxc" in self.places or self.lxc_tool is not None
+
+
+#: a message quoted as absent: a report's checklist of what it did NOT see ("* No `GPU has fallen off the bus`",
+#: "- no 'NVRM: Xid' in dmesg", "without `Out of memory`"). The message there is the reporter's negative evidence,
+#: not a line the program printed: neither the rules nor the extractors read it.
+_NEGATED = compile_rx(r"^\s*(?:[-*+>\x{2022}]\s*)*(?:no|not|without|never|nor)\s+[`'\"][^`'\"\n]*$")
+
+
+def negated_mention(text: str, start: int) -> bool:
+    """The match at `start` in `text` sits inside a quote that its line opens with "No `" / "without '" (a
+    checklist of messages the reporter did not see)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    if start - line_start > 200:
+        return False
+    return _NEGATED.search(text[line_start:start]) is not None
 
 
 # (fact, trigger literals (lower case: one must be in the line), regex read on the line)
@@ -119,7 +136,12 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|\bnvml\w*[^\n]{0,20}?library[ _]?not[ _]?found"
      r"|(?:could not|couldn't|can't|cannot|unable to|failed to) load (?:the )?NVML library"),
     ("node_missing", ("/dev/nvidia",),
-     _NODE + r"[\"'`]?[^\n]{0,100}?(?:ENOENT|no such file or directory|does not exist|not found|is missing)"),
+     _NODE + r"[\"'`]?[^\n]{0,100}?(?:ENOENT|no such file or directory|does not exist|not found|is missing)"
+     # a report's words for the same fact, the node after the verb: "I didn't have `/dev/nvidia-uvm`", "not being
+     # able to find /dev/nvidia-modeset", "there is no /dev/nvidia-uvm"
+     r"|(?:(?:did|do|does|could|can)(?:n't| not)|never|not (?:being )?able to|unable to|cannot|failed to)"
+     r" (?:have|had|see|find|get|open|access|stat|exist)\b[^\n/]{0,20}?[\"'`]?" + _NODE
+     + r"|\b(?:there (?:is|was) no|missing|no such (?:device|node|file)|without(?: an?)?) [\"'`]?" + _NODE),
     ("node_seen", ("/dev/nvidia", "nvidiactl", "nvidia-uvm"), r"^\s*c[rwx-]{9}\S*\s[^\n]*?\s(?:/dev/)?(nvidia(?:ctl|-uvm-tools|-uvm|\d+))\s*$"),
     ("arch_list", ("sm_",), r"(?:arch(?:itecture)?s?(?: list)?|capabilities)\W{0,6}((?:'?sm_\d+[a-z]?'?[,\s]*){2,})"),
     ("phase:headers", ("kernel source", "kernel-headers", "kernel-devel", "headers"),
@@ -131,9 +153,12 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|Kernel module load error|could not insert 'nvidia"),
     ("nccl", ("nccl",), r"\b(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidUsage|RemoteError|InvalidArgument))\b"),
     ("resolution_failed", ("solution", "unsatisfiable", "resolutionimpossible", "satisfies the requirement",
-                           "no matching distribution"),
+                           "no matching distribution", "source distribution or wheel"),
      r"No solution found when resolving|requirements are unsatisfiable|ResolutionImpossible"
-     r"|Could not find a version that satisfies the requirement|No matching distribution found"),
+     r"|Could not find a version that satisfies the requirement|No matching distribution found"
+     # uv (crates/uv-resolver/src/lock/mod.rs, lock/export/pylock_toml.rs): the locked distribution has no wheel
+     # for this platform, so `uv sync`/`uv pip sync` installs nothing
+     r"|can't be installed because it doesn't have a source distribution or wheel for the current platform"),
     ("cpu_build", ("compiled with cuda", "build pytorch", "+cpu"),
      r"Torch not compiled with CUDA enabled|CUDA used to build PyTorch\s*:\s*None"
      r"|^\s*(?:>>>\s*)?'?\d+\.\d+(?:\.\d+)?\+cpu'?\s*$|__version__[^\n]{0,20}\+cpu"),
@@ -149,6 +174,14 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("driver_cuda", ("cuda version",), r"CUDA (?:UMD )?Version:\s*(\d{2}\.\d)"),
     ("torch_cuda", ("build pytorch", "+cu"),
      r"CUDA used to build PyTorch\s*:\s*(\d+\.\d+)|\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cu(\d{2,3})\b"),
+    # the wheel's local version where a report names it ("PyTorch 2.2.0+cu121", "PyTorch Version: 2.2.0+cu121"):
+    # the build's CUDA when no line above says it (read after the scan)
+    ("torch_cuda_named", ("torch",), r"\b(?:py)?torch\b[^\n]{0,30}?\b\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cu(\d{2,3})\b"),
+    # a Blackwell GPU by its product name (RTX 50xx, RTX PRO Blackwell, B100/B200/B300, GB10): compute capability
+    # 10.x/12.x, which no CUDA before 12.8 can target (CUDA 12.8 release notes: SM_100, SM_101, SM_120 added)
+    ("blackwell", ("rtx", "blackwell", "b100", "b200", "b300", "gb10", "dgx spark"),
+     r"\b((?:GeForce )?RTX 50[5-9]0(?: Ti)?(?: D)?|RTX PRO \d{3,4}(?: Blackwell)?|G?B[123]00|GB10|DGX Spark"
+     r"|[\w -]{0,30}Blackwell)\b"),
     ("gpu", ("gpu ", "| "), r"^\s*GPU \d+: ((?:NVIDIA|Tesla|Quadro|GeForce)[^\n(]*?)\s*(?:\(UUID|$)"
      r"|^\|\s+\d+\s+((?:NVIDIA|Tesla|Quadro|GeForce)\b[\w -]*?)\s{2,}"),
     # hardware errors: specific evidence that explains a generic "no device" / "RmInitAdapter failed" beside it
@@ -227,6 +260,7 @@ def _compiled() -> tuple[tuple[_Extractor, ...], Regex]:
 
 
 _EX, _TRIGGERS = _compiled()
+_TORCH_CUDA_NAMED: Regex = next(e.regex for e in _EX if e.key == "torch_cuda_named")
 
 
 def _lines_with_triggers(text: str) -> list[tuple[int, str]]:
@@ -263,9 +297,14 @@ def extract_evidence(text: str, fields: Mapping[str, str] | None = None,
             if not any(t in low for t in e.triggers):
                 continue
             m = e.regex.search(line)
-            if m is None:
+            if m is None or negated_mention(line, m.start()):
                 continue
             _apply(ev, e.key, m, line, to_no(index))
+    named = ev.lines.get("torch_cuda_named")
+    if named is not None and "torch_cuda" not in ev.lines:
+        m = _TORCH_CUDA_NAMED.search(named)
+        if m is not None:
+            _apply(ev, "torch_cuda", m, named, ev.line_no.get("torch_cuda_named"))
     f = fields or {}
     ev.driver_version = ev.driver_version or f.get("module_version")
     ev.userspace_version = ev.userspace_version or f.get("lib_version")
@@ -345,9 +384,11 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
             ev.driver_loaded = False
         ev.see(key, line, number)
     elif key == "node_missing":
-        node = group(1)
+        node = _first(m)
         _add_once(ev.nodes_missing, node)
         ev.see(f"node_missing:{node}", line, number)
+    elif key == "torch_cuda_named":
+        ev.see(key, line, number)
     elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda"):
         value = _first(m)
         if key == "torch_cuda" and "." not in value:  # a wheel's local tag: cu128 -> 12.8
@@ -355,6 +396,9 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         if value and key not in ev.lines:
             setattr(ev, {"driver_cuda": "cuda_version"}.get(key, key), value)
             ev.see(key, line, number)
+    elif key == "blackwell":
+        ev.blackwell_gpu = ev.blackwell_gpu or " ".join(group(1).split())
+        ev.see(key, line, number)
     elif key == "gpu":
         name = " ".join(_first(m).split())
         if name:
@@ -481,6 +525,26 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         ))
 
 
+def _build_predates_gpu(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """A torch build whose CUDA predates the GPU's architecture: CUDA 12.8 is the first toolkit that targets
+    Blackwell (sm_100/sm_120; CUDA 12.8 release notes), so a +cu121/+cu124/+cu126 wheel has no kernels for an RTX
+    50xx / RTX PRO Blackwell / B200, whatever the driver (PyTorch ships sm_120 from its cu128 builds, torch 2.7)."""
+    built = _cuda(ev.torch_cuda)
+    if not (ev.blackwell_gpu and built and built < (12, 8) and "blackwell" in ev.lines):
+        return
+    hits.append(EvidenceHit(
+        name="evidence.torch_cuda_predates_gpu", category="arch_unsupported", confidence=0.86,
+        root_cause=(f"This PyTorch was built with CUDA {ev.torch_cuda}, which predates the {ev.blackwell_gpu} "
+                    "(Blackwell, compute capability 10.x/12.x): CUDA < 12.8 cannot target it, so the build has no "
+                    "kernels for this GPU and CUDA reports it unusable."),
+        fix=("Install a PyTorch build for CUDA 12.8 or newer (torch>=2.7 from the cu128/cu129/cu130 index) with a host "
+             "driver >= 570; `provisioner resolve --cc 12.0 --driver <version> --python <x.y>` picks one."),
+        evidence=_lines(ev, "torch_cuda", "blackwell"),
+        line_of=_line_of(ev, "torch_cuda", "blackwell"),
+        demotes=("cpu_only_wheel", "no_driver_loaded"),
+    ))
+
+
 _HW_WORDS = {"xid79": "the GPU fell off the bus (Xid 79)", "aer": "PCIe AER errors on the link",
              "gsp_timeout": "the GSP firmware stopped answering (RPC/heartbeat timeout)",
              "gsp_boot": "the GSP firmware did not boot (boot timeout)"}
@@ -527,11 +591,32 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             evidence=_lines(ev, "driver_loaded", *(f"node_missing:{n}" for n in missing_core)),
             demotes=("no_driver_loaded",),
         ))
+    missing_uvm = [n for n in ev.nodes_missing if n in _UVM_OR_MODESET]
+    if missing_uvm and not missing_core and ev.driver_loaded is not False and not ev.userspace_missing:
+        # CUDA opens /dev/nvidia-uvm (NVML does not): nvidia-smi works, CUDA fails. The node exists only once
+        # nvidia_uvm is loaded and nvidia-modprobe (or a root CUDA program) created it; the LXC nvidia hook,
+        # enroot and rootless runtimes cannot create it, and a container started before it existed lacks it
+        hits.append(EvidenceHit(
+            name="evidence.uvm_nodes_missing", category="container_device_missing", confidence=0.78,
+            root_cause=(f"{', '.join(missing_uvm)} {'is' if len(missing_uvm) == 1 else 'are'} missing {where} while the "
+                        "driver answers: the UVM/modeset nodes exist only after nvidia_uvm is loaded and nvidia-modprobe "
+                        "(or a CUDA program run as root on the host) creates them, which a fresh boot or an unprivileged "
+                        "runtime does not do; CUDA needs them, NVML (nvidia-smi) does not."),
+            fix=("On the host at boot load nvidia-uvm and create the nodes (`modprobe nvidia-uvm && nvidia-modprobe -u "
+                 "-c=0 -m`, from a systemd unit or nvidia-persistenced), then restart the container so they are passed "
+                 f"in: {lxc_words(ev)}."),
+            evidence=_lines(ev, *(f"node_missing:{n}" for n in missing_uvm), "driver_loaded"),
+            demotes=("no_driver_loaded",),
+        ))
     if ev.userspace_missing and ev.in_container and ev.driver_loaded is not False:
-        lxc = ev.proxmox or "lxc" in ev.places
+        lxc = ev.lxc_context
         after = " after the host's kernel upgrade" if ev.kernel_upgraded else ""
         hits.append(EvidenceHit(
-            name="evidence.container_userspace_missing", category="container_device_missing",
+            # in an LXC container (Proxmox, LXD, Incus) the userspace is the container's to install at the host's
+            # version, its config's to pass: an LXC setup fault (proxmox_lxc), as the regression corpus labels
+            # these reports; elsewhere (docker without the toolkit's injection) a container device/library fault
+            name="evidence.container_userspace_missing",
+            category="proxmox_lxc" if lxc else "container_device_missing",
             confidence=0.9 if lxc else 0.8,
             root_cause=(f"The NVIDIA driver's userspace (nvidia-smi, libnvidia-ml.so.1) is missing inside the "
                         f"{'LXC ' if lxc else ''}container{after}: the host has the kernel module; the container needs "
@@ -556,6 +641,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             demotes=("cpu_only_wheel",),
         ))
     _compare_versions(ev, hits)
+    _build_predates_gpu(ev, hits)
     _hardware_over_generic(ev, hits)
     return [h if h.line_of else replace(h, line_of=_line_of_texts(ev, h.evidence)) for h in hits]
 

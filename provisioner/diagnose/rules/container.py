@@ -45,6 +45,10 @@ RULES: tuple[Rule, ...] = (
             r"cudaGetDeviceCount returned 30\b",
             r"Failed to mount [\"']?[^\"'\s]{0,200}(?:/dev/|dev-)nvidia[\w-]*[\"']? (?:onto|on) ",
             r"lstat /dev/nvidia[\w-]*: no such file or directory",
+            # strace(1) prints a failed call as `name(args) = -1 ERRNO (strerror)`: the CUDA runtime's own
+            # stat/open of the UVM node, as a traced process shows it
+            r"\b(?:open|openat|stat|lstat|newfstatat|statx|access|faccessat2?)\([^\n]{0,40}[\"']/dev/nvidia-uvm(?:-tools)?"
+            r"[\"'][^\n]{0,120}\) = -1 ENOENT\b",
         ),
         confidence=0.85,
         root_cause=(
@@ -185,7 +189,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="container.lxc_userspace_missing",
-        category="container_device_missing",
+        category="proxmox_lxc",  # an LXC container's own setup (its userspace, its config), as evidence.py says
         patterns=(
             r"load library failed: libnvidia-ml\.so\.1",
             r"libnvidia-ml\.so(?:\.1)?: cannot open shared object file",

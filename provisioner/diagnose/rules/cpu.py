@@ -22,7 +22,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         name="cpu.torch_not_compiled_with_cuda",
         category="cpu_only_wheel",
-        patterns=(r"Torch not compiled with CUDA enabled",),
+        # torch/cuda/__init__.py `_lazy_init`: AssertionError("Torch not compiled with CUDA enabled"); reports quote
+        # it short of its last word, or with an "is" ("torch is not compiled with cuda")
+        patterns=(r"Torch not compiled with CUDA enabled", r"\btorch (?:is )?not compiled with CUDA\b"),
         confidence=0.95,
         root_cause="The installed torch[ ({torch_version})] is a CPU-only build.",
         fix=(

@@ -147,4 +147,35 @@ RULES: tuple[Rule, ...] = (
             "Error 127\ndnf -y install nvidia-open-dkms",
         ),
     ),
+    Rule(
+        name="installer.kbuild_failed_in_driver_build",
+        category="installer_failure",
+        # while the .run installer or DKMS builds the NVIDIA module: GNU make's `*** [target] Error N` from Kbuild
+        # (its "Error" is translated in the user's locale, e.g. "Chyba 2") and gcc's `file.c:L:C: error:` (the
+        # legacy drivers' sources sit in kernel/nv*.c, outside any path naming "nvidia")
+        patterns=(
+            r"\bmake(?:\[\d+\])?: \*\*\* \[[^\]\n]{0,300}Makefile(?:\.build)?:\d+: [^\]\n]{1,300}\] \S+ \d+",
+            r"\.[ch]:\d+:\d+: (?:fatal )?error: ",
+        ),
+        confidence=0.82,
+        context=(
+            r"Installing NVIDIA driver version|Kernel source path:|/dkms/nvidia\b|\bdkms\b[^\n]{0,80}\bnvidia"
+            r"|\bnvidia[^\n]{0,80}\bdkms\b|NVIDIA-Linux-|nvidia-installer|building the nvidia kernel module"
+        ),
+        root_cause=(
+            "The NVIDIA kernel module did not compile against this kernel's headers (the make/gcc errors of the "
+            "module build): the driver branch predates the kernel's API, or the headers/compiler do not match."
+        ),
+        fix=(
+            "Use a driver branch that supports this kernel (a legacy branch needs an older kernel or a maintained "
+            "patch set), or boot/pin a kernel that branch supports; install the headers and compiler of the running "
+            "kernel and read the make.log / nvidia-installer.log for the first `error:`."
+        ),
+        examples=(
+            "-> Installing NVIDIA driver version 340.108.\n"
+            "   /tmp/selfgz1234/kernel/nv-linux.h:2261:23: error: too many arguments to function 'get_user_pages_remote'",
+            "DKMS make.log for nvidia-470.239.06\n"
+            "make[2]: *** [/usr/src/kernel-headers-6.12.7_1/Makefile:1937: /var/lib/dkms/nvidia/470.239.06/build] Fehler 2",
+        ),
+    ),
 )

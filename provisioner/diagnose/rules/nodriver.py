@@ -267,4 +267,25 @@ RULES: tuple[Rule, ...] = (
             "After a clean install, when using `module.sig_enforce=1`, the Nvidia module keys are rejected.",
         ),
     ),
+    Rule(
+        name="nodriver.module_aliased_off",
+        category="no_driver_loaded",
+        # kmod resolves `modprobe nvidia` through the modprobe.d aliases: `alias nvidia off` (what nvidia-prime's
+        # `prime-select intel` writes to /lib/modprobe.d/blacklist-nvidia.conf, and what "disable the dGPU" guides
+        # add) turns the request into the module "off", which kmod then reports as it reports any module:
+        # "could not insert 'off'" / "Module off not found"
+        patterns=(r"could not insert [\"'`]?off[\"'`]?", r"\bModule off not found\b"),
+        confidence=0.88,
+        root_cause=(
+            "The nvidia module is aliased to `off` in modprobe.d (nvidia-prime's `prime-select intel` writes `alias "
+            "nvidia off` to /lib/modprobe.d/blacklist-nvidia.conf), so `modprobe nvidia` loads nothing and nvidia-smi "
+            "finds no driver."
+        ),
+        fix=(
+            "Select a profile that loads the driver (`prime-select on-demand` or `prime-select nvidia`), or remove the "
+            "`alias nvidia off` / `blacklist nvidia` lines (`grep -r nvidia /etc/modprobe.d /lib/modprobe.d`), run "
+            "`update-initramfs -u`, then `modprobe nvidia` or reboot."
+        ),
+        examples=("modprobe: ERROR: could not insert 'off': Unknown symbol in module, or unknown parameter (see dmesg)",),
+    ),
 )

@@ -189,4 +189,67 @@ RULES: tuple[Rule, ...] = (
             "lxc_setup: 3948 Failed to run autodev hooks",
         ),
     ),
+    Rule(
+        name="pve.lxc_mount_entry_failed",
+        category="proxmox_lxc",
+        # LXC's own error (catalogue lxc.mount_entry_failed), as its log line ends when the mount was not optional
+        patterns=(r"Failed to mount [\"'][^\"'\n]{1,300}[\"'] (?:on|onto) [\"'][^\"'\n]{1,300}[\"']\s*$",),
+        confidence=0.86,
+        context=r"\b(?:lxc|lxd|incus|pve|proxmox)\b|\bpct |/var/lib/lxc/|/etc/pve/",
+        # an `optional` entry that fails is logged at INFO with " (optional)" and the container still starts
+        unless=r"Failed to mount [^\n]{0,400}\(optional\)",
+        demotes=("container_device_missing",),
+        root_cause=(
+            "LXC could not bind-mount an entry of the container's config (an lxc.mount.entry, a devN node or an "
+            "LXD/Incus gpu device's node): its source is missing on the host, or the same target is mounted twice "
+            "(a second gpu device repeating the shared nvidiactl/nvidia-uvm/nvidia-caps nodes), so the container does "
+            "not start."
+        ),
+        fix=(
+            "Check the source on the host (`ls -l /dev/nvidia* /dev/nvidia-caps`); create missing nodes at boot "
+            "(`nvidia-modprobe -u -c=0 -m`) or drop their entries; mount the shared nodes once (on LXD/Incus one gpu "
+            "device for all GPUs, or per-GPU devices by id); then start with `pct start <vmid> --debug` / `lxc-start "
+            "-F -l DEBUG` to confirm."
+        ),
+        examples=(
+            'lxc ct1 20240101 ERROR conf - conf.c:mount_entry:2101 - No such file or directory - Failed to mount '
+            '"/dev/nvidia-uvm" on "/usr/lib/x86_64-linux-gnu/lxc/dev/nvidia-uvm"',
+        ),
+    ),
+    Rule(
+        name="pve.unprivileged_lxc_nested_cgroup",
+        category="proxmox_lxc",
+        # nvidia-container-cli (docker nested in the LXC) denied the device cgroup: cgroup v2 BPF device filters
+        # (catalogue nvc.bpf_prog_query, nvc.add_device_rules) or cgroup v1's devices.allow (nvc.mount_error's
+        # "write error: <file>: <strerror>")
+        patterns=(
+            r"bpf_prog_query\(BPF_CGROUP_DEVICE\) failed: operation not permitted",
+            r"failed to add device rules[^\n]{0,300}operation not permitted",
+            r"mount error: write error: [^\n]{0,300}devices\.allow: operation not permitted",
+        ),
+        confidence=0.9,
+        # ... in an unprivileged LXC container: its config says so (pct's `unprivileged: 1`), the report does, or
+        # libnvidia-container does ("skipping kernel modules load due to user namespace", src/nvc.c)
+        context=(r"^\s*unprivileged:\s*1\b|\bunprivileged (?:lxc|lxd|incus|proxmox|pve)\b"
+                 r"|\bunprivileged (?:ct|container)\b|skipping kernel modules load due to user namespace"),
+        requires=(r"\b(?:lxc|lxd|incus|pve|proxmox)\b|\bpct |/etc/pve/|/var/lib/lxc/",),
+        demotes=("container_device_missing",),
+        root_cause=(
+            "Docker runs nested in an unprivileged LXC container, whose user namespace does not let the NVIDIA "
+            "container runtime manage device cgroups (cgroup v2 BPF device filters, v1 devices.allow): every GPU "
+            "container start fails there, though nvidia-smi works in the LXC."
+        ),
+        fix=(
+            "Inside the LXC set `no-cgroups = true` under [nvidia-container-cli] in "
+            "/etc/nvidia-container-runtime/config.toml, give the LXC the GPU nodes in its config (devN entries, or "
+            "lxc.cgroup2.devices.allow plus lxc.mount.entry lines in /etc/pve/lxc/<vmid>.conf), and pass them to "
+            "docker with `--device /dev/nvidiaX` (or CDI specs)."
+        ),
+        examples=(
+            "root@pve:~# cat /etc/pve/lxc/105.conf\nunprivileged: 1\n"
+            "nvidia-container-cli: mount error: failed to add device rules: unable to find any "
+            "existing device filters attached to the cgroup: bpf_prog_query(BPF_CGROUP_DEVICE) failed: operation not "
+            "permitted: unknown",
+        ),
+    ),
 )

@@ -106,4 +106,22 @@ RULES: tuple[Rule, ...] = (
             "`manylinux_2_27_x86_64`, `manylinux_2_28_x86_64`",
         ),
     ),
+    Rule(
+        name="resolver.uv_no_compatible_version",
+        category="resolver_failure",
+        patterns=(r"No compatible version found for: \S+",),  # uv's DEBUG line (catalogue uv.no_compatible_version)
+        confidence=0.7,
+        # logged before uv backtracks: a resolution that then succeeds says "Resolved N packages"
+        unless=r"^\s*(?:Resolved|Installed|Audited|Prepared) \d+ packages?\b",
+        root_cause=(
+            "uv found no version of the package that fits this Python, platform and index (e.g. no cp313 wheel of "
+            "an older torch, or a local +cuXXX/+cpu version the index publishes for other platforms only)."
+        ),
+        fix=(
+            "Pick a Python the release ships wheels for (`uv venv --python 3.12`) or a release that has wheels for "
+            "this Python and platform, from the index of the wanted CUDA variant (`provisioner resolve` picks one)."
+        ),
+        examples=("DEBUG Searching for a compatible version of torch (>=2.3.0, <2.3.0+)\n"
+                  "DEBUG No compatible version found for: torch",),
+    ),
 )
