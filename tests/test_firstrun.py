@@ -105,7 +105,7 @@ def test_the_supply_takes_the_wheel_the_configuration_names(tmp_path: Path, give
                  "torch-2.14.0+cpu-cp311-cp311-macosx_11_0_arm64.whl", "torch-2.14.0+cpu-cp313-cp313-manylinux_2_28_x86_64.whl",
                  "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"):
         (folder / name).write_bytes(b"")
-    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path)}
+    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path), "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}
     if given == "pip.conf":
         conf = tmp_path / "pip.conf"
         conf.write_text(f"[global]\nfind-links = {folder}\n")
@@ -129,7 +129,8 @@ def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Pa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
-    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path), "PROVISIONER_TORCH_INDEX": f"http://127.0.0.1:{port}/"}
+    env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path), "PROVISIONER_TORCH_INDEX": f"http://127.0.0.1:{port}/",
+           "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}  # the supply's cache is the environment's it is given
     with pytest.raises(TorchSupplyError) as info:
         supply(["3.11"], env=env, progress=False)
     line = str(info.value)
@@ -160,7 +161,8 @@ def test_numpy_comes_from_the_index_the_configuration_names(tmp_path: Path, monk
                                      '<a href="../../files/numpy-2.4.6-cp312-cp312-win_amd64.whl">x</a>\n')
     conf = tmp_path / "pip.conf"
     conf.write_text(f"[global]\nextra-index-url = file://{tmp_path / 'mirror' / 'simple'}\n")
-    env = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path), "UV_FIND_LINKS": str(wheels)}
+    env = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path), "UV_FIND_LINKS": str(wheels),
+           "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}
     assert package_indexes(env) == [f"file://{tmp_path / 'mirror' / 'simple'}/", "https://pypi.org/simple/"]
     got = supply(["3.11"], env=env, progress=False)
     assert got.numpy == files / numpy

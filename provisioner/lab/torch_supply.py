@@ -259,16 +259,16 @@ def supply(pythons: Iterable[str], env: Mapping[str, str] | None = None, progres
 def _numpy(python: str, env: Mapping[str, str], progress: bool) -> Path:
     """numpy for `python`: real torchvision requires it (so every venv.build venv has it), and
     torch.distributed's all_gather_object fails "Numpy is not available" without it."""
-    for location in [*find_links(env), str(cache_dir() / "torch")]:
+    for location in [*find_links(env), str(cache_dir(env) / "torch")]:
         best = _best(_location_candidates(location, {python}, "numpy"))
         if best is not None:
-            return _fetched(best, progress)
+            return _fetched(best, env, progress)
     problems = []
     for index in package_indexes(env):
         try:
             best = _best(_page_candidates(index + "numpy/", {python}, "numpy"))
             if best is not None:
-                return _fetched(best, progress)
+                return _fetched(best, env, progress)
             problems.append(f"{index} has none")
         except (OSError, urllib.error.URLError, ValueError) as exc:
             problems.append(f"cannot reach {index} ({getattr(exc, 'reason', None) or exc})")
@@ -277,13 +277,13 @@ def _numpy(python: str, env: Mapping[str, str], progress: bool) -> Path:
                            f"PIP_FIND_LINKS, pip's find-links, {ENV_FIND_LINKS})")
 
 
-def _fetched(cand: _Candidate, progress: bool) -> Path:
-    """The candidate as a local file: as it is when local, else downloaded into the cache."""
+def _fetched(cand: _Candidate, env: Mapping[str, str], progress: bool) -> Path:
+    """The candidate as a local file: as it is when local, else downloaded into the cache (`env`'s)."""
     local = _local(cand.location)
     if local is not None:
         return local
     if cand.location.startswith(("http://", "https://")):
-        return _download(cand, cache_dir() / "torch", progress)
+        return _download(cand, cache_dir(env) / "torch", progress)
     return Path(cand.location)
 
 
@@ -312,8 +312,8 @@ def _torch(wanted: set[str], env: Mapping[str, str], progress: bool) -> Supplied
     for location in find_links(env):
         best = _best(_location_candidates(location, wanted))
         if best is not None:
-            return SuppliedTorch(_fetched(best, progress), str(best.version), best.python, best.platform, location)
-    cached = _best(_location_candidates(str(cache_dir() / "torch"), wanted))
+            return SuppliedTorch(_fetched(best, env, progress), str(best.version), best.python, best.platform, location)
+    cached = _best(_location_candidates(str(cache_dir(env) / "torch"), wanted))
     if cached is not None:
         return SuppliedTorch(Path(cached.location), str(cached.version), cached.python, cached.platform,
                              "the cache")
@@ -327,7 +327,7 @@ def _torch(wanted: set[str], env: Mapping[str, str], progress: bool) -> Supplied
     if best is None:
         raise TorchSupplyError(needs_line(wanted, f"{index} has none for those Pythons"))
     try:
-        path = _download(best, cache_dir() / "torch", progress)
+        path = _download(best, cache_dir(env) / "torch", progress)
     except (OSError, urllib.error.URLError) as exc:
         raise TorchSupplyError(needs_line(wanted, f"the download of {best.location} failed ({exc})")) from None
     return SuppliedTorch(path, str(best.version), best.python, best.platform, index)
