@@ -17,7 +17,6 @@ without torch.resolve / venv.build / burnin.run: those take minutes per host on 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,7 +24,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provisioner.environ import copy_environ
+from tests.support.lab import start_labs, stop_labs
 from tests.support.require import require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,25 +130,18 @@ def collection(tmp_path_factory: pytest.TempPathFactory) -> Collection:
 @pytest.fixture(scope="module")
 def labs(collection: Collection) -> Iterator[dict[str, Path]]:
     try:
-        from provisioner.lab.lab import Lab
+        from provisioner.lab.lab import Lab  # noqa: F401  (the lab is in this build)
     except ImportError as exc:
         require(False, f"the lab is not importable: {exc}")
         raise
     require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
     require(os.geteuid() == 0, "the lab's node sandboxes need root here")
     roots = {n: collection.base / f"lab-{n}" for n in LABS}
-    labs = [Lab(root, []) for root in roots.values()]
     try:
-        env = copy_environ() | {"PROVISIONER_CACHE_DIR": str(collection.base / "lab-cache")}
-        labs[0].up(env=env)  # builds the shared wheel index alone, then the others at once
-        with ThreadPoolExecutor(max_workers=len(labs) - 1) as pool:
-            for fut in [pool.submit(lab.up, env=env) for lab in labs[1:]]:
-                fut.result()
+        start_labs({n: (root, ()) for n, root in roots.items()}, collection.base / "lab-cache")
         yield roots
     finally:
-        for lab in labs:
-            with contextlib.suppress(Exception):
-                lab.down()
+        stop_labs(list(roots.values()))
 
 
 def secrets_of(roots: dict[str, Path]) -> list[str]:

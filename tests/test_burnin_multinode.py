@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
-from provisioner.environ import copy_environ
+from tests.support.lab import start_labs, stop_labs
 from tests.support.lab_inventory import write_lab_inventory
 from tests.support.require import require, require_torch
 
@@ -349,7 +349,6 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
 
     require(os.geteuid() == 0, "the lab's node sandboxes need root here")
     require(shutil.which("unshare") is not None, "the lab's sandboxes need `unshare` (util-linux)")
-    from provisioner.lab.lab import Lab
     from provisioner.lab.state import LabState
 
     doc = yaml.safe_load((REPO / "playbooks" / "blackwell-8gpu-lxc.yaml").read_text())
@@ -366,7 +365,6 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"), PROVISIONER_CACHE_DIR=str(tmp_path / "cache"),
                NO_COLOR="1", COLUMNS="200")
     env.pop("PROVISIONER_LAB_ROOT", None)
-    labs = [Lab(r, []) for r in roots.values()]
 
     def replay() -> tuple[int, dict[str, Any] | None, str]:
         # -v: the info lines (the verdict, the plan's notes) are printed by default no more (issue 36)
@@ -380,9 +378,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
     try:
         from tests.support.labcache import with_shared_wheels
 
-        lab_cache = with_shared_wheels(tmp_path / "lab-cache")
-        for lab in labs:
-            lab.up(env=copy_environ() | {"PROVISIONER_CACHE_DIR": str(lab_cache)})
+        start_labs({n: (r, ()) for n, r in roots.items()}, with_shared_wheels(tmp_path / "lab-cache"))
         write_lab_inventory(inventory, roots)
         rc, recap, err = replay()
         assert rc == 0 and recap is not None, err[-5000:]
@@ -407,9 +403,7 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
             assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
         assert "a passing 2-node burn-in result exists" in err2
     finally:
-        for lab in labs:
-            with contextlib.suppress(Exception):
-                lab.down()
+        stop_labs(list(roots.values()))
 
 
 def test_slow_fault_grammar() -> None:
