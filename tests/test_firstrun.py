@@ -119,8 +119,7 @@ def test_the_supply_takes_the_wheel_the_configuration_names(tmp_path: Path, give
     assert got.numpy is not None and got.numpy.parent == folder
 
 
-def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Path) -> None:
     import socket
 
     from provisioner.lab.torch_supply import TorchSupplyError, supply
@@ -128,7 +127,6 @@ def test_the_supply_offline_with_nothing_configured_raises_one_line(tmp_path: Pa
     with socket.socket() as s:  # a port nothing listens on: connection refused, as offline
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
     env = {"PIP_CONFIG_FILE": os.devnull, "HOME": str(tmp_path), "PROVISIONER_TORCH_INDEX": f"http://127.0.0.1:{port}/",
            "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}  # the supply's cache is the environment's it is given
     with pytest.raises(TorchSupplyError) as info:
@@ -146,11 +144,10 @@ def test_burnin_on_a_controller_without_torch_says_in_one_line_how_to_get_it() -
     assert "torch is not installed" in line and "--extra burnin" in line and "download.pytorch.org/whl/cpu" in line
 
 
-def test_numpy_comes_from_the_index_the_configuration_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_numpy_comes_from_the_index_the_configuration_names(tmp_path: Path) -> None:
     """numpy beside the torch: from pip's configured extra index (a local file: mirror, PEP 503), not PyPI."""
     from provisioner.lab.torch_supply import package_indexes, supply
 
-    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "cache"))
     wheels, files, page = tmp_path / "wheels", tmp_path / "mirror" / "files", tmp_path / "mirror" / "simple" / "numpy"
     for d in (wheels, files, page):
         d.mkdir(parents=True)
