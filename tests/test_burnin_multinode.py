@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.fabric_eval import INTER, INTRA, evaluate_fabric, schedule
-from tests.support.lab import start_labs, stop_labs
 from tests.support.lab_inventory import write_lab_inventory
+from tests.support.labrun import LabRun
 from tests.support.require import require, require_torch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -339,10 +339,12 @@ def test_both_burnin_steps_share_one_validation_and_one_result_reader() -> None:
 
 
 @pytest.mark.slow
-def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -> None:
+def test_multinode_step_across_two_lab_nodes_from_an_inventory(golden_copy: Callable[[Path], LabRun],
+                                                               tmp_path: Path) -> None:
     """`provisioner replay PLAYBOOK --inventory` on two labs, the playbook ending in burnin.multinode:
     both hosts' steps meet at one c10d rendezvous (4 ranks, gloo), both get the verdict; a replay
-    after that is a no-op (the passing result is kept in each container)."""
+    after that is a no-op (the passing result is kept in each container). The two nodes are copies of the
+    run's golden node (the shipped playbook provisioned: the steps before the burn-in find nothing to do)."""
     import socket
 
     import yaml
@@ -360,7 +362,8 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         "nodes": 2, "rdzv_endpoint": f"127.0.0.1:{port}", "rdzv_id": "lab-test", "join_timeout_s": 300}})
     playbook = tmp_path / "multinode.yaml"
     playbook.write_text(yaml.safe_dump(doc, sort_keys=False))
-    roots = {n: tmp_path / f"lab-{n}" for n in ("a", "b")}
+    runs = {n: golden_copy(tmp_path / f"node-{n}") for n in ("a", "b")}
+    roots = {n: run.root for n, run in runs.items()}
     inventory = tmp_path / "hosts.yaml"
     env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"), PROVISIONER_CACHE_DIR=str(tmp_path / "cache"),
                NO_COLOR="1", COLUMNS="200")
@@ -376,9 +379,8 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
         return proc.returncode, (json.loads(lines[-1]) if lines else None), proc.stderr
 
     try:
-        from tests.support.labcache import with_shared_wheels
-
-        start_labs({n: (r, ()) for n, r in roots.items()}, with_shared_wheels(tmp_path / "lab-cache"))
+        for run in runs.values():
+            run.up()
         write_lab_inventory(inventory, roots)
         rc, recap, err = replay()
         assert rc == 0 and recap is not None, err[-5000:]
@@ -403,7 +405,9 @@ def test_multinode_step_across_two_lab_nodes_from_an_inventory(tmp_path: Path) -
             assert recap2["hosts"][host] == {"ok": len(LIGHT_KINDS) + 1, "changed": 0, "failed": 0, "skipped": 0, "interrupted": 0}
         assert "a passing 2-node burn-in result exists" in err2
     finally:
-        stop_labs(list(roots.values()))
+        for run in runs.values():
+            with contextlib.suppress(Exception):
+                run.down()
 
 
 def test_slow_fault_grammar() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.environ import copy_environ
 from tests.support.concurrent import play_selected
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
@@ -48,8 +49,8 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
-    env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
-               PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")))
+    env = copy_environ() | dict(PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
+                                PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")))
     args = ["lab", "up", "--root", str(root)]
     for s in scenarios:
         args += ["--scenario", s]

@@ -2,8 +2,9 @@
 recorded; the inventory format knows no lab.
 
 Unit tests: loading validates kinds and parameter names; the recorder writes back the playbook's own target
-and parameters (a site value the playbook set itself stays). The lab test records the shipped playbook
-against a lab twice (replay `--record`, and the wizard's step-by-step session), restarts the lab's services
+and parameters (a site value the playbook set itself stays). The lab test takes the shipped playbook's two
+recordings against a lab (replay `--record`: the golden node's provisioning, on this test's copy of it; and
+the wizard's step-by-step session on that copy), restarts the lab's services
 on new ports with its state kept, and replays each recording: 0 changes, and no loopback URL, lab size or
 interpreter path in either file.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -25,7 +27,8 @@ from provisioner.playbook import Playbook, PlaybookError, StepSpec
 from provisioner.runlog import Recorder
 from provisioner.session import LAB_BURNIN
 from provisioner.site import SiteProfile, apply_site, load_site, origin_of, site_of
-from tests.support.labrun import LabRun, lab_importable, write_test_playbook
+from tests.support.lab import golden_playbook, golden_recorded
+from tests.support.labrun import LabRun, lab_importable
 from tests.support.require import require
 
 
@@ -134,17 +137,17 @@ async def _wizard_record(lab: LabRun, playbook: Path, out: Path) -> None:
         session.save(out)
 
 
-@pytest.mark.timeout(1200)  # two labs, five replays (two of them full installs) on a loaded 2-core machine
+@pytest.mark.timeout(1200)  # two labs, four replays (one of them a full install) on a loaded 2-core machine
 def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_and_a_second_lab(
-        tmp_path: Path) -> None:
+        golden_copy: Callable[[Path], LabRun], tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     require(lab_importable(), "the embedded lab is not in this build")
-    playbook = write_test_playbook(tmp_path / "pb.yaml", drop_kinds=())
-    lab = LabRun(tmp_path / "a", Path(os.environ.get("PROVISIONER_CACHE_DIR", str(tmp_path / "lab-cache"))))
+    # the first lab: the run's golden node (the shipped playbook replayed with --record, checked end to end where
+    # it ran), this test's own copy; its recording is the replay's
+    lab = golden_copy(tmp_path / "a")
+    playbook = golden_playbook(lab)
+    replay_recorded = golden_recorded(lab)
     with lab.running():
-        replay_recorded = tmp_path / "replay-recorded.yaml"
-        first = lab.replay(playbook, extra=["--record", str(replay_recorded)])
-        assert first.rc == 0, first.describe()
         _assert_site_free(replay_recorded, lab)
         wizard_recorded = tmp_path / "wizard-recorded.yaml"
         asyncio.run(_wizard_record(lab, playbook, wizard_recorded))
@@ -162,7 +165,7 @@ def test_recordings_from_the_lab_hold_no_site_value_and_replay_on_a_restarted_an
 
     # A second lab (another root, other ports, another API password and host key): the wizard's recording
     # applies there as it stands, and then the replay's recording finds nothing to change.
-    second = LabRun(tmp_path / "b", lab.lab_cache)
+    second = LabRun(tmp_path / "b", tmp_path / "lab-cache")
     with second.running():
         applied = second.replay(wizard_recorded)
         assert applied.rc == 0, applied.describe()

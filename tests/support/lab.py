@@ -47,6 +47,7 @@ from provisioner.transport.ssh import SshTarget, SshTransport
 from screens.app import ProvisionerApp
 from screens.step_page import StepPage
 from screens.wizard_session import WizardSession
+from tests.support import shared_tree
 from tests.support.labcache import with_shared_wheels
 from tests.support.labrun import REPO, SHIPPED_PLAYBOOK, LabRun, Replay, lab_importable, read_run_log, snapshot
 from tests.support.require import require
@@ -183,6 +184,8 @@ GOLDEN_REPLAY_TIMEOUT_S = 1200
 GOLDEN_FIRST_PLAN = "first-plan.json"
 #: in the golden base: the provisioning's recording (`replay --record`; `golden_recorded`)
 GOLDEN_RECORDED = "recorded.yaml"
+#: beside the golden base: size and mtime of every file its copies share (`tests.support.shared_tree`)
+GOLDEN_SHARED = "shared-files.json"
 
 
 @dataclass(frozen=True)
@@ -216,9 +219,9 @@ class GoldenNode:
         dest = dest.resolve()
         assert not dest.exists(), f"{dest} exists: a golden copy goes to a new directory"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        # cp -a keeps the hardlinks between the container's venv and its uv cache (one copy of the bytes)
-        subprocess.run(["cp", "-a", "--reflink=auto", "--", str(self.base), str(dest)], check=True,
-                       capture_output=True)
+        # the venv's packages and the uv cache are the golden node's inodes (hardlinks: the links between the two
+        # kept, no GB written per copy); everything else is the copy's own (`tests.support.shared_tree`)
+        shared_tree.copy_sharing(self.base, dest)
         (dest / ".complete").unlink(missing_ok=True)
         relocate(dest, str(self.base), str(dest))
         return LabRun(dest, dest / "lab-cache", keep_state=True)
@@ -375,11 +378,12 @@ def check_provisioned_state(snap: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="session")
-def golden_node(tmp_path_factory: pytest.TempPathFactory) -> GoldenNode:
+def golden_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoldenNode]:
     """The shipped playbook provisioned once per run (all pytest-xdist workers: built by the first one that
     asks, under a file lock, and found complete by the others), stopped, its state on disk. Its provisioning
     is the run's real cold venv.build: its container's uv cache starts empty. Tests never change it: they
-    take `golden_copy`."""
+    take `golden_copy`, which shares the venv's packages and the uv cache with it (hardlinks); at the end of
+    the run every shared file must be as the provisioning left it (`GOLDEN_SHARED`), or the run fails."""
     from provisioner.lab.build_once import build_once
     from tests.conftest import run_shared_dir
 
@@ -397,9 +401,14 @@ def golden_node(tmp_path_factory: pytest.TempPathFactory) -> GoldenNode:
         except Exception as exc:
             failed.write_text(f"{type(exc).__name__}: {exc}"[-20000:])
             raise
+        (shared / GOLDEN_SHARED).write_text(json.dumps(shared_tree.fingerprint(base)))
 
     build_once(node.base, shared / ".lock", build)
-    return node
+    yield node
+    before = json.loads((shared / GOLDEN_SHARED).read_text())
+    rewritten = shared_tree.changed(node.base, before)
+    assert not rewritten, (f"{len(rewritten)} of the golden node's shared files (venv packages, uv cache) were "
+                           f"rewritten in place through a copy: {rewritten[:10]}")
 
 
 @pytest.fixture(scope="session")

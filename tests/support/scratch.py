@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.environ import copy_environ
+
 #: per test, whether each phase (setup, call, teardown) passed (recorded by tests/conftest.py)
 PHASES = pytest.StashKey[dict[str, bool]]()
 
@@ -60,9 +62,11 @@ def _drain_forever() -> None:
             try:
                 # env given: the child gets an environment block built from this snapshot. Without it the
                 # vfork'd child execs with the C `environ`, which a test's setenv in the main thread may be
-                # reallocating at that moment (stop 39's run: `OSError: [Errno 14] Bad address: 'nice'`)
+                # reallocating at that moment (stop 39's run: `OSError: [Errno 14] Bad address: 'nice'`);
+                # copied as `copy_environ` does (a key the main thread removes meanwhile is left out, where
+                # `dict(os.environ)` raises KeyError: stop 40's failure)
                 subprocess.run(_rm_argv(path), check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(os.environ))
+                               env=copy_environ())
             except OSError:
                 pass  # removed below
             if path.exists():  # a file rm could not remove (a busy mount): leave it to the session's clean-up
