@@ -2,10 +2,10 @@
 this test's own copy: tests/support/lab.py, which checks that provisioning end to end), `export --format oci`,
 then with no network read the image with skopeo, unpack it with umoci and, chrooted into the unpacked rootfs,
 import torch and pass the gloo burn-in from the image's entrypoint; every file of the venv's RECORDs is the
-proven container's byte for byte, and a second export gives the same manifest digest. Then the image as a
-container template: `import --image` on this PVE 8.4 copy is refused in one line before any change; on a PVE 9.1
-lab with another host driver it creates the container from the image, installs the matching userspace and
-passes the burn-in on the image's own venv; a second import changes nothing."""
+proven container's byte for byte. Then the image as a container template: `import --image` on this PVE 8.4
+copy is refused in one line before any change; on a PVE 9.1 lab with another host driver it creates the container
+from the image, installs the matching userspace and passes the burn-in on the image's own venv; a second import
+changes nothing. Last (what was checked already off the disk), a second export gives the same manifest digest."""
 
 from __future__ import annotations
 
@@ -123,13 +123,7 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
     result = json.loads(burnin.stdout.strip().splitlines()[-1])
     assert result["verdict"]["overall"] == "pass", json.dumps(result)[:2000]
     trash = scratch.trash_dir(tmp_path_factory)
-    scratch.discard(bundle, trash)  # checked: its GB off the disk before the second export and the PVE 9.1 node
-
-    again = _cli(lab, "export", str(book), "--lab", "--format", "oci", "--rootfs", "runtime", "-o",
-                 str(tmp_path / "again"))
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert json.loads((tmp_path / "again" / "image.json").read_text())["manifest"] == info["manifest"]
-    scratch.discard(tmp_path / "again", trash)
+    scratch.discard(bundle, trash)  # checked: its GB off the disk before the PVE 9.1 node and the second export
 
     # the image as a container template. PVE 8 (this copy is 8.4): refused in one line naming the pylock
     # fallback, before any change (pve-storage before 0d392b2 knows no vztmpl/<x>.tar)
@@ -149,6 +143,14 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
     # is created from it, the userspace matching that node's module is installed and the burn-in passes on the
     # image's own venv (nothing rebuilt); a second import changes nothing
     _import_on_pve91(lab, out, runtime, records, tmp_path / "pve91")
+    scratch.discard(tmp_path / "pve91", trash)  # checked: its node and container off the disk, and the image's
+    scratch.discard(out, trash)
+
+    # reproducible: the same export again gives the same manifest digest
+    again = _cli(lab, "export", str(book), "--lab", "--format", "oci", "--rootfs", "runtime", "-o",
+                 str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((tmp_path / "again" / "image.json").read_text())["manifest"] == info["manifest"]
 
 
 def _events(told: str) -> list[dict[str, object]]:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 from tests.support import tiers
 
@@ -71,6 +72,25 @@ def test_machine_cpu_reads_proc_stat() -> None:
         sum(range(10000))
     busy1, all1 = machine_cpu()
     assert busy1 >= busy0 and all1 > all0 and busy1 - busy0 <= all1 - all0 + 0.05
+
+
+def test_the_report_names_the_tests_running_when_the_disk_peaked() -> None:
+    from types import SimpleNamespace
+
+    from tests.support.suite_report import SuiteReport
+
+    report = SuiteReport.__new__(SuiteReport)
+    report.t0 = 0.0
+    report.tests = {}
+    for nodeid, when, duration, now in [("t::a", "setup", 2.0, 5.0), ("t::a", "teardown", 0.5, 40.0),
+                                        ("t::b", "setup", 0.0, 30.0), ("t::b", "teardown", 0.1, 31.0),
+                                        ("t::c", "setup", 1.0, 45.0)]:
+        rep = SimpleNamespace(nodeid=nodeid, when=when, duration=duration, failed=False, skipped=False)
+        with mock.patch("time.monotonic", return_value=now):
+            report.pytest_runtest_logreport(rep)  # type: ignore[arg-type]
+    assert report.tests["t::a"]["start_s"] == 3.0 and report.tests["t::a"]["end_s"] == 40.0
+    assert report.running_at(30.5) == ["t::a", "t::b"]
+    assert report.running_at(44.5) == []  # c has not ended: never counted as holding the peak
 
 
 def test_the_tests_that_start_a_lab_another_way_are_in_the_lab_tier() -> None:

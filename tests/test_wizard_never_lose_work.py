@@ -15,22 +15,28 @@ from pathlib import Path
 import pytest
 from textual.widgets import Button, Input
 
+from provisioner.lab.state import LabState
 from provisioner.playbook import load
 from provisioner.session import point_at_lab
 from screens.app import ProvisionerApp
 from screens.dialogs import QuitDialog
 from screens.help import HelpScreen
 from screens.wizard_session import PAGES, WizardSession
-from tests.support.lab import lab_env, lab_session, run_page  # noqa: F401  (fixture)
-from tests.support.require import require
+from tests.support.lab import golden_lab_env, lab_session, run_page  # noqa: F401  (fixture)
 from tests.support.tui import PLAYBOOK, wait_for, wait_idle
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
-async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(lab_env: Path,
+async def test_quit_during_the_burnin_stops_safely_and_the_recording_resumes(golden_lab_env: Path,
                                                                              tmp_path: Path) -> None:
-    require(lab_env.exists(), "the lab did not start")
+    # a node provisioned up to its burn-in: the run's golden node (this test's copy) without its passing result,
+    # so that every step before the burn-in is done and the burn-in is planned (the whole wizard on a new node,
+    # each step applied: tests/test_tui_lab.py and tests/test_tui_tmux.py)
+    lab_env = golden_lab_env
+    result = LabState.load(lab_env).ct_root(200) / "opt" / "gpu-provisioner" / "burnin" / "last-result.json"
+    assert result.is_file(), result
+    result.unlink()
     session = lab_session(lab_env, tmp_path)
     app = ProvisionerApp(session, lab=True)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -445,6 +445,19 @@ def lab_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fix
         lab.down()
 
 
+@pytest.fixture
+def golden_lab_env(golden_copy: Callable[[Path], LabRun], tmp_path: Path,
+                   monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """As `lab_env`, on this test's copy of the golden node (the shipped playbook provisioned, burn-in
+    included), started with its node and containers kept: its lab root, with the state under tmp_path."""
+    run = golden_copy(tmp_path / "golden-copy")
+    monkeypatch.setenv("PROVISIONER_LAB_ROOT", str(run.root))
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(run.cache_dir))
+    with run.running():
+        yield run.root
+
+
 def lab_session(root: Path, tmp_path: Path) -> WizardSession:
     playbook = point_at_lab(load(PLAYBOOK), root)
     return WizardSession(playbook, playbook_path=str(PLAYBOOK), lab=True, runs_dir=tmp_path,

@@ -3,7 +3,8 @@
 Loaded by tests/conftest.py as a plugin. It runs in the process that sees every report (pytest's own, or
 the xdist controller) and writes ``suite-report.json`` — per test: phase durations and outcome; for the run:
 its wall seconds, the disk it used at most above what the file system held when it started, and the
-worker count — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
+worker count, and when each test started and ended and when the disk peaked (the tests running then are
+printed) — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
 the file's path and the 15 slowest tests (setup + call + teardown) at the end.
 
 These are measurements printed for people (bench-like), never assertions: no test depends on them.
@@ -32,6 +33,7 @@ class _DiskPeak:
         self.path = path
         self.start = shutil.disk_usage(path).used
         self.peak = self.start
+        self.peak_at = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="suite-disk-peak", daemon=True)
         self._thread.start()
@@ -39,9 +41,11 @@ class _DiskPeak:
     def _run(self) -> None:
         while not self._stop.wait(_SAMPLE_S):
             try:
-                self.peak = max(self.peak, shutil.disk_usage(self.path).used)
+                used = shutil.disk_usage(self.path).used
             except OSError:
                 return
+            if used > self.peak:
+                self.peak, self.peak_at = used, time.monotonic()
 
     def stop(self) -> int:
         self._stop.set()
@@ -69,6 +73,11 @@ class SuiteReport:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = self.tests.setdefault(report.nodeid, {"setup": 0.0, "call": 0.0, "teardown": 0.0, "outcome": "passed"})
         entry[report.when] = round(entry[report.when] + report.duration, 3)
+        now = time.monotonic() - self.t0  # (reports reach the xdist controller as each phase ends)
+        if report.when == "setup":
+            entry["start_s"] = round(now - report.duration, 1)
+        elif report.when == "teardown":
+            entry["end_s"] = round(now, 1)
         if report.failed:
             entry["outcome"] = "failed"
         elif report.skipped and entry["outcome"] == "passed":
@@ -88,6 +97,11 @@ class SuiteReport:
         rows = [(e["setup"] + e["call"] + e["teardown"], nodeid, e) for nodeid, e in self.tests.items()]
         return sorted(rows, key=lambda r: r[0], reverse=True)[:SLOWEST]
 
+    def running_at(self, at: float) -> list[str]:
+        """The tests whose setup..teardown spans `at` seconds into the run."""
+        return [nodeid for nodeid, e in self.tests.items()
+                if e.get("start_s", float("inf")) <= at <= e.get("end_s", float("-inf"))]
+
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         peak = self.disk.stop() if self.disk is not None else 0
@@ -98,7 +112,8 @@ class SuiteReport:
         path = self.report_path()
         busy, total = (a - b for a, b in zip(machine_cpu(), self.cpu0, strict=True))
         cores = os.cpu_count() or 1
-        data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "workers": workers,
+        peak_s = round(self.disk.peak_at - self.t0, 1) if self.disk is not None else 0.0
+        data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "peak_disk_at_s": peak_s, "workers": workers,
                 "tests": self.tests, "load_average_at_end": list(os.getloadavg()),
                 "machine_cpu": {"busy_s": round(busy, 1), "all_s": round(total, 1), "cores": cores}}
         try:
@@ -111,6 +126,8 @@ class SuiteReport:
         tr.section("suite report")
         tr.write_line(f"wall {wall:.0f} s, peak disk {peak / 2**30:.2f} GiB above the start, "
                       f"workers {workers or 1}; per-test durations: {path}")
+        holding = self.running_at(peak_s)
+        tr.write_line(f"the disk peaked {peak_s:.0f} s into the run, during: {', '.join(holding) or 'no test'}")
         if total > 0:
             tr.write_line(f"machine CPU busy {busy:.0f} of {total:.0f} core-seconds ({100 * busy / total:.0f}%, "
                           f"{cores} cores; every process of the machine, not only the suite's)")
