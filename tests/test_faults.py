@@ -11,7 +11,8 @@ below is in the burn-in, and its 8-rank launch would multiply this file's runtim
 gets `timeout_s: 10` so that a hanging Proxmox task is reported in seconds, not minutes.
 
 Runtime: every scenario is a script of lab actions and replays (`SCRIPTS`); the ones the
-selected tests need are played concurrently (FAULT_WORKERS at a time, default 3) by one
+selected tests need are played concurrently (FAULT_WORKERS at a time, default 3, at most the cores each
+pytest-xdist worker has: `threads_for`) by one
 module fixture, the clean reference run among them, and each test then checks its own record.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 
 from tests.support import scratch
+from tests.support.concurrent import threads_for
 from tests.support.labrun import (
     FlakyMirror,
     LabRun,
@@ -259,15 +261,18 @@ def played(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     """Every scenario the selected tests check, plus the clean run, played concurrently."""
     wanted = ["clean", *dict.fromkeys(TEST_SCENARIO[item.name] for item in request.session.items
                                       if item.path == request.path and item.name in TEST_SCENARIO)]
-    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fault") as pool:
+    # the cores the xdist workers leave (`threads_for`): under `.ci/run` one scenario at a time, each lab off the
+    # disk as soon as its test has checked it, not three labs growing at once
+    with ThreadPoolExecutor(max_workers=threads_for(WORKERS), thread_name_prefix="fault") as pool:
         futures = {name: pool.submit(_play, name, tmp_path_factory.mktemp(name), lab_cache, playbook)
                    for name in wanted}
         yield futures
 
 
 @pytest.fixture(scope="module")
-def clean(played: dict[str, Future[Played]]) -> dict[str, Any]:
-    """The final state of a run that met no fault (the reference every fault's end state must equal)."""
+def clean(played: dict[str, Future[Played]], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The final state of a run that met no fault (the reference every fault's end state must equal); its lab
+    goes to the trash once this state is checked (the tests compare against the snapshot, never the lab)."""
     p = played["clean"].result()
     result = p.second
     assert result is not None and result.rc == 0, f"the clean run failed: {result and result.describe()}"
@@ -286,6 +291,7 @@ def clean(played: dict[str, Future[Played]]) -> dict[str, Any]:
     assert any(d.startswith("torch==2.11.0") for d in venv["dists"])
     assert {"lock.json", "torch.lock.txt"} <= set(venv["records"])
     assert venv["runtime"]["request"]["torch"] == "2.11.0" and venv["runtime"]["verified"] is True
+    scratch.discard(p.run.base, scratch.trash_dir(tmp_path_factory))
     return snap
 
 

@@ -48,6 +48,13 @@ def test_durations_file_is_made_from_a_suite_report(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "suite_durations.py"), str(report)],
                          capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(out.stdout) == {"tests/test_x.py": 14, "tests/test_y.py": 1}
+    # a later report (a run of the modules changed since) gives the modules it ran their new seconds
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps({"wall_s": 5, "workers": 2, "tests": {
+        "tests/test_y.py::c": {"setup": 0.0, "call": 40.4, "teardown": 0.0, "outcome": "passed", "worker": "gw0"}}}))
+    both = subprocess.run([sys.executable, str(REPO / "scripts" / "suite_durations.py"), str(report), str(later)],
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(both.stdout) == {"tests/test_x.py": 14, "tests/test_y.py": 40}
     shipped = json.loads((REPO / "tests" / "support" / "durations.json").read_text())
     assert shipped and all(k.startswith("tests/test_") and isinstance(v, int) and v >= 1 for k, v in shipped.items())
 
