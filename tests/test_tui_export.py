@@ -147,6 +147,12 @@ async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: s
         page.query_one("#export-dest", Input).value = str(out)
         page.query_one("#export-plan", Button).press()
         await wait_for(pilot, lambda: not write.disabled, timeout=60, what="the plan again")
+        # a change event that arrives after the plan with the values as planned (Select and Input post theirs
+        # asynchronously) keeps it: Write export stays enabled (stop 41's run 22 waited 800 s on a dropped plan)
+        page.query_one("#export-dest", Input).post_message(Input.Changed(page.query_one("#export-dest", Input),
+                                                                         str(out)))
+        await pilot.pause()
+        assert not write.disabled and page.export_plan is not None
         write.press()
         await wait_for(pilot, lambda: "wrote" in str(page.query_one("#export-result", Static).render())
                        or "failed" in str(page.query_one("#export-result", Static).render()),

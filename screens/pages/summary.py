@@ -57,6 +57,7 @@ BASE_TOOLTIP = ("The oci image's base, as `provisioner export --base` takes it: 
 class SummaryPage(StepPage):
     PAGE_NAME = "summary"
     export_plan: ExportPlan | None = None  # the plan on screen that Write export confirms
+    export_planned_for: tuple[str, str, str, str] | None = None  # (format, dest, base, rootfs) of that plan
     #: oci, base `container`: the container's whole root file system (`export --rootfs`'s default) or "runtime"
     export_rootfs = "full"
 
@@ -185,8 +186,9 @@ class SummaryPage(StepPage):
     @on(Input.Changed, "#export-dest")
     @on(Input.Changed, "#export-base")
     def _export_edited(self) -> None:
-        """An edited parameter drops the plan on screen: Write export needs a plan of exactly these values."""
-        if self.export_plan is not None:
+        """An edited parameter drops the plan on screen: Write export needs a plan of exactly these values. (A
+        change event that leaves the values as planned — one delivered after the plan, an edit undone — keeps it.)"""
+        if self.export_plan is not None and (*self.export_params(), self.export_rootfs) != self.export_planned_for:
             self.export_plan = None
             self.query_one("#export-write", Button).disabled = True
             self.query_one("#export-result", Static).update(Text("changed: Plan export again", style="dim"))
@@ -205,6 +207,7 @@ class SummaryPage(StepPage):
         plan = plan_export(self.export_source(), self.session.playbook(), fmt, dest, base=base or None,
                            rootfs=self.export_rootfs)
         self.export_plan = plan if plan.ok else None
+        self.export_planned_for = (fmt, dest, base, self.export_rootfs)
         text = Text()
         width = max(30, (self.app.size.width or 80) - 6)
         for n, line in enumerate(plan.lines()):
