@@ -244,12 +244,6 @@ def golden_first_plan(run: LabRun) -> dict[str, Any]:
     return data
 
 
-def _is_venv_or_uv_cache(path: Path, files: list[str]) -> bool:
-    """A virtual environment or a uv cache: the real torch (~26k files), built in the container where the lab's
-    paths do not exist; never rewritten (and hardlinked to each other: a rewrite would reach both)."""
-    return "pyvenv.cfg" in files or (path.name == "uv" and path.parent.name == ".cache")
-
-
 def relocate(tree: Path, old: str, new: str) -> list[Path]:
     """Rewrite `old` (an absolute directory) to `new` in every text file and link target under `tree`, skipping
     venvs and uv caches; returns the files rewritten. The lab writes its absolute root into a few files (the
@@ -259,7 +253,9 @@ def relocate(tree: Path, old: str, new: str) -> list[Path]:
     binary: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(tree):
         here = Path(dirpath)
-        if _is_venv_or_uv_cache(here, filenames):
+        # a venv or a uv cache: the real torch (~26k files), built in the container where the lab's paths do not
+        # exist; never rewritten (hardlinked to each other, and to the golden node's: a rewrite would reach all)
+        if shared_tree.is_venv(filenames) or shared_tree.is_uv_cache(here):
             dirnames[:] = []
             continue
         for name in [*filenames, *dirnames]:

@@ -24,11 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def _is_venv(files: list[str]) -> bool:
+def is_venv(files: list[str]) -> bool:
+    """Whether a directory holding `files` is a virtual environment (also what `lab.relocate` leaves alone)."""
     return "pyvenv.cfg" in files
 
 
-def _is_uv_cache(path: Path) -> bool:
+def is_uv_cache(path: Path) -> bool:
+    """Whether `path` is a uv cache (`~/.cache/uv`; also what `lab.relocate` leaves alone)."""
     return path.name == "uv" and path.parent.name == ".cache"
 
 
@@ -36,11 +38,11 @@ def shared_roots(tree: Path) -> Iterator[Path]:
     """The directories whose files a copy shares: each venv's lib/, each uv cache's subdirectories."""
     for dirpath, dirnames, filenames in os.walk(tree):
         here = Path(dirpath)
-        if _is_venv(filenames):
+        if is_venv(filenames):
             dirnames[:] = []
             if (here / "lib").is_dir() and not (here / "lib").is_symlink():
                 yield here / "lib"
-        elif _is_uv_cache(here):
+        elif is_uv_cache(here):
             dirnames[:] = []
             for entry in sorted(os.scandir(here), key=lambda e: e.name):
                 if entry.is_dir(follow_symlinks=False):
