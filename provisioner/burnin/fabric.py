@@ -5,8 +5,12 @@ Runs on every rank after the collectives. Ranks are grouped into nodes by torchr
 nodes at once), then the pairs of `fabric_eval.schedule` exchange a buffer both ways, round by
 round (the other ranks wait at the barrier). Each side times `iters` exchanges three times and
 keeps the best; then one exchange on fresh data is compared bit-exactly with the partner's
-pattern. Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before
-each exchange of that rank, `corrupt:rank=N` damages what that rank sends in the checked exchange.
+pattern. The rounds whose pairs look slow are timed again, whole, up to `fabric_eval.RECHECKS`
+times (`fabric_eval.suspect_rounds`), before the verdict.
+
+Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before each
+exchange of that rank, `stall:rank=N[:ms=M]` the same in the first measurement only, and
+`corrupt:rank=N` damages what that rank sends in the checked exchange.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch.distributed as dist
 
 from provisioner.burnin import patterns
 from provisioner.burnin.collectives import Runtime
-from provisioner.burnin.fabric_eval import schedule
+from provisioner.burnin.fabric_eval import RECHECKS, merge_recheck, schedule, suspect_rounds
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import find
 from provisioner.burnin.shapes import (
@@ -88,15 +92,40 @@ def _time_all_reduce(buf: torch.Tensor, rt: Runtime, group: Any) -> float:
     return best
 
 
-def run_fabric(rt: Runtime) -> FabricRaw:
+def _time_pair(rt: Runtime, send: torch.Tensor, recv: torch.Tensor, peer: int, delay: float) -> float:
+    """Seconds per exchange with `peer`: the best of REPS timings of `iters` exchanges, after warm-up."""
+    for _ in range(max(1, rt.cfg.warmup_iters)):
+        time.sleep(delay)
+        _exchange(send, recv, peer)
+    rt.sync()
+    best = float("inf")
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        for _ in range(rt.cfg.iters):
+            time.sleep(delay)
+            _exchange(send, recv, peer)
+        rt.sync()
+        best = min(best, (time.perf_counter() - t0) / rt.cfg.iters)
+    return best
+
+
+def _fault_delay(rt: Runtime, kind: str) -> float:
+    """Seconds a planted `slow` or `stall` fault (faults.py) adds before each exchange of this rank."""
+    fault = find(rt.faults, kind, rt.rank, PHASE)
+    if fault is None:
+        return 0.0
+    return (fault.ms if fault.ms is not None else 20.0) / 1000.0
+
+
+def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     """Measure; returns the raw document for `fabric_eval.evaluate_fabric` (identical on every rank)."""
     cfg, me, dev = rt.cfg, rt.rank, rt.device
     nodes = group_nodes(rt.devices)
     size = min(max(cfg.sizes), MAX_FABRIC_BYTES)
     count = max(1, size // 4)
     size = count * 4
-    slow = find(rt.faults, "slow", me, PHASE)
-    delay = (slow.ms if slow is not None and slow.ms is not None else 20.0) / 1000.0 if slow else 0.0
+    delay = _fault_delay(rt, "slow")
+    first_delay = delay + _fault_delay(rt, "stall")  # a stall that passes: the first measurement only
     rt.log(f"fabric: {len(nodes)} node(s), {rt.world} ranks, {size} bytes per exchange")
 
     # per-node all_reduce (every node at once, each in its own group), then the global one
@@ -114,8 +143,9 @@ def run_fabric(rt: Runtime) -> FabricRaw:
     send = torch.empty(count, dtype=torch.float32, device=dev)
     recv = torch.empty(count, dtype=torch.float32, device=dev)
     my_base = patterns.base(me, dev)
+    rounds = schedule([n["ranks"] for n in nodes])
     records: list[FabricRecord] = []
-    for k, rnd in enumerate(schedule([n["ranks"] for n in nodes])):
+    for k, rnd in enumerate(rounds):
         rt.barrier()
         pair = next(((a, b, kind) for a, b, kind in rnd if me in (a, b)), None)
         if pair is None:
@@ -124,18 +154,7 @@ def run_fabric(rt: Runtime) -> FabricRaw:
         peer = b if me == a else a
         with rt.dog.guard(f"fabric pair {a}-{b} (round {k})", cfg.timeout + rt.guard_slack):
             patterns.fill(send, my_base)
-            for _ in range(max(1, cfg.warmup_iters)):
-                time.sleep(delay)
-                _exchange(send, recv, peer)
-            rt.sync()
-            best = float("inf")
-            for _ in range(REPS):
-                t0 = time.perf_counter()
-                for _ in range(cfg.iters):
-                    time.sleep(delay)
-                    _exchange(send, recv, peer)
-                rt.sync()
-                best = min(best, (time.perf_counter() - t0) / cfg.iters)
+            best = _time_pair(rt, send, recv, peer, first_delay)
             # checked exchange on fresh data
             patterns.fill(send, my_base)
             recv.zero_()
@@ -152,7 +171,34 @@ def run_fabric(rt: Runtime) -> FabricRaw:
         doc: FabricRankDoc = {"rank": me, "node": mine, "node_seconds": node_seconds, "records": records,
                               "fault": os.environ.get(FAULT_ENV) or None}
         dist.all_gather_object(gathered, doc)
-    return assemble(nodes, size, global_seconds, [g for g in gathered if isinstance(g, dict)])
+    raw = assemble(nodes, size, global_seconds, [g for g in gathered if isinstance(g, dict)])
+    for attempt in range(RECHECKS):
+        # every rank holds the same raw document, so every rank picks the same rounds
+        again = suspect_rounds(raw, backend=cfg.backend, slow_fraction=slow_fraction)
+        if not again:
+            break
+        rt.log(f"fabric: rounds {again} look slow, measuring them again ({attempt + 1} of {RECHECKS})")
+        timed: dict[str, float] = {}
+        for k in again:
+            rt.barrier()
+            mate = next(((a, b) for a, b, _ in rounds[k] if me in (a, b)), None)
+            if mate is None:
+                continue
+            a, b = mate
+            with rt.dog.guard(f"fabric pair {a}-{b} (round {k}, again)", cfg.timeout + rt.guard_slack):
+                patterns.fill(send, my_base)
+                timed[f"{a}-{b}"] = _time_pair(rt, send, recv, b if me == a else a, delay)
+        rt.barrier()
+        with rt.dog.guard("fabric gather (again)", cfg.timeout + rt.guard_slack):
+            sides: list[dict[str, float] | None] = [None] * rt.world
+            dist.all_gather_object(sides, timed)
+        slower: dict[tuple[int, int], float] = {}  # a pair's time is its slower side's, as in assemble
+        for side in sides:
+            for key, seconds in (side or {}).items():
+                a, b = (int(x) for x in key.split("-"))
+                slower[(a, b)] = max(slower.get((a, b), 0.0), float(seconds))
+        merge_recheck(raw, slower)
+    return raw
 
 
 def assemble(nodes: list[FabricNode], size: int, global_seconds: float,

@@ -8,6 +8,8 @@ Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
 - `crash:rank=1[:collective=all_reduce]` makes that rank exit abruptly (exit status 3).
 - `slow:rank=1[:ms=20]` makes that rank sleep `ms` before each exchange of the fabric phase (a slow
   GPU, NIC or link on that rank's node); `corrupt` with no collective also damages its fabric sends.
+- `stall:rank=1[:ms=20]` is a stall that passes (another job's burst on a shared host): the same sleep,
+  in the fabric phase's first measurement only, not when a slow-looking round is measured again.
 A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
 """
 
@@ -17,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "BURNIN_FAULT"
-KINDS = ("corrupt", "hang", "crash", "slow")
+KINDS = ("corrupt", "hang", "crash", "slow", "stall")
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Fault:
     kind: str
     rank: int
     collective: str | None = None  # None: every collective
-    ms: float | None = None  # `slow`: delay per call
+    ms: float | None = None  # `slow`, `stall`: delay per call
 
     def applies(self, kind: str, rank: int, collective: str) -> bool:
         return self.kind == kind and self.rank == rank and self.collective in (None, collective)

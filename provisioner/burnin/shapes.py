@@ -253,13 +253,15 @@ class FabricRankDoc(TypedDict):
     fault: str | None
 
 
-class FabricRawPair(TypedDict):
-    """A pair as measured: the slower side's time, each side's wrong count (by rank, as a JSON key)."""
+class FabricRawPair(TypedDict, total=False):
+    """A pair as measured: the slower side's time, each side's wrong count (by rank, as a JSON key), and how
+    often its round was measured again because it first looked slow (`fabric.recheck`)."""
 
     ranks: list[int]
     kind: str
     seconds: float
     wrong: dict[str, int]
+    rechecked: int
 
 
 class NodeAllReduce(TypedDict):
@@ -295,6 +297,7 @@ class FabricPair(TypedDict, total=False):
     wrong: dict[int, int]
     reference_busbw: float | None
     slow: bool
+    rechecked: int
 
 
 # -- nvshmem probe -----------------------------------------------------------------------------------

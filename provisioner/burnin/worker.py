@@ -212,12 +212,12 @@ class Worker:
 
     def fabric(self, rt: Runtime) -> None:
         self._set_phase("fabric")
-        raw = run_fabric(rt)
+        frac = self.table["defaults"].get("fabric_slow_fraction")
+        slow_fraction = float(frac) if frac is not None else None
+        raw = run_fabric(rt, slow_fraction=slow_fraction)
         if raw.get("faults") and not self.fault_spec:  # faults planted on other nodes' ranks only
             self.fault_spec = "; ".join(f"rank {r}: {spec}" for r, spec in sorted(raw["faults"].items()))
-        frac = self.table["defaults"].get("fabric_slow_fraction")
-        self.phases["fabric"] = evaluate_fabric(raw, backend=self.cfg.backend,
-                                                slow_fraction=float(frac) if frac is not None else None)
+        self.phases["fabric"] = evaluate_fabric(raw, backend=self.cfg.backend, slow_fraction=slow_fraction)
         for reason in self.phases["fabric"].reasons:
             self.log(f"fabric: {reason}")
 
