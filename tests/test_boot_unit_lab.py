@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from provisioner.drift import UNIT_NAME, UNIT_PATH
+from tests.support.lab import lab_down, lab_up
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
@@ -52,10 +53,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     root = tmp_path_factory.mktemp("bootunit") / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
                PROVISIONER_CACHE_DIR=str(with_shared_wheels(root.parent / "cache")), NO_COLOR="1", COLUMNS="240")
-    up = cli(env, "lab", "up", "--root", str(root))
+    up = lab_up(env, root)
     assert up.returncode == 0, up.stdout + up.stderr
     yield env
-    cli(env, "lab", "down", "--root", str(root))
+    lab_down(env, root)
 
 
 def test_install_hand_edit_backup_and_remove(lab: dict[str, str], tmp_path: Path) -> None:

@@ -74,8 +74,9 @@ async def test_lab_doctor_healthy_then_after_driver_upgrade(tmp_path: Path) -> N
     keeps its userspace, as a real host upgrade does) one finding names the mismatch, first."""
     from provisioner.lab.commands.installer import install_userspace
     from provisioner.lab.day2 import upgrade_driver
-    from provisioner.lab.lab import Lab, LabServices
+    from provisioner.lab.lab import Lab
     from provisioner.proxmox.lxc_conf import LxcConfig
+    from tests.support.lab import start_services
 
     require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
@@ -90,7 +91,7 @@ async def test_lab_doctor_healthy_then_after_driver_upgrade(tmp_path: Path) -> N
     state.set_status(200, "running")
     host = state.settings().driver_version
     install_userspace(state.ct_root(200), host, state.root)  # as the installer leaves it: .so.1 links too
-    services = LabServices(state).start()
+    services = start_services(state)
     try:
         ssh = services.connection()["ssh"]
 
@@ -204,11 +205,12 @@ def test_lab_doctor_verdicts_and_one_exit_code_per_root_cause(tmp_path: Path) ->
     keeps its userspace) the mismatch exits 1 from --lab, from a bundle of that host and from a log."""
     from provisioner.lab.commands.installer import LIBDIR, install_userspace
     from provisioner.lab.day2 import upgrade_driver
-    from provisioner.lab.lab import Lab, LabServices, connection_path
+    from provisioner.lab.lab import Lab, connection_path
     from provisioner.lab.sandbox import held_ct_argv
     from provisioner.proxmox.lxc_conf import LxcConfig
     from provisioner.support.bundle import write_bundle
     from provisioner.support.collect import collect
+    from tests.support.lab import start_services
 
     require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
@@ -223,7 +225,7 @@ def test_lab_doctor_verdicts_and_one_exit_code_per_root_cause(tmp_path: Path) ->
     state.set_status(200, "running")
     host = state.settings().driver_version
     install_userspace(state.ct_root(200), host, state.root)
-    services = LabServices(state).start()
+    services = start_services(state)
     env = {"PROVISIONER_LAB_ROOT": str(state.root), "NO_COLOR": "1", "COLUMNS": "200"}
     lab = ["--lab", "--container", "200"]
 

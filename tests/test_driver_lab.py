@@ -15,6 +15,7 @@ import pytest
 
 from provisioner.environ import copy_environ
 from tests.support.concurrent import play_selected
+from tests.support.lab import lab_down, lab_up
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 from tests.support.streams import streamed
@@ -51,10 +52,7 @@ def start_lab(tmp_path: Path, *scenarios: str) -> dict[str, str]:
     root = tmp_path / "lab"
     env = copy_environ() | dict(PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
                                 PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")))
-    args = ["lab", "up", "--root", str(root)]
-    for s in scenarios:
-        args += ["--scenario", s]
-    up = cli(env, *args)
+    up = lab_up(env, root, scenarios=scenarios)
     assert up.returncode == 0, up.stderr
     return env
 
@@ -79,7 +77,7 @@ def _driver_mismatch_is_planned_as_replacement_and_fixed(tmp_path: Path) -> None
         conf = (Path(env["PROVISIONER_LAB_ROOT"]) / "etc" / "pve" / "lxc" / "201.conf").read_text()
         assert "lxc.cgroup2.devices.allow: c 195:* rwm" in conf and "lxc.mount.entry: /dev/nvidia7 dev/nvidia7" in conf
     finally:
-        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+        lab_down(env, Path(env["PROVISIONER_LAB_ROOT"]))
 
 
 def _installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> None:
@@ -111,7 +109,7 @@ def _installer_killed_after_its_libraries_is_reinstalled(tmp_path: Path) -> None
         assert "is now complete" in log.read_text() and not run.exists()
         assert cli(env, "plan", str(pb), "--lab", "--check", "--json").returncode == 0
     finally:
-        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+        lab_down(env, Path(env["PROVISIONER_LAB_ROOT"]))
 
 
 def _corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
@@ -131,7 +129,7 @@ def _corrupt_download_is_refused_and_nothing_runs(tmp_path: Path) -> None:
         again = cli(env, "replay", str(pb), "--lab", "--json")
         assert again.returncode == 0, again.stderr[-3000:]
     finally:
-        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+        lab_down(env, Path(env["PROVISIONER_LAB_ROOT"]))
 
 
 def _noop_replay_records_the_same_resolved_state(tmp_path: Path) -> None:
@@ -158,7 +156,7 @@ def _noop_replay_records_the_same_resolved_state(tmp_path: Path) -> None:
         assert recordings[1] == recordings[0], (recordings[0], recordings[1])
         assert recordings[2] == recordings[0], (recordings[0], recordings[2])
     finally:
-        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+        lab_down(env, Path(env["PROVISIONER_LAB_ROOT"]))
 
 
 PROFILE_NOISE = """# a site's login banner: to stdout and to stderr, as profile.d scripts do
@@ -201,7 +199,7 @@ def _facts_read_past_login_shell_noise_in_the_container(tmp_path: Path) -> None:
         assert "8 GPU(s) visible in CT 202, compute capability 12.0" in plan.stderr
         assert "ParseError" not in plan.stderr and "cannot parse" not in plan.stderr
     finally:
-        cli(env, "lab", "down", "--root", env["PROVISIONER_LAB_ROOT"])
+        lab_down(env, Path(env["PROVISIONER_LAB_ROOT"]))
 
 
 # -- each test checks its own script; the scripts (one lab each) play concurrently -----------------

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.lab import cli, golden_first_plan, golden_playbook, golden_recorded, lab_cli_env, last_json
+from tests.support.lab import (
+    cli,
+    golden_first_plan,
+    golden_playbook,
+    golden_recorded,
+    lab_cli_env,
+    lab_down,
+    lab_up,
+    last_json,
+)
 from tests.support.labrun import LabRun
 from tests.support.require import require
 
@@ -67,7 +76,7 @@ def test_foreign_container_is_left_untouched(tmp_path: Path) -> None:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = tmp_path / "lab"
     env = lab_cli_env(root)
-    assert cli(env, "lab", "up", "--root", str(root), timeout=180).returncode == 0
+    assert lab_up(env, root, timeout=180).returncode == 0
     try:
         from provisioner import secrets
         from provisioner.proxmox.client import PveClient
@@ -94,4 +103,4 @@ def test_foreign_container_is_left_untouched(tmp_path: Path) -> None:
                        (json.loads(x) for x in (root / "api-requests.jsonl").read_text().splitlines() if x.strip())
                        if "/lxc/200" in r["path"])
     finally:
-        cli(env, "lab", "down", "--root", str(root), timeout=60)
+        lab_down(env, root)

@@ -20,10 +20,10 @@ import pytest
 
 from provisioner import quoting
 from provisioner.lab import render
-from provisioner.lab.lab import LAB_MARKER, Lab, LabError, LabServices
+from provisioner.lab.lab import LAB_MARKER, Lab, LabError
 from provisioner.lab.sandbox import lab_host, node_fs, project_dir
 from provisioner.lab.state import LabState
-from tests.support.lab import ct, gpu_ct, node
+from tests.support.lab import ct, gpu_ct, node, start_services
 from tests.support.lab import lab_state as make_lab
 from tests.support.require import require
 
@@ -95,7 +95,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LabState,
     base = tmp_path_factory.mktemp("served")
     state = Lab(base / "lab").create_state()
     gpu_ct(state)
-    services = LabServices(state).start()
+    services = start_services(state)
     try:
         yield state, services.connection()
     finally:

@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from provisioner.lab.profiles import PROFILES, get_profile
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
-from tests.support.lab import ct, need_namespaces, node
+from tests.support.lab import ct, lab_down, lab_up, need_namespaces, node
 from tests.support.lab import profile_lab as make_lab
 from tests.support.require import require
 
@@ -174,8 +173,7 @@ def test_lab_up_profile_over_real_ssh(tmp_path: Path) -> None:
     require(shutil.which("ssh") is not None, "the OpenSSH client is not installed")
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_STATE_DIR=str(tmp_path / "state"))
-    up = subprocess.run([sys.executable, "-m", "provisioner", "lab", "up", "--profile", "h200-hgx-8x", "--root",
-                         str(root), "--json"], env=env, capture_output=True, text=True, timeout=200, check=False)
+    up = lab_up(env, root, profile="h200-hgx-8x", json_out=True, timeout=200)
     assert up.returncode == 0, up.stderr
     conn = json.loads(up.stdout)
     try:
@@ -189,8 +187,7 @@ def test_lab_up_profile_over_real_ssh(tmp_path: Path) -> None:
         assert "NVIDIA UNIX Open Kernel Module for x86_64  580.95.05" in r.stdout
         assert r.stdout.rstrip().endswith("(running kernel: 6.8.12-10-pve)")
     finally:
-        subprocess.run([sys.executable, "-m", "provisioner", "lab", "down", "--root", str(root)], env=env,
-                       capture_output=True, timeout=60, check=False)
+        lab_down(env, root)
 
 
 @pytest.mark.parametrize(("profile", "published", "absent"), [

@@ -29,9 +29,10 @@ import pytest
 from provisioner import quoting
 from provisioner.lab.commands import CLIENT, resident_socket
 from provisioner.lab.host_tools import lab_python
-from provisioner.lab.lab import Lab, LabServices
+from provisioner.lab.lab import Lab
 from provisioner.lab.state import LabState
 from provisioner.proxmox.lxc_conf import LxcConfig
+from tests.support.lab import start_services
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(600)  # a deadline, not a speed check: a lab under a loaded 2-core CI
@@ -77,7 +78,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     state = Lab(tmp_path_factory.mktemp("creds") / "lab").create_state()
     for vmid in (200, 201):
         _container(state, vmid)
-    services = LabServices(state).start()
+    services = start_services(state)
     try:
         yield Served(state, services.connection(), _resident_pid(state.root))
     finally:

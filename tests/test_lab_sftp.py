@@ -11,8 +11,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from provisioner.lab.lab import Lab, LabServices
+from provisioner.lab.lab import Lab
 from provisioner.lab.sandbox import node_fs
+from tests.support.lab import start_services
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(180)
@@ -22,7 +23,7 @@ def test_sftp_then_exec_on_one_connection(tmp_path: Path) -> None:
     require(subprocess.run(["unshare", "-Urm", "true"], capture_output=True, check=False).returncode == 0,
             "the lab needs user namespaces (`unshare -Urm`)")
     state = Lab(tmp_path / "lab").create_state()
-    services = LabServices(state).start()
+    services = start_services(state)
     name = f"lab-sftp-{secrets.token_hex(6)}"
     payload = tmp_path / "payload"
     payload.write_text("LAB payload\n")

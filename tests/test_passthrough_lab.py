@@ -21,6 +21,7 @@ from provisioner.runner import HostResult, build_context, make_step, run_step
 from provisioner.steps.gpu_common import PassthroughParams, wanted_devices
 from provisioner.steps.lxc_passthrough import raw_lines_for
 from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.lab import ssh_node
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(180)
@@ -64,8 +65,7 @@ async def lab_node(tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
     from provisioner.lab.commands import write_node_bin
     from provisioner.lab.lab import Lab
-    from provisioner.lab.node_ssh import LabSshServer
-    from provisioner.lab.sandbox import record_host_ns, release_mounts
+    from provisioner.lab.sandbox import record_host_ns
 
     state = Lab(tmp_path / "lab").create_state()
     write_node_bin(state.root)
@@ -73,12 +73,8 @@ async def lab_node(tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
     state.conf_path(VMID).parent.mkdir(parents=True, exist_ok=True)
     state.conf_path(VMID).write_text(ORIGINAL)
     state.set_status(VMID, "stopped")
-    server = await LabSshServer(state).start()
-    try:
+    async with ssh_node(state) as server:
         yield state, server
-    finally:
-        await server.stop()
-        release_mounts(state.root)
 
 
 def _playbook(server: Any) -> Playbook:

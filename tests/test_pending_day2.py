@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.lab import lab_down, lab_up
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 from tests.support.streams import streamed
@@ -50,10 +51,10 @@ def lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, st
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
                PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")), NO_COLOR="1", COLUMNS="240")
     env.pop("PVE_PASSWORD", None)
-    up = cli(env, "lab", "up", "--root", str(root), "--pve", str(request.param), timeout=180)
+    up = lab_up(env, root, pve=str(request.param), timeout=180)
     assert up.returncode == 0, up.stdout + up.stderr
     yield env
-    cli(env, "lab", "down", "--root", str(root), timeout=60)
+    lab_down(env, root)
 
 
 def test_upgrade_and_mode_change_plan_the_restart_and_converge(lab: dict[str, str], tmp_path: Path) -> None:

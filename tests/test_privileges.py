@@ -25,6 +25,7 @@ from provisioner.runner import HostResult, run_host
 from provisioner.session import pve_factory
 from provisioner.steps.lxc_create import CreateParams
 from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.lab import ssh_node, start_api
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(600)
@@ -84,9 +85,7 @@ async def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
     from provisioner.lab.commands import write_node_bin
     from provisioner.lab.lab import Lab
-    from provisioner.lab.node_ssh import LabSshServer
-    from provisioner.lab.pve_api import LabApiServer
-    from provisioner.lab.sandbox import record_host_ns, release_mounts
+    from provisioner.lab.sandbox import record_host_ns
 
     state = Lab(tmp_path / "lab").create_state()
     write_node_bin(state.root)
@@ -95,14 +94,12 @@ async def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     token_file = tmp_path / "secrets" / "token"
     token_file.write_text(state.credentials().token_value)
     token_file.chmod(0o600)
-    api = LabApiServer(state).start()
-    ssh = await LabSshServer(state).start()
+    api = start_api(state)
     try:
-        yield {"state": state, "api": api, "ssh": ssh, "token_file": token_file}
+        async with ssh_node(state) as ssh:
+            yield {"state": state, "api": api, "ssh": ssh, "token_file": token_file}
     finally:
-        await ssh.stop()
         api.stop()
-        release_mounts(state.root)
 
 
 def _playbook(lab: dict[str, Any], kinds: list[str]) -> Playbook:

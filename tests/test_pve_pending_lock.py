@@ -31,6 +31,7 @@ from provisioner.playbook import Playbook, SshSettings, StepSpec, Target
 from provisioner.proxmox.lxc_conf import LxcConfig
 from provisioner.runner import HostResult, build_context, make_step, run_step
 from provisioner.transport.ssh import SshTarget, SshTransport
+from tests.support.lab import ssh_node
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(300)
@@ -48,13 +49,12 @@ unprivileged: 1
 """
 
 
-async def _lab(tmp_path: Path, pve: str) -> tuple[Any, Any]:
+async def _lab(tmp_path: Path, pve: str) -> Any:
     require(os.geteuid() == 0, "the lab node sandbox needs root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
     require(shutil.which("flock") is not None, "util-linux flock is not installed")
     from provisioner.lab.commands import write_node_bin
     from provisioner.lab.lab import Lab
-    from provisioner.lab.node_ssh import LabSshServer
     from provisioner.lab.sandbox import record_host_ns
 
     state = Lab(tmp_path / "lab", pve=pve).create_state()
@@ -63,32 +63,21 @@ async def _lab(tmp_path: Path, pve: str) -> tuple[Any, Any]:
     state.conf_path(VMID).parent.mkdir(parents=True, exist_ok=True)
     state.conf_path(VMID).write_text(BASE)
     state.set_status(VMID, "stopped")
-    server = await LabSshServer(state).start()
-    return state, server
+    return state
 
 
 @pytest.fixture(params=["8.4", "9"])
 async def lab_node(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
-    from provisioner.lab.sandbox import release_mounts
-
-    state, server = await _lab(tmp_path, str(request.param))
-    try:
+    state = await _lab(tmp_path, str(request.param))
+    async with ssh_node(state) as server:
         yield state, server
-    finally:
-        await server.stop()
-        release_mounts(state.root)
 
 
 @pytest.fixture
 async def lab84(tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
-    from provisioner.lab.sandbox import release_mounts
-
-    state, server = await _lab(tmp_path, "8.4")
-    try:
+    state = await _lab(tmp_path, "8.4")
+    async with ssh_node(state) as server:
         yield state, server
-    finally:
-        await server.stop()
-        release_mounts(state.root)
 
 
 class Run:

@@ -24,6 +24,7 @@ from provisioner.lab.profiles import get_profile
 from provisioner.lab.state import LabState
 from tests.support import scratch
 from tests.support.concurrent import play_selected
+from tests.support.lab import lab_down, lab_up
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
 
@@ -66,10 +67,7 @@ def with_labs(body: Callable[[Any, Path], None]) -> Callable[[Path], None]:
         def up(profile: str, *scenarios: str) -> tuple[dict[str, str], LabState]:
             root = base / f"lab-{profile}"
             env = lab_env(root)
-            args = ["lab", "up", "--root", str(root), "--profile", profile]
-            for s in scenarios:
-                args += ["--scenario", s]
-            r = cli(env, *args, timeout=240)
+            r = lab_up(env, root, profile=profile, scenarios=scenarios)
             assert r.returncode == 0, r.stdout + r.stderr
             started.append((env, root))
             return env, LabState(root)
@@ -78,7 +76,7 @@ def with_labs(body: Callable[[Any, Path], None]) -> Callable[[Path], None]:
             body(up, base)
         finally:
             for env, root in started:
-                cli(env, "lab", "down", "--root", str(root), timeout=60)
+                lab_down(env, root)
 
     return script
 

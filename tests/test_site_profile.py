@@ -107,12 +107,10 @@ def _assert_site_free(path: Path, lab: LabRun) -> None:
 def _restart_keeping_state(lab: LabRun) -> dict[str, Any]:
     """The lab's services stopped and started again on new ports, its node and containers kept."""
     from provisioner.lab.lab import Lab
-    from provisioner.lab.state import LabState
 
     before = Lab(lab.root).connection()
     lab.down()
-    with mock.patch.object(Lab, "create_state", lambda self: LabState.load(self.root)):
-        conn = lab.up()
+    conn = LabRun(lab.base, lab.lab_cache, lab.scenarios, keep_state=True, profile=lab.profile).up()
     assert before is not None and conn["ssh"]["port"] != before["ssh"]["port"]
     assert conn["index_url"] != before["index_url"]
     return conn

@@ -28,6 +28,7 @@ from provisioner.support.diagnose_sources import bundle_findings
 from provisioner.support.evidence import Evidence
 from provisioner.support.probes import BUG_REPORT, BUNDLE_PROBES, PROBES, bundle_probes, fact_for
 from provisioner.transport.local import LocalTransport
+from tests.support.lab import lab_down, lab_up
 from tests.support.require import require
 
 
@@ -110,7 +111,7 @@ def test_lab_bundle_with_a_hanging_bug_report(tmp_path: Path) -> None:
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(root / "state"),
                NO_COLOR="1", COLUMNS="240")
-    up = _cli(env, "lab", "up", "--root", str(root), "--scenario", "bug-report-hangs", timeout=240)
+    up = lab_up(env, root, scenarios=["bug-report-hangs"])
     assert up.returncode == 0, up.stdout + up.stderr
     try:
         out = tmp_path / "b.tar.gz"
@@ -136,4 +137,4 @@ def test_lab_bundle_with_a_hanging_bug_report(tmp_path: Path) -> None:
         assert diag.returncode == 1 and json.loads(diag.stdout.strip().splitlines()[-1])["verdict"] == "fault", \
             diag.stderr
     finally:
-        _cli(env, "lab", "down", "--root", str(root), timeout=60)
+        lab_down(env, root)

@@ -257,8 +257,9 @@ async def test_unknown_host_key_makes_the_node_unreachable(sshd: Sshd, tmp_path:
 
 @pytest.mark.timeout(240)
 async def test_collect_from_lab_node_and_ct200(tmp_path: Path) -> None:
-    from provisioner.lab.lab import Lab, LabServices
+    from provisioner.lab.lab import Lab
     from provisioner.proxmox.lxc_conf import LxcConfig
+    from tests.support.lab import start_services
 
     require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
@@ -271,7 +272,7 @@ async def test_collect_from_lab_node_and_ct200(tmp_path: Path) -> None:
              "dev10": "/dev/nvidia-uvm-tools,mode=0666"}
     state.write_conf(200, LxcConfig.from_options(opts))
     state.set_status(200, "running")
-    services = LabServices(state).start()
+    services = start_services(state)
     try:
         ssh = services.connection()["ssh"]
         node = SshTransport(SshTarget(host=ssh["host"], port=ssh["port"], user=ssh["user"], key_file=ssh["key_file"],

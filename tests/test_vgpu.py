@@ -20,7 +20,7 @@ from provisioner.facts import catalog
 from provisioner.facts.models import ParseError
 from provisioner.facts.vgpu import VgpuFacts, parse_smi_vgpu, parse_vgpu, vgpu_host_problem
 from tests.support.fx import fx
-from tests.support.lab import node
+from tests.support.lab import lab_down, lab_up, node
 from tests.support.lab import profile_lab as make_lab
 from tests.support.labcache import with_shared_wheels
 from tests.support.require import require
@@ -131,7 +131,7 @@ def test_vgpu_lab_stops_at_node_inventory_before_any_change(tmp_path: Path) -> N
     root = tmp_path / "lab"
     env = dict(os.environ, PROVISIONER_LAB_ROOT=str(root), PROVISIONER_STATE_DIR=str(tmp_path / "state"),
                PROVISIONER_CACHE_DIR=str(with_shared_wheels(tmp_path / "cache")))
-    up = cli(env, "lab", "up", "--root", str(root), "--profile", "vgpu")
+    up = lab_up(env, root, profile="vgpu")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
         doc = yaml.safe_load((REPO / "playbooks" / "blackwell-8gpu-lxc.yaml").read_text())
@@ -158,4 +158,4 @@ def test_vgpu_lab_stops_at_node_inventory_before_any_change(tmp_path: Path) -> N
         assert not lab.conf_path(200).exists() and not lab.ct_dir(200).exists()
         assert list((lab.root / "etc" / "pve" / "lxc").glob("*.conf")) == []
     finally:
-        cli(env, "lab", "down", "--root", str(root))
+        lab_down(env, root)

@@ -3,12 +3,15 @@
 - `lab_state(root, *scenarios, profile=...)`: a lab's state on disk with its node tools, no daemon — the
   node and its containers are entered per command (`node`, `ct`), as the SSH endpoint runs them.
 - `gpu_ct(state, vmid)`: a container with the GPUs passed through (devN entries or raw lines).
-- `start_lab(root, *scenarios)`: the lab's services in this process (API, SSH, mirrors, wheel index), and
-  `ssh_transport(conn)` to reach its node over real SSH.
+- `start_services(state)` / `start_lab(root, *scenarios)`: the lab's services in this process (API, SSH,
+  mirrors, wheel index), and `ssh_transport(conn)` to reach its node over real SSH; `ssh_node(state)`: the
+  node's SSH endpoint alone.
 - `make_lab` / `lab` (fixtures): the lab's PVE API server alone, in this process, for tests of the API and
   of our client.
-- `tests.support.labrun.LabRun`: a lab daemon started as `provisioner lab up` starts it, for replays run as
-  a user runs them (it starts through `up_daemon` below).
+- `up_daemon(root, ...)`: the lab daemon in its own process (what `tests.support.labrun.LabRun`, the fault
+  scenarios' and golden copies' handle, starts through), `start_labs` several at once, and `lab_up`/`lab_down`:
+  `provisioner lab up`/`down` as a user types them (`running_lab`, `lab_env` use these). The tests of the
+  `lab up` command itself (`tests/test_lab_cli.py`) run it as their subject.
 - `golden_node` (session fixture) and `GoldenNode.copy(dest)`: the shipped playbook provisioned once per run,
   for real (a cold venv.build and the burn-in), then stopped; a test that begins after provisioning takes its
   own copy of it (lab root and tool state, relocated to `dest`), started on its own ports.
@@ -25,11 +28,12 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import pytest
 from textual.widgets import Button, Static
@@ -56,6 +60,9 @@ from tests.support.tui import PLAYBOOK, wait_idle
 
 UBUNTU = "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst"
 NOT_DEFINED = "property is not defined in schema and the schema does not allow additional properties"
+
+if TYPE_CHECKING:
+    from provisioner.lab.node_ssh import LabSshServer
 
 ApiLab = tuple[LabState, LabApiServer]
 
@@ -121,13 +128,34 @@ def gpu_ct(state: LabState, vmid: int = 200, *, raw: list[tuple[str, str]] | Non
 
 # -- the lab's services in this process ----------------------------------------------------------
 
+def start_services(state: LabState) -> LabServices:
+    """The lab's services (PVE API, SSH node, driver mirror, wheel index) for `state`, started in this process
+    as the lab daemon runs them; the caller stops them (`services.stop()`)."""
+    return LabServices(state).start()
+
+
 def start_lab(root: Path, *scenarios: str) -> tuple[LabServices, dict[str, Any]]:
-    """The lab's services (PVE API, SSH node, driver mirror, wheel index) started in this process."""
+    """A fresh lab at `root` with its services started in this process (`start_services`)."""
     require(os.geteuid() == 0, "the lab sandboxes need root (mount namespaces, mknod)")
     require(shutil.which("unshare") is not None, "util-linux unshare is not installed")
     state = Lab(root, list(scenarios)).create_state()
-    services = LabServices(state).start()
+    services = start_services(state)
     return services, services.connection()
+
+
+@contextlib.asynccontextmanager
+async def ssh_node(state: LabState) -> AsyncIterator[LabSshServer]:
+    """The lab node's SSH endpoint alone for `state`, in this process (no API, mirrors or index); stopped and
+    the node's mounts released afterwards."""
+    from provisioner.lab.node_ssh import LabSshServer
+    from provisioner.lab.sandbox import release_mounts
+
+    server = await LabSshServer(state).start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        release_mounts(state.root)
 
 
 def ssh_transport(conn: dict[str, Any], **overrides: Any) -> SshTransport:
@@ -140,9 +168,17 @@ def ssh_transport(conn: dict[str, Any], **overrides: Any) -> SshTransport:
 
 # -- a lab daemon, as `provisioner lab up` starts it ----------------------------------------------
 
-def up_daemon(root: Path, scenarios: Sequence[str] = (), **kw: Any) -> dict[str, Any]:
-    """Start the lab daemon at `root` (its own process, in the background); its connection block."""
-    conn, _ = Lab(root, list(scenarios), **kw).up()
+def up_daemon(root: Path, scenarios: Sequence[str] = (), *, env: dict[str, str] | None = None,
+              keep_state: bool = False, **kw: Any) -> dict[str, Any]:
+    """Start the lab daemon at `root` (its own process, in the background); its connection block. `env`: the
+    daemon's environment (default a snapshot of this process's); `keep_state`: start on the node and containers
+    already on disk (a stopped lab, a golden copy) where `Lab.up` would make a fresh lab."""
+    lab = Lab(root, list(scenarios), **kw)
+    if keep_state:
+        with mock.patch.object(lab, "create_state", lambda: LabState.load(root)):
+            conn, _ = lab.up(env=env)
+    else:
+        conn, _ = lab.up(env=env)
     return conn
 
 
@@ -150,7 +186,33 @@ def down_daemon(root: Path) -> None:
     Lab(root).down()
 
 
+def lab_up(env: dict[str, str], root: Path, *, profile: str | None = None, pve: str | None = None,
+           scenarios: Sequence[str] = (), json_out: bool = False,
+           timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`provisioner lab up` as a user types it (the daemon in its own process, `env` its environment)."""
+    args = ["lab", "up", "--root", str(root)]
+    if profile is not None:
+        args += ["--profile", profile]
+    if pve is not None:
+        args += ["--pve", pve]
+    for scenario in scenarios:
+        args += ["--scenario", scenario]
+    if json_out:
+        args.append("--json")
+    return cli(env, *args, timeout=timeout)
+
+
+def lab_down(env: dict[str, str], root: Path, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`provisioner lab down` for the lab at `root`."""
+    return cli(env, "lab", "down", "--root", str(root), timeout=timeout)
+
+
 # -- the PVE API alone, in this process ----------------------------------------------------------
+
+def start_api(state: LabState) -> LabApiServer:
+    """The lab's PVE API server alone for `state`, started in this process; the caller stops it."""
+    return LabApiServer(state).start()
+
 
 @pytest.fixture
 def make_lab(tmp_path: Path) -> Iterator[Callable[..., ApiLab]]:
@@ -160,7 +222,7 @@ def make_lab(tmp_path: Path) -> Iterator[Callable[..., ApiLab]]:
     def make(**settings: Any) -> ApiLab:
         settings.setdefault("task_delay", 0.05)
         state = LabState.create(tmp_path / f"lab{len(servers)}", **settings)
-        server = LabApiServer(state).start()
+        server = start_api(state)
         servers.append(server)
         return state, server
 
@@ -542,9 +604,9 @@ def running_lab(base: Path) -> Iterator[dict[str, str]]:
     require(os.geteuid() == 0, "the lab needs root (mount namespaces, device nodes)")
     root = base / "lab"
     env = lab_cli_env(root)
-    up = cli(env, "lab", "up", "--root", str(root), timeout=180)
+    up = lab_up(env, root, timeout=180)
     assert up.returncode == 0, up.stdout + up.stderr
     try:
         yield env
     finally:
-        cli(env, "lab", "down", "--root", str(root), timeout=60)
+        lab_down(env, root)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import yaml
 
@@ -157,24 +156,16 @@ class LabRun:
 
     # -- lab lifecycle -----------------------------------------------------------------------
     def up(self) -> dict[str, Any]:
-        from provisioner.lab.lab import Lab
+        from tests.support.lab import up_daemon  # the one module that starts labs (it imports this one)
 
         # the lab daemon's environment is passed, never set in os.environ (which every thread shares)
-        lab = Lab(self.root, self.scenarios, profile=self.profile)
         env = copy_environ() | {"PROVISIONER_CACHE_DIR": str(self.lab_cache)}
-        if self.keep_state:  # `Lab.up` would make a fresh lab: load the one on disk instead
-            from provisioner.lab.state import LabState
-
-            with mock.patch.object(lab, "create_state", lambda: LabState.load(self.root)):
-                conn, _ = lab.up(env=env)
-        else:
-            conn, _ = lab.up(env=env)
-        return conn
+        return up_daemon(self.root, self.scenarios, env=env, keep_state=self.keep_state, profile=self.profile)
 
     def down(self) -> None:
-        from provisioner.lab.lab import Lab
+        from tests.support.lab import down_daemon
 
-        Lab(self.root).down()
+        down_daemon(self.root)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[LabRun]:
