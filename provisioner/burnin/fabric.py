@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -78,35 +79,32 @@ def _exchange(send: torch.Tensor, recv: torch.Tensor, peer: int) -> None:
         req.wait()
 
 
-def _time_all_reduce(buf: torch.Tensor, rt: Runtime, group: Any) -> float:
+def _best_time(rt: Runtime, step: Callable[[], None]) -> float:
+    """Seconds per `step`: the best of REPS timings of `iters` steps, after warm-up."""
     for _ in range(max(1, rt.cfg.warmup_iters)):
-        dist.all_reduce(buf, group=group)
+        step()
     rt.sync()
     best = float("inf")
     for _ in range(REPS):
         t0 = time.perf_counter()
         for _ in range(rt.cfg.iters):
-            dist.all_reduce(buf, group=group)
+            step()
         rt.sync()
         best = min(best, (time.perf_counter() - t0) / rt.cfg.iters)
     return best
+
+
+def _time_all_reduce(buf: torch.Tensor, rt: Runtime, group: Any) -> float:
+    return _best_time(rt, lambda: dist.all_reduce(buf, group=group))
 
 
 def _time_pair(rt: Runtime, send: torch.Tensor, recv: torch.Tensor, peer: int, delay: float) -> float:
-    """Seconds per exchange with `peer`: the best of REPS timings of `iters` exchanges, after warm-up."""
-    for _ in range(max(1, rt.cfg.warmup_iters)):
+    """Seconds per exchange with `peer`, each exchange after `delay` (a planted fault's sleep)."""
+    def step() -> None:
         time.sleep(delay)
         _exchange(send, recv, peer)
-    rt.sync()
-    best = float("inf")
-    for _ in range(REPS):
-        t0 = time.perf_counter()
-        for _ in range(rt.cfg.iters):
-            time.sleep(delay)
-            _exchange(send, recv, peer)
-        rt.sync()
-        best = min(best, (time.perf_counter() - t0) / rt.cfg.iters)
-    return best
+
+    return _best_time(rt, step)
 
 
 def _fault_delay(rt: Runtime, kind: str) -> float:
@@ -178,7 +176,7 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
         if not again:
             break
         rt.log(f"fabric: rounds {again} look slow, measuring them again ({attempt + 1} of {RECHECKS})")
-        timed: dict[str, float] = {}
+        timed: dict[tuple[int, int], float] = {}
         for k in again:
             rt.barrier()
             mate = next(((a, b) for a, b, _ in rounds[k] if me in (a, b)), None)
@@ -187,16 +185,15 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
             a, b = mate
             with rt.dog.guard(f"fabric pair {a}-{b} (round {k}, again)", cfg.timeout + rt.guard_slack):
                 patterns.fill(send, my_base)
-                timed[f"{a}-{b}"] = _time_pair(rt, send, recv, b if me == a else a, delay)
+                timed[(a, b)] = _time_pair(rt, send, recv, b if me == a else a, delay)
         rt.barrier()
         with rt.dog.guard("fabric gather (again)", cfg.timeout + rt.guard_slack):
-            sides: list[dict[str, float] | None] = [None] * rt.world
+            sides: list[dict[tuple[int, int], float] | None] = [None] * rt.world
             dist.all_gather_object(sides, timed)
         slower: dict[tuple[int, int], float] = {}  # a pair's time is its slower side's, as in assemble
         for side in sides:
             for key, seconds in (side or {}).items():
-                a, b = (int(x) for x in key.split("-"))
-                slower[(a, b)] = max(slower.get((a, b), 0.0), float(seconds))
+                slower[key] = max(slower.get(key, 0.0), float(seconds))
         merge_recheck(raw, slower)
     return raw
 

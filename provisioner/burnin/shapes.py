@@ -255,7 +255,7 @@ class FabricRankDoc(TypedDict):
 
 class FabricRawPair(TypedDict, total=False):
     """A pair as measured: the slower side's time, each side's wrong count (by rank, as a JSON key), and how
-    often its round was measured again because it first looked slow (`fabric.recheck`)."""
+    often its round was measured again because it first looked slow (`fabric.run_fabric`)."""
 
     ranks: list[int]
     kind: str
