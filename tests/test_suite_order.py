@@ -108,3 +108,17 @@ def test_the_tests_that_start_a_lab_another_way_are_in_the_lab_tier() -> None:
     for name in ("tests.test_tui_tmux", "tests.test_real_hosts_e2e", "tests.test_demo_bare"):
         assert tiers._module_uses_lab(importlib.import_module(name)), name
     assert not tiers._module_uses_lab(importlib.import_module("tests.test_playbook"))
+
+
+def test_the_report_reads_the_scratch_file_system_and_the_memory_in_use() -> None:
+    """What the report prints beside the wall: the type of the scratch's file system (a tmpfs under `.ci/run`)
+    and the machine's memory in use, from /proc."""
+    import os
+    from pathlib import Path
+
+    from tests.support.suite_report import fs_type, memory_in_use
+
+    assert fs_type(Path("/proc/self")) == "proc"
+    assert fs_type(Path("/")) not in ("", "proc")
+    used = memory_in_use()
+    assert 0 < used < os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -1,9 +1,10 @@
-"""The suite measures itself: every test's setup, call and teardown seconds and the run's peak disk.
+"""The suite measures itself: every test's setup, call and teardown seconds, the run's peak disk and memory.
 
 Loaded by tests/conftest.py as a plugin. It runs in the process that sees every report (pytest's own, or
 the xdist controller) and writes ``suite-report.json`` — per test: phase durations and outcome; for the run:
-its wall seconds, the disk it used at most above what the file system held when it started, and the
-worker count, and when each test started and ended and when the disk peaked (the tests running then are
+its wall seconds, the space it used at most above what the file system of its scratch held when it started
+(and the machine's root disk, where the scratch is another file system: a tmpfs, `.ci/run`), the memory in
+use at its peak, and the worker count, and when each test started and ended and when the disk peaked (the tests running then are
 printed) — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
 the file's path and the 15 slowest tests (setup + call + teardown) at the end.
 
@@ -26,35 +27,72 @@ SLOWEST = 15
 _SAMPLE_S = 2.0
 
 
-class _DiskPeak:
-    """Samples the used bytes of the file system holding `path` until stopped."""
+def memory_in_use() -> int:
+    """Bytes of memory in use on the machine (MemTotal - MemAvailable from /proc/meminfo; a tmpfs's files count,
+    they cannot be reclaimed); 0 where /proc/meminfo cannot be read."""
+    fields: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, fields.get("MemTotal", 0) - fields.get("MemAvailable", 0))
+
+
+def fs_type(path: Path) -> str:
+    """The type of the file system mounted deepest above `path` (/proc/self/mounts), or '' if unknown."""
+    best, kind = "", ""
+    try:
+        target = str(path.resolve())
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 3:
+                continue
+            point = fields[1].replace("\\040", " ")
+            if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fields[2]
+    except OSError:
+        return ""
+    return kind
+
+
+class _Peaks:
+    """Samples, until stopped, the used bytes of the file system holding the run's scratch, of the machine's
+    root file system where that is another one (a tmpfs scratch: `.ci/run`), and the memory in use."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.start = shutil.disk_usage(path).used
-        self.peak = self.start
-        self.peak_at = time.monotonic()
+        self.gauges: dict[str, Any] = {"scratch": lambda: shutil.disk_usage(self.path).used}
+        if os.stat(path).st_dev != os.stat("/").st_dev:
+            self.gauges["root disk"] = lambda: shutil.disk_usage("/").used
+        self.gauges["memory"] = memory_in_use
+        self.start = {name: gauge() for name, gauge in self.gauges.items()}
+        self.peak = dict(self.start)
+        self.peak_at = dict.fromkeys(self.gauges, time.monotonic())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="suite-disk-peak", daemon=True)
         self._thread.start()
 
+    def _sample(self) -> None:
+        for name, gauge in self.gauges.items():
+            try:
+                used = gauge()
+            except OSError:
+                continue
+            if used > self.peak[name]:
+                self.peak[name], self.peak_at[name] = used, time.monotonic()
+
     def _run(self) -> None:
         while not self._stop.wait(_SAMPLE_S):
-            try:
-                used = shutil.disk_usage(self.path).used
-            except OSError:
-                return
-            if used > self.peak:
-                self.peak, self.peak_at = used, time.monotonic()
+            self._sample()
 
-    def stop(self) -> int:
+    def stop(self) -> dict[str, int]:
+        """Each gauge's peak above its start, in bytes (memory: the peak in use itself)."""
         self._stop.set()
         self._thread.join(timeout=10)
-        try:
-            self.peak = max(self.peak, shutil.disk_usage(self.path).used)
-        except OSError:
-            pass
-        return self.peak - self.start
+        self._sample()
+        return {name: self.peak[name] - (0 if name == "memory" else self.start[name]) for name in self.gauges}
 
 
 class SuiteReport:
@@ -62,13 +100,13 @@ class SuiteReport:
         self.config = config
         self.tests: dict[str, dict[str, Any]] = {}
         self.t0 = time.monotonic()
-        self.disk: _DiskPeak | None = None
+        self.disk: _Peaks | None = None
         self.cpu0 = machine_cpu()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         base = Path(self.config._tmp_path_factory.getbasetemp())  # type: ignore[attr-defined]
-        self.disk = _DiskPeak(base)
+        self.disk = _Peaks(base)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = self.tests.setdefault(report.nodeid, {"setup": 0.0, "call": 0.0, "teardown": 0.0, "outcome": "passed"})
@@ -104,7 +142,8 @@ class SuiteReport:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        peak = self.disk.stop() if self.disk is not None else 0
+        peaks = self.disk.stop() if self.disk is not None else {}
+        peak = peaks.get("scratch", 0)
         if not self.tests:
             return  # (collection only)
         wall = time.monotonic() - self.t0
@@ -112,8 +151,11 @@ class SuiteReport:
         path = self.report_path()
         busy, total = (a - b for a, b in zip(machine_cpu(), self.cpu0, strict=True))
         cores = os.cpu_count() or 1
-        peak_s = round(self.disk.peak_at - self.t0, 1) if self.disk is not None else 0.0
+        peak_s = round(self.disk.peak_at["scratch"] - self.t0, 1) if self.disk is not None else 0.0
+        scratch_fs = fs_type(self.disk.path) if self.disk is not None else ""
         data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "peak_disk_at_s": peak_s, "workers": workers,
+                "scratch_fs": scratch_fs, "peak_root_disk_bytes": peaks.get("root disk", peak),
+                "peak_memory_bytes": peaks.get("memory", 0),
                 "tests": self.tests, "load_average_at_end": list(os.getloadavg()),
                 "machine_cpu": {"busy_s": round(busy, 1), "all_s": round(total, 1), "cores": cores}}
         try:
@@ -124,10 +166,16 @@ class SuiteReport:
             return
         tr = terminalreporter
         tr.section("suite report")
-        tr.write_line(f"wall {wall:.0f} s, peak disk {peak / 2**30:.2f} GiB above the start, "
+        where = f"on a {scratch_fs} scratch" if scratch_fs else "scratch"
+        tr.write_line(f"wall {wall:.0f} s, peak {where} {peak / 2**30:.2f} GiB above the start, "
                       f"workers {workers or 1}; per-test durations: {path}")
+        if "root disk" in peaks:
+            tr.write_line(f"the machine's root disk: peak {peaks['root disk'] / 2**30:.2f} GiB above the start")
+        if peaks.get("memory"):
+            tr.write_line(f"memory in use (tmpfs files included) peaked at {peaks['memory'] / 2**30:.2f} GiB of "
+                          f"{(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')) / 2**30:.1f}")
         holding = self.running_at(peak_s)
-        tr.write_line(f"the disk peaked {peak_s:.0f} s into the run, during: {', '.join(holding) or 'no test'}")
+        tr.write_line(f"the scratch peaked {peak_s:.0f} s into the run, during: {', '.join(holding) or 'no test'}")
         if total > 0:
             tr.write_line(f"machine CPU busy {busy:.0f} of {total:.0f} core-seconds ({100 * busy / total:.0f}%, "
                           f"{cores} cores; every process of the machine, not only the suite's)")
