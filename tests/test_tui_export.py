@@ -115,9 +115,14 @@ async def _export_summary(tmp_path: Path, base: str, fmt: str,
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, SummaryPage) and app.screen.body_ready,
                            timeout=60, what="the Summary page")
-            yield pilot, await _set(app, pilot, fmt, tmp_path / "out")
+            yield pilot, await _set(app, pilot, fmt, tmp_path / OUT)
     finally:
         await session.close()
+
+
+#: the export folder of the plan-and-write tests: longer than the page is wide, so that the plan's lines wrap — the
+#: folder's path must still be shown whole (a CI run with a longer scratch path met it cut mid-name)
+OUT = "export-folder-" + "with-a-name-longer-than-the-page-" * 3
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv")
@@ -130,7 +135,7 @@ async def test_the_summary_plans_then_writes_the_export_and_lists_the_files(tmp_
 
 
 async def _write_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str) -> None:
-    venv, out = tmp_path / "venv", tmp_path / "out"
+    venv, out = tmp_path / "venv", tmp_path / OUT
     async with _export_summary(tmp_path, base, "flox") as (pilot, page):
         monkeypatch.setattr(page, "container_transport", lambda vmid: LocalTransport())
         write = page.query_one("#export-write", Button)
@@ -221,7 +226,7 @@ async def test_the_summary_writes_the_oci_image_the_cli_writes(tmp_path: Path,
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "index").mkdir()
     with serve(tmp_path / "index") as base:
-        out = tmp_path / "out"
+        out = tmp_path / OUT
         async with _export_summary(tmp_path, base, "oci", SYSTEM_PYTHON) as (pilot, page):
             monkeypatch.setattr(page, "container_transport", lambda vmid: _container(tmp_path))
             page.export_rootfs = "runtime"  # `--rootfs runtime`: not this whole machine's root file system

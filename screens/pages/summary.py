@@ -212,7 +212,8 @@ class SummaryPage(StepPage):
         width = max(30, (self.app.size.width or 80) - 6)
         for n, line in enumerate(plan.lines()):
             indent = " " * (len(line) - len(line.lstrip()) + 2)
-            wrapped = textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+            wrapped = textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                    break_long_words=False) or [""]  # a path is never cut mid-name
             text.append(("\n" if n else "") + "\n".join(wrapped),
                         style=("bold" if n == 0 else "") + ("" if plan.ok else " red"))
         if plan.ok:
