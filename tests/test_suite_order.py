@@ -122,3 +122,19 @@ def test_the_report_reads_the_scratch_file_system_and_the_memory_in_use() -> Non
     assert fs_type(Path("/")) not in ("", "proc")
     used = memory_in_use()
     assert 0 < used < os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_a_scratch_on_another_file_system_gets_the_root_disk_watched_too() -> None:
+    """A tmpfs scratch (`.ci/run`'s): the report watches it, the machine's root disk and the memory; a scratch on
+    the root file system is watched once."""
+    import os
+    from pathlib import Path
+
+    from tests.support.suite_report import _Peaks
+
+    other = Path("/proc")  # a file system of its own on every Linux machine, as the tmpfs is
+    assert os.stat(other).st_dev != os.stat("/").st_dev
+    got = _Peaks(other).stop()
+    assert set(got) == {"scratch", "root disk", "memory"} and got["memory"] > 0 and got["scratch"] >= 0
+    same = _Peaks(Path("/")).stop()
+    assert set(same) == {"scratch", "memory"}

@@ -4,8 +4,8 @@ Loaded by tests/conftest.py as a plugin. It runs in the process that sees every 
 the xdist controller) and writes ``suite-report.json`` — per test: phase durations and outcome; for the run:
 its wall seconds, the space it used at most above what the file system of its scratch held when it started
 (and the machine's root disk, where the scratch is another file system: a tmpfs, `.ci/run`), the memory in
-use at its peak, and the worker count, and when each test started and ended and when the disk peaked (the tests running then are
-printed) — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
+use at its peak, and the worker count, and when each test started and ended and when the scratch peaked (the
+tests running then are printed) — to ``$PROVISIONER_SUITE_REPORT`` or the run's base temporary directory's parent. It prints
 the file's path and the 15 slowest tests (setup + call + teardown) at the end.
 
 These are measurements printed for people (bench-like), never assertions: no test depends on them.
@@ -18,6 +18,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ class _Peaks:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.gauges: dict[str, Any] = {"scratch": lambda: shutil.disk_usage(self.path).used}
+        self.gauges: dict[str, Callable[[], int]] = {"scratch": lambda: shutil.disk_usage(self.path).used}
         if os.stat(path).st_dev != os.stat("/").st_dev:
             self.gauges["root disk"] = lambda: shutil.disk_usage("/").used
         self.gauges["memory"] = memory_in_use
