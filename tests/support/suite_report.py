@@ -42,20 +42,19 @@ def memory_in_use() -> int:
 
 
 def fs_type(path: Path) -> str:
-    """The type of the file system mounted deepest above `path` (/proc/self/mounts), or '' if unknown."""
-    best, kind = "", ""
+    """The type of the file system holding `path`: the /proc/self/mountinfo entry whose device (major:minor) is
+    `path`'s, so that no mount point's path has to be parsed or unescaped; '' if unknown."""
     try:
-        target = str(path.resolve())
-        for line in Path("/proc/self/mounts").read_text().splitlines():
-            fields = line.split()
-            if len(fields) < 3:
-                continue
-            point = fields[1].replace("\\040", " ")
-            if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
-                best, kind = point, fields[2]
+        dev = os.stat(path).st_dev
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
         return ""
-    return kind
+    want = f"{os.major(dev)}:{os.minor(dev)}"
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        if fields.split()[2:3] == [want] and rest.split():
+            return rest.split()[0]
+    return ""
 
 
 class _Peaks:
