@@ -63,6 +63,7 @@ class _Peaks:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.fs = fs_type(path)  # read while the path exists: pytest may remove its base directory at the end
         self.gauges: dict[str, Callable[[], int]] = {"scratch": lambda: shutil.disk_usage(self.path).used}
         if os.stat(path).st_dev != os.stat("/").st_dev:
             self.gauges["root disk"] = lambda: shutil.disk_usage("/").used
@@ -152,7 +153,7 @@ class SuiteReport:
         busy, total = (a - b for a, b in zip(machine_cpu(), self.cpu0, strict=True))
         cores = os.cpu_count() or 1
         peak_s = round(self.disk.peak_at["scratch"] - self.t0, 1) if self.disk is not None else 0.0
-        scratch_fs = fs_type(self.disk.path) if self.disk is not None else ""
+        scratch_fs = self.disk.fs if self.disk is not None else ""
         data = {"wall_s": round(wall, 1), "peak_disk_bytes": peak, "peak_disk_at_s": peak_s, "workers": workers,
                 "scratch_fs": scratch_fs, "peak_root_disk_bytes": peaks.get("root disk", peak),
                 "peak_memory_bytes": peaks.get("memory", 0),
