@@ -32,6 +32,15 @@ def _top(text: str) -> str | None:
         "10:12:03.551 ",
         "trainer-1  | ",
         "> ",
+        # what a wrapper prints before each line of the program it runs (see WRAPPER_PREFIXES)
+        "2024-05-01T12:00:03.123456789Z stderr F ",
+        "ollama        | ",
+        "[rank1]: ",
+        "[default0]:",
+        "[1,0]<stderr>:",
+        "(Worker pid=509) ",
+        "(RayWorkerWrapper pid=12345, ip=10.0.0.2) ",
+        "2024-05-01 12:00:03,123 - trainer - ERROR - ",
     ],
 )
 def test_prefixes_on_every_line(prefix: str) -> None:
@@ -40,6 +49,60 @@ def test_prefixes_on_every_line(prefix: str) -> None:
     assert findings[0].category == "driver_lib_mismatch"
     assert "570.124" in findings[0].root_cause
     assert findings[0].evidence[0].startswith(prefix.strip())  # evidence keeps what the user sees
+
+
+# Wrappers' per-line prefixes, as the wrappers print them: containerd's CRI log file line is
+# "<RFC3339Nano time> <stream> <P|F> <text>" (what `kubectl logs` reads on the node, and what is pasted from
+# /var/log/pods); docker compose puts the container's name and " | " (its `container_name:` when set: "ollama");
+# torchrun's `--tee`/`--log-line-prefix-template` "[{role}{local_rank}]:" and PyTorch's "[rank1]:" (real:
+# tests/fixtures and the regression corpus, nccl-peer-access-unsupported); OpenMPI's --tag-output
+# "[jobid,rank]<stderr>:"; Ray's "(pid=45601)" / "(ActorName pid=…, ip=…)" (docs.ray.io, ray-logging) and vLLM's
+# "(Worker pid=509)"; Python logging's cookbook format "%(asctime)s - %(name)s - %(levelname)s - %(message)s".
+WRAPPER_PREFIXES = [
+    "2024-05-01T12:00:03.123456789Z stderr F ",
+    "ollama        | ",
+    "[rank3]: ",
+    "[1,0]<stdout>:",
+    "(RayWorkerWrapper pid=12345, ip=10.0.0.2) ",
+    "2024-05-01 12:00:03,123 - trainer - ERROR - ",
+]
+# The kernel module's message over five lines, each with NVRM: (open-gpu-kernel-modules, the catalogue's entry).
+API_MISMATCH = (
+    "[    9.424670] NVRM: API mismatch: the client 'kwin_wayland' (pid 1005)\n"
+    "NVRM: has the version 595.84, but this kernel module has\n"
+    "NVRM: the version 595.80.  Please make sure that this\n"
+    "NVRM: kernel module and all NVIDIA driver components\n"
+    "NVRM: have the same version."
+)
+
+
+@pytest.mark.parametrize("prefix", WRAPPER_PREFIXES)
+def test_a_wrapper_prefix_does_not_split_a_message_printed_over_lines(prefix: str) -> None:
+    text = "\n".join(prefix + line for line in API_MISMATCH.splitlines())
+    findings = diagnose(text)
+    assert findings and findings[0].category == "driver_lib_mismatch"
+    assert findings[0].evidence[0].startswith(prefix.strip())
+
+
+@pytest.mark.parametrize("prefix", WRAPPER_PREFIXES)
+def test_a_wrapper_prefix_does_not_hide_a_negated_mention(prefix: str) -> None:
+    # the reporter lists what they did not see; the bullet must still read as a bullet after the prefix
+    text = "\n".join(prefix + line for line in (
+        "all_reduce_perf hangs on the first collective with NCCL_P2P_DISABLE unset",
+        "* No `GPU has fallen off the bus` in dmesg",
+        "NCCL WARN Cuda failure 'an illegal memory access was encountered'",
+    ))
+    findings = diagnose(text)
+    assert findings and findings[0].category == "nccl_failure"
+    assert not any("fallen off" in line for f in findings for line in f.evidence)
+
+
+def test_strip_prefix_leaves_what_only_looks_like_a_wrapper() -> None:
+    assert strip_prefix("[Bug]: RuntimeError: CUDA error") == "[Bug]: RuntimeError: CUDA error"
+    assert strip_prefix("[C]: in function 'require'") == "[C]: in function 'require'"
+    assert strip_prefix("| 0  NVIDIA RTX PRO 6000 |") == "| 0  NVIDIA RTX PRO 6000 |"
+    assert strip_prefix("ollama | Error: no compatible GPUs") == "Error: no compatible GPUs"
+    assert strip_prefix("(pid=909608) NCCL WARN x") == "NCCL WARN x"
 
 
 def test_ansi_colour_codes_everywhere() -> None:

@@ -1,11 +1,13 @@
 """Turn pasted log text into something rules can match reliably.
 
 What users paste: ANSI colour codes (raw ESC sequences or the caret form `^[[31m`), CRLF line
-ends and `\\r` progress bars, timestamps and syslog/dmesg/compose prefixes, Markdown quote
-markers, and messages hard-wrapped by a terminal at a fixed width. `clean_log` removes the
-noise and builds two views of the text for matching: line by line, and (only when the log
-looks hard-wrapped) with wrapped lines joined back. Both keep a map back to the visible lines
-so that findings can cite them.
+ends and `\\r` progress bars, timestamps and syslog/dmesg prefixes, what a wrapper puts before
+each line of the program it runs (docker compose's container name, a Kubernetes node's CRI log
+fields, torchrun's and mpirun's rank tags, Ray's and vLLM's worker tags, Python logging's
+"name - LEVEL -"), Markdown quote markers, and messages hard-wrapped by a terminal at a fixed
+width. `clean_log` removes the noise and builds two views of the text for matching: line by
+line, and (only when the log looks hard-wrapped) with wrapped lines joined back. Both keep a
+map back to the visible lines so that findings can cite them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ _PREFIX_RE = re.compile(
     r"|\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?(?:\s+UTC)?\]?"  # ISO
     rf"|(?:{_MONTHS})\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}}(?:\s+[\w.-]+\s+[\w\-./@]+(?:\[\d+\])?:)?"  # syslog
     r"|\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?(?=\s)"  # bare time
-    r"|[\w.-]+[-_]\d+\s+\|"  # docker compose: "trainer-1  |"
+    r"|(?:stdout|stderr)\s+[FP](?=\s)"  # a Kubernetes node's container log (CRI): "<time> stderr F <line>"
+    r"|[\w.-]+\s+\|(?=\s|$)"  # docker compose: "trainer-1  |", or the container_name: "ollama  |"
+    r"|\[[A-Za-z_]*\d+(?:,\d+)?\](?:<std(?:out|err)>)?:"  # torchrun's "[rank1]:", "[default0]:"; mpirun's "[1,0]<stderr>:"
+    r"|\((?:[\w.]+\s+)?pid=\d+(?:,\s*ip=[0-9A-Fa-f.:]+)?\)"  # Ray/vLLM workers: "(Worker pid=509)", "(pid=9, ip=10.0.0.2)"
+    r"|-\s+(?:[\w.]+\s+-\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-(?=\s)"  # logging's "%(asctime)s - %(name)s - %(levelname)s -"
     r"|>+(?=\s|$)"  # Markdown / e-mail quote markers
     r")\s*"
 )
