@@ -69,6 +69,35 @@ def test_a_newer_minor_alone_on_a_healthy_log_is_no_finding() -> None:
     assert diagnose(newer_major)[0].category == "driver_too_old"
 
 
+def test_a_build_newer_by_a_minor_loses_to_an_error_only_a_running_cuda_returns() -> None:
+    # "no kernel image" (a launch), "illegal memory access" (a launched kernel's fault), "CUDA out of memory" (an
+    # allocation): CUDA initialised, so the driver was not refused (minor-version compatibility); the versions
+    # stay "also possible"
+    head = ("PyTorch version: 2.7.1+cu128\nCUDA used to build PyTorch: 12.8\n"
+            "| NVIDIA-SMI 550.78                 Driver Version: 550.78         CUDA Version: 12.4     |\n")
+    for error, category in (
+        ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "arch_unsupported"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "oom_or_hw"),
+    ):
+        top = diagnose(head + error + "\n")[0]
+        assert top.category == category, (error, top)
+        assert "driver_too_old" in [a.category for a in top.also_possible], top.also_possible
+    # a newer major is refused at initialisation whatever follows
+    newer_major = head.replace("12.8", "13.0").replace("cu128", "cu130")
+    assert diagnose(newer_major + "RuntimeError: CUDA error: no kernel image is available for execution on the "
+                    "device\n")[0].category == "driver_too_old"
+
+
+def test_a_missing_library_in_an_lxc_container_is_that_library_not_the_driver_userspace() -> None:
+    conf = "root@pve:~# cat /etc/pve/lxc/101.conf\ndev0: /dev/nvidia0,gid=44\ndev1: /dev/nvidiactl,gid=44\n"
+    cudnn = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory\n"
+    top = diagnose(conf + cudnn)[0]
+    assert top.category == "missing_shared_lib" and "libcudnn" in top.root_cause, top
+    nvml = "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared " \
+           "object file: no such file or directory\n"
+    assert diagnose(conf + nvml)[0].category == "proxmox_lxc"
+
+
 def test_userspace_and_module_versions_printed_in_one_log_are_compared() -> None:
     log = (
         "==============NVSMI LOG==============\n"

@@ -57,6 +57,7 @@ class LogEvidence(BaseModel):
     resolution_failed: bool = False
     cpu_build_installed: bool = False  # a CPU-only torch ran (not just a requirement naming +cpu)
     kernel_upgraded: bool = False
+    cuda_ran: bool = False  # the log shows an error only an initialised CUDA context returns (a launch, an allocation)
     gpus: list[str] = Field(default_factory=list)  # the GPU models the log names (nvidia-smi, collect_env, lspci)
     module_version: str | None = None  # the kernel module's version as its own line prints it (NVRM, API mismatch)
     library_version: str | None = None  # the userspace's version as a library line prints it (NVML, client, .so)
@@ -120,6 +121,13 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"Module nvidia\S* not found|NVIDIA kernel module missing|driver not loaded|NVIDIA driver is not loaded"),
     ("smi_cannot_communicate", ("couldn't communicate", "could not communicate"),
      r"(?:couldn't|could not) communicate with the NVIDIA driver"),
+    # errors only a CUDA context that initialised can return: a kernel launched without a kernel for this GPU
+    # (cudaErrorNoKernelImageForDevice, cudaErrorInvalidDeviceFunction), a launched kernel's fault
+    # (cudaErrorIllegalAddress), an allocation on the device (PyTorch's caching allocator's "CUDA out of memory").
+    # An insufficient driver fails cuInit/cudaGetDeviceCount before any of these (CUDA runtime API, error types).
+    ("cuda_ran", ("kernel image", "device function", "illegal memory access", "out of memory"),
+     r"no kernel image is available for execution|invalid device function|an illegal memory access was encountered"
+     r"|CUDA out of memory\. Tried to allocate"),
     ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml"),
      # the binary absent, in the shells', runtimes' and package tools' wordings: `bash: nvidia-smi: command not
      # found`, `sh: 1: nvidia-smi: not found`, `exec: "nvidia-smi": executable file not found in $PATH` (runc),
@@ -218,7 +226,7 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 #: windows (where it ran is read over the whole log instead: `places_of`)
 _DECISIVE = ("proc_readable", "nvrm_version", "module_absent", "userspace_missing", "node_missing",
              "resolution_failed", "cpu_build", "kernel_upgraded", "hw:xid79", "hw:aer", "hw:gsp_timeout", "hw:gsp_boot",
-             "generic_symptom")
+             "generic_symptom", "cuda_ran")
 EXTRACTOR_REGEXES: tuple[str, ...] = tuple(r for k, _, r in _EXTRACTORS if k in _DECISIVE)
 _PLACE_RX: tuple[tuple[str, Regex], ...] = tuple((k, compile_rx(r)) for k, _, r in _EXTRACTORS
                                                  if k.startswith(("place:", "tool:")) or k == "proxmox")
@@ -333,7 +341,7 @@ def log_evidence(text: str) -> LogEvidence:
 #: the facts that are a flag: an extractor's key -> the LogEvidence field it sets (the key names the line)
 _FLAGS = {"smi_cannot_communicate": "smi_cannot_communicate",
           "userspace_missing": "userspace_missing", "resolution_failed": "resolution_failed",
-          "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded"}
+          "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded", "cuda_ran": "cuda_ran"}
 
 
 _T = TypeVar("_T")
@@ -486,10 +494,14 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     built, supported = _cuda(ev.torch_cuda), _cuda(ev.cuda_version)
     if built and supported and built > supported and "torch_cuda" in ev.lines and "driver_cuda" in ev.lines:
         branch = _FIRST_BRANCH.get(built)
+        same_major = built[0] == supported[0]
+        # within one major, a build newer than the driver's CUDA runs on CUDA's minor-version compatibility; a log
+        # where CUDA then launched kernels or allocated memory shows the driver was not refused: its own error is
+        # the cause, the versions only "also possible"
         host = " on the Proxmox host (and the same version's userspace in the container)" if ev.lxc_context else ""
         hits.append(EvidenceHit(
             name="evidence.torch_cuda_newer_than_driver", category="driver_too_old",
-            confidence=0.9 if built[0] > supported[0] else 0.82,
+            confidence=0.9 if not same_major else 0.6 if ev.cuda_ran else 0.82,
             root_cause=(f"This PyTorch was built with CUDA {ev.torch_cuda} but the driver supports CUDA "
                         f"{ev.cuda_version} at most (nvidia-smi's `CUDA Version`): the driver is too old for this build."),
             fix=(f"Upgrade the NVIDIA driver{host} to R{branch} or newer (CUDA {ev.torch_cuda}), "
@@ -501,7 +513,7 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
             line_of=_line_of(ev, "torch_cuda", "driver_cuda"),
             demotes=("no_driver_loaded", "cpu_only_wheel"),
             # within one major, CUDA's minor-version compatibility runs most of the build: a cause only beside a failure
-            needs_symptom=built[0] == supported[0],
+            needs_symptom=same_major,
         ))
     module, lib = ev.module_version, ev.library_version
     if module and lib and module != lib and "module_version" in ev.lines and "library_version" in ev.lines:

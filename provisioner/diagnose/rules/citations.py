@@ -48,8 +48,9 @@ CITES: dict[str, tuple[str, ...]] = {
     "container.device_file_missing": ("coreutils.no_dev_nvidia",),
     "container.gpu_runtime_missing": ("toolkit.image_no_driver", "toolkit.no_gpu_driver", "toolkit.unknown_runtime"),
     "container.driver_unreachable_in_container": ("smi.cannot_communicate", "nvml.library_not_found"),
-    "container.lxc_userspace_missing": ("nvc.load_library_failed", "ld.cannot_open_shared_object",
-                                        "nvml.library_not_found"),
+    # not ld.so's "%s: cannot open shared object file" for any library: the rule reads libnvidia-ml's only (its
+    # patterns); any other library missing is `lib.cannot_open_shared_object`'s
+    "container.lxc_userspace_missing": ("nvc.load_library_failed", "nvml.library_not_found"),
     "container.smi_works_cuda_unavailable": ("torch.no_gpus",),
     "container.no_device_in_container": ("cuda.no_device", "torch.no_gpus", "smi.no_devices"),
     "container.nvidia_container_cli_error": ("nvc.initialization_error", "nvc.detection_error", "nvc.ldcache_error",
