@@ -115,3 +115,18 @@ def test_kernel_message_wrapped_with_its_prefix_matches() -> None:
     found = diagnose(log)
     assert found and found[0].category == "driver_lib_mismatch"
     assert compile_rx(format_regex(entry("nvrm.api_mismatch").format)).search(log.replace("[  7.1] ", ""))
+
+
+def test_a_labels_colon_is_part_of_the_message() -> None:
+    """nvidia-container-cli's "device error: %s" (libnvidia-container src/cli/configure.c) is a label and its
+    value: NCCL's ncclSystemError text ends in "or device error." (nccl src/misc/utils.cc ncclGetErrorString) and
+    is not it."""
+    assert format_regex("device error: %s").endswith(r"\s*:")
+    nccl = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1331, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.5\n"
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n")
+    findings = diagnose(nccl)
+    assert findings[0].category == "nccl_failure", findings[0]
+    assert "container.nvidia_container_cli_cgroup" not in {r for f in findings for r in (f.rule, *f.rules)}
+    nvc = "nvidia-container-cli: device error: 3: unknown device\n"
+    assert diagnose(nvc)[0].category == "container_device_missing"

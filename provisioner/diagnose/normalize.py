@@ -229,8 +229,12 @@ def format_regex(fmt: str) -> str:
         return not (tok.isspace() or _CONVERSION_RE.fullmatch(tok) or tok in "/:\"'`.,;!?%")
     while tokens and not is_word(tokens[0]):
         tokens.pop(0)
+    tail: list[str] = []
     while tokens and not is_word(tokens[-1]):
-        tokens.pop()
+        tail.insert(0, tokens.pop())
+    # ...but a label's colon before its value is part of the message: "device error: %s" is not every "device
+    # error" (NCCL's "failed or device error."), "mount error: %s" not every "mount error"
+    label = next((t for t in tail if not t.isspace()), None) == ":"
     out: list[str] = []
     loose = False  # the previous token was `/` or `:`: the whitespace after it is optional
     for n, tok in enumerate(tokens):
@@ -258,4 +262,6 @@ def format_regex(fmt: str) -> str:
             out.append(r"[.,;!?]?")
         else:
             out.append(re.escape(tok))
+    if label and out:
+        out.append(r"\s*:")
     return "".join(out)
