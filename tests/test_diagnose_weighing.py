@@ -158,3 +158,18 @@ def test_line_numbers_survive_a_long_log_and_progress_bars() -> None:
     top = diagnose(log)[0]
     assert top.category == "oom_or_hw"
     assert any(n == 20002 for n, _ in _lines(top)), _lines(top)
+
+
+def test_the_toolkit_not_finding_the_hosts_nvml_is_the_container_runtime_not_a_library_the_image_lacks() -> None:
+    # runc's hook error around nvidia-container-cli's dlopen of the host's libnvidia-ml (libnvidia-container)
+    log = ("$ docker compose up -d\n"
+           "Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime "
+           "create failed: runc create failed: unable to start container process: error during container init: error "
+           "running hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+           "nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+           "object file: no such file or directory: unknown\n")
+    top = diagnose(log)[0]
+    assert top.category == "container_device_missing", top
+    # an application's own missing library stays what it is
+    app = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory\n"
+    assert diagnose("$ docker run --gpus all app\n" + app)[0].category == "missing_shared_lib"

@@ -488,6 +488,11 @@ def lxc_words(ev: LogEvidence) -> str:
     return ("Proxmox: `devN:` lines or lxc.mount.entry + lxc.cgroup2.devices.allow; docker: `--gpus`/CDI")
 
 
+def _toolkit_load(ev: LogEvidence) -> bool:
+    """The missing userspace was reported by the container toolkit's own dlopen of the host's NVML."""
+    return "load library failed" in ev.lines.get("userspace_missing", "").lower()
+
+
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """Versions one log prints, compared: the torch build's CUDA against the driver's, the userspace against the
     kernel module."""
@@ -640,7 +645,9 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
                  "`provisioner replay PLAYBOOK` re-runs driver.userspace), or for docker let the NVIDIA container "
                  "toolkit inject it (`--gpus all`)."),
             evidence=_lines(ev, "userspace_missing", "kernel_upgraded", "proxmox", "place:lxc"),
-            demotes=("no_driver_loaded",),
+            # nvidia-container-cli's "load library failed" (libnvidia-container src/dxcore.c, driver.c: the dlopen of
+            # the host's libnvidia-ml) is the runtime not finding the host's driver, not a library the image lacks
+            demotes=("no_driver_loaded", "missing_shared_lib") if _toolkit_load(ev) else ("no_driver_loaded",),
         ))
     if ev.resolution_failed and not ev.cpu_build_installed:
         hits.append(EvidenceHit(
