@@ -173,3 +173,18 @@ def test_the_toolkit_not_finding_the_hosts_nvml_is_the_container_runtime_not_a_l
     # an application's own missing library stays what it is
     app = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory\n"
     assert diagnose("$ docker run --gpus all app\n" + app)[0].category == "missing_shared_lib"
+
+
+def test_the_lxc_nvidia_hook_failing_in_other_words_is_the_hook() -> None:
+    # nvidia-container-cli's RPC service killed as the hook gives up (libnvidia-container src/rpc.c, "driver service"
+    # in older releases), under a reporter's own words about the hook
+    log = ("`nvidia-container-cli` call in `/usr/share/lxc/hooks/nvidia` fails as follows:\n"
+           " I0401 03:37:29.684130 28010 driver.c:133] starting driver service\n"
+           " I0401 03:37:29.686296 28008 driver.c:233] driver service terminated with signal 15\n")
+    top = diagnose(log)[0]
+    assert top.category == "proxmox_lxc" and top.rule == "plumbing.lxc_nvidia_hook_failed", top
+    assert "NVreg_DeviceFileMode" in top.fix
+    # the same service line from docker's hook is not LXC's
+    docker = ("docker: Error response from daemon: OCI runtime create failed: error running hook #0: exit status 1\n"
+              "I0401 03:37:29.686296 28008 rpc.c:71] rpc service terminated with signal 15\n")
+    assert all(f.rule != "plumbing.lxc_nvidia_hook_failed" for f in diagnose(docker))

@@ -47,6 +47,33 @@ RULES: tuple[Rule, ...] = (
         examples=('ERROR: This hook must be used as a "mount" hook.',),
     ),
     Rule(
+        # the hook failing in words other than its own three texts above: LXC runs it as `lxc.hook.mount` and stops
+        # the start when it exits non-zero ("Failed to run mount hooks", conf.c); LXD/Incus run it for
+        # `nvidia.runtime=true`. Its nvidia-container-cli forks an RPC service to load the host's NVML and kills it
+        # with SIGTERM when that fails (libnvidia-container src/rpc.c `reap_process`: "rpc service terminated with
+        # signal %d"; "driver service" in releases before rpc.c)
+        name="plumbing.lxc_nvidia_hook_failed",
+        category="proxmox_lxc",
+        patterns=(
+            r"hooks/nvidia\b[^\n]{0,120}\b(?:fails?|failed|failing|errors?|exit(?:ed)? (?:with )?status [1-9])",
+            r"\b(?:fails?|failed|failing)\b[^\n]{0,120}\bhooks/nvidia\b",
+            r"\b(?:driver|rpc) service terminated with signal \d+",
+        ),
+        messages=("lxc.mount_hooks_failed",),
+        requires=(r"hooks/nvidia\b|\bnvidia\.runtime\b|lxc\.hook\.mount",),
+        confidence=0.75,
+        root_cause=("LXC's nvidia hook failed: the nvidia-container-cli it runs on the host at mount time could not "
+                    "load the host's driver (NVML) for the container's user, so the container gets no driver "
+                    "libraries or device nodes, or does not start."),
+        fix=("Run the hook's call by hand on the host as the container's user: `nvidia-container-cli --debug=/dev/stderr "
+             "--user=<container root uid>:<gid> info`; the usual causes are the host's /dev/nvidia* nodes not readable "
+             "by that user (mode 0660 root:video: load the module with `NVreg_DeviceFileMode=0666` or a udev rule), no "
+             "driver loaded on the host, or the host driver installed from the .run without its libraries where the "
+             "hook looks (`ldconfig -p | grep libnvidia-ml`); then start the container again."),
+        examples=("`nvidia-container-cli` call in `/usr/share/lxc/hooks/nvidia` fails as follows:\n"
+                  " I0401 03:37:29.686296 28008 driver.c:233] driver service terminated with signal 15",),
+    ),
+    Rule(
         name="plumbing.nvc_ldconfig_path",
         category="container_device_missing",
         patterns=(
