@@ -188,3 +188,35 @@ def test_the_lxc_nvidia_hook_failing_in_other_words_is_the_hook() -> None:
     docker = ("docker: Error response from daemon: OCI runtime create failed: error running hook #0: exit status 1\n"
               "I0401 03:37:29.686296 28008 rpc.c:71] rpc service terminated with signal 15\n")
     assert all(f.rule != "plumbing.lxc_nvidia_hook_failed" for f in diagnose(docker))
+
+
+def test_a_kernel_message_pasted_from_its_middle_line_still_reads() -> None:
+    # the open module refusing a pre-Turing GPU (open-gpu-kernel-modules nv.c, one printk per NVRM line), pasted
+    # from its third line as `dmesg | grep` or a cut paste leaves it
+    log = ("NVRM: nvidia.ko because it does not include the required GPU\n"
+           "nvidia 0000:01:00.0: probe with driver nvidia failed with error -1\n")
+    top = diagnose(log)[0]
+    assert top.category == "no_driver_loaded" and top.rule == "nodriver.module_flavour_refuses_gpu", top
+    # a line shared with other messages' pointers to documentation is not matched on its own
+    assert diagnose("NVRM: the Linux graphics driver download page at\n") == []
+
+
+def test_dockers_default_hostname_says_the_log_ran_in_a_container() -> None:
+    # TensorFlow/XLA's cuda_diagnostics prints the host's name; docker names it after the container id
+    log = ("E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:274] failed call to cuInit: "
+           "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n"
+           "I external/local_xla/xla/stream_executor/cuda/cuda_diagnostics.cc:136] hostname: 3a7cddb6f838\n")
+    assert diagnose(log)[0].category == "container_device_missing"
+    bare = log.replace("3a7cddb6f838", "gpu-node-07")
+    assert diagnose(bare)[0].category == "no_driver_loaded"
+
+
+def test_a_driver_library_missing_in_a_docker_container_is_the_runtime_not_the_image() -> None:
+    # libcuda.so.1 comes from the driver package: the toolkit mounts the host's into a container that asks for a GPU
+    log = ("On two servers the Docker Compose services fail: `/usr/local/bin/node: error while loading shared "
+           "libraries: libcuda.so.1: cannot open shared object file`\n")
+    top = diagnose(log)[0]
+    assert top.category == "container_device_missing", top
+    # on a host, the same missing library is a missing library
+    host = "/usr/local/bin/node: error while loading shared libraries: libcuda.so.1: cannot open shared object file\n"
+    assert diagnose(host)[0].category == "missing_shared_lib"

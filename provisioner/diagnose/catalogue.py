@@ -13,11 +13,12 @@ normaliser for every wording, never a hand-copied phrase.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from provisioner.diagnose.normalize import format_regex
+from provisioner.diagnose.normalize import format_regex, message_head
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,32 @@ class Entry:
 
     @property
     def patterns(self) -> tuple[str, ...]:
-        """One matcher per distinct wording (several versions' wordings may normalise to one)."""
-        return tuple(dict.fromkeys(format_regex(w.format) for w in self.wordings))
+        """One matcher per distinct wording (several versions' wordings may normalise to one), then one per line of a
+        message printed line by line (see `later_lines`)."""
+        whole = (format_regex(w.format) for w in self.wordings)
+        lines = (format_regex(line) for w in self.wordings for line in later_lines(w.format))
+        return tuple(dict.fromkeys((*whole, *lines)))
+
+
+# A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's
+# warning over lines): `dmesg | grep`, a journal filtered by time or a paste that starts mid-message keeps only some
+# of them, so each later line that says something of its own is matched too. Not the pointers to documentation
+# that several messages share.
+_LINE_WORDS = 6
+_BOILERPLATE = re.compile(r"please see|readme|www\.|docs\.nvidia|download page|appendix|documentation|sections in", re.I)
+_CONV = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z]")
+
+
+def later_lines(fmt: str) -> tuple[str, ...]:
+    """The lines after the first of a multi-line format that are matched on their own: at least six words, no
+    documentation pointer."""
+    out: list[str] = []
+    for line in fmt.split("\n")[1:]:
+        text = re.sub(r"^\s*NVRM:\s*", "", line).strip()
+        words = re.findall(r"[A-Za-z]{2,}", _CONV.sub("", message_head(text)))  # what its matcher reads
+        if len(words) >= _LINE_WORDS and not _BOILERPLATE.search(text):
+            out.append(text)
+    return tuple(out)
 
 
 class UnknownMessage(KeyError):

@@ -26,6 +26,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from provisioner.diagnose.model import Category
+from provisioner.diagnose.rules.common import DOCKER_HOSTNAME
 from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
 
 Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "wsl", "container"]
@@ -107,8 +108,8 @@ _NODE = r"(/dev/nvidia(?:ctl|-uvm-tools|-uvm|-modeset|-caps/nvidia-cap\d+|\d+))"
 _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("place:lxc", ("lxc", "lxd", "incus", "pct "), r"\b(?:lxc|lxd|incus)\b|\bpct exec\b|\bpct enter\b|\bpct start\b|/etc/pve/lxc/"),
     ("proxmox", ("proxmox", "pve", "pct "), r"\bproxmox\b|\bpve\b|-pve\b|/etc/pve/|pveversion|\bpct exec\b|\bpct enter\b|\bpct start\b"),
-    ("place:docker", ("docker", "nvidia-container", "containerd", "oci runtime"),
-     r"\bdocker\b|nvidia-container-(?:cli|toolkit|runtime)|\bcontainerd\b|OCI runtime"),
+    ("place:docker", ("docker", "nvidia-container", "containerd", "oci runtime", "root@", "hostname:"),
+     r"\bdocker\b|nvidia-container-(?:cli|toolkit|runtime)|\bcontainerd\b|OCI runtime|" + DOCKER_HOSTNAME),
     ("place:podman", ("podman",), r"\bpodman\b"),
     ("place:kubernetes", ("kube", "k8s"), r"\bkubectl\b|\bkubernetes\b|\bk8s\b|\bkubelet\b"),
     ("place:wsl", ("wsl", "microsoft-standard"), r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard"),
@@ -128,7 +129,7 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cuda_ran", ("kernel image", "device function", "illegal memory access", "out of memory"),
      r"no kernel image is available for execution|invalid device function|an illegal memory access was encountered"
      r"|CUDA out of memory\. Tried to allocate"),
-    ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml"),
+    ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml", "libcuda.so", "libnvidia-"),
      # the binary absent, in the shells', runtimes' and package tools' wordings: `bash: nvidia-smi: command not
      # found`, `sh: 1: nvidia-smi: not found`, `exec: "nvidia-smi": executable file not found in $PATH` (runc),
      # `Container command 'nvidia-smi' not found or does not exist` (docker), `The program 'nvidia-smi' is
@@ -137,6 +138,8 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|\b(?:command|program|executable)\s+[\"'`]?nvidia-smi[\"'`]?\s+(?:(?:was )?not found|does not exist|is currently not installed)"
      r"|\bwhich: no nvidia-smi in\b"
      r"|libnvidia-ml\.so(?:\.1)?: cannot open shared object|load library failed: libnvidia-ml\.so"
+     # the driver's other userspace libraries (the driver package's, never a wheel's): libcuda, libnvidia-*
+     r"|\blib(?:cuda|nvidia-[\w-]+)\.so(?:\.\d+)*: cannot open shared object"
      r"|couldn't find libnvidia-ml\.so"
      # NVML's library itself not loadable, as the bindings say it: pynvml `NVMLError_LibraryNotFound: NVML Shared
      # Library Not Found` (stevezau/media_preview_generator#47), go-nvml `ERROR_LIBRARY_NOT_FOUND`, gonvml "could
@@ -489,8 +492,12 @@ def lxc_words(ev: LogEvidence) -> str:
 
 
 def _toolkit_load(ev: LogEvidence) -> bool:
-    """The missing userspace was reported by the container toolkit's own dlopen of the host's NVML."""
-    return "load library failed" in ev.lines.get("userspace_missing", "").lower()
+    """The missing driver userspace is the container runtime's to bring, not the image's: the toolkit's own dlopen
+    of the host's NVML failed, or a docker/podman/Kubernetes container lacks a library of the driver's (the
+    toolkit mounts the host's libcuda/libnvidia-* into a container that asks for a GPU)."""
+    line = ev.lines.get("userspace_missing", "").lower()
+    runtime = any(p in ("docker", "podman", "kubernetes") for p in ev.places) and not ev.lxc_context
+    return "load library failed" in line or (runtime and "cannot open shared object" in line)
 
 
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:

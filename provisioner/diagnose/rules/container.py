@@ -183,8 +183,10 @@ RULES: tuple[Rule, ...] = (
             "into the container and install the userspace driver at exactly the host's version."
         ),
         examples=(
-            "root@pve:~# pct exec 101 -- nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with "
-            "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
+            # in an LXC container the same words are plumbing.lxc_driver_unreachable's
+            "$ docker run --rm --gpus all nvidia/cuda:12.4.1-base-ubuntu22.04 nvidia-smi\nNVIDIA-SMI has failed "
+            "because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is "
+            "installed and running.",
         ),
     ),
     Rule(

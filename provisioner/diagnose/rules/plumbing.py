@@ -55,7 +55,8 @@ RULES: tuple[Rule, ...] = (
         name="plumbing.lxc_nvidia_hook_failed",
         category="proxmox_lxc",
         patterns=(
-            r"hooks/nvidia\b[^\n]{0,120}\b(?:fails?|failed|failing|errors?|exit(?:ed)? (?:with )?status [1-9])",
+            r"hooks/nvidia\b[^\n]{0,200}\b(?:fails?|failed|failing|errors?|exit(?:ed)? (?:with )?status [1-9]"
+            r"|permission denied|cannot|unable to)\b",
             r"\b(?:fails?|failed|failing)\b[^\n]{0,120}\bhooks/nvidia\b",
             r"\b(?:driver|rpc) service terminated with signal \d+",
         ),
@@ -72,6 +73,24 @@ RULES: tuple[Rule, ...] = (
              "hook looks (`ldconfig -p | grep libnvidia-ml`); then start the container again."),
         examples=("`nvidia-container-cli` call in `/usr/share/lxc/hooks/nvidia` fails as follows:\n"
                   " I0401 03:37:29.686296 28008 driver.c:233] driver service terminated with signal 15",),
+    ),
+    Rule(
+        # nvidia-smi's "couldn't communicate" inside an LXC/LXD/Incus container (`pct exec`, `lxc exec`): NVML opens
+        # /dev/nvidiactl and /dev/nvidiaN, which only the container's config passes in (Proxmox devN:/mount entries,
+        # LXD/Incus's gpu device) — the same words in a docker container are container.driver_unreachable_in_container
+        name="plumbing.lxc_driver_unreachable",
+        category="proxmox_lxc",
+        patterns=(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",),
+        messages=("smi.cannot_communicate",),
+        context=r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b",
+        confidence=0.8,
+        root_cause=("Inside the LXC container nvidia-smi cannot reach the driver: the container's config does not pass "
+                    "the host's /dev/nvidiactl and /dev/nvidiaN in (for LXD/Incus: the gpu device matched none, or "
+                    "other nodes than the GPU's), or the host's driver is not loaded."),
+        fix=("Run `nvidia-smi` on the host first (no driver there: load it); then compare `ls -l /dev/nvidia*` on the "
+             "host and in the container and pass the missing nodes: {lxc_words}."),
+        examples=("$ lxc exec c1 -- nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                  "driver. Make sure that the latest NVIDIA driver is installed and running.",),
     ),
     Rule(
         name="plumbing.nvc_ldconfig_path",
