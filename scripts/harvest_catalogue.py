@@ -14,6 +14,7 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - proxmox/pve-container            pct / the LXC prestart hook's `die` texts
 - NVIDIA/nccl                      NCCL WARN texts
 - astral-sh/uv                     the resolver's errors
+- cncf-tags/container-device-interface  CDI's errors as podman, docker (>= 25), containerd and CRI-O print them
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -72,6 +73,7 @@ LXC = "lxc/lxc"
 PVE = "proxmox/pve-container"
 NCCL = "NVIDIA/nccl"
 UV = "astral-sh/uv"
+CDI = "cncf-tags/container-device-interface"
 
 SPECS: tuple[Spec, ...] = (
     # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
@@ -307,6 +309,19 @@ SPECS: tuple[Spec, ...] = (
     Spec("nvc.add_device_rules", "nvidia-container-cli (nvcgo, cgroup v2)", "The GPU device rules could not be added.",
          repo=NVC, locate="failed to add device rules",
          wordings=("mount error: failed to add device rules: %s",), url=LIBNVC + "src/nvcgo/internal/cgroup/v2.go"),
+    # --- CDI (the Container Device Interface library the runtimes vendor: podman, docker >= 25, containerd, CRI-O)
+    Spec("cdi.unresolvable_devices", "CDI (pkg/cdi cache.go), as podman/docker/containerd print it",
+         "The runtime was asked for CDI devices (nvidia.com/gpu=...) that no CDI spec it could load defines: no spec "
+         "generated, a stale spec, or a spec it cannot read (a cdiVersion newer than the runtime's CDI library).",
+         repo=CDI, locate="unresolvable CDI devices", paths=("pkg/cdi",)),
+    Spec("cdi.host_device_missing", "CDI (pkg/cdi container-edits_unix.go)",
+         "A device node the CDI spec names does not exist on the host (the spec was generated for nodes that are "
+         "gone or not yet created).",
+         repo=CDI, locate="failed to stat CDI host device", paths=("pkg/cdi",)),
+    Spec("cdi.load_spec_failed", "CDI (pkg/cdi cache.go)",
+         "A CDI spec file could not be read or parsed (invalid, or a spec version this runtime's CDI library does not "
+         "know).",
+         repo=CDI, locate="failed to load CDI Spec", paths=("pkg/cdi",)),
     # --- the NVIDIA container toolkit (runtime hook), docker/runc around it
     Spec("toolkit.hook_failed", "runc (prestart hook) / docker", "The NVIDIA prestart hook (nvidia-container-cli) failed.",
          wordings=("error running hook #%d: error running hook: exit status %d, stdout: %s, stderr: %s",
@@ -609,8 +624,10 @@ def build(mirror: Path, ntags: int) -> dict[str, object]:
             print(f"  {spec.id}: nothing found for {spec.locate!r}", file=sys.stderr)
             continue
         # newest wording first: the one HEAD prints, else the latest version seen
-        wordings.sort(key=lambda w: (not any(str(v).startswith("HEAD") for v in w["versions"]),  # type: ignore[union-attr]
-                                     [-x for x in _version_key(str(w["versions"][-1]))]))  # type: ignore[index]
+        def newest_first(w: dict[str, object]) -> tuple[bool, list[int]]:
+            versions = [str(v) for v in w["versions"]]  # type: ignore[attr-defined]
+            return (not any(v.startswith("HEAD") for v in versions), [-x for x in _version_key(versions[-1])])
+        wordings.sort(key=newest_first)
         url = spec.url
         if not url and spec.repo:
             url = f"{GH}{spec.repo}/blob/{sources.get(spec.repo, 'HEAD')}/{path}"

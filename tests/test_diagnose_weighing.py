@@ -220,3 +220,24 @@ def test_a_driver_library_missing_in_a_docker_container_is_the_runtime_not_the_i
     # on a host, the same missing library is a missing library
     host = "/usr/local/bin/node: error while loading shared libraries: libcuda.so.1: cannot open shared object file\n"
     assert diagnose(host)[0].category == "missing_shared_lib"
+
+
+def test_cdi_devices_the_runtime_cannot_resolve_are_the_container_runtime() -> None:
+    # CDI's own error (cncf-tags/container-device-interface pkg/cdi cache.go) as podman prints it
+    log = ("$ nvidia-ctk --debug cdi list\nINFO[0000] Found 3 CDI devices\nnvidia.com/gpu=0\nnvidia.com/gpu=all\n"
+           "$ podman run -it --rm --device nvidia.com/gpu=0 nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 bash\n"
+           "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0\n")
+    top = diagnose(log)[0]
+    assert top.category == "container_device_missing" and top.rule == "container.cdi_device_unresolvable", top
+    assert "nvidia-ctk cdi generate" in top.fix and "cdiVersion" in top.fix
+
+
+def test_a_container_that_loses_its_gpu_after_hours_is_the_cgroup_reload() -> None:
+    log = ("Ollama is running via docker compose. After sometimes 12 hours Ollama will stop using the GPU and revert "
+           "to CPU only.\n")
+    top = diagnose(log)[0]
+    assert top.category == "container_device_missing" and top.rule == "container.gpu_lost_after_a_while", top
+    assert "native.cgroupdriver=cgroupfs" in top.fix
+    # the same words about a host are not a container's cgroup
+    assert all(f.rule != "container.gpu_lost_after_a_while"
+               for f in diagnose("After 12 hours the training stops using the GPU.\n"))

@@ -127,6 +127,52 @@ RULES: tuple[Rule, ...] = (
         examples=("Failed to initialize NVML: Unknown Error",),
     ),
     Rule(
+        # CDI (the Container Device Interface library podman, docker >= 25, containerd and CRI-O vendor): the runtime
+        # resolves `nvidia.com/gpu=...` from the specs in /etc/cdi and /var/run/cdi, which nvidia-ctk writes
+        name="container.cdi_device_unresolvable",
+        category="container_device_missing",
+        # the wrapping the CDI package's own documentation gives its callers (pkg/cdi doc.go), which moby's daemon uses
+        patterns=(r"CDI device injection failed",),
+        messages=("cdi.unresolvable_devices", "cdi.host_device_missing", "cdi.load_spec_failed"),
+        confidence=0.85,
+        root_cause=("The container runtime could not resolve the GPU as a CDI device: no CDI spec it could load "
+                    "defines it (none generated, one generated before the driver or devices changed, or one written "
+                    "in a newer CDI spec version than this runtime's CDI library reads), or the spec names a device "
+                    "node the host does not have."),
+        fix=("List what the runtime can see: `nvidia-ctk cdi list`; regenerate the spec after every driver upgrade "
+             "(`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`, or the toolkit's nvidia-cdi-refresh "
+             "service); if the spec lists the device but the runtime still refuses it, the runtime's CDI library is "
+             "older than the spec's `cdiVersion`: update the runtime (podman, docker, containerd) or use a toolkit "
+             "release that writes the older version."),
+        examples=("Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=0",),
+    ),
+    Rule(
+        # the reporter's own words for the cgroup-v2 device rules that systemd re-applies on `daemon-reload` without
+        # the nodes the toolkit's hook added (nvidia-container-toolkit#48): a long-running container loses its GPUs
+        # after hours and falls back to the CPU, and NVML then says "Unknown Error" (container.nvml_unknown_or_permission)
+        name="container.gpu_lost_after_a_while",
+        category="container_device_missing",
+        patterns=(
+            r"\bafter (?:some time|a (?:few |couple of )?(?:hours?|days?|while)|(?:sometimes )?\d+\s*(?:hours?|days?|h)\b)"
+            r"[^\n]{0,120}\b(?:stops? using|no longer (?:uses?|sees?|finds?|detects?)|loses?|lost|drops?)\b[^\n]{0,30}\bGPUs?\b",
+            r"\b(?:stops? using|loses?|lost|drops?)\b[^\n]{0,30}\bGPUs?\b[^\n]{0,120}\bafter (?:some time|a (?:few )?"
+            r"(?:hours?|days?|while)|\d+\s*(?:hours?|days?|h)\b)",
+        ),
+        messages=("nvml.unknown",),
+        context=CONTAINER_CONTEXT,
+        confidence=0.6,
+        root_cause=("A long-running container loses its GPUs after a while: with Docker's systemd cgroup driver, every "
+                    "`systemctl daemon-reload` re-applies the container's device rules without the NVIDIA nodes the "
+                    "toolkit's hook added, so the GPU disappears (NVML: \"Unknown Error\") and the application falls "
+                    "back to the CPU."),
+        fix=("Give Docker the cgroupfs driver (`\"exec-opts\": [\"native.cgroupdriver=cgroupfs\"]` in "
+             "/etc/docker/daemon.json, restart docker), or pass the GPUs as CDI devices / explicit `--device "
+             "/dev/nvidia*` and create the /dev/char links (`nvidia-ctk system create-dev-char-symlinks --create-all`); "
+             "restarting the container restores it until the next reload."),
+        examples=("after sometimes 12 hours and other times a day plus Ollama will stop using the GPU and revert to CPU "
+                  "only (docker compose)",),
+    ),
+    Rule(
         name="container.device_file_missing",
         category="container_device_missing",
         patterns=(
