@@ -492,6 +492,13 @@ SPECS: tuple[Spec, ...] = (
          wordings=("Found %s which is too old to be supported by the triton GPU compiler, which is used as the backend. "
                    "Triton only supports devices of CUDA Capability >= 7.0",),
          url=GH + "pytorch/pytorch/blob/main/torch/_inductor/scheduler.py", kind="documented"),
+    # ptxas (closed): a PTX instruction the target architecture lacks; the requirement per instruction is the PTX ISA
+    # manual's "Target ISA notes" (mma.m8n8k4 requires sm_70 or higher); the wording as Triton/PyTorch/nvcc users
+    # paste ptxas's output (triton-lang/triton#542)
+    Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
+         "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
+         wordings=("Feature '%s' requires .target sm_%d or higher",),
+         url="https://docs.nvidia.com/cuda/parallel-thread-execution/", kind="documented"),
     Spec("bnb.cuda_setup_failed", "bitsandbytes", "bitsandbytes found no usable CUDA library.",
          wordings=("CUDA Setup failed despite GPU being available.",),
          url=GH + "bitsandbytes-foundation/bitsandbytes", kind="documented"),

@@ -241,3 +241,27 @@ def test_a_container_that_loses_its_gpu_after_hours_is_the_cgroup_reload() -> No
     # the same words about a host are not a container's cgroup
     assert all(f.rule != "container.gpu_lost_after_a_while"
                for f in diagnose("After 12 hours the training stops using the GPU.\n"))
+
+
+NO_DRIVER = ("RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+             "installed a driver from http://www.nvidia.com/Download/index.aspx\n")
+
+
+def test_no_driver_inside_a_container_that_started_is_the_gpu_never_asked_for() -> None:
+    for start in ("$ docker run --rm -it myimage python train.py",
+                  "$ srun --nodes=1 --gpus=2 --container-image=myimage --pty bash -i",
+                  "$ apptainer exec pytorch.sif python train.py"):
+        top = diagnose(start + "\n" + NO_DRIVER)[0]
+        assert top.category == "container_device_missing" and top.rule == "container.no_driver_in_container", top
+        assert "--gpus all" in top.fix and "--nv" in top.fix and "NVIDIA_VISIBLE_DEVICES" in top.fix
+    assert diagnose("$ python train.py\n" + NO_DRIVER)[0].category == "no_driver_loaded"
+    # an LXC container's driver userspace is its own setup, not a runtime's injection
+    assert all(f.rule != "container.no_driver_in_container" for f in diagnose("root@pve:~# pct exec 101 -- bash\n" + NO_DRIVER))
+
+
+def test_a_ptx_feature_the_gpu_lacks_is_the_gpu_too_old() -> None:
+    # ptxas's words as Triton wraps them (triton-lang/triton#542: tl.dot's mma on a Pascal TITAN X)
+    log = ("E       RuntimeError: Internal Triton PTX codegen error: \n"
+           "E       ptxas /tmp/fileeECWP1, line 297; error   : Feature 'mma' requires .target sm_70 or higher\n")
+    top = diagnose(log)[0]
+    assert top.category == "arch_unsupported" and top.rule == "arch.feature_needs_newer_gpu", top

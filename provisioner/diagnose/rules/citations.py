@@ -15,7 +15,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "arch.no_kernel_image": ("cuda.no_kernel_image",),
     "arch.invalid_device_function": ("cuda.invalid_device_function",),
     "arch.toolchain_unknown_arch": ("toolchain.nvcc_unsupported_arch", "toolchain.ptxas_unknown_sm"),
-    "arch.feature_needs_newer_gpu": ("triton.capability_too_old",),
+    "arch.feature_needs_newer_gpu": ("triton.capability_too_old", "ptxas.feature_requires_target"),
     "arch.legacy_gpu_dropped_by_driver": ("nvrm.legacy_gpu",),
     "driver.insufficient_for_runtime": ("cuda.insufficient_driver",),
     "driver.torch_driver_too_old": ("torch.driver_too_old",),

@@ -6,10 +6,15 @@ from __future__ import annotations
 # reference, `--hostname`): the shell prompt `root@3a7cddb6f838:/#` and a program printing its hostname (TensorFlow/XLA's
 # cuda_diagnostics "hostname: 3a7cddb6f838") say the log ran in one.
 DOCKER_HOSTNAME = r"\broot@[0-9a-f]{12}:|\bhostname:\s*[0-9a-f]{12}\b"
+# HPC's container runtimes: enroot (Slurm's pyxis: `srun --container-image`) and Apptainer/Singularity (`--nv`)
+HPC_CONTAINER = r"\benroot (?:start|create|import)\b|--container-image\b|\b(?:apptainer|singularity) (?:exec|run|shell)\b"
 CONTAINER_CONTEXT = (
-    r"\b(?:docker|podman|lxc|lxd|pct|containerd|kubernetes|k8s|kubectl|container|nvidia-container)|" + DOCKER_HOSTNAME
+    r"\b(?:docker|podman|lxc|lxd|pct|containerd|kubernetes|k8s|kubectl|container|nvidia-container|enroot|pyxis"
+    r"|apptainer|singularity)|" + DOCKER_HOSTNAME
 )
 IN_CONTAINER = (
     r"\b(?:lxc|lxd|pct (?:exec|enter)|docker (?:run|exec)|docker[ -]compose|podman (?:run|exec)|kubectl exec)\b"
-    r"|inside (?:the |a |an |my )?(?:\w+ )?(?:container|CT|LXC)\b|" + DOCKER_HOSTNAME
+    r"|inside (?:the |a |an |my )?(?:\w+ )?(?:container|CT|LXC)\b|" + DOCKER_HOSTNAME + "|" + HPC_CONTAINER
 )
+# an LXC/LXD/Incus/Proxmox container: its setup is proxmox_lxc's
+LXC_CONTEXT = r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, LXC_CONTEXT
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -173,6 +173,29 @@ RULES: tuple[Rule, ...] = (
                   "only (docker compose)",),
     ),
     Rule(
+        # PyTorch's "no driver" (libcuda not loadable) inside a docker/podman/enroot/Apptainer container that started:
+        # the host's driver is fine (a GPU request on a host without one fails before the container starts); the
+        # container was started without asking for the GPU, so its runtime injected neither nodes nor libcuda
+        name="container.no_driver_in_container",
+        category="container_device_missing",
+        patterns=(r"Found no NVIDIA driver on your system",),
+        messages=("torch.no_driver",),
+        context=IN_CONTAINER,
+        unless=LXC_CONTEXT,
+        confidence=0.9,
+        demotes=("no_driver_loaded",),
+        root_cause=("The container was started without the GPU: its runtime injected neither the /dev/nvidia* nodes "
+                    "nor the driver's libcuda, so PyTorch finds no driver inside it (the host's driver is not in "
+                    "question: a GPU request on a host without a driver fails before the container starts)."),
+        fix=("Ask the runtime for the GPU: `docker run --gpus all` (compose: `deploy.resources.reservations.devices` "
+             "with `capabilities: [gpu]`), podman `--device nvidia.com/gpu=all` (CDI), Apptainer/Singularity `--nv`, "
+             "enroot/pyxis `NVIDIA_VISIBLE_DEVICES=all` (images not built from NVIDIA's CUDA bases do not set it); "
+             "Kubernetes: request `nvidia.com/gpu` and the nvidia runtime class."),
+        examples=("$ srun --gpus=2 --container-image=myimage --pty bash -i\nRuntimeError: Found no NVIDIA driver on your "
+                  "system. Please check that you have an NVIDIA GPU and installed a driver from "
+                  "http://www.nvidia.com/Download/index.aspx",),
+    ),
+    Rule(
         name="container.device_file_missing",
         category="container_device_missing",
         patterns=(
@@ -246,7 +269,7 @@ RULES: tuple[Rule, ...] = (
         confidence=0.9,
         # the context steers: inside a Proxmox/LXC/LXD container whose host has the driver, a missing
         # libnvidia-ml is the container's userspace (this project's first hypothesis), not "no driver"
-        context=r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b",
+        context=LXC_CONTEXT,
         demotes=("no_driver_loaded",),
         root_cause=(
             "Inside the LXC container the NVIDIA driver's userspace (libnvidia-ml.so.1) is missing: the host has "

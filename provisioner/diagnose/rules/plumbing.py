@@ -6,6 +6,7 @@ where the log ran: `evidence.lxc_words`)."""
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import LXC_CONTEXT
 
 _TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 
@@ -82,7 +83,7 @@ RULES: tuple[Rule, ...] = (
         category="proxmox_lxc",
         patterns=(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",),
         messages=("smi.cannot_communicate",),
-        context=r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b",
+        context=LXC_CONTEXT,
         confidence=0.8,
         root_cause=("Inside the LXC container nvidia-smi cannot reach the driver: the container's config does not pass "
                     "the host's /dev/nvidiactl and /dev/nvidiaN in (for LXD/Incus: the gpu device matched none, or "
