@@ -15,6 +15,7 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - NVIDIA/nccl                      NCCL WARN texts
 - astral-sh/uv                     the resolver's errors
 - cncf-tags/container-device-interface  CDI's errors as podman, docker (>= 25), containerd and CRI-O print them
+- NVIDIA/yum-packaging-nvidia-plugin  the dnf/yum plugin that holds back kernels without precompiled NVIDIA modules
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -74,6 +75,7 @@ PVE = "proxmox/pve-container"
 NCCL = "NVIDIA/nccl"
 UV = "astral-sh/uv"
 CDI = "cncf-tags/container-device-interface"
+DNFNV = "NVIDIA/yum-packaging-nvidia-plugin"
 
 SPECS: tuple[Spec, ...] = (
     # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
@@ -309,6 +311,15 @@ SPECS: tuple[Spec, ...] = (
     Spec("nvc.add_device_rules", "nvidia-container-cli (nvcgo, cgroup v2)", "The GPU device rules could not be added.",
          repo=NVC, locate="failed to add device rules",
          wordings=("mount error: failed to add device rules: %s",), url=LIBNVC + "src/nvcgo/internal/cgroup/v2.go"),
+    # --- NVIDIA's dnf/yum plugin (precompiled kmod streams on RHEL): it filters out kernels that have no precompiled
+    # module for the installed driver, so an update either skips the kernel or fails to resolve
+    Spec("dnfnv.no_precompiled_kmod", "dnf-plugin-nvidia / yum-plugin-nvidia",
+         "No precompiled NVIDIA kernel module package exists yet for the new kernel and the installed driver: the "
+         "plugin holds the kernel back (the update skips it or cannot resolve).",
+         repo=DNFNV, locate="Skipping kernel installation since no"),
+    Spec("dnfnv.filtering_kernel", "dnf-plugin-nvidia (>= 2.x)",
+         "The plugin filters out a kernel that has no precompiled NVIDIA module for the installed driver.",
+         repo=DNFNV, locate="no precompiled modules available for version"),
     # --- CDI (the Container Device Interface library the runtimes vendor: podman, docker >= 25, containerd, CRI-O)
     Spec("cdi.unresolvable_devices", "CDI (pkg/cdi cache.go), as podman/docker/containerd print it",
          "The runtime was asked for CDI devices (nvidia.com/gpu=...) that no CDI spec it could load defines: no spec "
@@ -554,9 +565,35 @@ def format_at(text: str, line_no: int, locate: str) -> str | None:
     if probe not in joined or len(block) == 1:  # a literal of its own on the hit line (or a shell echo)
         own = [_unescape(lit) for lit in _LITERAL.findall(lines[i]) if probe in _unescape(lit)]
         if not own:
-            return None
+            return _python_concatenation(lines, i, probe)
         joined = own[0]
     return _interpolations_to_printf(joined).strip()
+
+
+_PY_SINGLE = re.compile(r"('(?:[^'\\\n]|\\.)*')")
+
+
+def _python_concatenation(lines: list[str], i: int, probe: str) -> str | None:
+    """Python's `'text ' + str(value) + ' more'` over `\\`-continued lines (NVIDIA's dnf plugin) as one format:
+    each literal's text, each expression between them `%s`."""
+    start = i
+    while start > 0 and lines[start - 1].rstrip().endswith(("\\", "+")):
+        start -= 1
+    end = i
+    while end + 1 < len(lines) and lines[end].rstrip().endswith(("\\", "+")):
+        end += 1
+    code = " ".join(line.rstrip().rstrip("\\") for line in lines[start : end + 1])
+    parts = _PY_SINGLE.split(code)
+    literal_at = [n for n, part in enumerate(parts) if n % 2 == 1]
+    if not literal_at:
+        return None
+    out = ""
+    for n in range(literal_at[0], literal_at[-1] + 1):
+        if n % 2 == 1:
+            out += _unescape(parts[n][1:-1])
+        elif re.search(r"[^\s+]", parts[n]):
+            out += "%s"
+    return out.strip() if probe in out else None
 
 
 def _version_key(tag: str) -> tuple[int, ...]:

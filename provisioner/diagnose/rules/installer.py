@@ -123,6 +123,24 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # RHEL's precompiled streams: NVIDIA's dnf/yum plugin excludes every kernel that has no kmod-nvidia built for
+        # it and the installed driver (NVIDIA/yum-packaging-nvidia-plugin nvidia-dnf.py), so dnf then reports the
+        # kernel packages "filtered out by exclude filtering" and the update cannot resolve
+        name="installer.no_precompiled_kmod",
+        category="installer_failure",
+        patterns=(r"kmod-nvidia[^\n]{0,160}could be found",),
+        messages=("dnfnv.no_precompiled_kmod", "dnfnv.filtering_kernel"),
+        confidence=0.88,
+        root_cause=("NVIDIA has not published a precompiled kernel module (kmod-nvidia) for the new kernel and the "
+                    "installed driver, so NVIDIA's dnf plugin holds the kernel back and the update skips it or fails "
+                    "to resolve."),
+        fix=("Stay on the current kernel until the precompiled module for it appears in NVIDIA's repository (`dnf "
+             "update --exclude='kernel*'`), or move to the DKMS stream, which builds the module for any kernel "
+             "(`dnf module switch-to nvidia-driver:<branch>-dkms`)."),
+        examples=("NOTE: Skipping kernel installation since no kernel module package kmod-nvidia-510.47.03-4.18.0-348.23.1 "
+                  "for kernel version 4.18.0-348.23.1.el8_5 and NVIDIA driver 510.47.03 could be found",),
+    ),
+    Rule(
         name="installer.compiler_missing",
         category="installer_failure",
         patterns=(
