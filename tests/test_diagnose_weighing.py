@@ -265,3 +265,19 @@ def test_a_ptx_feature_the_gpu_lacks_is_the_gpu_too_old() -> None:
            "E       ptxas /tmp/fileeECWP1, line 297; error   : Feature 'mma' requires .target sm_70 or higher\n")
     top = diagnose(log)[0]
     assert top.category == "arch_unsupported" and top.rule == "arch.feature_needs_newer_gpu", top
+
+
+def test_kernel_devel_for_another_kernel_than_the_installed_ones_is_the_module_build() -> None:
+    # `yum list installed` as a reporter pasted it (NVIDIA/ansible-role-nvidia-driver#18) and `rpm -qa`
+    listing = ("Installed Packages\n"
+               "kernel.x86_64                            3.10.0-957.el7                  @anaconda\n"
+               "kernel-devel.x86_64                   3.10.0-1127.18.2.el7               @updates\n"
+               "kernel-headers.x86_64               3.10.0-957.el7                    @anaconda\n")
+    top = diagnose(listing)[0]
+    assert top.category == "installer_failure" and top.rule == "evidence.kernel_devel_mismatch", top
+    assert "3.10.0-1127.18.2.el7" in top.root_cause and "3.10.0-957.el7" in top.root_cause
+    assert [n for n, _ in _lines(top)] == [2, 3]
+    assert diagnose(listing.replace("3.10.0-1127.18.2.el7", "3.10.0-957.el7")) == []
+    rpm = "kernel-3.10.0-957.el7.x86_64\nkernel-3.10.0-1160.el7.x86_64\nkernel-devel-3.10.0-1160.el7.x86_64\n"
+    assert diagnose(rpm) == []  # one of the kernels has its tree
+    assert diagnose(rpm.replace("devel-3.10.0-1160", "devel-3.10.0-1127"))[0].rule == "evidence.kernel_devel_mismatch"

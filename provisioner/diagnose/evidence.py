@@ -58,6 +58,8 @@ class LogEvidence(BaseModel):
     resolution_failed: bool = False
     cpu_build_installed: bool = False  # a CPU-only torch ran (not just a requirement naming +cpu)
     kernel_upgraded: bool = False
+    kernels: list[str] = Field(default_factory=list)  # kernel packages a listing shows (version-release)
+    kernel_devel: list[str] = Field(default_factory=list)  # kernel-devel packages it shows
     cuda_ran: bool = False  # the log shows an error only an initialised CUDA context returns (a launch, an allocation)
     gpus: list[str] = Field(default_factory=list)  # the GPU models the log names (nvidia-smi, collect_env, lspci)
     module_version: str | None = None  # the kernel module's version as its own line prints it (NVRM, API mismatch)
@@ -129,6 +131,12 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cuda_ran", ("kernel image", "device function", "illegal memory access", "out of memory"),
      r"no kernel image is available for execution|invalid device function|an illegal memory access was encountered"
      r"|CUDA out of memory\. Tried to allocate"),
+    # the kernels and the kernel-devel trees a package listing shows (`yum/dnf list installed`, `rpm -qa`): the NVIDIA
+    # module (DKMS, akmods, the .run installer) is built against the running kernel's kernel-devel
+    ("pkg:kernel", ("kernel",),
+     r"^\s*kernel(?:-core)?(?:\.(?:x86_64|aarch64)\s+|-)(\d+\.\d+\.\d+-[\w.]+?)(?:\.(?:x86_64|aarch64))?(?:\s|$)"),
+    ("pkg:kernel-devel", ("kernel-devel",),
+     r"^\s*kernel-devel(?:\.(?:x86_64|aarch64)\s+|-)(\d+\.\d+\.\d+-[\w.]+?)(?:\.(?:x86_64|aarch64))?(?:\s|$)"),
     ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml", "libcuda.so", "libnvidia-"),
      # the binary absent, in the shells', runtimes' and package tools' wordings: `bash: nvidia-smi: command not
      # found`, `sh: 1: nvidia-smi: not found`, `exec: "nvidia-smi": executable file not found in $PATH` (runc),
@@ -229,7 +237,7 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 #: windows (where it ran is read over the whole log instead: `places_of`)
 _DECISIVE = ("proc_readable", "nvrm_version", "module_absent", "userspace_missing", "node_missing",
              "resolution_failed", "cpu_build", "kernel_upgraded", "hw:xid79", "hw:aer", "hw:gsp_timeout", "hw:gsp_boot",
-             "generic_symptom", "cuda_ran")
+             "generic_symptom", "cuda_ran", "pkg:kernel", "pkg:kernel-devel")
 EXTRACTOR_REGEXES: tuple[str, ...] = tuple(r for k, _, r in _EXTRACTORS if k in _DECISIVE)
 _PLACE_RX: tuple[tuple[str, Regex], ...] = tuple((k, compile_rx(r)) for k, _, r in _EXTRACTORS
                                                  if k.startswith(("place:", "tool:")) or k == "proxmox")
@@ -440,6 +448,10 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         ev.see("installer_phase", line, number)
     elif key == "nccl":
         _add_once(ev.nccl_errors, group(1))
+    elif key in ("pkg:kernel", "pkg:kernel-devel"):
+        _add_once(ev.kernel_devel if key == "pkg:kernel-devel" else ev.kernels, group(1))
+        if key not in ev.lines:
+            ev.see(key, line, number)
 
 
 @dataclass(frozen=True)
@@ -498,6 +510,22 @@ def _toolkit_load(ev: LogEvidence) -> bool:
     line = ev.lines.get("userspace_missing", "").lower()
     runtime = any(p in ("docker", "podman", "kubernetes") for p in ev.places) and not ev.lxc_context
     return "load library failed" in line or (runtime and "cannot open shared object" in line)
+
+
+def _compare_kernel_devel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """A listing whose kernel-devel trees match none of its kernels: the module cannot be built for the kernel."""
+    if ev.kernels and ev.kernel_devel and not set(ev.kernels) & set(ev.kernel_devel):
+        hits.append(EvidenceHit(
+            name="evidence.kernel_devel_mismatch", category="installer_failure", confidence=0.8,
+            root_cause=(f"The installed kernel-devel ({', '.join(ev.kernel_devel)}) matches none of the installed kernels "
+                        f"({', '.join(ev.kernels)}): DKMS and the installer build the NVIDIA module against the running "
+                        "kernel's tree, so it is not built and the driver does not load."),
+            fix=("Install kernel-devel for the running kernel (`dnf install kernel-devel-$(uname -r)`), or update the "
+                 "kernel to the kernel-devel's version and reboot; then rebuild the module (`dkms autoinstall`)."),
+            evidence=_lines(ev, "pkg:kernel", "pkg:kernel-devel"),
+            line_of=_line_of(ev, "pkg:kernel", "pkg:kernel-devel"),
+            demotes=("no_driver_loaded",),
+        ))
 
 
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
@@ -667,6 +695,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             demotes=("cpu_only_wheel",),
         ))
     _compare_versions(ev, hits)
+    _compare_kernel_devel(ev, hits)
     _build_predates_gpu(ev, hits)
     _hardware_over_generic(ev, hits)
     return [h if h.line_of else replace(h, line_of=_line_of_texts(ev, h.evidence)) for h in hits]
