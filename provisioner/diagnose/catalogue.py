@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from provisioner.diagnose.normalize import format_regex, message_head
+from provisioner.diagnose.normalize import CONVERSION_RE, format_regex, message_head
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,6 @@ class Entry:
 # that several messages share.
 _LINE_WORDS = 6
 _BOILERPLATE = re.compile(r"please see|readme|www\.|docs\.nvidia|download page|appendix|documentation|sections in", re.I)
-_CONV = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z]")
 
 
 def later_lines(fmt: str) -> tuple[str, ...]:
@@ -62,7 +61,7 @@ def later_lines(fmt: str) -> tuple[str, ...]:
     out: list[str] = []
     for line in fmt.split("\n")[1:]:
         text = re.sub(r"^\s*NVRM:\s*", "", line).strip()
-        words = re.findall(r"[A-Za-z]{2,}", _CONV.sub("", message_head(text)))  # what its matcher reads
+        words = re.findall(r"[A-Za-z]{2,}", CONVERSION_RE.sub("", message_head(text)))  # what its matcher reads
         if len(words) >= _LINE_WORDS and not _BOILERPLATE.search(text):
             out.append(text)
     return tuple(out)

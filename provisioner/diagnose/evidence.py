@@ -503,7 +503,7 @@ def lxc_words(ev: LogEvidence) -> str:
     return ("Proxmox: `devN:` lines or lxc.mount.entry + lxc.cgroup2.devices.allow; docker: `--gpus`/CDI")
 
 
-def _toolkit_load(ev: LogEvidence) -> bool:
+def _runtime_brings_userspace(ev: LogEvidence) -> bool:
     """The missing driver userspace is the container runtime's to bring, not the image's: the toolkit's own dlopen
     of the host's NVML failed, or a docker/podman/Kubernetes container lacks a library of the driver's (the
     toolkit mounts the host's libcuda/libnvidia-* into a container that asks for a GPU)."""
@@ -670,7 +670,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             name="evidence.container_userspace_missing",
             category="proxmox_lxc" if lxc else "container_device_missing",
             confidence=0.9 if lxc else 0.8,
-            root_cause=(f"The NVIDIA driver's userspace (nvidia-smi, libnvidia-ml.so.1) is missing inside the "
+            root_cause=(f"The NVIDIA driver's userspace (nvidia-smi, libnvidia-ml.so.1, libcuda.so.1) is missing inside the "
                         f"{'LXC ' if lxc else ''}container{after}: the host has the kernel module; the container needs "
                         "the user-space libraries at exactly the host's version"
                         + (" (a host driver rebuilt or upgraded with the kernel leaves the container's copy "
@@ -682,7 +682,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             evidence=_lines(ev, "userspace_missing", "kernel_upgraded", "proxmox", "place:lxc"),
             # nvidia-container-cli's "load library failed" (libnvidia-container src/dxcore.c, driver.c: the dlopen of
             # the host's libnvidia-ml) is the runtime not finding the host's driver, not a library the image lacks
-            demotes=("no_driver_loaded", "missing_shared_lib") if _toolkit_load(ev) else ("no_driver_loaded",),
+            demotes=("no_driver_loaded", "missing_shared_lib") if _runtime_brings_userspace(ev) else ("no_driver_loaded",),
         ))
     if ev.resolution_failed and not ev.cpu_build_installed:
         hits.append(EvidenceHit(

@@ -193,12 +193,12 @@ def clean_log(text: str) -> CleanLog:
 # or a wrapper puts before it (`nvidia-container-cli:`, `Error:`, a library's exception name): the match is not
 # anchored. The first sentence is matched (a paste often stops there); leading and trailing values are dropped.
 
-_CONVERSION_RE = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?([diouxXsScpfgeEv])")
+CONVERSION_RE = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q)?([diouxXsScpfgeEv])")
 _PROGRAM_PREFIX_RE = re.compile(
     r"^(?:(?:NVRM|ERROR|Error|error|WARN|WARNING|Warning|FIXME|INFO|nvidia-container-cli|nvidia-smi)\s*:\s*)+"
 )
 _SENTENCE_END_RE = re.compile(r"[.!?](?:\s*\n|\s{2,}|\s(?=[A-Z]))")
-_TOKEN_RE = re.compile(r"%%|" + _CONVERSION_RE.pattern + r"|\s+|[/:]|[\"'`]|[.,;!?]|[^\s/:\"'`.,;!?%]+|%")
+_TOKEN_RE = re.compile(r"%%|" + CONVERSION_RE.pattern + r"|\s+|[/:]|[\"'`]|[.,;!?]|[^\s/:\"'`.,;!?%]+|%")
 MAX_FORMAT_WORDS = 24  # a longer first sentence is matched on its head (a paste is often cut)
 _VALUE = {"d": r"[-+]?\d+", "i": r"[-+]?\d+", "u": r"\d+", "o": r"[0-7]+", "x": r"(?:0x)?[0-9a-f]+",
           "X": r"(?:0x)?[0-9a-f]+", "p": r"(?:0x)?[0-9a-f]+", "f": r"[-+0-9.e]+", "g": r"[-+0-9.e]+",
@@ -226,7 +226,7 @@ def format_regex(fmt: str) -> str:
 
     # values and punctuation at either end say nothing: the words between them are the message
     def is_word(tok: str) -> bool:
-        return not (tok.isspace() or _CONVERSION_RE.fullmatch(tok) or tok in "/:\"'`.,;!?%")
+        return not (tok.isspace() or CONVERSION_RE.fullmatch(tok) or tok in "/:\"'`.,;!?%")
     while tokens and not is_word(tokens[0]):
         tokens.pop(0)
     tail: list[str] = []
@@ -238,7 +238,7 @@ def format_regex(fmt: str) -> str:
     out: list[str] = []
     loose = False  # the previous token was `/` or `:`: the whitespace after it is optional
     for n, tok in enumerate(tokens):
-        conv = _CONVERSION_RE.fullmatch(tok)
+        conv = CONVERSION_RE.fullmatch(tok)
         if tok.isspace():
             if not loose:
                 out.append(r"\s+(?:NVRM\s*:\s*)?" if "\n" in tok else r"\s+")

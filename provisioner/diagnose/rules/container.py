@@ -243,6 +243,7 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.78,
         context=IN_CONTAINER,
+        unless=LXC_CONTEXT,  # an LXC container's config is plumbing.lxc_driver_unreachable's
         root_cause=(
             "Inside the container nvidia-smi cannot reach the driver: the /dev/nvidia* nodes (or the driver "
             "libraries) were not passed in, or the host driver itself is not loaded."
