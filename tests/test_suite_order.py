@@ -5,6 +5,7 @@ of a suite report."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 from unittest import mock
 
 from tests.support import tiers
+from tests.support.suite_report import _Peaks, fs_type, memory_in_use
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,11 +115,6 @@ def test_the_tests_that_start_a_lab_another_way_are_in_the_lab_tier() -> None:
 def test_the_report_reads_the_scratch_file_system_and_the_memory_in_use() -> None:
     """What the report prints beside the wall: the type of the scratch's file system (a tmpfs under `.ci/run`)
     and the machine's memory in use, from /proc."""
-    import os
-    from pathlib import Path
-
-    from tests.support.suite_report import fs_type, memory_in_use
-
     assert fs_type(Path("/proc/self")) == "proc"
     assert fs_type(Path("/")) not in ("", "proc")
     used = memory_in_use()
@@ -127,11 +124,6 @@ def test_the_report_reads_the_scratch_file_system_and_the_memory_in_use() -> Non
 def test_a_scratch_on_another_file_system_gets_the_root_disk_watched_too() -> None:
     """A tmpfs scratch (`.ci/run`'s): the report watches it, the machine's root disk and the memory; a scratch on
     the root file system is watched once."""
-    import os
-    from pathlib import Path
-
-    from tests.support.suite_report import _Peaks
-
     other = Path("/proc")  # a file system of its own on every Linux machine, as the tmpfs is
     assert os.stat(other).st_dev != os.stat("/").st_dev
     peaks = _Peaks(other)

@@ -450,8 +450,7 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         _add_once(ev.nccl_errors, group(1))
     elif key in ("pkg:kernel", "pkg:kernel-devel"):
         _add_once(ev.kernel_devel if key == "pkg:kernel-devel" else ev.kernels, group(1))
-        if key not in ev.lines:
-            ev.see(key, line, number)
+        ev.see(key, line, number)
 
 
 @dataclass(frozen=True)
