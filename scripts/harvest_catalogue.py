@@ -16,6 +16,8 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - astral-sh/uv                     the resolver's errors
 - cncf-tags/container-device-interface  CDI's errors as podman, docker (>= 25), containerd and CRI-O print them
 - NVIDIA/yum-packaging-nvidia-plugin  the dnf/yum plugin that holds back kernels without precompiled NVIDIA modules
+- NVIDIA/gpu-driver-container      the GPU Operator's driver container (its nvidia-driver script's messages)
+- jax-ml/jax                       JAX's backend warnings (xla_bridge.py)
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -76,6 +78,9 @@ NCCL = "NVIDIA/nccl"
 UV = "astral-sh/uv"
 CDI = "cncf-tags/container-device-interface"
 DNFNV = "NVIDIA/yum-packaging-nvidia-plugin"
+GDC = "NVIDIA/gpu-driver-container"
+JAX = "jax-ml/jax"
+NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c0570939e65/include/ffnvcodec/dynlink_loader.h"
 
 SPECS: tuple[Spec, ...] = (
     # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
@@ -516,6 +521,42 @@ SPECS: tuple[Spec, ...] = (
     Spec("fabricmanager.not_running", "nvidia-fabricmanager (systemd)", "NVSwitch systems need the fabric manager running.",
          wordings=("nvidia-fabricmanager.service: Failed with result 'exit-code'",),
          url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/", kind="documented"),
+    # --- FFmpeg's NVENC/NVDEC (libavcodec nvenc.c; nv-codec-headers' loader): what media servers (Jellyfin, Plex's
+    # transcoder, Tdarr, Frigate) print when the driver's video userspace is missing or older than the build's SDK
+    Spec("ffmpeg.nvenc_driver_too_old", "FFmpeg (libavcodec/nvenc.c)",
+         "FFmpeg was built against an NVENC SDK whose API the installed driver does not offer: the driver is older "
+         "than the build needs.",
+         wordings=("The minimum required Nvidia driver for nvenc is %s or newer",
+                   "Driver does not support the required nvenc API version. Required: %d.%d Found: %d.%d"),
+         url=GH + "FFmpeg/FFmpeg/blob/master/libavcodec/nvenc.c", kind="documented"),
+    # dynlink_loader.h prints `Cannot load %s` with the library macro it dlopen()s: CUDA_LIBNAME, NVCUVID_LIBNAME,
+    # NVENC_LIBNAME (Linux: libcuda.so.1, libnvcuvid.so.1, libnvidia-encode.so.1; Windows: nvcuda.dll, nvcuvid.dll,
+    # nvEncodeAPI64.dll): the wordings are those expansions (the bare `Cannot load %s` would read any "Cannot load")
+    Spec("ffnvcodec.video_lib_missing", "FFmpeg (nv-codec-headers dynlink_loader.h)",
+         "The driver's video codec library (NVDEC libnvcuvid / NVENC libnvidia-encode) cannot be loaded: not installed "
+         "with the driver, or not given to the container (the toolkit injects it only for the `video` capability).",
+         wordings=("Cannot load libnvcuvid.so.1", "Cannot load libnvidia-encode.so.1", "Cannot load nvcuvid.dll",
+                   "Cannot load nvEncodeAPI64.dll", "Cannot load nvEncodeAPI.dll"),
+         url=NVCODEC, kind="documented"),
+    # --- NVIDIA's driver container (the GPU Operator's nvidia-driver-daemonset)
+    Spec("gpudriverctr.driver_in_use", "NVIDIA gpu-driver-container (nvidia-driver script)",
+         "The driver container cannot unload the NVIDIA modules already loaded on the node (a host-installed driver, "
+         "or processes using the GPU), so it cannot install its own driver.",
+         repo=GDC, locate="Could not unload NVIDIA driver kernel modules, driver is in use"),
+    # --- JAX (jax/_src/xla_bridge.py)
+    Spec("jax.no_cuda_jaxlib", "JAX (jax/_src/xla_bridge.py)",
+         "JAX sees an NVIDIA GPU but no CUDA backend is installed (a CPU-only jaxlib, or the CUDA plugin missing): it "
+         "runs on the CPU.",
+         repo=JAX, locate="CUDA-enabled jaxlib is not installed", paths=("jax/_src/xla_bridge.py",)),
+    # --- libsolv's problem text, as conda (libmamba solver), mamba and micromamba print an unsolvable environment:
+    # problems.c (SOLVER_RULE_PKG_CONSTRAINS, since 2019) joins "package ", the solvable, " has constraint ", the
+    # dependency and " conflicting with " over pool_tmpjoin/pool_tmpappend calls; rules.c prints it without "package "
+    Spec("libsolv.constraint_conflict", "libsolv (src/problems.c, rules.c), as mamba/conda print it",
+         "A package's run constraint conflicts with another package or a virtual package (conda's __cuda is the "
+         "driver's CUDA version, __glibc the C library's): the environment cannot be solved.",
+         wordings=("package %s has constraint %s conflicting with %s", "%s has constraint %s conflicting with %s"),
+         url=GH + "openSUSE/libsolv/blob/1b580675f4e3107823146c78fe03876cb82bf964/src/problems.c#L1446",
+         kind="documented"),
 )
 
 

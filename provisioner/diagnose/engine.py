@@ -19,6 +19,9 @@ from provisioner.diagnose.evidence import (
     places_of,
 )
 from provisioner.diagnose.extract import log_fields
+from provisioner.diagnose.layers import CONFIDENCE as LAYER_CONFIDENCE
+from provisioner.diagnose.layers import guess_layer
+from provisioner.diagnose.layers import numbered as layer_evidence
 from provisioner.diagnose.model import CATEGORIES, Category, EvidenceLine, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import TYPOGRAPHY, CleanLog, clean_log
 from provisioner.diagnose.redact import redact
@@ -478,12 +481,13 @@ def line_numbering(text: str, windows: list[tuple[int, int]] | None = None) -> C
     return number
 
 
-def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
+def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None, guess: bool = True) -> list[Candidate]:
     """Candidates from a log text (no ranking). A long log is first reduced to the windows around the
     literals some rule or field needs (the rules then run on those windows only; `context`/`unless` still
     look at the whole log). Facts are read first (`evidence.extract_evidence`): where it ran steers the fixes
     (`Rule.fix_lxc`), and the facts' own conclusions (versions compared, a hardware fault beside a generic
-    line) are candidates beside the rules'."""
+    line) are candidates beside the rules'. `guess`: where neither found anything, the layer the failing lines
+    point at (`diagnose.layers`) is a low-confidence candidate."""
     rules: tuple[Rule, ...] = RULES
     context_text: str | None = None
     windows: list[tuple[int, int]] | None = None
@@ -500,7 +504,24 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> 
         places_of(context_text, ev)
     fields.setdefault("lxc_words", lxc_words(ev))
     out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields, number, ev.lxc_context)
-    return out + evidence_candidates(ev)
+    out += evidence_candidates(ev)
+    if not out and guess:
+        out += layer_candidates(log, ev, number)
+    return out
+
+
+def layer_candidates(log: CleanLog, ev: LogEvidence, number: Callable[[int], int]) -> list[Candidate]:
+    """The layer the log's failing lines point at (`diagnose.layers.guess_layer`), as one low-confidence candidate,
+    or none."""
+    g = guess_layer(log.lines, ev)
+    if g is None:
+        return []
+    cand = Candidate(category=g.category, confidence=LAYER_CONFIDENCE, best=f"layer.{g.category}",
+                     root_cause=g.root_cause, fix=g.fix, rules=[f"layer.{g.category}"], evidence=[],
+                     generic_only=True)
+    for text, n in layer_evidence(g, number):
+        cand.add_evidence(text, n)
+    return [cand]
 
 
 def fact_text_candidates(text: str, extra_fields: Mapping[str, str] | None = None) -> list[Candidate]:
@@ -508,7 +529,7 @@ def fact_text_candidates(text: str, extra_fields: Mapping[str, str] | None = Non
     Its lines are not lines of the log the user has, so no evidence line keeps a number (`line: null` in
     `--json`, no `L<n>:` on the console): a fact's first line never reads as the log's line 1, never hides a
     log line that has the same number, and never makes a log finding look like "the same cause"."""
-    out = log_candidates(text, extra_fields)
+    out = log_candidates(text, extra_fields, guess=False)  # a probe's failing line is the probe's, not a layer's
     for cand in out:
         cand.line_of = {}
     return out

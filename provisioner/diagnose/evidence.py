@@ -29,9 +29,9 @@ from provisioner.diagnose.model import Category
 from provisioner.diagnose.rules.common import DOCKER_HOSTNAME
 from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
 
-Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "wsl", "container"]
+Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "hpc", "wsl", "container"]
 Phase = Literal["headers", "build", "load", "install"]
-CONTAINERS: tuple[Place, ...] = ("lxc", "docker", "podman", "kubernetes", "container")
+CONTAINERS: tuple[Place, ...] = ("lxc", "docker", "podman", "kubernetes", "hpc", "container")
 _CTL_OR_GPU = ("/dev/nvidiactl", "/dev/nvidia0")
 _UVM_OR_MODESET = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 
@@ -113,6 +113,10 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("place:docker", ("docker", "nvidia-container", "containerd", "oci runtime", "root@", "hostname:"),
      r"\bdocker\b|nvidia-container-(?:cli|toolkit|runtime)|\bcontainerd\b|OCI runtime|" + DOCKER_HOSTNAME),
     ("place:podman", ("podman",), r"\bpodman\b"),
+    # an HPC container runtime (enroot and SLURM's pyxis use libnvidia-container's hook; Apptainer's --nv binds the
+    # host's driver libraries): what the container lacks of the driver is the runtime's to bring
+    ("place:hpc", ("enroot", "pyxis", "apptainer", "singularity", "--container-image"),
+     r"\benroot\b|\bpyxis\b|\bapptainer\b|\bsingularity\b|--container-image\b"),
     ("place:kubernetes", ("kube", "k8s"), r"\bkubectl\b|\bkubernetes\b|\bk8s\b|\bkubelet\b"),
     ("place:wsl", ("wsl", "microsoft-standard"), r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard"),
     ("place:container", ("container",), r"\b(?:in|inside) (?:the |a |an |my |this )?(?:\w+ )?container\b"),
@@ -507,7 +511,7 @@ def _runtime_brings_userspace(ev: LogEvidence) -> bool:
     of the host's NVML failed, or a docker/podman/Kubernetes container lacks a library of the driver's (the
     toolkit mounts the host's libcuda/libnvidia-* into a container that asks for a GPU)."""
     line = ev.lines.get("userspace_missing", "").lower()
-    runtime = any(p in ("docker", "podman", "kubernetes") for p in ev.places) and not ev.lxc_context
+    runtime = any(p in ("docker", "podman", "kubernetes", "hpc") for p in ev.places) and not ev.lxc_context
     return "load library failed" in line or (runtime and "cannot open shared object" in line)
 
 
@@ -709,7 +713,8 @@ def _where(ev: LogEvidence) -> str:
     if ev.proxmox and "lxc" in places:
         return "in the Proxmox LXC container"
     if places:
-        return f"in the {places[0]} container" if places[0] in CONTAINERS else f"on {places[0]}"
+        name = "enroot/Apptainer" if places[0] == "hpc" else places[0]
+        return f"in the {name} container" if places[0] in CONTAINERS else f"on {name}"
     return "in the container" if ev.in_container else "where this ran"
 
 

@@ -16,5 +16,10 @@ IN_CONTAINER = (
     r"\b(?:lxc|lxd|pct (?:exec|enter)|docker (?:run|exec)|docker[ -]compose|podman (?:run|exec)|kubectl exec)\b"
     r"|inside (?:the |a |an |my )?(?:\w+ )?(?:container|CT|LXC)\b|" + DOCKER_HOSTNAME + "|" + HPC_CONTAINER
 )
+# a docker/podman/Kubernetes container run by the NVIDIA toolkit's runtime (its variables name it too)
+RUNTIME_CONTEXT = (
+    r"\b(?:docker|podman|containerd|kubernetes|k8s|kubectl|kubelet|nvidia-container[\w-]*|NVIDIA_DRIVER_CAPABILITIES"
+    r"|NVIDIA_VISIBLE_DEVICES)\b|" + DOCKER_HOSTNAME
+)
 # an LXC/LXD/Incus/Proxmox container: its setup is proxmox_lxc's
 LXC_CONTEXT = r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, LXC_CONTEXT
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, LXC_CONTEXT, RUNTIME_CONTEXT
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -352,5 +352,51 @@ RULES: tuple[Rule, ...] = (
             "nvidia-container-cli: initialization error: open failed: /proc/sys/kernel/overflowuid: permission "
             "denied: unknown",
         ),
+    ),
+    Rule(
+        # libnvidia-container mounts the driver's libraries per capability (src/nvc_info.c: video = libnvcuvid,
+        # libnvidia-encode, libnvidia-opticalflow); NVIDIA_DRIVER_CAPABILITIES defaults to utility,compute
+        name="container.video_capability_missing",
+        category="container_device_missing",
+        patterns=(r"\bFailed loading nvcuvid\b",),
+        messages=("ffnvcodec.video_lib_missing",),
+        context=RUNTIME_CONTEXT,
+        unless=LXC_CONTEXT,
+        demotes=("driver_too_old", "missing_shared_lib"),
+        confidence=0.8,
+        root_cause=("The container has no NVDEC/NVENC library ({library}): the NVIDIA runtime mounts the driver's video "
+                    "libraries only when the container asks for the `video` capability (the default is compute,utility), "
+                    "and only if the host has them."),
+        fix=("Give the container NVIDIA_DRIVER_CAPABILITIES=compute,video,utility (or all) — `-e` for docker, the "
+             "Deployment's env on Kubernetes — and make sure the host has the driver's video libraries "
+             "(`ldconfig -p | grep -E 'nvcuvid|nvidia-encode'` on the host)."),
+        examples=("I upgraded from 10.5.5 on Kubernetes\n[h264_cuvid @ 0xdeadbeef] Cannot load libnvcuvid.so.1\n"
+                  "[h264_cuvid @ 0xdeadbeef] Failed loading nvcuvid.",),
+    ),
+    Rule(
+        # runc (libcontainer/process_linux.go) "failed to fulfil mount request: %w" with a driver file the runtime
+        # was told to mount (a CDI spec's or the legacy hook's list): the file is gone, the list is older than the
+        # driver (a driver upgrade without regenerating /etc/cdi/nvidia.yaml) or names a daemon socket not running
+        name="container.stale_driver_mounts",
+        category="container_device_missing",
+        patterns=(
+            r"failed to fulfil mount request: open \S*(?:nvidia|libcuda|nvcuvid)\S*: no such file or directory",
+            r"error mounting \"?\S*(?:libnvidia|libcuda|nvcuvid|nvidia-persistenced)\S*\"? to rootfs[^\n]{0,200}no such file",
+        ),
+        messages=("cdi.host_device_missing",),
+        unless=LXC_CONTEXT,
+        demotes=("proxmox_lxc", "driver_lib_mismatch", "missing_shared_lib"),
+        confidence=0.85,
+        root_cause=("The container runtime was told to mount an NVIDIA driver file the host no longer has: its list of "
+                    "driver files (the CDI spec /etc/cdi/nvidia.yaml, or the toolkit's) was made for another driver "
+                    "version, or names a daemon's socket (nvidia-persistenced) that is not running."),
+        fix=("Regenerate the CDI spec after every driver change (`sudo nvidia-ctk cdi generate "
+             "--output=/etc/cdi/nvidia.yaml`, or enable the toolkit's nvidia-cdi-refresh service), start "
+             "nvidia-persistenced if its socket is named, then recreate the container (`docker compose up -d "
+             "--force-recreate`)."),
+        examples=("Error response from daemon: failed to create task for container: failed to create shim task: OCI "
+                  "runtime create failed: runc create failed: unable to start container process: error during container "
+                  "init: failed to fulfil mount request: open /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.580.159.04: no "
+                  "such file or directory",),
     ),
 )

@@ -131,4 +131,37 @@ RULES: tuple[Rule, ...] = (
             "returns false",
         ),
     ),
+    Rule(
+        # JAX's backend selection (jax/_src/xla_bridge.py): a GPU is visible, no CUDA backend was registered
+        name="cpu.jax_without_cuda",
+        category="cpu_only_wheel",
+        patterns=(r"\bCUDA-enabled jaxlib is not installed\b",),
+        messages=("jax.no_cuda_jaxlib",),
+        confidence=0.88,
+        root_cause=("JAX sees an NVIDIA GPU but has no CUDA backend: the installed jaxlib is a CPU build, or the CUDA "
+                    "plugin packages (jax-cuda12-plugin / jax-cuda12-pjrt; conda: the cuda plugin builds) are missing, "
+                    "so it runs on the CPU."),
+        fix=("Install JAX's CUDA backend for the driver's CUDA major (`pip install -U \"jax[cuda12]\"`; conda: jaxlib "
+             "`*cuda*` builds with their plugin packages) and check `python -c 'import jax; print(jax.devices())'`."),
+        examples=("An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling "
+                  "back to cpu.",),
+    ),
+    Rule(
+        # conda-forge's and the pytorch channel's build strings name the variant: cpu_py310h… against cuda118_py310h…
+        # (conda-forge/pytorch-cpu-feedstock recipe), printed by conda/mamba's transaction and `conda list`
+        name="cpu.conda_cpu_build",
+        category="cpu_only_wheel",
+        patterns=(
+            r"^\s*\+?\s*(?:pytorch|tensorflow(?:-base)?|jaxlib)\s+\d+\.\d+(?:\.\d+)?\s+cpu_py\d+",
+            r"\b(?:pytorch|tensorflow|jaxlib)\b[^\n]{0,80}\bcpu_py\d{2,3}h[0-9a-f]{7}",  # the build string quoted
+        ),
+        messages=("torch.not_compiled_with_cuda",),
+        confidence=0.75,
+        root_cause=("conda/mamba chose (or installed) the CPU-only build of the framework: its build string is "
+                    "`cpu_py…`; a channel ahead of the one with CUDA builds, or a spec that does not ask for the "
+                    "CUDA variant, let the solver take it."),
+        fix=("Ask for the CUDA variant in the spec (`\"pytorch=*=*cuda*\"`, `pytorch-gpu`, or `cuda-version=12.x` beside "
+             "it) with the channel that has it, and check the transaction's build string before confirming."),
+        examples=("  + pytorch                 1.10.2  cpu_py310h2272b30_0   conda-forge/linux-64      49MB",),
+    ),
 )

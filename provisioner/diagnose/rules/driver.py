@@ -213,4 +213,39 @@ RULES: tuple[Rule, ...] = (
             "unsupported display driver / cuda driver combination",
         ),
     ),
+    Rule(
+        # FFmpeg's NVENC check (libavcodec/nvenc.c): the SDK it was built against (nv-codec-headers) sets the minimum
+        # driver; a media server's image (Jellyfin, Plex, Tdarr, Frigate) carries its own FFmpeg, the driver is the host's
+        name="driver.nvenc_needs_newer_driver",
+        category="driver_too_old",
+        patterns=(r"\bminimum required Nvidia driver (?:for nvenc )?is [\d.]+ or newer",),
+        messages=("ffmpeg.nvenc_driver_too_old",),
+        confidence=0.85,
+        root_cause=("This FFmpeg (the transcoder a media server or image ships) was built against an NVENC SDK newer than "
+                    "the installed driver supports: its encoder needs a newer driver release."),
+        fix=("Update the host's driver to at least the release FFmpeg names (a container uses the host's driver), or "
+             "use a build of the image/FFmpeg made against an older NVENC SDK (nv-codec-headers) for this driver."),
+        examples=("[h264_nvenc @ 0x55855d101140] The minimum required Nvidia driver for nvenc is 418.30 or newer",),
+    ),
+    Rule(
+        # conda's __cuda virtual package is the driver's CUDA version (conda docs, "Managing virtual packages");
+        # libsolv prints the conflict (problems.c SOLVER_RULE_PKG_CONSTRAINS), conda's classic solver lists the
+        # requirement beside "Your installed version is: <__cuda>"
+        name="driver.conda_cuda_virtual_package",
+        category="driver_too_old",
+        patterns=(
+            r"has constraint __cuda\s*>=?\s*[\d.]+\S* conflicting with __cuda-[\d.]+",
+            r"__cuda\[version='>=[\d.]+'\][\s\S]{0,600}?Your installed version is: [\d.]+",
+        ),
+        messages=("cuda.insufficient_driver",),
+        demotes=("resolver_failure",),
+        confidence=0.85,
+        root_cause=("A package of the environment needs a newer CUDA than the driver supports: conda's __cuda virtual "
+                    "package (the driver's CUDA version) is older than the package's constraint; the CUDA toolkit on "
+                    "PATH (nvcc) does not count."),
+        fix=("Update the NVIDIA driver to one whose CUDA version (nvidia-smi's header) meets the constraint, or pin the "
+             "environment's CUDA to the driver's (`cuda-version=<driver's CUDA>`, an older cudatoolkit); on a machine "
+             "without the GPU (a build host) set CONDA_OVERRIDE_CUDA."),
+        examples=("  - package cudatoolkit-11.6.0-habf752d_9 has constraint __cuda >=11.6.0 conflicting with __cuda-10.2-0",),
+    ),
 )

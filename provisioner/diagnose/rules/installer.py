@@ -196,4 +196,20 @@ RULES: tuple[Rule, ...] = (
             "make[2]: *** [/usr/src/kernel-headers-6.12.7_1/Makefile:1937: /var/lib/dkms/nvidia/470.239.06/build] Fehler 2",
         ),
     ),
+    Rule(
+        # NVIDIA/gpu-driver-container's nvidia-driver script (_unload_driver) before it installs its own build
+        name="installer.driver_container_driver_in_use",
+        category="installer_failure",
+        patterns=(r"\bUnloading NVIDIA driver kernel modules\.\.\. Could not unload\b",),
+        messages=("gpudriverctr.driver_in_use",),
+        demotes=("no_driver_loaded", "driver_lib_mismatch"),
+        confidence=0.88,
+        root_cause=("NVIDIA's driver container (the GPU Operator's nvidia-driver-daemonset) cannot replace the NVIDIA "
+                    "driver already loaded on the node: a driver installed on the host, or processes holding the GPU, "
+                    "keep the modules in use."),
+        fix=("On nodes with a host-installed driver let the operator use it: install the GPU Operator with "
+             "`--set driver.enabled=false`. Otherwise stop what holds the modules (nvidia-persistenced, a display "
+             "manager, GPU pods) or remove the host's driver before the driver container runs."),
+        examples=("Could not unload NVIDIA driver kernel modules, driver is in use",),
+    ),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import RUNTIME_CONTEXT
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -93,5 +94,23 @@ RULES: tuple[Rule, ...] = (
         root_cause="A DLL the module depends on could not be loaded.",
         fix="Reinstall torch and its CUDA runtime packages consistently and install the MSVC runtime.",
         examples=("ImportError: DLL load failed while importing _C: The specified module could not be found.",),
+    ),
+    Rule(
+        # nv-codec-headers' loader (dynlink_loader.h) prints `Cannot load <library>` for NVDEC/NVENC; FFmpeg's cuvid
+        # decoder then "Failed loading nvcuvid." and its encoder the driver requirement (a consequence: demoted)
+        name="libs.video_codec_library_missing",
+        category="missing_shared_lib",
+        patterns=(r"\bFailed loading nvcuvid\b",),
+        messages=("ffnvcodec.video_lib_missing",),
+        unless=RUNTIME_CONTEXT,
+        demotes=("driver_too_old",),
+        confidence=0.85,
+        root_cause=("The driver's video codec library ({library}) is not installed: FFmpeg's NVDEC/NVENC cannot load "
+                    "it (distributions package it apart from the driver)."),
+        fix=("Install the driver's video libraries of the installed driver's version (Debian/Ubuntu: libnvidia-encode-<branch>"
+             " and libnvidia-decode-<branch>, or libnvcuvid1/libnvidia-encode1; RHEL: nvidia-driver-cuda-libs), then "
+             "check with `ldconfig -p | grep -E 'nvcuvid|nvidia-encode'`. In a docker/Kubernetes container the NVIDIA "
+             "runtime mounts them only for NVIDIA_DRIVER_CAPABILITIES including `video`."),
+        examples=("[h264_nvenc @ 0x55855d101140] Cannot load libnvidia-encode.so.1",),
     ),
 )

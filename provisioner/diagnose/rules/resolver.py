@@ -124,4 +124,18 @@ RULES: tuple[Rule, ...] = (
         examples=("DEBUG Searching for a compatible version of torch (>=2.3.0, <2.3.0+)\n"
                   "DEBUG No compatible version found for: torch",),
     ),
+    Rule(
+        # libsolv's problem text as conda (libmamba) and mamba print an unsolvable environment (src/problems.c)
+        name="resolver.conda_constraint_conflict",
+        category="resolver_failure",
+        patterns=(r"^\s*(?:-|\S*\s*)?package \S+ has constraint \S+",),
+        messages=("libsolv.constraint_conflict",),
+        confidence=0.6,
+        root_cause=("The conda/mamba environment cannot be solved: a package's constraint conflicts with another "
+                    "requested or installed package."),
+        fix=("Read the solver's chain of conflicts; relax or align the pinned versions (channel order, "
+             "`channel_priority: strict`), or create a fresh environment with the packages named together."),
+        examples=("Problem: package prompt-toolkit-3.0.10-pyha770c72_0 has constraint prompt_toolkit 3.0.10 conflicting "
+                  "with prompt_toolkit-1.0.15-py27_0",),  # mamba-org/mamba#654
+    ),
 )

@@ -1,0 +1,253 @@
+"""The layer a log's failing lines point at, when no message the catalogue or a rule knows matched.
+
+A log from a program, version or wrapper the rules have not met still says, in its failing lines, which layer
+failed: a line that reports a failure ("error", "failed", "cannot", "not found", "mismatch", ...) and names the
+layer's own things (`nvidia-smi` and the kernel module; `sm_90` and compute capability; `libcudnn.so.9`; NCCL and
+ranks; pip/uv/conda and versions; DKMS and kernel headers; Xid and ECC; `--gpus` and `nvidia.com/gpu` in a
+docker/Kubernetes log; `/dev/dri`, cgroup device rules and idmaps in an LXC one). This module reads those words,
+weighs them per category over every failing line, and offers the layer with the most weight as a low-confidence
+finding, never above a rule's: "no known message matched; the failing lines point at ...".
+
+It runs only where nothing else found a cause, reads only lines that report a failure, and needs more than one
+weak word: a healthy log (no failing line) or a lone "failed" beside the word "nvidia" gives no finding.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from provisioner.diagnose.evidence import LogEvidence
+from provisioner.diagnose.model import Category
+from provisioner.diagnose.rx import Regex, compile_rx
+
+CONFIDENCE = 0.3  # below every rule's: a layer, not a known message
+MIN_SCORE = 4  # a finding needs this much weight: one specific word and another, or several lines
+MAX_FAILING_LINES = 2000  # lines read in a long log (the last ones: a failure is usually last)
+MAX_LINE_CHARS = 600
+EVIDENCE_LINES = 3
+
+#: a line that reports a failure, in the words programs and people use for one
+_FAILURE = compile_rx(
+    r"\b(?:error|errors|err|failed|fails?|failing|failure|cannot|can ?not|can't|could ?not|couldn't|unable|"
+    r"not found|no such|denied|refused|invalid|mismatch\w*|insufficient|too old|not supported|unsupported|"
+    r"incompatible|not compatible|timed? ?out|abort(?:ed|ing)?|fatal|panic|segmentation fault|crash(?:ed|es)?|"
+    r"missing|not (?:available|detected|loaded|compiled|working|recognized|found)|doesn't work|does not work|"
+    r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck)\b"
+    r"|\w+(?:Error|Exception)\b"
+)
+#: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"
+_HEALTHY = compile_rx(
+    r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
+    r"|\bwithout (?:any )?errors?\b"
+)
+#: pip's notice that it did not re-check what was installed before: printed by installs that went on
+_PIP_NOTICE = compile_rx(r"pip's dependency resolver does not currently take into account")
+#: a line whose program recovered on its own ("Failed to hardlink files; falling back to full copy", "retrying")
+_RECOVERED = compile_rx(r"\bfalling back\b|\bretrying\b|\bwill retry\b")
+#: a line its program marks as information, not as a failure ("NCCL INFO NET/IB : No device found.", level=info)
+_INFO = compile_rx(r"(?-i:\b(?:INFO|DEBUG|TRACE|NOTICE)\b)|\blevel=(?:info|debug|trace)\b|^\s*\[?[IDT]\d{4} ")
+
+
+@dataclass(frozen=True)
+class Cue:
+    """Words of one layer, and what a failing line holding them weighs for its category."""
+
+    category: Category
+    weight: int
+    regex: Regex
+    needs: str = ""  # "lxc": only where the log shows an LXC context; "runtime": a docker/podman/k8s one
+
+
+def _cue(category: Category, weight: int, regex: str, needs: str = "") -> Cue:
+    return Cue(category, weight, compile_rx(regex), needs)
+
+
+_GPU_WORDS = r"\b(?:nvidia\S*|gpus?|cuda|/dev/nvidia\S*|nvidia-smi|nvml)\b"
+
+CUES: tuple[Cue, ...] = (
+    # the GPU's architecture against what was built for it
+    _cue("arch_unsupported", 3, r"\bsm_?\d{2,3}[a-z]?\b|\bcompute[ _]capabilit|\bcuda capabilit|\bkernel image\b"
+         r"|\bcompute_\d{2,3}\b|\bgpu arch|\barch(?:itecture)?s? (?:list|not|is not|are not|un)"),
+    _cue("arch_unsupported", 2, r"\b(?:gpu|device|card)\b[^\n]{0,60}\b(?:too old|no longer supported|not supported)"),
+    # a driver older than the CUDA asked for
+    _cue("driver_too_old", 3, r"\bdriver\b[^\n]{0,80}\b(?:too old|older|insufficient|outdated|update|upgrade|newer|"
+         r"at least|minimum|requires?|required)\b|\b(?:too old|insufficient|outdated|newer|minimum|at least|update|"
+         r"upgrade)\b[^\n]{0,80}\bdriver\b|\bnvidia_require_cuda\b|\bforward compatib"),
+    # the kernel module against the userspace
+    _cue("driver_lib_mismatch", 4, r"\bmismatch\w*\b[^\n]{0,80}\b(?:drivers?|librar\w*|nvml|api|client|kernel|"
+         r"modules?|versions?)\b|\b(?:drivers?|librar\w*|nvml|api|client|kernel|modules?|versions?)\b[^\n]{0,80}"
+         r"\bmismatch|\b(?:kmod|module|driver|librar\w*|nvml|user-?space)\b[^\n]{0,80}\b(?:does not|doesn't|do not|"
+         r"don't) match\b"),
+    # the kernel driver itself
+    _cue("no_driver_loaded", 2, r"\bnvidia-smi\b|\bnvidia (?:kernel )?(?:module|driver)\b|\bnvidia\.ko\b|\bmodprobe\b"
+         r"|\bnouveau\b|\bsecure ?boot\b|\bnvrm\b|\bkernel module\b|\bno devices were found\b|\binsmod\b"
+         r"|\bdriver (?:is )?not (?:loaded|installed|found|running)"),
+    # a docker/podman/Kubernetes container without the GPU
+    _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
+         r"|\bnvidia-container\S*|\bcontainer toolkit\b|\bruntime\b|\bnvidia_visible_devices\b|\bdevice plugin\b"
+         r"|\bcapabilit(?:y|ies)\b", needs="runtime"),
+    _cue("container_device_missing", 2, _GPU_WORDS, needs="runtime"),
+    # LXC/LXD/Incus/Proxmox plumbing
+    _cue("proxmox_lxc", 3, r"/dev/(?:nvidia\S*|dri\S*)|\brenderd\d+\b|\bcard\d\b|\bcgroup\S*|\bdevices\.allow\b"
+         r"|\bmount\.entry\b|\bidmap|\bdev\d+:|\bpermission denied\b|\bpassthrough\b|\bhook\b|\bunprivileged\b"
+         r"|\bsubgid\b|\bsubuid\b", needs="lxc"),
+    _cue("proxmox_lxc", 2, _GPU_WORDS, needs="lxc"),
+    # a library the loader cannot find
+    _cue("missing_shared_lib", 3, r"\blib[\w+-]*\.so\b|\.so\.\d|\.dll\b|\bdlopen\b|\bshared (?:object|librar)"
+         r"|\bld_library_path\b|\bldconfig\b|\bdynamic (?:library|link)|\blibrar(?:y|ies)\b[^\n]{0,30}\b(?:not found|"
+         r"missing|(?:cannot|could not|can't|couldn't) be (?:found|loaded)|failed to load)"),
+    # a CPU-only build
+    _cue("cpu_only_wheel", 4, r"\bcompiled with (?:cuda|gpu)|\+cpu\b|\bcpu[- ]only\b|\bcpuonly\b|\bnot compiled with\b"
+         r"|\bbuilt without (?:cuda|gpu)|\bwithout (?:cuda|gpu) support|\bcpuexecutionprovider\b"),
+    # NCCL and the collectives
+    _cue("nccl_failure", 3, r"\bnccl\w*|\bprocessgroupnccl\b"),
+    _cue("nccl_failure", 1, r"\bc10d\b|\ball_?reduce\b|\ball_?gather\b|\bbarrier\b|\bcollective\b|\bwatchdog\b"
+         r"|\brank\s*\d+|\btorch\.distributed\b|\bgloo\b"),
+    # installing the driver or CUDA packages
+    _cue("installer_failure", 3, r"\bnvidia-installer\b|\bdkms\b|\bkernel (?:headers|sources?|source tree)\b"
+         r"|\bmodpost\b|\bakmods?\b|\bkmod\b|\bnvidia-[\w.-]*\.run\b|\bunmet dependencies\b|\bheld broken packages\b"
+         r"|\bbuilding (?:the )?(?:kernel )?modules?\b|\bbad return status for module build\b"),
+    _cue("installer_failure", 1, r"\bmake(?:\[\d+\])?:|\bgcc\b|\bcompiler\b|\bapt(?:-get)?\b|\bdpkg\b|\bdnf\b"
+         r"|\byum\b|\bzypper\b|\bpacman\b"),
+    # finding a build the package manager can install
+    _cue("resolver_failure", 4, r"\bno matching distribution\b|\bcould not find a version\b|\bfrom versions\b"
+         r"|\bresolutionimpossible\b|\bunsatisfiable\b|\bno solution found\b|\bconflicting (?:dependencies|requirements)"
+         r"|\brequires-python\b|\bnot a supported wheel\b|\bnothing provides\b|\bno (?:matching |compatible )?"
+         r"(?:wheel|distribution|version)s?\b|\bnot available for (?:this|your) platform\b"),
+    _cue("resolver_failure", 1, r"\bpip3?\b|\buv\b|\bconda\b|\bmamba\b|\bpoetry\b|\bpdm\b|\bpixi\b|\bwheels?\b"
+         r"|\bindex-url\b|\bpypi\b|\bdependenc(?:y|ies)\b|\bresolv\w*"),
+    # the hardware, or its memory
+    _cue("oom_or_hw", 4, r"\bxid\b|\bfallen off\b|\boff the bus\b|\bout of memory\b"),
+    _cue("oom_or_hw", 3, r"\becc\b|\boom\b|\baer\b|\buncorrect\w*|\bthermal\b|\boverheat\w*|\bpower (?:cap|limit|supply|brake)|\billegal (?:memory|address)"
+         r"|\bnvlink\b|\bretired pages\b|\brow remap|\bgsp\b"),
+    _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware\b|\bunknown error\b|\bmemory access\b"),
+)
+
+#: what each layer's finding says, in the words of the layer
+_LAYER: dict[Category, tuple[str, str]] = {
+    "arch_unsupported": ("the GPU's architecture and the architectures the software was built for",
+                         "Compare the GPU's compute capability (nvidia-smi --query-gpu=compute_cap) with the build's "
+                         "(torch.cuda.get_arch_list()); install a build that includes it."),
+    "driver_too_old": ("the driver's version against the CUDA version the software needs",
+                       "Compare `nvidia-smi`'s CUDA Version with the software's CUDA; update the driver or install a "
+                       "build for an older CUDA."),
+    "driver_lib_mismatch": ("the kernel module's version against the driver libraries'",
+                            "Compare `cat /proc/driver/nvidia/version` with the libraries' version (nvidia-smi, "
+                            "libcuda.so.*); reboot after a driver upgrade, or install the userspace of the module's "
+                            "version."),
+    "no_driver_loaded": ("the NVIDIA kernel driver (not loaded, or not reachable)",
+                         "Check `lsmod | grep nvidia`, `dmesg | grep -i nvrm` and `nvidia-smi` on the host; load or "
+                         "rebuild the module for the running kernel (Secure Boot, nouveau)."),
+    "container_device_missing": ("the container runtime's GPU plumbing (the container did not get the GPU)",
+                                 "Run the container with the GPU requested (`--gpus all`, CDI, `nvidia.com/gpu` "
+                                 "limits) and check `nvidia-ctk` / the device plugin's logs."),
+    "cpu_only_wheel": ("a CPU-only build of the framework", "Install the CUDA build of the framework (the wheel "
+                       "index for your CUDA), and check `torch.version.cuda`."),
+    "missing_shared_lib": ("a shared library the loader cannot find",
+                           "Find the library (`ldconfig -p | grep <name>`); install the package that ships it or add "
+                           "its directory to the loader's path."),
+    "nccl_failure": ("NCCL and the collective communication between ranks",
+                     "Rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET) and read each rank's first WARN line."),
+    "installer_failure": ("installing the driver or CUDA packages",
+                          "Read the installer's or DKMS's own log (/var/log/nvidia-installer.log, make.log) for its "
+                          "first error; kernel headers and the compiler must match the running kernel."),
+    "resolver_failure": ("finding an installable build (the package index, the Python version or the platform)",
+                         "Check the index URL, the Python version and the platform against the wheels published for "
+                         "them."),
+    "oom_or_hw": ("GPU memory or the GPU hardware",
+                  "Read `dmesg` for Xid/ECC/AER lines and `nvidia-smi -q -d ECC,MEMORY`; reduce memory use for an OOM."),
+    "proxmox_lxc": ("the LXC container's device plumbing (device nodes, cgroup rules, idmaps)",
+                    "Compare the container's /dev entries and config (devN: / lxc.mount.entry / "
+                    "lxc.cgroup2.devices.allow, the gid of the render/video groups) with the host's nodes."),
+}
+
+
+@dataclass
+class LayerGuess:
+    """The layer with the most weight, its score and the failing lines that gave it (index, text)."""
+
+    category: Category
+    score: int
+    runner_up: Category | None
+    runner_up_score: int
+    lines: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def root_cause(self) -> str:
+        return (f"No message this tool knows matched; the failing lines point at {_LAYER[self.category][0]}.")
+
+    @property
+    def fix(self) -> str:
+        return _LAYER[self.category][1]
+
+
+def _blank(rx: Regex, line: str) -> str:
+    """`line` with what `rx` matches blanked out."""
+    out, at = [], 0
+    for m in rx.finditer(line):
+        out.append(line[at:m.start()])
+        out.append(" ")
+        at = m.end()
+    out.append(line[at:])
+    return "".join(out)
+
+
+def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
+    """The lines that report a failure (index, text), the last MAX_FAILING_LINES of them: not the ones whose
+    failure word counts nothing ("ECC errors: 0"), nor the ones their program prints as information."""
+    out: list[tuple[int, str]] = []
+    for i, raw in enumerate(lines):
+        line = raw[:MAX_LINE_CHARS]
+        if not line.strip() or _FAILURE.search(line) is None:
+            continue
+        if _HEALTHY.search(line) is not None and _FAILURE.search(_blank(_HEALTHY, line)) is None:
+            continue  # "ECC errors: 0": the failure word counts nothing
+        if any(rx.search(line) is not None for rx in (_PIP_NOTICE, _INFO, _RECOVERED)):
+            continue
+        out.append((i, line))
+    return out[-MAX_FAILING_LINES:]
+
+
+def _allowed(cue: Cue, ev: LogEvidence) -> bool:
+    if cue.needs == "lxc":
+        return ev.lxc_context
+    if cue.needs == "runtime":
+        return any(p in ("docker", "podman", "kubernetes", "hpc") for p in ev.places) and not ev.lxc_context
+    return True
+
+
+def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGuess | None:
+    """The layer the failing lines of `lines` weigh most for, or None (no failing line, too little weight, or a
+    tie between two layers)."""
+    cues = [c for c in CUES if _allowed(c, ev)]
+    score: dict[Category, int] = defaultdict(int)
+    fed: dict[Category, list[tuple[int, int, str]]] = defaultdict(list)
+    seen: set[str] = set()
+    for index, line in failing_lines(lines):
+        if line.strip() in seen:
+            continue  # a line repeated (a retry loop, a pasted log twice) weighs once
+        seen.add(line.strip())
+        best: dict[Category, int] = {}
+        for cue in cues:
+            if cue.weight > best.get(cue.category, 0) and cue.regex.search(line) is not None:
+                best[cue.category] = cue.weight
+        for category, weight in best.items():
+            score[category] += weight
+            fed[category].append((weight, index, line.strip()))
+    if not score:
+        return None
+    ranked = sorted(score.items(), key=lambda kv: -kv[1])
+    top, top_score = ranked[0]
+    second, second_score = ranked[1] if len(ranked) > 1 else (None, 0)
+    if top_score < MIN_SCORE or top_score == second_score:
+        return None
+    strongest = sorted(fed[top], key=lambda t: (-t[0], -t[1]))[:EVIDENCE_LINES]
+    return LayerGuess(top, top_score, second, second_score, [(i, text) for _, i, text in sorted(strongest,
+                                                                                               key=lambda t: t[1])])
+
+
+def numbered(guess: LayerGuess, number: Callable[[int], int]) -> list[tuple[str, int]]:
+    """The guess's evidence lines with their numbers in the log the user has."""
+    return [(text, number(i)) for i, text in guess.lines]
