@@ -344,8 +344,10 @@ SPECS: tuple[Spec, ...] = (
                    "error running prestart hook #%d: exit status %d"),
          url=GH + "opencontainers/runc/blob/main/libcontainer/configs/config.go", kind="documented"),
     Spec("toolkit.no_gpu_driver", "docker (daemon)", "Docker has no GPU device driver: the NVIDIA toolkit is not configured.",
-         wordings=('could not select device driver "%s" with capabilities: [[gpu]]',),
-         url=GH + "moby/moby/blob/master/daemon/devices.go", kind="documented"),
+         # daemon/errors.go incompatibleDeviceRequest: "could not select device driver %q with capabilities: %v" (the
+         # driver quoted, empty for --gpus; the capability sets as Go prints [][]string: [[gpu]], [[gpu compute utility]])
+         wordings=("could not select device driver %s with capabilities: %s",),
+         url=GH + "moby/moby/blob/master/daemon/errors.go", kind="documented"),
     Spec("toolkit.unknown_runtime", "docker (daemon)", "The nvidia runtime is not registered with docker.",
          wordings=("unknown or invalid runtime name: nvidia",), url=GH + "moby/moby/blob/master/daemon/runtime_unix.go",
          kind="documented"),

@@ -149,3 +149,15 @@ def test_pyxis_and_apptainer_are_containers() -> None:
                  "$ apptainer exec --nv pytorch_24.01.sif python train.py"):
         ev = log_evidence(line)
         assert "hpc" in ev.places and ev.in_container, line
+
+
+# --- docker's daemon (moby daemon/errors.go): "could not select device driver %q with capabilities: %v" --------------------
+
+
+def test_no_gpu_driver_with_any_capability_set() -> None:
+    """Go prints the requested capability sets as `[][]string` (%v): `[[gpu]]` for `--gpus`, and compose's
+    `capabilities: [gpu, compute, utility]` as `[[gpu compute utility]]`; the driver is `%q` (empty for --gpus)."""
+    for caps, driver in (("[[gpu]]", '""'), ("[[gpu compute utility]]", '"nvidia"'), ("[[compute video]]", '""')):
+        line = f"Error response from daemon: could not select device driver {driver} with capabilities: {caps}"
+        cat, rules = _top(line)
+        assert cat == "container_device_missing" and "container.gpu_runtime_missing" in rules, line

@@ -217,7 +217,7 @@ RULES: tuple[Rule, ...] = (
         category="container_device_missing",
         patterns=(
             r"The NVIDIA Driver was not detected\. GPU functionality will not be available",
-            r"could not select device driver \"[^\"]*\" with capabilities: \[\[gpu\]\]",
+            r"could not select device driver \"[^\"]*\" with capabilities: \[\[[\w ]*\]",  # %v of [][]string
             r"unknown or invalid runtime name: nvidia",
             r"Insufficient nvidia\.com/gpu",
         ),
