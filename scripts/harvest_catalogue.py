@@ -482,6 +482,12 @@ SPECS: tuple[Spec, ...] = (
     Spec("ld.cannot_open_shared_object", "glibc ld.so (elf/dl-load.c)", "A shared library is not on the loader's path.",
          wordings=("error while loading shared libraries: %s: cannot open shared object file: No such file or directory",
                    "%s: cannot open shared object file: No such file or directory"), url=GLIBC, kind="documented"),
+    # dl-load.c open_verify(): a file that is there but is no usable ELF object (empty, truncated, a text file or a
+    # placeholder where the library should be)
+    Spec("ld.not_an_elf_object", "glibc ld.so (elf/dl-load.c open_verify)",
+         "The library file exists but is not a usable shared object: empty or truncated (an interrupted copy, a "
+         "placeholder bind-mounted or left where the real file should be), or not an ELF file at all.",
+         wordings=("%s: file too short", "%s: invalid ELF header"), url=GLIBC, kind="documented"),
     Spec("ld.version_not_found", "glibc ld.so (elf/dl-version.c)", "A library needs a newer glibc/libstdc++ symbol version.",
          wordings=("version `%s' not found (required by %s)",), url=GLIBC, kind="documented"),
     Spec("ld.undefined_symbol", "glibc ld.so (elf/dl-lookup.c)", "Libraries from different builds are mixed.",
@@ -523,6 +529,16 @@ SPECS: tuple[Spec, ...] = (
     Spec("fabricmanager.not_running", "nvidia-fabricmanager (systemd)", "NVSwitch systems need the fabric manager running.",
          wordings=("nvidia-fabricmanager.service: Failed with result 'exit-code'",),
          url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/", kind="documented"),
+    # --- dnf (dnf/cli/main.py; dnf5 main.cpp): the hints it prints under an unresolvable transaction
+    Spec("dnf.depsolve_failed", "dnf 4 (dnf/cli/main.py) / dnf5 (dnf5/main.cpp)",
+         "dnf could not resolve the transaction: a dependency no enabled repository provides, or packages that "
+         "conflict; the lines under `Problem:` say which.",
+         wordings=("try to add '--skip-broken' to skip uninstallable packages",
+                   "try to add '--allowerasing' to command line to replace conflicting packages",
+                   "--skip-broken to skip uninstallable packages"),
+         url=GH + "rpm-software-management/dnf/blob/5ad76abc97a6b82a70ddc828d2286a47567eff7f/dnf/cli/main.py#L138",
+         kind="documented", extra_programs=("dnf5 (https://github.com/rpm-software-management/dnf5/blob/"
+                                            "8a8e234809ebb898c488b0efbdde86f1c958a5c4/dnf5/main.cpp#L1211)",)),
     # --- FFmpeg's NVENC/NVDEC (libavcodec nvenc.c; nv-codec-headers' loader): what media servers (Jellyfin, Plex's
     # transcoder, Tdarr, Frigate) print when the driver's video userspace is missing or older than the build's SDK
     Spec("ffmpeg.nvenc_driver_too_old", "FFmpeg (libavcodec/nvenc.c)",

@@ -161,3 +161,30 @@ def test_no_gpu_driver_with_any_capability_set() -> None:
         line = f"Error response from daemon: could not select device driver {driver} with capabilities: {caps}"
         cat, rules = _top(line)
         assert cat == "container_device_missing" and "container.gpu_runtime_missing" in rules, line
+
+
+# --- glibc's loader (elf/dl-load.c open_verify) and dnf's depsolve hints (dnf/cli/main.py, dnf5/main.cpp) ----------------
+
+# Jip-Hop/jailmaker#127: the soname link in the jail is an empty placeholder
+JAIL = ("in Dragonfish 24.04.0, Nvidia passthrough seems to be broken -- ```nvidia-smi``` working fine on host, but "
+        "inside container it gives:\n```\nnvidia-container-cli: initialization error: load library failed: "
+        "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1: file too short\n```")
+# stackhpc/ansible-slurm-appliance#685: `dnf module install nvidia-driver` cannot resolve (an old dkms)
+DNF = ('    openstack.openhpc: TASK [cuda : Install nvidia drivers] *****\n    openstack.openhpc: fatal: [default]: FAILED! => {\n'
+       '    openstack.openhpc:         "dnf",\n    openstack.openhpc:         "module",\n'
+       '    openstack.openhpc:         "install",\n    openstack.openhpc:         "nvidia-driver"\n'
+       "    openstack.openhpc: (try to add '--skip-broken' to skip uninstallable packages or '--nobest' to use not only "
+       "best candidate packages)\n")
+
+
+def test_a_library_that_is_no_elf_object_is_the_library() -> None:
+    found = diagnose(JAIL)
+    assert found[0].category == "missing_shared_lib" and found[0].rule == "libs.library_file_broken"
+    assert "container_device_missing" in _also(JAIL)  # the toolkit's "load library failed" only passed it on
+
+
+def test_dnf_cannot_resolve_the_driver_packages() -> None:
+    cat, rules = _top(DNF)
+    assert cat == "installer_failure" and "installer.dnf_cannot_resolve_nvidia" in rules
+    other = DNF.replace("cuda : Install nvidia drivers", "docker : Install docker").replace("nvidia-driver", "docker-ce")
+    assert "installer.dnf_cannot_resolve_nvidia" not in {r for f in diagnose(other) for r in f.rules}

@@ -29,6 +29,8 @@ CITES: dict[str, tuple[str, ...]] = {
     "cpu.conda_cpu_build": ("torch.not_compiled_with_cuda",),
     "resolver.conda_constraint_conflict": ("libsolv.constraint_conflict",),
     "container.stale_driver_mounts": ("cdi.host_device_missing",),
+    "libs.library_file_broken": ("ld.not_an_elf_object",),
+    "installer.dnf_cannot_resolve_nvidia": ("dnf.depsolve_failed",),
     "driver.container_requirement": ("nvc.requirement_error", "toolkit.image_built_for_driver"),
     "driver.ptx_toolchain_newer": ("cuda.unsupported_ptx",),
     "driver.kernel_image_invalid": ("cuda.invalid_kernel_image",),

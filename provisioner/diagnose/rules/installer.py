@@ -212,4 +212,22 @@ RULES: tuple[Rule, ...] = (
              "manager, GPU pods) or remove the host's driver before the driver container runs."),
         examples=("Could not unload NVIDIA driver kernel modules, driver is in use",),
     ),
+    Rule(
+        # dnf's depsolve failure hints (dnf/cli/main.py; dnf5 main.cpp) in a log about NVIDIA/CUDA packages
+        name="installer.dnf_cannot_resolve_nvidia",
+        category="installer_failure",
+        patterns=(r"\bnothing provides \S+ needed by \S*(?:nvidia|cuda)\S*",),
+        messages=("dnf.depsolve_failed",),
+        context=r"\b(?:nvidia|cuda|kmod-nvidia|akmod-nvidia|dkms)",
+        confidence=0.75,
+        root_cause=("dnf could not resolve the NVIDIA driver / CUDA packages: a dependency no enabled repository "
+                    "provides (dkms from EPEL, kernel-devel or kernel-headers for the running kernel, a newer "
+                    "dkms than the repository snapshot has), or NVIDIA packages from two repositories that conflict."),
+        fix=("Read the lines under `Problem:`: enable the repository that provides what is missing (EPEL, CRB/"
+             "PowerTools), update a pinned repository snapshot, or remove the other repository's NVIDIA packages "
+             "(`dnf module reset nvidia-driver` before switching streams); then install again without "
+             "--skip-broken."),
+        examples=('    openstack.openhpc:         "nvidia-driver"\n    openstack.openhpc: (try to add \'--skip-broken\' to '
+                  "skip uninstallable packages or '--nobest' to use not only best candidate packages)",),
+    ),
 )

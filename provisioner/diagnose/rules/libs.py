@@ -113,4 +113,22 @@ RULES: tuple[Rule, ...] = (
              "runtime mounts them only for NVIDIA_DRIVER_CAPABILITIES including `video`."),
         examples=("[h264_nvenc @ 0x55855d101140] Cannot load libnvidia-encode.so.1",),
     ),
+    Rule(
+        # glibc's loader (dl-load.c open_verify) on a file that is present but not a shared object: the library
+        # is broken, not absent; the runtime or tool that reported "load library failed" only passed it on
+        name="libs.library_file_broken",
+        category="missing_shared_lib",
+        patterns=(r"\blib[\w.+-]*\.so[\w.]*: (?:file too short|invalid ELF header)",),
+        messages=("ld.not_an_elf_object",),
+        demotes=("container_device_missing", "no_driver_loaded"),
+        confidence=0.85,
+        root_cause=("A library file is there but is not a usable shared object (empty, truncated, or not ELF): an "
+                    "interrupted copy or install, or a placeholder (an empty bind-mount target, a copied symlink) "
+                    "where the real library should be."),
+        fix=("Look at the file the loader names (`ls -l`, `file`, `readlink -f`): restore it from its package "
+             "(reinstall the driver userspace / the library's package), or in a container or jail bind-mount the "
+             "host's real directory instead of single files or links."),
+        examples=("nvidia-container-cli: initialization error: load library failed: "
+                  "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1: file too short",),
+    ),
 )
