@@ -18,6 +18,8 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - NVIDIA/yum-packaging-nvidia-plugin  the dnf/yum plugin that holds back kernels without precompiled NVIDIA modules
 - NVIDIA/gpu-driver-container      the GPU Operator's driver container (its nvidia-driver script's messages)
 - jax-ml/jax                       JAX's backend warnings (xla_bridge.py)
+- ggml-org/ggml                    ggml's CUDA backend (llama.cpp, ollama, koboldcpp, LM Studio vendor it)
+- OpenNMT/CTranslate2              its lazy CUDA library loader (faster-whisper, WhisperX)
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -79,6 +81,8 @@ UV = "astral-sh/uv"
 CDI = "cncf-tags/container-device-interface"
 DNFNV = "NVIDIA/yum-packaging-nvidia-plugin"
 GDC = "NVIDIA/gpu-driver-container"
+GGML = "ggml-org/ggml"
+CT2 = "OpenNMT/CTranslate2"
 JAX = "jax-ml/jax"
 NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c0570939e65/include/ffnvcodec/dynlink_loader.h"
 
@@ -507,7 +511,8 @@ SPECS: tuple[Spec, ...] = (
          wordings=("gcc: command not found", "cc: command not found", "g++: command not found", "c++: command not found"),
          url="https://www.gnu.org/software/bash/manual/", kind="documented"),
     Spec("toolchain.nvcc_unsupported_arch", "nvcc", "The CUDA toolkit predates the GPU architecture asked for.",
-         wordings=("nvcc fatal : Unsupported gpu architecture 'compute_%d'",),
+         wordings=("nvcc fatal : Unsupported gpu architecture 'compute_%d'",
+                   "nvcc fatal : Value 'sm_%d' is not defined for option 'gpu-architecture'"),
          url="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/", kind="documented"),
     Spec("toolchain.ptxas_unknown_sm", "ptxas", "ptxas predates the GPU architecture asked for.",
          wordings=("ptxas fatal : Value 'sm_%d' is not defined for option 'gpu-name'",),
@@ -529,6 +534,39 @@ SPECS: tuple[Spec, ...] = (
     Spec("fabricmanager.not_running", "nvidia-fabricmanager (systemd)", "NVSwitch systems need the fabric manager running.",
          wordings=("nvidia-fabricmanager.service: Failed with result 'exit-code'",),
          url="https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/", kind="documented"),
+    # --- ggml's CUDA backend: a kernel with no device code for the GPU's arch (common.cuh no_device_code; before
+    # 2024 ggml-cuda.cu's bad_arch() printed the older wording, in llama.cpp's tree)
+    Spec("ggml.no_device_code", "ggml CUDA backend (src/ggml-cuda/common.cuh)",
+         "ggml was built without device code for this GPU's architecture (its CMAKE_CUDA_ARCHITECTURES list lacks "
+         "it): the build does not run on this GPU.",
+         repo=GGML, locate="has no device code compatible with CUDA arch", paths=("src/ggml-cuda",),
+         wordings=("ERROR: ggml-cuda was compiled without support for the current GPU architecture.",),
+         extra_programs=("llama.cpp", "ollama", "koboldcpp")),
+    # --- CTranslate2's lazy CUDA loader (src/cuda/cublas_stub.cc, nccl_stub.cc): "Library " + name + " is not found
+    # or cannot be loaded"
+    Spec("ctranslate2.library_not_loaded", "CTranslate2 (src/cuda/*_stub.cc)",
+         "CTranslate2 cannot load the CUDA library of the major version it was built against (cuBLAS, cuDNN, NCCL).",
+         repo=CT2, locate="is not found or cannot be loaded", paths=("src/cuda",),
+         wordings=("Library %s is not found or cannot be loaded",), extra_programs=("faster-whisper", "WhisperX")),
+    # --- ptxas (closed; the driver's JIT prints the same through cuLinkAddData): PTX of a newer ISA than it reads
+    Spec("ptxas.unsupported_ptx_version", "ptxas / the driver's PTX JIT",
+         "The PTX was generated for a newer PTX ISA than this ptxas or driver JIT reads (a CUDA toolkit newer than "
+         "the driver, for the JIT).",
+         wordings=("ptxas application ptx input, line %d; fatal : Unsupported .version %d.%d; current version is "
+                   "'%d.%d'",),
+         url="https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes", kind="documented"),
+    # --- the Windows loader (STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139), English and Simplified Chinese dialogs
+    Spec("windows.entry_point_not_found", "Windows loader",
+         "A DLL of another version than the program was built against was loaded: the function it needs is not in it.",
+         wordings=("The procedure entry point %s could not be located in the dynamic link library %s.",
+                   "无法定位程序输入点 %s 于动态链接库 %s 上。"),
+         url="https://learn.microsoft.com/en-us/openspecs/windows_protocols/ms-erref/596a1078-e883-4972-9bbc-49e60bebca55",
+         kind="documented"),
+    # --- pip (src/pip/_internal/resolution/resolvelib/factory.py / req_install): a Requires-Python that excludes this one
+    Spec("pip.requires_different_python", "pip",
+         "The package (or every version of it) declares a Requires-Python that excludes this interpreter.",
+         wordings=("ERROR: Package %s requires a different Python: %s not in %s",),
+         url=PIP + "exceptions.py", kind="documented"),
     # --- dnf (dnf/cli/main.py; dnf5 main.cpp): the hints it prints under an unresolvable transaction
     Spec("dnf.depsolve_failed", "dnf 4 (dnf/cli/main.py) / dnf5 (dnf5/main.cpp)",
          "dnf could not resolve the transaction: a dependency no enabled repository provides, or packages that "

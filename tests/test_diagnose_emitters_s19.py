@@ -188,3 +188,76 @@ def test_dnf_cannot_resolve_the_driver_packages() -> None:
     assert cat == "installer_failure" and "installer.dnf_cannot_resolve_nvidia" in rules
     other = DNF.replace("cuda : Install nvidia drivers", "docker : Install docker").replace("nvidia-driver", "docker-ce")
     assert "installer.dnf_cannot_resolve_nvidia" not in {r for f in diagnose(other) for r in f.rules}
+
+
+# --- ggml's CUDA backend, CTranslate2's loader, ptxas/nvcc, the Windows loader, a package's Python guard ---------------
+
+
+def test_ggml_without_device_code_for_the_gpu_is_arch() -> None:
+    # LostRuins/koboldcpp#610 (ggml-cuda.cu's bad_arch(), the wording before ggml's no_device_code)
+    text = ("Since updating from 1.54 to 1.55 I've been getting `ERROR: ggml-cuda was compiled without support for the "
+            "current GPU architecture.` errors, This only happens with 1.55 and not 1.54, running on Windows 11, GPU: "
+            "NVIDIA GeForce GTX 1070 Ti (8GB, Pascal), Drivers: 546.33 (latest currently).")
+    cat, rules = _top(text)
+    assert cat == "arch_unsupported" and "arch.ggml_no_device_code" in rules
+
+
+def test_ctranslate2_cannot_load_its_cuda_library() -> None:
+    # SYSTRAN/faster-whisper#47
+    text = ("  File \"faster_whisper/transcribe.py\", line 207, in transcribe\n"
+            "    results = self.model.detect_language(input)\n"
+            "RuntimeError: Library libcublas.so.11 is not found or cannot be loaded")
+    found = diagnose(text)
+    assert found[0].category == "missing_shared_lib" and found[0].rule == "libs.ctranslate2_cuda_library"
+    assert "libcublas.so.11" in found[0].root_cause
+
+
+def test_ptx_newer_than_the_drivers_jit_is_the_driver() -> None:
+    # numba/numba#8961
+    text = ("numba.cuda.cudadrv.driver.LinkerError: [222] Call to cuLinkAddData results in UNKNOWN_CUDA_ERROR\n"
+            "ptxas application ptx input, line 9; fatal   : Unsupported .version 8.1; current version is '8.0'")
+    cat, rules = _top(text)
+    assert cat == "driver_too_old" and "driver.ptx_toolchain_newer" in rules
+
+
+def test_nvcc_without_the_gpus_arch_is_arch() -> None:
+    # inducer/pycuda#272: CUDA 11's nvcc dropped sm_30
+    text = ("[command: nvcc --cubin -arch sm_30 -I/home/vlad/.local/lib/python3.8/site-packages/pycuda/cuda kernel.cu]\n"
+            "[stderr:\nnvcc fatal   : Value 'sm_30' is not defined for option 'gpu-architecture'\n]`")
+    cat, rules = _top(text)
+    assert cat == "arch_unsupported" and "arch.toolchain_unknown_arch" in rules
+
+
+def test_windows_entry_point_missing_is_a_library_version() -> None:
+    # PaddlePaddle/PaddleOCR#8829 (the dialog retyped, "动态接库" as the reporter wrote it)
+    text = ("- 完整报错/Complete Error Message：\npython.exe- 无法找到入口\n无法定位程序输入点 于动态接库\n"
+            "D: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/Librany/bin/cudnn_adv_infer64_8.dll 上\n")
+    cat, rules = _top(text)
+    assert cat == "missing_shared_lib" and "libs.windows_entry_point_missing" in rules
+
+
+def test_a_packages_python_guard_is_the_resolver() -> None:
+    # coqui-ai/TTS#3627
+    text = ("RuntimeError: TTS requires python >= 3.9 and < 3.12 but your Python version is 3.12.0 (tags/v3.12.0:0fb18b0, "
+            "Oct  2 2023, 13:03:39) [MSC v.1935 64 bit (AMD64)]\n\nThis happens even with trying to install using \n"
+            "pip3 install --ignore-requires-python TTS")
+    cat, rules = _top(text)
+    assert cat == "resolver_failure" and "resolver.package_needs_other_python" in rules
+
+
+def test_windows_drives_under_mnt_mean_wsl() -> None:
+    # NVIDIA/cuml#6218
+    line = ('  File "/mnt/c/Users/Hongb/Documents/Git/hongbomiao.com/machine-learning/hm-cuml/.venv/lib/python3.12/'
+            'site-packages/numba_cuda/numba/cuda/cudadrv/driver.py", line 258, in ensure_initialized')
+    assert "wsl" in log_evidence(line).places
+    assert "wsl" not in log_evidence("/mnt/data/models/llama-3-8b.gguf").places
+
+
+def test_a_docker_path_inside_a_proxmox_container_is_still_proxmox() -> None:
+    """The generic "does not start" rule stands aside only where a docker/podman/Kubernetes container is started,
+    not where a path names docker (a DietPi template's docker-data volume, shared corpus regression set)."""
+    text = ("tar: ./mnt/dietpi_userdata/docker-data/volumes/backingFsBlockDev: Cannot mknod: Operation not permitted\n"
+            "tar: Exiting with failure status due to previous errors\n"
+            "unable to create CT 101 - command 'lxc-usernsexec -m u:0:100000:65536 -m g:0:100000:65536 -- tar xpf - -z' "
+            "failed: exit code 2\n")
+    assert _top(text)[0] == "proxmox_lxc"

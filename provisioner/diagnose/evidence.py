@@ -118,7 +118,9 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("place:hpc", ("enroot", "pyxis", "apptainer", "singularity", "--container-image"),
      r"\benroot\b|\bpyxis\b|\bapptainer\b|\bsingularity\b|--container-image\b"),
     ("place:kubernetes", ("kube", "k8s"), r"\bkubectl\b|\bkubernetes\b|\bk8s\b|\bkubelet\b"),
-    ("place:wsl", ("wsl", "microsoft-standard"), r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard"),
+    # WSL: its kernel's name, its driver directory, and the Windows drives it mounts under /mnt (drvfs: /mnt/c/Users)
+    ("place:wsl", ("wsl", "microsoft-standard", "/mnt/"),
+     r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard|/mnt/[a-z]/(?:Users|Windows|Program Files)/"),
     ("place:container", ("container",), r"\b(?:in|inside) (?:the |a |an |my |this )?(?:\w+ )?container\b"),
     ("proc_readable", ("/proc/driver/nvidia",),
      r"/proc/driver/nvidia/\w+[\"']?,[^\n]{0,40}\)\s*=\s*\d+\b|cat /proc/driver/nvidia/version"),

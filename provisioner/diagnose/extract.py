@@ -47,6 +47,10 @@ _FIELD_PATTERNS: tuple[tuple[str, Regex], ...] = (
     ("library", _rx(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+cannot\s+open\s+shared\s+object", _I)),
     ("library", _rx(r"`((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'\s+not\s+found", _I)),
     ("library", _rx(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
+    # CTranslate2's loader, FFmpeg's nv-codec-headers loader, glibc's open_verify on a broken file
+    ("library", _rx(r"\bLibrary\s+(lib[\w.+-]+?\.so(?:\.[\d.]+)?)\s+is\s+not\s+found", _I)),
+    ("library", _rx(r"\bCannot\s+load\s+(lib[\w.+-]+?\.so(?:\.[\d.]+)?|nv[\w]+\.dll)", _I)),
+    ("library", _rx(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+(?:file\s+too\s+short|invalid\s+ELF\s+header)", _I)),
     ("vmid", _rx(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
     ("package", _rx(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
     ("package", _rx(r"Distribution\s+`([^`\s]+)", _I)),

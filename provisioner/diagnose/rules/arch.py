@@ -135,4 +135,20 @@ RULES: tuple[Rule, ...] = (
             "The 595.58.03 NVIDIA driver will ignore this GPU.",
         ),
     ),
+    Rule(
+        # ggml's CUDA backend (llama.cpp, ollama, koboldcpp): no device code for the GPU's arch in this build
+        name="arch.ggml_no_device_code",
+        category="arch_unsupported",
+        patterns=(r"\bhas no device code compatible with CUDA arch \d+",),
+        messages=("ggml.no_device_code",),
+        demotes=("oom_or_hw",),
+        confidence=0.88,
+        root_cause=("This ggml build (llama.cpp, ollama, koboldcpp, …) has no CUDA device code for the GPU's "
+                    "architecture[ ({gpu_arch})]: its CUDA architectures list does not include it."),
+        fix=("Use a build compiled for this GPU (a release whose CUDA architectures include it), or build it yourself "
+             "with `-DCMAKE_CUDA_ARCHITECTURES=<the GPU's sm, e.g. 61 or 120>`; check the GPU's compute capability "
+             "with `nvidia-smi --query-gpu=compute_cap --format=csv`."),
+        examples=("Since updating from 1.54 to 1.55 I've been getting `ERROR: ggml-cuda was compiled without support "
+                  "for the current GPU architecture.` errors",),
+    ),
 )

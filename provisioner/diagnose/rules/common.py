@@ -21,5 +21,11 @@ RUNTIME_CONTEXT = (
     r"\b(?:docker|podman|containerd|kubernetes|k8s|kubectl|kubelet|nvidia-container[\w-]*|NVIDIA_DRIVER_CAPABILITIES"
     r"|NVIDIA_VISIBLE_DEVICES)\b|" + DOCKER_HOSTNAME
 )
+# a docker/podman/Kubernetes container being started (the daemon's own error prefix included): not a bare word
+# "docker" in a path (an LXC container's docker-data volume)
+RUNTIME_START = (
+    r"\b(?:docker|podman) (?:run|start|compose|create)\b|\bdocker-compose\b|Error response from daemon|"
+    r"\bkubectl\b|OCI runtime create failed"
+)
 # an LXC/LXD/Incus/Proxmox container: its setup is proxmox_lxc's
 LXC_CONTEXT = r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b"

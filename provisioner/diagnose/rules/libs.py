@@ -131,4 +131,34 @@ RULES: tuple[Rule, ...] = (
         examples=("nvidia-container-cli: initialization error: load library failed: "
                   "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1: file too short",),
     ),
+    Rule(
+        # CTranslate2's lazy loader (src/cuda/cublas_stub.cc …): the library of the CUDA major it was built against
+        name="libs.ctranslate2_cuda_library",
+        category="missing_shared_lib",
+        patterns=(r"\bLibrary \S+ is not found or cannot be loaded",),
+        messages=("ctranslate2.library_not_loaded",),
+        confidence=0.88,
+        root_cause=("CTranslate2 (faster-whisper, WhisperX, …) cannot load {library}: the CUDA library of the major "
+                    "version this CTranslate2 was built against is not installed or not on the loader's path."),
+        fix=("Install the CUDA libraries of the major CTranslate2 was built for (pip: nvidia-cublas-cu12 / "
+             "nvidia-cudnn-cu12, or the cu11 ones for an older build) and put their lib directories on "
+             "LD_LIBRARY_PATH, or install the CTranslate2 release built for the CUDA you have."),
+        examples=("RuntimeError: Library libcublas.so.11 is not found or cannot be loaded",),
+    ),
+    Rule(
+        # the Windows loader (STATUS_ENTRYPOINT_NOT_FOUND): another version of the DLL than the program's was loaded
+        name="libs.windows_entry_point_missing",
+        category="missing_shared_lib",
+        patterns=(r"无法定位程序输入点",),
+        messages=("windows.entry_point_not_found",),
+        confidence=0.78,
+        root_cause=("Windows loaded another version of a DLL than the program was built against ({library}): the "
+                    "function the program needs is not in it (two copies on PATH, or an older CUDA/cuDNN install "
+                    "found first)."),
+        fix=("Find every copy of the DLL (`where <name>.dll`), keep the version the program was built for first on "
+             "PATH (or remove the older CUDA/cuDNN bin directory from PATH), or install the build of the program "
+             "that matches the installed library."),
+        examples=("python.exe- 无法找到入口\n无法定位程序输入点 于动态接库\nD: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/"
+                  "Librany/bin/cudnn_adv_infer64_8.dll 上",),  # PaddlePaddle/PaddleOCR#8829
+    ),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import RUNTIME_CONTEXT
+from provisioner.diagnose.rules.common import RUNTIME_START
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -111,7 +111,7 @@ RULES: tuple[Rule, ...] = (
         ),
         confidence=0.45,
         generic=True,
-        unless=RUNTIME_CONTEXT,  # a docker/podman/Kubernetes container that does not start is that runtime's
+        unless=RUNTIME_START,  # a docker/podman/Kubernetes container that does not start is that runtime's
         root_cause="The Proxmox container fails to start (or a Proxmox task failed).",
         fix=(
             "Run `pct start <vmid> --debug` and read the first ERROR line; check the lxc.* lines added to "

@@ -138,4 +138,22 @@ RULES: tuple[Rule, ...] = (
         examples=("Problem: package prompt-toolkit-3.0.10-pyha770c72_0 has constraint prompt_toolkit 3.0.10 conflicting "
                   "with prompt_toolkit-1.0.15-py27_0",),  # mamba-org/mamba#654
     ),
+    Rule(
+        # a package's own Requires-Python guard (setup.py/__init__ raising), pip's "requires a different Python"
+        name="resolver.package_needs_other_python",
+        category="resolver_failure",
+        patterns=(
+            r"\brequires? python\s*(?:version\s*)?[<>=!~]=?\s*\d+\.\d+[^\n]{0,80}?\bbut (?:your|the current|you are "
+            r"using|the installed|found|got)\b[^\n]{0,40}?python[^\n]{0,20}?\d+\.\d+",
+        ),
+        messages=("pip.requires_different_python",),
+        confidence=0.8,
+        root_cause=("The package does not support this Python version: its Requires-Python (or its own start-up "
+                    "check) excludes the interpreter in use."),
+        fix=("Use a Python the package supports (`uv venv --python 3.11`, a conda env with python=3.11), or a "
+             "maintained fork/release that supports this Python; `--ignore-requires-python` does not help when the "
+             "package checks at import."),
+        examples=("RuntimeError: TTS requires python >= 3.9 and < 3.12 but your Python version is 3.12.0 "
+                  "(tags/v3.12.0:0fb18b0, Oct  2 2023, 13:03:39) [MSC v.1935 64 bit (AMD64)]",),
+    ),
 )
