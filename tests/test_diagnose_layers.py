@@ -68,6 +68,17 @@ def test_a_known_message_wins_and_the_layer_stays_silent() -> None:
     "ct101:41873:41873 [0] NCCL INFO NET/IB : No device found.",
     # pip's notice after an install that went on (pip's src/pip/_internal/operations/check.py)
     "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed.",
+    # nvidia-installer on a healthy userspace install (tests/fixtures/logs/clean-nvidia-run-userspace.log): hedged
+    "WARNING: nvidia-installer was forced to guess the X library path '/usr/lib64' and X module path "
+    "'/usr/lib64/xorg/modules'; these paths were not queryable from the system.  If X fails to find the NVIDIA X "
+    "driver module, please install the `pkg-config` utility and the X.Org SDK/development package for your "
+    "distribution and reinstall the driver.",
+    # nvidia-smi -q's section title (tests/fixtures/outputs/smi_q_a100_x2_535.txt)
+    "    ECC Errors",
+    # this project's own run log: a planned change, not a failure (tests/fixtures/runs/20261203T131151-82a539.jsonl)
+    '{"ts":1796303523.2599308,"host":"127.0.0.1:34011","kind":"step.finished","index":4,"step":"lxc.boot_persistence",'
+    '"status":"changed","message":"boot unit gpu-provisioner-nvidia-nodes.service is not installed: after a reboot the '
+    'passed device nodes are missing before pve-guests starts containers → install it"}',
 ])
 def test_lines_whose_failure_word_counts_nothing(line: str) -> None:
     assert failing_lines([line]) == []
@@ -107,3 +118,13 @@ def test_a_probes_output_is_never_guessed_at() -> None:
     """The doctor's probes (`grep: /proc/modules: No such file or directory`) are facts, not a failing log."""
     assert fact_text_candidates(PADDLE_OOM) == []
     assert diagnose(PADDLE_OOM)  # the same text as a log does get its layer
+
+
+def test_a_json_line_that_says_it_failed_is_read() -> None:
+    """A JSON event is judged by its own level/status field; docker's json-file lines (`{"log", "stream", "time"}`,
+    https://docs.docker.com/engine/logging/drivers/json-file/) have none and are read as text."""
+    failed = '{"ts":1796303523.2,"kind":"step.finished","step":"driver.install","status":"failed","message":"nvidia-installer failed"}'
+    docker = ('{"log":"RuntimeError: Library libcublas.so.11 is not found or cannot be loaded\\n","stream":"stderr",'
+              '"time":"2023-03-01T10:00:00.000000000Z"}')
+    assert failing_lines([failed]) == [(0, failed)]
+    assert failing_lines([docker]) == [(0, docker)]

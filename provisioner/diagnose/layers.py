@@ -23,7 +23,7 @@ from provisioner.diagnose.model import Category
 from provisioner.diagnose.rx import Regex, compile_rx
 
 CONFIDENCE = 0.3  # below every rule's: a layer, not a known message
-MIN_SCORE = 4  # a finding needs this much weight: one specific word and another, or several lines
+MIN_SCORE = 3  # a finding needs this much weight: one specific word and another, or several lines
 MAX_FAILING_LINES = 2000  # lines read in a long log (the last ones: a failure is usually last)
 MAX_LINE_CHARS = 600
 EVIDENCE_LINES = 3
@@ -40,10 +40,18 @@ _FAILURE = compile_rx(
 #: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"
 _HEALTHY = compile_rx(
     r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
-    r"|\bwithout (?:any )?errors?\b"
+    r"|\bwithout (?:any )?errors?\b|^\s*(?:\w+\s+){0,2}errors?\s*:?\s*$"  # nvidia-smi -q's "ECC Errors" section title
 )
+#: a structured (JSON) event fails only where its own level or status field says so; docker's json-file lines
+#: ({"log": …, "stream": …}) carry a program's text, read as any line's
+_JSON_LINE = compile_rx(r"^\s*\{\s*\"")
+_DOCKER_JSON = compile_rx(r"^\s*\{\s*\"log\"\s*:")
+_JSON_FAILED = compile_rx(r"\"(?:level|severity|status|outcome|result)\"\s*:\s*\"(?:error|err|fatal|failed|failure|critical|"
+                          r"crit|panic)\"")
 #: pip's notice that it did not re-check what was installed before: printed by installs that went on
 _PIP_NOTICE = compile_rx(r"pip's dependency resolver does not currently take into account")
+#: a hedged clause: what might fail, not what failed ("If X fails to find the NVIDIA X driver module, please …")
+_HEDGE = compile_rx(r"\b(?:if|in case|unless|whether|should|may|might)\b[^.;:!?\n]{0,100}")
 #: a line whose program recovered on its own ("Failed to hardlink files; falling back to full copy", "retrying")
 _RECOVERED = compile_rx(r"\bfalling back\b|\bretrying\b|\bwill retry\b")
 #: a line its program marks as information, not as a failure ("NCCL INFO NET/IB : No device found.", level=info)
@@ -202,8 +210,11 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
         line = raw[:MAX_LINE_CHARS]
         if not line.strip() or _FAILURE.search(line) is None:
             continue
-        if _HEALTHY.search(line) is not None and _FAILURE.search(_blank(_HEALTHY, line)) is None:
-            continue  # "ECC errors: 0": the failure word counts nothing
+        if _JSON_LINE.search(line) is not None and _JSON_FAILED.search(line) is None \
+                and _DOCKER_JSON.search(line) is None:
+            continue  # a run log's or a service's JSON event: its fields say whether it failed
+        if _FAILURE.search(_blank(_HEDGE, _blank(_HEALTHY, line))) is None:
+            continue  # "ECC errors: 0", "if X fails …": the failure word counts nothing
         if any(rx.search(line) is not None for rx in (_PIP_NOTICE, _INFO, _RECOVERED)):
             continue
         out.append((i, line))
