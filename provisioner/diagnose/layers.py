@@ -23,7 +23,7 @@ from provisioner.diagnose.model import Category
 from provisioner.diagnose.rx import Regex, compile_rx
 
 CONFIDENCE = 0.3  # below every rule's: a layer, not a known message
-MIN_SCORE = 3  # a finding needs this much weight: one specific word and another, or several lines
+MIN_SCORE = 3  # a finding needs this much weight: one failing line with a specific word, or weaker words on several
 MAX_FAILING_LINES = 2000  # lines read in a long log (the last ones: a failure is usually last)
 MAX_LINE_CHARS = 600
 EVIDENCE_LINES = 3
