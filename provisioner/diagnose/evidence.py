@@ -32,6 +32,8 @@ from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
 Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "hpc", "wsl", "container"]
 Phase = Literal["headers", "build", "load", "install"]
 CONTAINERS: tuple[Place, ...] = ("lxc", "docker", "podman", "kubernetes", "hpc", "container")
+#: the containers whose runtime (the NVIDIA toolkit, enroot's hook, Apptainer's --nv) brings the host's driver in
+RUNTIMES: tuple[Place, ...] = ("docker", "podman", "kubernetes", "hpc")
 _CTL_OR_GPU = ("/dev/nvidiactl", "/dev/nvidia0")
 _UVM_OR_MODESET = ("/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
 
@@ -513,7 +515,7 @@ def _runtime_brings_userspace(ev: LogEvidence) -> bool:
     of the host's NVML failed, or a docker/podman/Kubernetes container lacks a library of the driver's (the
     toolkit mounts the host's libcuda/libnvidia-* into a container that asks for a GPU)."""
     line = ev.lines.get("userspace_missing", "").lower()
-    runtime = any(p in ("docker", "podman", "kubernetes", "hpc") for p in ev.places) and not ev.lxc_context
+    runtime = any(p in RUNTIMES for p in ev.places) and not ev.lxc_context
     return "load library failed" in line or (runtime and "cannot open shared object" in line)
 
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from provisioner.diagnose.evidence import LogEvidence
+from provisioner.diagnose.evidence import RUNTIMES, LogEvidence
 from provisioner.diagnose.model import Category
 from provisioner.diagnose.rx import Regex, compile_rx
 
@@ -225,7 +225,7 @@ def _allowed(cue: Cue, ev: LogEvidence) -> bool:
     if cue.needs == "lxc":
         return ev.lxc_context
     if cue.needs == "runtime":
-        return any(p in ("docker", "podman", "kubernetes", "hpc") for p in ev.places) and not ev.lxc_context
+        return any(p in RUNTIMES for p in ev.places) and not ev.lxc_context
     return True
 
 
