@@ -5,19 +5,7 @@ from __future__ import annotations
 
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.evidence import extract_evidence, negated_mention
-
-
-def _top(text: str) -> tuple[str | None, set[str]]:
-    """The first finding's category and every rule it names."""
-    found = diagnose(text)
-    if not found:
-        return None, set()
-    return found[0].category, {found[0].rule, *found[0].rules}
-
-
-def _all_rules(text: str) -> set[str]:
-    return {r for f in diagnose(text) for r in (f.rule, *f.rules)}
-
+from tests.support.diagnosis import all_rules, top_and_rules
 
 # --- kmod: `alias nvidia off` (nvidia-prime) turns `modprobe nvidia` into the module "off" -------------------------
 # kmod tools/modprobe.c prints `could not insert '%s': %s` with the module it resolved; nvidia-prime's prime-select
@@ -28,15 +16,15 @@ def _all_rules(text: str) -> set[str]:
 def test_module_aliased_off_is_no_driver() -> None:
     for line in ("modprobe: ERROR: could not insert 'off': Unknown symbol in module, or unknown parameter (see dmesg)",
                  "modprobe: FATAL: Module off not found in directory /lib/modules/6.8.0-45-generic"):
-        cat, rules = _top("$ sudo modprobe nvidia\n" + line)
+        cat, rules = top_and_rules("$ sudo modprobe nvidia\n" + line)
         assert cat == "no_driver_loaded" and "nodriver.module_aliased_off" in rules, (line, rules)
-    assert "nodriver.module_aliased_off" not in _all_rules("modprobe: ERROR: could not insert 'nvidia': No such device")
+    assert "nodriver.module_aliased_off" not in all_rules("modprobe: ERROR: could not insert 'nvidia': No such device")
 
 
 def test_kmod_older_wording_of_module_not_found() -> None:
     """kmod before the "in directory" suffix (CentOS/RHEL 7's kmod 20): `modprobe: FATAL: Module %s not found.`
     (https://git.kernel.org/pub/scm/utils/kernel/kmod/kmod.git/tree/tools/modprobe.c)."""
-    cat, rules = _top("# nvidia-smi\nmodprobe: FATAL: Module nvidia not found.\nNVIDIA-SMI has failed because it "
+    cat, rules = top_and_rules("# nvidia-smi\nmodprobe: FATAL: Module nvidia not found.\nNVIDIA-SMI has failed because it "
                       "couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is "
                       "installed and running.")
     assert cat == "no_driver_loaded" and "nodriver.module_missing" in rules
@@ -54,7 +42,7 @@ def test_kbuild_error_while_the_installer_builds_the_module() -> None:
            "   /tmp/selfgz4242/NVIDIA-Linux-x86_64-390.157/kernel/nv-mmap.c:77:9: error: implicit declaration of "
            "function 'vm_flags_set'\n"
            "   make[3]: *** [scripts/Makefile.build:244: /tmp/selfgz4242/kernel/nv-mmap.o] Error 1")
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "installer_failure" and "installer.kbuild_failed_in_driver_build" in rules
 
 
@@ -62,15 +50,15 @@ def test_kbuild_error_in_the_users_language_under_dkms() -> None:
     log = ("Building module(s)... (bad exit status: 2)\nError! Bad return status for module build on kernel: 6.12.1\n"
            "Consult /var/lib/dkms/nvidia/470.256.02/build/make.log for more information.\n"
            "make[2]: *** [/usr/src/linux-headers-6.12.1/Makefile:1945: /var/lib/dkms/nvidia/470.256.02/build] Fehler 2")
-    assert _top(log)[0] == "installer_failure"
-    assert "installer.kbuild_failed_in_driver_build" in _all_rules(
+    assert top_and_rules(log)[0] == "installer_failure"
+    assert "installer.kbuild_failed_in_driver_build" in all_rules(
         "dkms: building nvidia 470.256.02\nmake[2]: *** [/usr/src/linux-headers-6.12.1/Makefile:1945: "
         "/var/lib/dkms/nvidia/470.256.02/build] Fehler 2")
 
 
 def test_make_error_outside_a_driver_build_is_not_this_rule() -> None:
     log = "make[2]: *** [scripts/Makefile.build:244: drivers/foo/bar.o] Error 1\nbar.c:3:1: error: expected ';'"
-    assert "installer.kbuild_failed_in_driver_build" not in _all_rules(log)
+    assert "installer.kbuild_failed_in_driver_build" not in all_rules(log)
 
 
 # --- uv ---------------------------------------------------------------------------------------------------------------
@@ -83,10 +71,10 @@ def test_uv_no_compatible_version_is_a_resolver_failure() -> None:
     log = ("DEBUG Solving with installed Python version: 3.14.0\n"
            "DEBUG Searching for a compatible version of torchaudio (>=2.4.1, <2.4.1+)\n"
            "DEBUG No compatible version found for: torchaudio")
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "resolver_failure" and "resolver.uv_no_compatible_version" in rules
     # logged while uv backtracks too: a resolution that then succeeds is not a failure
-    assert "resolver.uv_no_compatible_version" not in _all_rules(log + "\nResolved 14 packages in 812ms")
+    assert "resolver.uv_no_compatible_version" not in all_rules(log + "\nResolved 14 packages in 812ms")
 
 
 def test_uv_locked_local_version_without_wheel_installed_nothing() -> None:
@@ -96,8 +84,8 @@ def test_uv_locked_local_version_without_wheel_installed_nothing() -> None:
            "error: Distribution `torch==2.6.0+cpu @ registry+https://download.pytorch.org/whl/cpu` can't be "
            "installed because it doesn't have a source distribution or wheel for the current platform")
     assert extract_evidence(log).resolution_failed
-    assert _top(log)[0] == "resolver_failure"
-    assert _top("error: Package `torch` can't be installed because it doesn't have a source distribution or wheel "
+    assert top_and_rules(log)[0] == "resolver_failure"
+    assert top_and_rules("error: Package `torch` can't be installed because it doesn't have a source distribution or wheel "
                 "for the current platform")[0] == "resolver_failure"
 
 
@@ -111,7 +99,7 @@ def test_lxc_mount_entry_failure_is_the_lxc_layer() -> None:
            'Failed to mount "/var/snap/lxd/common/lxd/devices/gpu1/unix.gpu3.dev-nvidia-uvm" on '
            '"/usr/lib/x86_64-linux-gnu/lxc/dev/nvidia-uvm"\n'
            "lxc gpu1 20250312101500.121 ERROR    start - ../src/lxc/start.c:lxc_init:878 - Failed to setup container")
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "proxmox_lxc" and "pve.lxc_mount_entry_failed" in rules
 
 
@@ -119,7 +107,7 @@ def test_optional_lxc_mount_entry_is_not_a_failure() -> None:
     log = ('lxc 105 20250312101500.120 INFO     conf - ../src/lxc/conf.c:mount_entry:2098 - No such file or directory - '
            'Failed to mount "/dev/nvidia-modeset" on "/usr/lib/x86_64-linux-gnu/lxc/rootfs/dev/nvidia-modeset" '
            "(optional)")
-    assert "pve.lxc_mount_entry_failed" not in _all_rules(log)
+    assert "pve.lxc_mount_entry_failed" not in all_rules(log)
 
 
 # --- strace(1): a failed call is printed `name(args) = -1 ERRNO (strerror)` -------------------------------------------
@@ -128,7 +116,7 @@ def test_optional_lxc_mount_entry_is_not_a_failure() -> None:
 def test_strace_enoent_on_the_uvm_node() -> None:
     log = ('openat(AT_FDCWD, "/dev/nvidiactl", O_RDWR|O_CLOEXEC) = 3\n'
            'openat(AT_FDCWD, "/dev/nvidia-uvm", O_RDWR|O_CLOEXEC) = -1 ENOENT (No such file or directory)')
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "container_device_missing" and "container.uvm_missing" in rules
     assert extract_evidence(log).nodes_missing == ["/dev/nvidia-uvm"]
 
@@ -140,7 +128,7 @@ def test_uvm_node_missing_with_driver_loaded_is_the_nodes() -> None:
     # coreutils ls (src/ls.c) wording beside nvidia-smi's table header
     log = ("| NVIDIA-SMI 550.127.05             Driver Version: 550.127.05     CUDA Version: 12.4     |\n"
            "$ ls -l /dev/nvidia-uvm\nls: cannot access '/dev/nvidia-uvm': No such file or directory")
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "container_device_missing" and "evidence.uvm_nodes_missing" in rules
 
 
@@ -149,9 +137,9 @@ def test_uvm_node_missing_in_a_reports_words() -> None:
                  "the job could not find /dev/nvidia-modeset after the node restarted",
                  "I didn't have `/dev/nvidia-uvm` although the module was loaded"):
         assert extract_evidence(text).nodes_missing, text
-        assert _top(text)[0] == "container_device_missing", text
+        assert top_and_rules(text)[0] == "container_device_missing", text
     # the module itself absent: "no driver", not the nodes
-    assert "evidence.uvm_nodes_missing" not in _all_rules(
+    assert "evidence.uvm_nodes_missing" not in all_rules(
         "modprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.0\nthere is no /dev/nvidia-uvm")
 
 
@@ -161,7 +149,7 @@ def test_uvm_node_missing_in_a_reports_words() -> None:
 def test_torch_not_compiled_with_cuda_quoted_short() -> None:
     for text in ("AssertionError: Torch not compiled with CUDA enabled",
                  "on the Jetson the torch is not compiled with cuda, so the model falls back"):
-        assert _top(text)[0] == "cpu_only_wheel", text
+        assert top_and_rules(text)[0] == "cpu_only_wheel", text
 
 
 # --- a torch build whose CUDA predates Blackwell (CUDA 12.8 release notes: SM_100/SM_120 first supported) ----------
@@ -171,10 +159,10 @@ def test_torch_cuda_older_than_blackwell_is_arch() -> None:
     # torch/utils/collect_env.py's lines
     log = ("PyTorch version: 2.4.1+cu121\nCUDA used to build PyTorch: 12.1\nIs CUDA available: False\n"
            "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 5080")
-    cat, rules = _top(log)
+    cat, rules = top_and_rules(log)
     assert cat == "arch_unsupported" and "evidence.torch_cuda_predates_gpu" in rules
     ok = log.replace("2.4.1+cu121", "2.7.1+cu128").replace("PyTorch: 12.1", "PyTorch: 12.8")
-    assert "evidence.torch_cuda_predates_gpu" not in _all_rules(ok)
+    assert "evidence.torch_cuda_predates_gpu" not in all_rules(ok)
 
 
 # --- a report's checklist of messages it did NOT see ----------------------------------------------------------------
@@ -185,7 +173,7 @@ def test_negated_messages_are_not_evidence() -> None:
            "- without 'Out of memory: Killed process'")
     assert not [f for f in diagnose(log) if f.category == "oom_or_hw"]
     assert not extract_evidence(log).hw_errors
-    assert _top("NVRM: GPU 0000:41:00.0: GPU has fallen off the bus.")[0] == "oom_or_hw"
+    assert top_and_rules("NVRM: GPU 0000:41:00.0: GPU has fallen off the bus.")[0] == "oom_or_hw"
     line = "* No `GPU has fallen off the bus`"
     assert negated_mention(line, line.index("GPU"))
     assert not negated_mention("GPU has fallen off the bus", 0)

@@ -8,13 +8,7 @@ from __future__ import annotations
 
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.evidence import log_evidence
-
-
-def _top(text: str) -> tuple[str | None, set[str]]:
-    found = diagnose(text)
-    if not found:
-        return None, set()
-    return found[0].category, {found[0].rule, *found[0].rules}
+from tests.support.diagnosis import all_rules, top_and_rules
 
 
 def _also(text: str) -> set[str]:
@@ -38,13 +32,13 @@ JELLYFIN_K8S = ("Congrats for the 10.6.0 release! I upgraded from 10.5.5 on Kube
 
 
 def test_nvenc_minimum_driver_is_driver_too_old() -> None:
-    cat, rules = _top(NETV)
+    cat, rules = top_and_rules(NETV)
     assert cat == "driver_too_old" and "driver.nvenc_needs_newer_driver" in rules
 
 
 def test_nvenc_library_missing_on_the_host_explains_the_driver_line() -> None:
     """FFmpeg prints the driver requirement whenever the library does not load: the library is the cause."""
-    cat, rules = _top(JELLYFIN_HOST)
+    cat, rules = top_and_rules(JELLYFIN_HOST)
     assert cat == "missing_shared_lib" and "libs.video_codec_library_missing" in rules
     assert "driver_too_old" in _also(JELLYFIN_HOST)
 
@@ -78,7 +72,7 @@ JAX = ("$ python -c \"import jax; jax.print_environment_info()\"\nAn NVIDIA GPU 
 
 
 def test_jax_without_a_cuda_backend_is_a_cpu_build() -> None:
-    cat, rules = _top(JAX)
+    cat, rules = top_and_rules(JAX)
     assert cat == "cpu_only_wheel" and "cpu.jax_without_cuda" in rules
 
 
@@ -99,21 +93,21 @@ CONDA_CPU = ("This is the exact opposite case, Mamba only installs the CPU versi
 
 
 def test_cuda_virtual_package_conflict_is_the_driver() -> None:
-    cat, rules = _top(CUDA_VIRTUAL)
+    cat, rules = top_and_rules(CUDA_VIRTUAL)
     assert cat == "driver_too_old" and "driver.conda_cuda_virtual_package" in rules
     assert "resolver_failure" in _also(CUDA_VIRTUAL)
 
 
 def test_any_other_constraint_conflict_is_the_resolver() -> None:
-    cat, rules = _top(PLAIN_CONFLICT)
+    cat, rules = top_and_rules(PLAIN_CONFLICT)
     assert cat == "resolver_failure" and "resolver.conda_constraint_conflict" in rules
     assert "driver.conda_cuda_virtual_package" not in rules
 
 
 def test_a_cpu_build_string_is_a_cpu_build() -> None:
-    cat, rules = _top(CONDA_CPU)
+    cat, rules = top_and_rules(CONDA_CPU)
     assert cat == "cpu_only_wheel" and "cpu.conda_cpu_build" in rules
-    assert _top("  + pytorch  1.13.1  cuda112py310he33e0d6_200  conda-forge/linux-64")[0] != "cpu_only_wheel"
+    assert top_and_rules("  + pytorch  1.13.1  cuda112py310he33e0d6_200  conda-forge/linux-64")[0] != "cpu_only_wheel"
 
 
 # --- runc (libcontainer/process_linux.go): a driver file the runtime's mount list names is gone ---------------------------
@@ -137,7 +131,7 @@ def test_runc_mount_of_a_vanished_driver_file_is_a_stale_spec() -> None:
 
 def test_runc_mount_of_any_other_file_is_not_the_gpu() -> None:
     line = "failed to fulfil mount request: open /mnt/media/library: no such file or directory"
-    assert _top(line)[0] != "container_device_missing"
+    assert top_and_rules(line)[0] != "container_device_missing"
 
 
 # --- where it ran: HPC container runtimes --------------------------------------------------------------------------------
@@ -159,7 +153,7 @@ def test_no_gpu_driver_with_any_capability_set() -> None:
     `capabilities: [gpu, compute, utility]` as `[[gpu compute utility]]`; the driver is `%q` (empty for --gpus)."""
     for caps, driver in (("[[gpu]]", '""'), ("[[gpu compute utility]]", '"nvidia"'), ("[[compute video]]", '""')):
         line = f"Error response from daemon: could not select device driver {driver} with capabilities: {caps}"
-        cat, rules = _top(line)
+        cat, rules = top_and_rules(line)
         assert cat == "container_device_missing" and "container.gpu_runtime_missing" in rules, line
 
 
@@ -184,10 +178,10 @@ def test_a_library_that_is_no_elf_object_is_the_library() -> None:
 
 
 def test_dnf_cannot_resolve_the_driver_packages() -> None:
-    cat, rules = _top(DNF)
+    cat, rules = top_and_rules(DNF)
     assert cat == "installer_failure" and "installer.dnf_cannot_resolve_nvidia" in rules
     other = DNF.replace("cuda : Install nvidia drivers", "docker : Install docker").replace("nvidia-driver", "docker-ce")
-    assert "installer.dnf_cannot_resolve_nvidia" not in {r for f in diagnose(other) for r in f.rules}
+    assert "installer.dnf_cannot_resolve_nvidia" not in all_rules(other)
 
 
 # --- ggml's CUDA backend, CTranslate2's loader, ptxas/nvcc, the Windows loader, a package's Python guard ---------------
@@ -198,7 +192,7 @@ def test_ggml_without_device_code_for_the_gpu_is_arch() -> None:
     text = ("Since updating from 1.54 to 1.55 I've been getting `ERROR: ggml-cuda was compiled without support for the "
             "current GPU architecture.` errors, This only happens with 1.55 and not 1.54, running on Windows 11, GPU: "
             "NVIDIA GeForce GTX 1070 Ti (8GB, Pascal), Drivers: 546.33 (latest currently).")
-    cat, rules = _top(text)
+    cat, rules = top_and_rules(text)
     assert cat == "arch_unsupported" and "arch.ggml_no_device_code" in rules
 
 
@@ -216,7 +210,7 @@ def test_ptx_newer_than_the_drivers_jit_is_the_driver() -> None:
     # numba/numba#8961
     text = ("numba.cuda.cudadrv.driver.LinkerError: [222] Call to cuLinkAddData results in UNKNOWN_CUDA_ERROR\n"
             "ptxas application ptx input, line 9; fatal   : Unsupported .version 8.1; current version is '8.0'")
-    cat, rules = _top(text)
+    cat, rules = top_and_rules(text)
     assert cat == "driver_too_old" and "driver.ptx_toolchain_newer" in rules
 
 
@@ -224,7 +218,7 @@ def test_nvcc_without_the_gpus_arch_is_arch() -> None:
     # inducer/pycuda#272: CUDA 11's nvcc dropped sm_30
     text = ("[command: nvcc --cubin -arch sm_30 -I/home/vlad/.local/lib/python3.8/site-packages/pycuda/cuda kernel.cu]\n"
             "[stderr:\nnvcc fatal   : Value 'sm_30' is not defined for option 'gpu-architecture'\n]`")
-    cat, rules = _top(text)
+    cat, rules = top_and_rules(text)
     assert cat == "arch_unsupported" and "arch.toolchain_unknown_arch" in rules
 
 
@@ -232,7 +226,7 @@ def test_windows_entry_point_missing_is_a_library_version() -> None:
     # PaddlePaddle/PaddleOCR#8829 (the dialog retyped, "动态接库" as the reporter wrote it)
     text = ("- 完整报错/Complete Error Message：\npython.exe- 无法找到入口\n无法定位程序输入点 于动态接库\n"
             "D: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/Librany/bin/cudnn_adv_infer64_8.dll 上\n")
-    cat, rules = _top(text)
+    cat, rules = top_and_rules(text)
     assert cat == "missing_shared_lib" and "libs.windows_entry_point_missing" in rules
 
 
@@ -241,7 +235,7 @@ def test_a_packages_python_guard_is_the_resolver() -> None:
     text = ("RuntimeError: TTS requires python >= 3.9 and < 3.12 but your Python version is 3.12.0 (tags/v3.12.0:0fb18b0, "
             "Oct  2 2023, 13:03:39) [MSC v.1935 64 bit (AMD64)]\n\nThis happens even with trying to install using \n"
             "pip3 install --ignore-requires-python TTS")
-    cat, rules = _top(text)
+    cat, rules = top_and_rules(text)
     assert cat == "resolver_failure" and "resolver.package_needs_other_python" in rules
 
 
@@ -260,4 +254,4 @@ def test_a_docker_path_inside_a_proxmox_container_is_still_proxmox() -> None:
             "tar: Exiting with failure status due to previous errors\n"
             "unable to create CT 101 - command 'lxc-usernsexec -m u:0:100000:65536 -m g:0:100000:65536 -- tar xpf - -z' "
             "failed: exit code 2\n")
-    assert _top(text)[0] == "proxmox_lxc"
+    assert top_and_rules(text)[0] == "proxmox_lxc"
