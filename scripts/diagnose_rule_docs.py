@@ -9,6 +9,7 @@ from pathlib import Path
 
 from provisioner.burnin.xid import CATALOG_URL, XIDS
 from provisioner.diagnose import CATEGORIES, RULES, Rule
+from provisioner.diagnose.catalogue import entry
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "diagnose-rules.md"
 
@@ -36,9 +37,12 @@ def sections() -> str:
     for c in CATEGORIES:
         out += [f"**{c}**", "", "| rule | conf | kind | first signature |", "|---|---|---|---|"]
         for r in (r for r in RULES if r.category == c):
-            sig = r.patterns[0].replace("|", "\\|")
+            # a rule that reads only catalogue messages shows its first message's format
+            first = r.patterns[0] if r.patterns else entry(r.messages[0]).format
+            sig = first.replace("|", "\\|")
             sig = sig if len(sig) <= 110 else sig[:107] + "..."
-            out.append(f"| `{r.name}` | {r.confidence} | {_kind(r)} | `{sig}` (+{len(r.patterns) - 1}) |")
+            more = len(r.patterns) - 1 if r.patterns else len(r.messages) - 1
+            out.append(f"| `{r.name}` | {r.confidence} | {_kind(r)} | `{sig}` (+{more}) |")
         out.append("")
     out += [
         "## Xid table",

@@ -20,6 +20,7 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - jax-ml/jax                       JAX's backend warnings (xla_bridge.py)
 - ggml-org/ggml                    ggml's CUDA backend (llama.cpp, ollama, koboldcpp, LM Studio vendor it)
 - OpenNMT/CTranslate2              its lazy CUDA library loader (faster-whisper, WhisperX)
+- prefix-dev/resolvo               the SAT solver of pixi/rattler (conda environments): its conflict report
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -58,6 +59,8 @@ class Spec:
     url: str = ""  # where the wording is documented / the file it was read from
     kind: str = "source"  # source | documented
     extra_programs: tuple[str, ...] = field(default=())
+    printed_as: str = ""  # how the program prints the harvested literal ("{}" is the literal), when a macro adds to it
+    code: int | None = None  # the numeric error code programs print instead of the text (cudaError_t, nvmlReturn_t)
 
 
 GH = "https://github.com/"
@@ -83,6 +86,7 @@ DNFNV = "NVIDIA/yum-packaging-nvidia-plugin"
 GDC = "NVIDIA/gpu-driver-container"
 GGML = "ggml-org/ggml"
 CT2 = "OpenNMT/CTranslate2"
+RESOLVO = "prefix-dev/resolvo"
 JAX = "jax-ml/jax"
 NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c0570939e65/include/ffnvcodec/dynlink_loader.h"
 
@@ -93,27 +97,27 @@ SPECS: tuple[Spec, ...] = (
          wordings=("Failed to initialize NVML: Driver/library version mismatch",
                    "RM has detected an NVML/RM version mismatch", "nvml error: driver/library version mismatch",
                    "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
-         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "nvidia-container-cli", "pynvml")),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "nvidia-container-cli", "pynvml"), code=18),
     Spec("nvml.library_not_found", "libnvidia-ml bindings (NVML_ERROR_LIBRARY_NOT_FOUND = 12)",
          "libnvidia-ml.so.1 (the driver's userspace) cannot be found or loaded.",
          wordings=("NVML Shared Library Not Found", "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system"),
-         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml")),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml"), code=12),
     Spec("nvml.driver_not_loaded", "libnvidia-ml (NVML_ERROR_DRIVER_NOT_LOADED = 9)", "The NVIDIA kernel module is not loaded.",
          wordings=("Failed to initialize NVML: Driver Not Loaded", "NVIDIA driver is not loaded"),
-         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml")),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "pynvml"), code=9),
     Spec("nvml.no_permission", "libnvidia-ml (NVML_ERROR_NO_PERMISSION = 4)",
          "The caller cannot open the GPU device nodes (permissions, cgroup device rules).",
          wordings=("Failed to initialize NVML: Insufficient Permissions",), url=NVML_DOC, kind="documented",
-         extra_programs=("nvidia-smi",)),
+         extra_programs=("nvidia-smi",), code=4),
     Spec("nvml.unknown", "libnvidia-ml (NVML_ERROR_UNKNOWN = 999)",
          "NVML failed for an internal reason; in a container most often the device nodes are present but denied "
          "by the cgroup device rules (e.g. after a systemd daemon-reload) or not passed.",
          wordings=("Failed to initialize NVML: Unknown Error",), url=NVML_DOC, kind="documented",
-         extra_programs=("nvidia-smi",)),
+         extra_programs=("nvidia-smi",), code=999),
     Spec("nvml.gpu_is_lost", "libnvidia-ml (NVML_ERROR_GPU_IS_LOST = 15)",
          "The GPU has fallen off the bus or has otherwise become inaccessible.",
          wordings=("Unable to determine the device handle for GPU %s: GPU is lost", "GPU is lost"),
-         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi",)),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi",), code=15),
     Spec("smi.cannot_communicate", "nvidia-smi", "nvidia-smi cannot open /dev/nvidiactl: no kernel module loaded here "
          "(or, in a container, the device nodes were not passed in).",
          wordings=("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
@@ -128,50 +132,50 @@ SPECS: tuple[Spec, ...] = (
     Spec("cuda.insufficient_driver", "CUDA runtime (cudaErrorInsufficientDriver = 35)",
          "The CUDA runtime is newer than the driver supports.",
          wordings=("CUDA driver version is insufficient for CUDA runtime version", "cudaErrorInsufficientDriver"),
-         url=CUDA_RT, kind="documented"),
+         url=CUDA_RT, kind="documented", code=35),
     Spec("cuda.no_device", "CUDA runtime (cudaErrorNoDevice = 100)", "No CUDA-capable device is visible to the process.",
          wordings=("no CUDA-capable device is detected", "cudaErrorNoDevice", "CUDA_ERROR_NO_DEVICE"), url=CUDA_RT,
-         kind="documented"),
+         kind="documented", code=100),
     Spec("cuda.no_kernel_image", "CUDA runtime (cudaErrorNoKernelImageForDevice = 209)",
          "The binary has no SASS/PTX for this GPU's architecture.",
          wordings=("no kernel image is available for execution on the device", "cudaErrorNoKernelImageForDevice",
-                   "CUDA_ERROR_NO_BINARY_FOR_GPU"), url=CUDA_RT, kind="documented"),
+                   "CUDA_ERROR_NO_BINARY_FOR_GPU"), url=CUDA_RT, kind="documented", code=209),
     Spec("cuda.invalid_device_function", "CUDA runtime (cudaErrorInvalidDeviceFunction = 98)",
          "The kernel was not built for this device.", wordings=("invalid device function",), url=CUDA_RT,
-         kind="documented"),
+         kind="documented", code=98),
     Spec("cuda.compat_not_supported", "CUDA runtime (cudaErrorCompatNotSupportedOnDevice = 804)",
          "Forward compatibility (cuda-compat) was tried on a GPU that does not support it.",
-         wordings=("forward compatibility was attempted on non supported HW",), url=CUDA_RT, kind="documented"),
+         wordings=("forward compatibility was attempted on non supported HW",), url=CUDA_RT, kind="documented", code=804),
     Spec("cuda.system_driver_mismatch", "CUDA runtime (cudaErrorSystemDriverMismatch = 803)",
          "libcuda (userspace) and the kernel module are different driver versions.",
-         wordings=("system has unsupported display driver / cuda driver combination",), url=CUDA_RT, kind="documented"),
+         wordings=("system has unsupported display driver / cuda driver combination",), url=CUDA_RT, kind="documented", code=803),
     Spec("cuda.unsupported_ptx", "CUDA runtime (cudaErrorUnsupportedPtxVersion = 222)",
          "PTX produced by a newer toolchain than the driver's JIT.",
-         wordings=("the provided PTX was compiled with an unsupported toolchain",), url=CUDA_RT, kind="documented"),
+         wordings=("the provided PTX was compiled with an unsupported toolchain",), url=CUDA_RT, kind="documented", code=222),
     Spec("cuda.invalid_kernel_image", "CUDA runtime (cudaErrorInvalidKernelImage = 200)",
          "The driver cannot load the kernel image (e.g. compressed fatbins on an old driver).",
-         wordings=("device kernel image is invalid", "a PTX JIT compilation failed"), url=CUDA_RT, kind="documented"),
+         wordings=("device kernel image is invalid", "a PTX JIT compilation failed"), url=CUDA_RT, kind="documented", code=200),
     Spec("cuda.unknown", "CUDA runtime (cudaErrorUnknown = 999)",
          "cuInit failed for an unknown reason; in containers typically /dev/nvidia-uvm missing or denied.",
          wordings=("CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing env "
                    "variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero.",),
-         url=CUDA_RT, kind="documented", extra_programs=("PyTorch",)),
+         url=CUDA_RT, kind="documented", extra_programs=("PyTorch",), code=999),
     Spec("cuda.system_not_ready", "CUDA runtime (cudaErrorSystemNotReady = 802)",
          "The system is not ready (NVSwitch systems: fabric manager not running).",
-         wordings=("system not yet initialized",), url=CUDA_RT, kind="documented"),
+         wordings=("system not yet initialized",), url=CUDA_RT, kind="documented", code=802),
     Spec("cuda.illegal_address", "CUDA runtime (cudaErrorIllegalAddress = 700)", "A kernel accessed invalid memory.",
-         wordings=("an illegal memory access was encountered",), url=CUDA_RT, kind="documented"),
+         wordings=("an illegal memory access was encountered",), url=CUDA_RT, kind="documented", code=700),
     Spec("cuda.ecc_uncorrectable", "CUDA runtime (cudaErrorECCUncorrectable = 214)",
          "An uncorrectable ECC error was detected in GPU memory.",
-         wordings=("uncorrectable ECC error encountered",), url=CUDA_RT, kind="documented"),
+         wordings=("uncorrectable ECC error encountered",), url=CUDA_RT, kind="documented", code=214),
     Spec("cuda.launch_failure", "CUDA runtime (cudaErrorLaunchFailure = 719)",
          "A kernel faulted during execution (often hardware, power or thermal).",
-         wordings=("unspecified launch failure",), url=CUDA_RT, kind="documented"),
+         wordings=("unspecified launch failure",), url=CUDA_RT, kind="documented", code=719),
     Spec("cuda.out_of_memory", "CUDA runtime (cudaErrorMemoryAllocation = 2)", "Device memory is exhausted.",
-         wordings=("out of memory",), url=CUDA_RT, kind="documented"),
+         wordings=("out of memory",), url=CUDA_RT, kind="documented", code=2),
     Spec("cuda.stub_library", "CUDA runtime (cudaErrorStubLibrary = 34)",
          "The process loaded the toolkit's libcuda stub instead of the driver's libcuda.so.1.",
-         wordings=("CUDA driver is a stub library",), url=CUDA_RT, kind="documented"),
+         wordings=("CUDA driver is a stub library",), url=CUDA_RT, kind="documented", code=34),
     # --- PyTorch
     Spec("torch.not_compiled_with_cuda", "PyTorch (torch/cuda/__init__.py)", "A CPU-only torch build is installed.",
          wordings=("Torch not compiled with CUDA enabled",), url=TORCH + "torch/cuda/__init__.py", kind="documented"),
@@ -237,6 +241,32 @@ SPECS: tuple[Spec, ...] = (
          repo=OGKM, locate="fallen off the bus and is not responding", paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
     Spec("nvrm.gpu_off_bus_short", "nvidia.ko (NVRM)", "The GPU stopped answering on PCIe.",
          repo=OGKM, locate='"GPU has fallen off the bus.', paths=("src/nvidia/arch/nvalloc/unix/src/osinit.c",)),
+    Spec("nvrm.gsp_firmware_version_mismatch", "nvidia.ko (NVRM, kernel_gsp.c)",
+         "The GSP firmware file the module loaded (/lib/firmware/nvidia/<version>/gsp_*.bin) is another driver "
+         "version than the module: the module and its firmware come from different releases (a module built from "
+         "older sources, or a firmware package updated without the module).",
+         repo=OGKM, locate="version mismatch: got version", paths=("src/nvidia/src/kernel/gpu/gsp/kernel_gsp.c",)),
+    # NV_STATUS codes the resource manager prints as `<text> [<name>]` (nvstatus.c builds each string as
+    # `string " [" #name "]"` from nvstatuscodes.h; NVRM's "Assertion failed: %s (0x%08X) returned from ..." and its
+    # RPC/RmInit lines print them): the codes that say the GPU itself needs a reset or failed, not the program
+    *(Spec(f"nvrm.status_{name[7:].lower()}", "nvidia.ko (NVRM, nvstatuscodes.h)", meaning, repo=OGKM, locate=text,
+           paths=("src/common/sdk/nvidia/inc/nvstatuscodes.h",), printed_as="{} [" + name + "]",
+           wordings=(f"{text} [{name}]",))
+      for name, text, meaning in (
+          ("NV_ERR_RESET_REQUIRED", "Reset required",
+           "The GPU is in a state only a reset clears (after a fatal fault): every new allocation on it fails."),
+          ("NV_ERR_GPU_IN_FULLCHIP_RESET", "GPU currently in full-chip reset",
+           "The GPU is being reset after a fault; work on it fails until the reset completes."),
+          ("NV_ERR_ECC_ERROR", "Generic ECC error", "The GPU's memory reported an ECC error."),
+          ("NV_ERR_MEMORY_ERROR", "Generic memory error", "The GPU's memory reported an error."),
+          ("NV_ERR_BROKEN_FB", "Frame-Buffer broken", "The GPU's memory (frame buffer) is broken."),
+          ("NV_ERR_MEMORY_TRAINING_FAILED", "Failed memory training sequence",
+           "The GPU's memory failed its training at initialisation (a hardware or power fault)."),
+          ("NV_ERR_INSUFFICIENT_POWER", "Generic Error: Low power",
+           "The GPU does not get the power it needs (power cables, supply)."),
+          ("NV_ERR_GPU_NOT_FULL_POWER", "GPU not in full power",
+           "The GPU is not in full power (power cables, supply, or a power state it did not leave)."),
+      )),
     Spec("nvrm.xid", "nvidia.ko (NVRM tracepoint / dmesg)", "An Xid error: the code says which GPU or driver fault.",
          repo=OGKM, locate='TP_printk("Xid (PCI', paths=("kernel-open/nvidia/nv-tracepoint.h",),
          wordings=("NVRM: Xid (PCI:%s): %u, %s",)),
@@ -506,6 +536,15 @@ SPECS: tuple[Spec, ...] = (
          wordings=("ls: cannot access '/dev/nvidia%s': No such file or directory",
                    "cat: /dev/nvidia%s: No such file or directory"),
          url="https://git.savannah.gnu.org/cgit/coreutils.git/tree/src/ls.c", kind="documented"),
+    # Linux's modpost (scripts/mod/modpost.c): a module under a non-GPL licence that uses an EXPORT_SYMBOL_GPL
+    # symbol does not link; a kernel that turns a symbol the NVIDIA driver uses GPL-only (rcu_read_unlock_strict in
+    # 5.13+ with some configs, __rcu_read_lock, ...) breaks driver releases that predate it. `error()` prefixes
+    # "ERROR: modpost: " (older kernels' `fatal()`: "FATAL: modpost: ")
+    Spec("kbuild.modpost_gpl_only_symbol", "Linux kbuild (scripts/mod/modpost.c)",
+         "A non-GPL module (the NVIDIA driver's) uses a symbol the kernel exports GPL-only: this driver release does "
+         "not support this kernel.",
+         wordings=("GPL-incompatible module %s.ko uses GPL-only symbol '%s'",),
+         url=GH + "torvalds/linux/blob/master/scripts/mod/modpost.c", kind="documented"),
     Spec("shell.compiler_not_found", "bash / sh (for the C compiler a build runs)",
          "No C compiler: the kernel module or an extension cannot be built.",
          wordings=("gcc: command not found", "cc: command not found", "g++: command not found", "c++: command not found"),
@@ -514,6 +553,13 @@ SPECS: tuple[Spec, ...] = (
          wordings=("nvcc fatal : Unsupported gpu architecture 'compute_%d'",
                    "nvcc fatal : Value 'sm_%d' is not defined for option 'gpu-architecture'"),
          url="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/", kind="documented"),
+    # NVRTC (closed; libnvrtc) rejects an -arch it does not know as an invalid option value: a GPU newer than the
+    # toolkit, or one the toolkit dropped (hashcat, OpenMM, CuPy and PyTorch's JIT compile through it)
+    Spec("toolchain.nvrtc_invalid_arch", "NVRTC (libnvrtc, nvrtcCompileProgram)",
+         "The NVRTC the program carries does not know the GPU architecture it compiles for (newer than the toolkit, "
+         "or dropped by it).",
+         wordings=("nvrtc: error: invalid value for --gpu-architecture (-arch)",),
+         url="https://docs.nvidia.com/cuda/nvrtc/index.html#supported-compile-options", kind="documented"),
     Spec("toolchain.ptxas_unknown_sm", "ptxas", "ptxas predates the GPU architecture asked for.",
          wordings=("ptxas fatal : Value 'sm_%d' is not defined for option 'gpu-name'",),
          url="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/", kind="documented"),
@@ -613,6 +659,22 @@ SPECS: tuple[Spec, ...] = (
          wordings=("package %s has constraint %s conflicting with %s", "%s has constraint %s conflicting with %s"),
          url=GH + "openSUSE/libsolv/blob/1b580675f4e3107823146c78fe03876cb82bf964/src/problems.c#L1446",
          kind="documented"),
+    # --- resolvo (src/conflict.rs): pixi's and rattler's report of an unsolvable conda environment, a tree of
+    # "<req> cannot be installed because there are no viable options:" / "<version> would require" /
+    # "<req>, for which no candidates were found." (a virtual package such as __cuda among them)
+    Spec("resolvo.no_viable_options", "resolvo (src/conflict.rs), as pixi/rattler print it",
+         "No version of a requirement can be installed: the solver explains why in the tree below.",
+         repo=RESOLVO, locate="cannot be installed because there are no viable options", paths=("src/",)),
+    Spec("resolvo.no_candidates", "resolvo (src/conflict.rs), as pixi/rattler print it",
+         "A requirement has no candidate in the channels at all (a virtual package such as __cuda is offered only "
+         "when the system or the manifest declares it).",
+         repo=RESOLVO, locate="for which no candidates were found", paths=("src/",)),
+    # --- PyTorch's loader for the CUDA libraries of the nvidia-* wheels (torch/__init__.py `_preload_cuda_deps`,
+    # torch >= 2.0): `raise ValueError(f"{lib_name} not found in the system path {sys.path}")`
+    Spec("torch.preload_cuda_deps", "PyTorch (torch/__init__.py _preload_cuda_deps)",
+         "torch (a PyPI build that loads CUDA from the nvidia-* wheels) found none of that library in site-packages: "
+         "the nvidia-* packages it depends on are not installed in this environment.",
+         wordings=("%s not found in the system path %s",), url=TORCH + "torch/__init__.py", kind="documented"),
 )
 
 
@@ -725,6 +787,8 @@ def harvest_repo(gitdir: Path, specs: list[Spec], ntags: int) -> dict[str, dict[
                 if key not in cache:
                     cache[key] = _git(gitdir, "show", f"{sha}:{path}")
                 fmt = format_at(cache[key], int(line_no), spec.locate)
+                if fmt and spec.printed_as:
+                    fmt = spec.printed_as.replace("{}", fmt, 1)
                 if fmt:
                     out[spec.id].setdefault(fmt, [])
                     label = rev if rev != "HEAD" else f"HEAD@{sha[:12]}"
@@ -774,6 +838,7 @@ def build(mirror: Path, ntags: int) -> dict[str, object]:
             url = f"{GH}{spec.repo}/blob/{sources.get(spec.repo, 'HEAD')}/{path}"
         entries.append({
             "id": spec.id,
+            **({"code": spec.code} if spec.code is not None else {}),
             "program": spec.program,
             "programs": [spec.program, *spec.extra_programs],
             "format": wordings[0]["format"],

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from provisioner.cli import main
 from provisioner.diagnose import diagnose, engine, extract, source
+from provisioner.diagnose.catalogue import message_patterns
 from provisioner.diagnose.normalize import MAX_LINE_CHARS
 from provisioner.diagnose.rules import RULES
 from provisioner.diagnose.rx import UnsafePattern, compile_rx, literal_regex, required_literals
@@ -54,7 +55,7 @@ ADVERSARIAL = {
 
 def _all_regexes() -> Iterator[tuple[str, str]]:
     for rule in RULES:
-        for p in rule.patterns:
+        for p in (*message_patterns(rule.messages), *rule.patterns):  # the catalogue's matchers, codes included
             yield rule.name, engine.to_regex(p)
         for extra in (rule.context, rule.unless, *rule.requires):
             if extra:

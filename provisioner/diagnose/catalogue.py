@@ -37,14 +37,38 @@ class Entry:
     meaning: str
     source_url: str
     source_kind: str
+    code: int | None = None
 
     @property
     def patterns(self) -> tuple[str, ...]:
         """One matcher per distinct wording (several versions' wordings may normalise to one), then one per line of a
-        message printed line by line (see `later_lines`)."""
+        message printed line by line (see `later_lines`), then the numeric forms of its error code (`code_regex`)."""
         whole = (format_regex(w.format) for w in self.wordings)
         lines = (format_regex(line) for w in self.wordings for line in later_lines(w.format))
-        return tuple(dict.fromkeys((*whole, *lines)))
+        codes = (code_regex(self.id.split(".", 1)[0], self.code),) if self.code is not None else ()
+        return tuple(dict.fromkeys((*whole, *lines, *codes)))
+
+
+def code_regex(family: str, code: int) -> str:
+    """The forms in which programs print an error by its number instead of its text.
+
+    `cuda` (the runtime's cudaError_t and the driver API's CUresult agree on every code the catalogue holds): "CUDA
+    error 209 at ggml-cuda.cu:…" (ggml and llama.cpp before they printed the text), "CUDA error: 209", "CUDA error
+    code 100", "cuInit err: 999" / "nvcuda init failure: 999" (ollama's GPU discovery), "cudaGetDeviceCount failed:
+    35", "cudaSetDevice returned 100".
+    `nvml` (nvmlReturn_t): "nvmlInit_v2 err: 18" (ollama), "NVML error 9", "nvmlInit() failed with 12",
+    "nvmlDeviceGetHandleByIndex returned 15".
+    Each form carries a literal the prefilter can use ("cuda error", "cuinit", "nvml"), so none runs over a long log
+    bare."""
+    n = str(code)
+    end = r"\b(?:[^.\d]|$)"  # not a version's or a date's first part
+    if family == "nvml":
+        return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
+                + r"|\bnvml\w+(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned|return code)(?: with)?(?: error)?"
+                r"(?: code)?\W{0,3}" + n + end)
+    return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
+            + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
+            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?\W{0,3}" + n + end)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's
@@ -85,6 +109,7 @@ def catalogue() -> dict[str, Entry]:
             meaning=e["meaning"],
             source_url=e["source"]["url"],
             source_kind=e["source"]["kind"],
+            code=e.get("code"),
         )
     return out
 

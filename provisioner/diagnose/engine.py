@@ -19,7 +19,6 @@ from provisioner.diagnose.evidence import (
     places_of,
 )
 from provisioner.diagnose.extract import log_fields
-from provisioner.diagnose.layers import CONFIDENCE as LAYER_CONFIDENCE
 from provisioner.diagnose.layers import guess_layer
 from provisioner.diagnose.layers import numbered as layer_evidence
 from provisioner.diagnose.model import CATEGORIES, Category, EvidenceLine, Finding, Rule, RunnerUp
@@ -516,7 +515,7 @@ def layer_candidates(log: CleanLog, ev: LogEvidence, number: Callable[[int], int
     g = guess_layer(log.lines, ev)
     if g is None:
         return []
-    cand = Candidate(category=g.category, confidence=LAYER_CONFIDENCE, best=f"layer.{g.category}",
+    cand = Candidate(category=g.category, confidence=g.confidence, best=f"layer.{g.category}",
                      root_cause=g.root_cause, fix=g.fix, rules=[f"layer.{g.category}"], evidence=[],
                      generic_only=True)
     for text, n in layer_evidence(g, number):

@@ -18,11 +18,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from provisioner.diagnose.evidence import RUNTIMES, LogEvidence
+from provisioner.diagnose.evidence import RUNTIMES, LogEvidence, negated_mention
 from provisioner.diagnose.model import Category
 from provisioner.diagnose.rx import Regex, compile_rx
 
 CONFIDENCE = 0.3  # below every rule's: a layer, not a known message
+WHOLE_LOG_CONFIDENCE = 0.2  # the failing lines name no layer; the rest of the log's words do
 MIN_SCORE = 3  # a finding needs this much weight: one failing line with a specific word, or weaker words on several
 MAX_FAILING_LINES = 2000  # lines read in a long log (the last ones: a failure is usually last)
 MAX_LINE_CHARS = 600
@@ -41,6 +42,8 @@ _FAILURE = compile_rx(
 _HEALTHY = compile_rx(
     r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
     r"|\bwithout (?:any )?errors?\b|^\s*(?:\w+\s+){0,2}errors?\s*:?\s*$"  # nvidia-smi -q's "ECC Errors" section title
+    # a table's column title ("┃ host ┃ ok ┃ changed ┃ failed ┃ skipped ┃": this tool's recap, Ansible's, nccl-tests')
+    r"|[|\x{2502}\x{2503}]\s*(?:failed|failures?|errors?|#?wrong)\s*[|\x{2502}\x{2503}]"
 )
 #: a structured (JSON) event fails only where its own level or status field says so; docker's json-file lines
 #: ({"log": …, "stream": …}) carry a program's text, read as any line's
@@ -54,6 +57,16 @@ _PIP_NOTICE = compile_rx(r"pip's dependency resolver does not currently take int
 _HEDGE = compile_rx(r"\b(?:if|in case|unless|whether|should|may|might)\b[^.;:!?\n]{0,100}")
 #: a line whose program recovered on its own ("Failed to hardlink files; falling back to full copy", "retrying")
 _RECOVERED = compile_rx(r"\bfalling back\b|\bretrying\b|\bwill retry\b")
+#: a line its program marks as a warning: a failure the whole-log reading does not stand on (the .run installer's
+#: "WARNING: Unable to determine the path to install the libglvnd EGL vendor library config files")
+_WARNING = compile_rx(r"(?-i:\bWARN(?:ING)?\b)|\blevel=warn(?:ing)?\b|^\s*\[?W\d{4} ")
+#: inxi's graphics listing names the X drivers that did not load ("driver: nouveau,vesa FAILED: nvidia unloaded:
+#: fbdev"): the display server's state, printed by a healthy compute host too (inxi's man page, -G)
+_INXI_X_DRIVERS = compile_rx(r"\bdriver: [\w,-]+ (?:loaded: [\w,-]+ )?FAILED: [\w,-]+")
+#: this tool's own step line for a step that succeeded or a plan's ("5. Make the GPUs … survive a host reboot: changed
+#: (0.7s)  boot unit … is not installed: …", render/console.py): the detail says what the step found and changed
+_STEP_SUCCEEDED = compile_rx(r"^\s*\d+\.\s[^\n]{0,160}?:\s*(?:ok|changed|skipped|will change|no change)"
+                             r"(?:\s*\(\d+(?:\.\d+)?s\)|\s{2}|$)")
 #: a line its program marks as information, not as a failure ("NCCL INFO NET/IB : No device found.", level=info)
 _INFO = compile_rx(r"(?-i:\b(?:INFO|DEBUG|TRACE|NOTICE)\b)|\blevel=(?:info|debug|trace)\b|^\s*\[?[IDT]\d{4} ")
 
@@ -181,9 +194,17 @@ class LayerGuess:
     runner_up: Category | None
     runner_up_score: int
     lines: list[tuple[int, str]] = field(default_factory=list)
+    whole_log: bool = False  # read from every line of the log, the failing lines naming no layer
+
+    @property
+    def confidence(self) -> float:
+        return WHOLE_LOG_CONFIDENCE if self.whole_log else CONFIDENCE
 
     @property
     def root_cause(self) -> str:
+        if self.whole_log:
+            return (f"No message this tool knows matched; the log reports a failure and its words point at "
+                    f"{_LAYER[self.category][0]}.")
         return (f"No message this tool knows matched; the failing lines point at {_LAYER[self.category][0]}.")
 
     @property
@@ -215,7 +236,7 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
             continue  # a run log's or a service's JSON event: its fields say whether it failed
         if _FAILURE.search(_blank(_HEDGE, _blank(_HEALTHY, line))) is None:
             continue  # "ECC errors: 0", "if X fails …": the failure word counts nothing
-        if any(rx.search(line) is not None for rx in (_PIP_NOTICE, _INFO, _RECOVERED)):
+        if any(rx.search(line) is not None for rx in (_PIP_NOTICE, _INFO, _RECOVERED, _INXI_X_DRIVERS, _STEP_SUCCEEDED)):
             continue
         out.append((i, line))
     return out[-MAX_FAILING_LINES:]
@@ -229,24 +250,31 @@ def _allowed(cue: Cue, ev: LogEvidence) -> bool:
     return True
 
 
-def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGuess | None:
-    """The layer the failing lines of `lines` weigh most for, or None (no failing line, too little weight, or a
-    tie between two layers)."""
-    cues = [c for c in CUES if _allowed(c, ev)]
+def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
+           ) -> tuple[dict[Category, int], dict[Category, list[tuple[int, int, str]]]]:
+    """Each layer's weight over the lines (a line counts once, for its heaviest word of each layer)."""
     score: dict[Category, int] = defaultdict(int)
     fed: dict[Category, list[tuple[int, int, str]]] = defaultdict(list)
     seen: set[str] = set()
-    for index, line in failing_lines(lines):
-        if line.strip() in seen:
+    for index, line in numbered_lines:
+        line = line[:MAX_LINE_CHARS]
+        if not line.strip() or line.strip() in seen:
             continue  # a line repeated (a retry loop, a pasted log twice) weighs once
         seen.add(line.strip())
         best: dict[Category, int] = {}
         for cue in cues:
-            if cue.weight > best.get(cue.category, 0) and cue.regex.search(line) is not None:
-                best[cue.category] = cue.weight
+            if cue.weight > best.get(cue.category, 0):
+                m = cue.regex.search(line)
+                if m is not None and not negated_mention(line, m.start()):  # "* No `GPU has fallen off the bus`"
+                    best[cue.category] = cue.weight
         for category, weight in best.items():
             score[category] += weight
             fed[category].append((weight, index, line.strip()))
+    return score, fed
+
+
+def _top(score: dict[Category, int]) -> tuple[Category, int, Category | None, int] | None:
+    """The heaviest layer with MIN_SCORE or more and no tie, with the runner-up."""
     if not score:
         return None
     ranked = sorted(score.items(), key=lambda kv: -kv[1])
@@ -254,9 +282,34 @@ def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGue
     second, second_score = ranked[1] if len(ranked) > 1 else (None, 0)
     if top_score < MIN_SCORE or top_score == second_score:
         return None
+    return top, top_score, second, second_score
+
+
+def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGuess | None:
+    """The layer the failing lines of `lines` weigh most for; where they name none (a bare "it fails", a traceback's
+    last line without a layer's word), the layer the whole log's words weigh most for, at a lower confidence, if a
+    line that is not a warning reports a failure. None: no failure reported, too little weight, or a tie."""
+    cues = [c for c in CUES if _allowed(c, ev)]
+    failing = failing_lines(lines)
+    score, fed = _weigh(failing, cues)
+    found = _top(score)
+    whole = False
+    if found is None:
+        hard = [(i, line) for i, line in failing if _WARNING.search(line) is None]
+        if not hard:
+            return None
+        start = max(0, len(lines) - MAX_FAILING_LINES)
+        score, fed = _weigh(list(enumerate(lines))[start:], cues)
+        found = _top(score)
+        if found is None:
+            return None
+        whole = True
+        # the line that says it failed leads the evidence, then the layer's heaviest words
+        fed[found[0]] = [(99, *hard[-1]), *[f for f in fed[found[0]] if f[1] != hard[-1][0]]]
+    top, top_score, second, second_score = found
     strongest = sorted(fed[top], key=lambda t: (-t[0], -t[1]))[:EVIDENCE_LINES]
-    return LayerGuess(top, top_score, second, second_score, [(i, text) for _, i, text in sorted(strongest,
-                                                                                               key=lambda t: t[1])])
+    return LayerGuess(top, top_score, second, second_score,
+                      [(i, text) for _, i, text in sorted(strongest, key=lambda t: t[1])], whole_log=whole)
 
 
 def numbered(guess: LayerGuess, number: Callable[[int], int]) -> list[tuple[str, int]]:

@@ -83,12 +83,19 @@ RULES: tuple[Rule, ...] = (
             r"'sm_\d+[a-z]?' is not a recognized processor for this target",
         ),
         confidence=0.8,
-        root_cause="The CUDA toolkit used to compile kernels is older than the GPU architecture[ (sm_{sm})].",
+        root_cause=("The CUDA compiler (nvcc, ptxas or the NVRTC the program carries) does not know the GPU "
+                    "architecture it was asked to build for[ (sm_{sm})]: the GPU is newer than that toolkit, or the "
+                    "toolkit has dropped it."),
         fix=(
             "Use a CUDA toolkit that knows this GPU (12.8+ for Blackwell sm_100/sm_120) or a prebuilt "
-            "wheel; set TORCH_CUDA_ARCH_LIST to architectures the toolkit supports."
+            "wheel; set TORCH_CUDA_ARCH_LIST to architectures the toolkit supports. For a GPU the toolkit dropped, "
+            "use an older one that still lists it (Kepler sm_30: CUDA 10.2; sm_35/sm_37: 11.8; Maxwell, Pascal and "
+            "Volta: 12.x) or a build made with it."
         ),
-        examples=("nvcc fatal   : Unsupported gpu architecture 'compute_120'",),
+        examples=("nvcc fatal   : Unsupported gpu architecture 'compute_120'",
+                  # openmm/openmm#3756 (a Kepler Quadro K2000 with CUDA 11.4's NVRTC)
+                  "CUDA platform error: Error compiling program: nvrtc: error: invalid value for --gpu-architecture "
+                  "(-arch)"),
     ),
     Rule(
         name="arch.feature_needs_newer_gpu",

@@ -235,6 +235,32 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # JetPack 4 (L4T r32): the l4t-base images hold no CUDA/cuDNN/TensorRT; the NVIDIA runtime mounts the host's
+        # (its CSV mount lists) into the container (NVIDIA's l4t-base image notes, dusty-nv/jetson-containers' README:
+        # "default-runtime": "nvidia"). A CUDA library missing there is the runtime not used, or a host without JetPack.
+        name="container.l4t_runtime_mounts_missing",
+        category="container_device_missing",
+        patterns=(r"\blib(?:cu\w+|nv\w+|cudnn\w*)\.so[\d.]*: cannot open shared object file",),
+        messages=("ld.cannot_open_shared_object",),
+        requires=(r"\bl4t[-_ ]?r?32\.\d|\bL4T R?32\b|JetPack 4\.\d",),
+        context=IN_CONTAINER + r"|Downloaded newer image for",
+        unless=r"libnvidia-ml\.so",  # Jetson has no NVML, in a container or not
+        confidence=0.9,
+        demotes=("missing_shared_lib",),
+        root_cause=("This JetPack 4 (L4T r32) container has no CUDA libraries of its own: the NVIDIA container runtime "
+                    "mounts them from the host, and it did not (the container was not started with it, or the host "
+                    "lacks JetPack's CUDA)."),
+        fix=("Start the container with the NVIDIA runtime (`--runtime nvidia`, or `\"default-runtime\": \"nvidia\"` in "
+             "/etc/docker/daemon.json for builds and compose), and check the host has JetPack's CUDA, cuDNN and "
+             "TensorRT (`ls /usr/local/cuda/lib64`, the CSV lists under /etc/nvidia-container-runtime/host-files-for-"
+             "container.d/)."),
+        examples=(
+            # dusty-nv/jetson-containers#93
+            "Status: Downloaded newer image for dustynv/ros:noetic-pytorch-l4t-r32.5.0\n"
+            "OSError: libcurand.so.10: cannot open shared object file: No such file or directory",
+        ),
+    ),
+    Rule(
         name="container.driver_unreachable_in_container",
         category="container_device_missing",
         patterns=(

@@ -195,6 +195,31 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # kernel_gsp.c checks the .fwversion of the GSP firmware file against the module's own version and refuses a
+        # file from another release: RmInitAdapter then fails, but the cause is the mismatch
+        name="mismatch.gsp_firmware",
+        category="driver_lib_mismatch",
+        patterns=(),
+        messages=("nvrm.gsp_firmware_version_mismatch",),
+        confidence=0.92,
+        demotes=("no_driver_loaded",),
+        root_cause=(
+            "The kernel module and the GSP firmware it loads are different driver releases: the module refuses the "
+            "firmware (a module built from older sources than its package says, or firmware/userspace updated without "
+            "the module), so the GPU does not initialise."
+        ),
+        fix=(
+            "Install the module, its firmware (/lib/firmware/nvidia/<version>/) and the userspace from one release: "
+            "compare `modinfo nvidia | grep ^version` with the firmware directory and `nvidia-smi`'s driver, rebuild "
+            "the DKMS/akmod module from the matching sources (or go back to the release that matches), then reboot."
+        ),
+        examples=(
+            # Nobara-Project/rpm-sources#526 (a DKMS package built from a source tree one release behind)
+            "NVRM: GPU0 _kgspFwContainerVerifyVersion: GSP firmware image version mismatch:\ngot version 595.71.05, "
+            "expected version 595.58.03\nNVRM: GPU0 kgspInitRm_IMPL: Error preparing GSP-RM image",
+        ),
+    ),
+    Rule(
         name="mismatch.cuda_803",
         category="driver_lib_mismatch",
         patterns=(

@@ -85,6 +85,36 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # the resource manager's own status for a GPU that failed (nvstatuscodes.h, printed "<text> [<name>]" in its
+        # assertion, RPC and RmInit lines): a GPU needing a reset fails every channel it is asked for, and the
+        # program sees only "CUDA-capable device(s) is/are busy or unavailable" or an NCCL test failing on that GPU
+        name="hw.gpu_needs_reset",
+        category="oom_or_hw",
+        # the bare status names, as monitoring tools and bug reports quote them
+        patterns=(r"\bNV_ERR_(?:RESET_REQUIRED|GPU_IN_FULLCHIP_RESET|ECC_ERROR|MEMORY_ERROR|BROKEN_FB"
+                  r"|MEMORY_TRAINING_FAILED|INSUFFICIENT_POWER|GPU_NOT_FULL_POWER)\b",),
+        messages=("nvrm.status_reset_required", "nvrm.status_gpu_in_fullchip_reset", "nvrm.status_ecc_error",
+                  "nvrm.status_memory_error", "nvrm.status_broken_fb", "nvrm.status_memory_training_failed",
+                  "nvrm.status_insufficient_power", "nvrm.status_gpu_not_full_power"),
+        confidence=0.86,
+        demotes=("no_driver_loaded", "nccl_failure"),
+        root_cause=(
+            "The NVIDIA driver reports that a GPU failed or must be reset (its status: reset required, full-chip "
+            "reset, ECC/memory error, memory training failed, or not enough power): work on that GPU fails while the "
+            "others run."
+        ),
+        fix=(
+            "Find the GPU the NVRM lines name (`dmesg | grep NVRM`, `nvidia-smi -q -d ECC,ROW_REMAPPER,POWER`), stop its "
+            "processes and reset it (`nvidia-smi -r -i <n>`) or reboot; check its power cables and supply; if it "
+            "recurs, drain and replace the GPU."
+        ),
+        examples=(
+            # scitix/sichek#51 (an NCCL test failing only with GPU1 in it)
+            "[Sun Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required "
+            "[NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874",
+        ),
+    ),
+    Rule(
         name="hw.xid_other",
         category="oom_or_hw",
         patterns=(

@@ -64,6 +64,25 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # modpost refuses a non-GPL module that uses a GPL-only export: a kernel newer than the driver release made a
+        # symbol it uses GPL-only (the GPU Operator's driver container, DKMS and the .run installer all print it)
+        name="installer.driver_older_than_kernel",
+        category="installer_failure",
+        patterns=(),
+        messages=("kbuild.modpost_gpl_only_symbol",),
+        requires=(r"\bnvidia",),  # ZFS and other non-GPL modules print the same
+        confidence=0.9,
+        root_cause=("The NVIDIA driver release is older than the kernel it is built for: that kernel exports a symbol "
+                    "the driver uses as GPL-only, so the module does not link."),
+        fix=("Install a driver release that supports this kernel (the branch's newest point release, or a newer "
+             "branch; with the GPU Operator, a driver version for the node's kernel), or boot the kernel the driver "
+             "supports and hold kernel upgrades until the driver does."),
+        examples=(
+            # NVIDIA/gpu-operator#729 (AKS node on a newer kernel, driver 535.54.03)
+            "ERROR: modpost: GPL-incompatible module nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'",
+        ),
+    ),
+    Rule(
         name="installer.environment_blocker",
         category="installer_failure",
         patterns=(

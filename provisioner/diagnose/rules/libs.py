@@ -19,6 +19,9 @@ RULES: tuple[Rule, ...] = (
             r"Could not load (?:dynamic )?library '?lib[\w.+-]*\.so",
             r"Unable to load any of \{lib",
             r"Could not load library lib[\w.+-]*\.so",
+            # a reporter's words for the loader's failure ("'libnvrtc.so.10.1' can not be loaded", openmm/openmm#2760)
+            r"lib[\w+-]*\.so[\d.]*['\"`]?(?: and ['\"`]?lib[\w+-]*\.so[\d.]*['\"`]?)? (?:can ?not|could not|cannot|"
+            r"couldn't|can't) be (?:loaded|found)",
         ),
         confidence=0.85,
         root_cause="A required shared library[ ({library})] is not installed or not on the loader path.",
@@ -29,6 +32,25 @@ RULES: tuple[Rule, ...] = (
             "LD_LIBRARY_PATH."
         ),
         examples=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
+    ),
+    Rule(
+        # torch's PyPI builds (2.0+) load CUDA from the nvidia-*-cuXX wheels they depend on; a resolver that took
+        # another platform's metadata (poetry, pdm), an `--no-deps` install or a pruned image leaves them out
+        name="lib.torch_cuda_wheels_missing",
+        category="missing_shared_lib",
+        patterns=(),
+        messages=("torch.preload_cuda_deps",),
+        confidence=0.88,
+        root_cause=("This torch loads its CUDA libraries from the nvidia-* wheels it depends on[ ({library})], and they "
+                    "are not installed in the environment (a resolver or lock file that left torch's dependencies out, "
+                    "`--no-deps`, or an image that removed them)."),
+        fix=("Install torch with its dependencies from one resolver run (`pip install --force-reinstall torch==<v>` or "
+             "`uv pip install torch==<v>` resolves the nvidia-*-cuXX wheels); with poetry/pdm, lock torch from the "
+             "PyTorch index for this platform, or add the nvidia-* packages its metadata lists."),
+        examples=(
+            # pytorch/pytorch#100974 (poetry and torch 2.0.1)
+            "ValueError: libnvrtc.so.*[0-9].*[0-9] not found in the system path ['/app', '/usr/lib/python310.zip']",
+        ),
     ),
     Rule(
         name="lib.symbol_version_not_found",

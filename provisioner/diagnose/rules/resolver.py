@@ -139,6 +139,31 @@ RULES: tuple[Rule, ...] = (
                   "with prompt_toolkit-1.0.15-py27_0",),  # mamba-org/mamba#654
     ),
     Rule(
+        # conda's __cuda virtual package: conda/mamba make it from the driver they detect (CONDA_OVERRIDE_CUDA
+        # overrides it), pixi only from the manifest's [system-requirements] cuda; a CUDA build (jaxlib *cuda12*,
+        # pytorch-cuda) that depends on it has no candidate where it is absent. resolvo (pixi/rattler) prints
+        # "__cuda *, for which no candidates were found.", libsolv (conda/mamba) "nothing provides __cuda needed by"
+        name="resolver.cuda_virtual_package_absent",
+        category="resolver_failure",
+        patterns=(r"\b__cuda\b[^\n]{0,40}, for which no candidates were found",
+                  r"\bnothing provides (?:requested )?__cuda\b"),
+        messages=("resolvo.no_candidates",),
+        requires=(r"\b__cuda\b",),  # resolvo's wording alone is any requirement without candidates
+        confidence=0.9,
+        root_cause=("The environment asks for a CUDA build, which needs conda's `__cuda` virtual package, and the "
+                    "solver was given none: pixi offers it only when the manifest declares the system's CUDA; conda/"
+                    "mamba offer it only when they detect an NVIDIA driver."),
+        fix=("pixi: declare the CUDA the machines have, `[system-requirements] cuda = \"12\"` (packages such as "
+             "cuda-nvcc do not count); conda/mamba: check that `nvidia-smi` works where the solve runs, or set "
+             "`CONDA_OVERRIDE_CUDA=12.x` on a build host without a GPU."),
+        examples=(
+            # prefix-dev/pixi#1288
+            "  ╰─▶ Cannot solve the request because of: jaxlib >=0.4.23,<0.5.0 *cuda12* cannot be installed because "
+            "there are no viable options:\n      └─ jaxlib 0.4.23 would require\n         └─ __cuda *, for which no "
+            "candidates were found.",
+        ),
+    ),
+    Rule(
         # a package's own Requires-Python guard (setup.py/__init__ raising), pip's "requires a different Python"
         name="resolver.package_needs_other_python",
         category="resolver_failure",
