@@ -237,3 +237,27 @@ def test_this_tools_own_run_output_is_no_failure() -> None:
     assert not diagnose(out)
     failed = out.replace("survive a host reboot: changed (0.7s)", "survive a host reboot: failed (0.7s)")
     assert [line for _, line in failing_lines(failed.splitlines())] == [failed.splitlines()[0]]  # a failed step is one
+
+
+# --- a container image's CUDA against the host driver's ----------------------------------------------------------------
+
+IMAGE_NEWER = ("$ docker run --rm --gpus all nvidia/cuda:12.8.0-base-ubuntu22.04 python train.py\n"
+               "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |\n"
+               "RuntimeError: CUDA error: unknown error")
+
+
+def test_an_image_newer_than_the_hosts_driver_is_a_driver_too_old() -> None:
+    found = diagnose(IMAGE_NEWER)
+    assert found[0].category == "driver_too_old" and found[0].rule == "evidence.image_cuda_newer_than_driver"
+    assert "R570" in found[0].fix  # CUDA 12.8's first branch
+    assert [e.line for e in found[0].evidence_lines] == [1, 2]  # the image's line and nvidia-smi's
+
+
+def test_an_image_within_the_drivers_cuda_or_a_run_that_did_not_fail_is_no_finding() -> None:
+    assert "evidence.image_cuda_newer_than_driver" not in all_rules(IMAGE_NEWER.replace("12.8.0-base", "12.2.0-base"))
+    # within one major (CUDA's minor-version compatibility) the versions alone are no failure
+    assert not diagnose(IMAGE_NEWER.replace("python train.py", "nvidia-smi").rsplit("\n", 1)[0])
+    # across majors (an image's CUDA 12 on a CUDA 11 driver) the image cannot start its runtime
+    other = ("image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
+             "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\nRuntimeError: boom")
+    assert diagnose(other)[0].rule == "evidence.image_cuda_newer_than_driver"

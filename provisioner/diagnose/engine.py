@@ -504,7 +504,7 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None, gue
     fields.setdefault("lxc_words", lxc_words(ev))
     out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields, number, ev.lxc_context)
     out += evidence_candidates(ev)
-    if not out and guess:
+    if guess and all(c.needs_symptom for c in out):  # nothing found, or only a cause that needs a failure beside it
         out += layer_candidates(log, ev, number)
     return out
 

@@ -53,6 +53,7 @@ class LogEvidence(BaseModel):
     cuda_version: str | None = None  # the driver's CUDA version
     torch_version: str | None = None
     torch_cuda: str | None = None
+    image_cuda: str | None = None  # the CUDA of the container image the log runs (its tag, its CUDA_VERSION)
     arch_list: list[str] = Field(default_factory=list)
     installer_phase: Phase | None = None
     nccl_errors: list[str] = Field(default_factory=list)
@@ -199,6 +200,11 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|(?:driver component|client)[^\n]{0,40}? has (?:the )?version \"?(\d{3}\.\d+(?:\.\d+)?)"
      r"|DSO version (\d{3}\.\d+(?:\.\d+)?)|\blib(?:nvidia-ml|cuda)\.so\.(\d{3}\.\d+(?:\.\d+)?)\b"),
     ("driver_cuda", ("cuda version",), r"CUDA (?:UMD )?Version:\s*(\d{2}\.\d)"),
+    # the CUDA a container image carries, as its tag names it (`nvidia/cuda:12.8.0-base-ubuntu22.04`,
+    # `pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime`) or its environment says (NVIDIA's images set CUDA_VERSION)
+    ("image_cuda", ("cuda:", "-cuda", "cuda_version"),
+     r"\bnvidia/cuda:(\d{2}\.\d)(?:\.\d+)?-|\b[\w.-]+/[\w./-]+:[\w.]*-cuda(\d{2}\.\d)(?:\.\d+)?\b"
+     r"|\bCUDA_VERSION[=:]\s*(\d{2}\.\d)(?:\.\d+)?\b"),
     ("torch_cuda", ("build pytorch", "+cu"),
      r"CUDA used to build PyTorch\s*:\s*(\d+\.\d+)|\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cu(\d{2,3})\b"),
     # the wheel's local version where a report names it ("PyTorch 2.2.0+cu121", "PyTorch Version: 2.2.0+cu121"):
@@ -416,7 +422,7 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         ev.see(f"node_missing:{node}", line, number)
     elif key == "torch_cuda_named":
         ev.see(key, line, number)
-    elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda"):
+    elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda", "image_cuda"):
         value = _first(m)
         if key == "torch_cuda" and "." not in value:  # a wheel's local tag: cu128 -> 12.8
             value = f"{value[:-1]}.{value[-1]}"
@@ -561,6 +567,25 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
             demotes=("no_driver_loaded", "cpu_only_wheel"),
             # within one major, CUDA's minor-version compatibility runs most of the build: a cause only beside a failure
             needs_symptom=same_major,
+        ))
+    image = _cuda(ev.image_cuda)
+    if image and supported and image > supported and "image_cuda" in ev.lines and "driver_cuda" in ev.lines \
+            and not (built and built > supported):  # the torch build's comparison says it already
+        branch = _FIRST_BRANCH.get(image)
+        same_major = image[0] == supported[0]
+        hits.append(EvidenceHit(
+            name="evidence.image_cuda_newer_than_driver", category="driver_too_old",
+            confidence=0.88 if not same_major else 0.6 if ev.cuda_ran else 0.8,
+            root_cause=(f"The container image carries CUDA {ev.image_cuda} but the host's driver supports CUDA "
+                        f"{ev.cuda_version} at most (nvidia-smi's `CUDA Version`): a container uses the host's driver, "
+                        "which is too old for this image."),
+            fix=((f"Upgrade the host's NVIDIA driver to R{branch} or newer (CUDA {ev.image_cuda}), " if branch else
+                  f"Upgrade the host's NVIDIA driver to a branch that supports CUDA {ev.image_cuda}, ")
+                 + f"or use the image's build for CUDA {ev.cuda_version} or older."),
+            evidence=_lines(ev, "image_cuda", "driver_cuda"),
+            line_of=_line_of(ev, "image_cuda", "driver_cuda"),
+            demotes=("no_driver_loaded",),
+            needs_symptom=same_major,  # CUDA's minor-version compatibility runs most of an image within one major
         ))
     module, lib = ev.module_version, ev.library_version
     if module and lib and module != lib and "module_version" in ev.lines and "library_version" in ev.lines:
