@@ -261,3 +261,12 @@ def test_an_image_within_the_drivers_cuda_or_a_run_that_did_not_fail_is_no_findi
     other = ("image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
              "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\nRuntimeError: boom")
     assert diagnose(other)[0].rule == "evidence.image_cuda_newer_than_driver"
+
+
+def test_the_pytorch_channels_cpu_build_string_with_a_dotted_python() -> None:
+    """The pytorch channel names its builds `py3.10_cpu_0` / `py3.10_cuda11.8_cudnn8.7.0_0` (conda list's Build
+    column); conda-forge's `cpu_py310h…` is read by cpu.conda_cpu_build."""
+    listing = "pytorch                   2.0.1           py3.10_cpu_0    pytorch\n>>> torch.cuda.is_available()\nFalse"
+    assert top_and_rules(listing)[0] == "cpu_only_wheel"
+    cuda = listing.replace("py3.10_cpu_0", "py3.10_cuda11.8_cudnn8.7.0_0")
+    assert "cpu.build_reports_no_cuda" not in all_rules(cuda)

@@ -44,7 +44,7 @@ RULES: tuple[Rule, ...] = (
             r"torch\.version\.cuda\)?[^\n]{0,20}\n\s*None\b",
             r"torch\.version\.cuda\s*(?:=|:|is)\s*None",
             r"\b\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+cpu\b",
-            r"\bpy3\d*_cpu_\d+\b",
+            r"\bpy3(?:\.?\d+)?_cpu_\d+\b",  # the pytorch channel's build string: py3.10_cpu_0, py310_cpu_0
             r"pytorch-mutex[^\n]{0,40}\bcpu\b",
             r"^\s*cpuonly\s",
         ),
