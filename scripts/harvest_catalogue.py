@@ -1,6 +1,6 @@
 """Regenerate provisioner/diagnose/catalogue.json: the messages diagnose knows, read from the programs that print them.
 
-    uv run --no-sync python scripts/harvest_catalogue.py [--mirror DIR] [--tags N] [--out PATH] [--check]
+    uv run --no-sync python scripts/harvest_catalogue.py [--mirror DIR] [--tags N] [--out PATH] [--only PREFIX]... [--check]
 
 Inputs (bare git directories, e.g. what the session tool `fetch github:OWNER/NAME` brings, laid out as
 MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
@@ -30,7 +30,10 @@ nvmlErrorString, the CUDA runtime's cudaGetErrorString, PyTorch's Python/C++ tex
 glibc's loader, pip) carry their wording as documented at `source.url` (kind "documented").
 
 The matcher diagnose builds from an entry (provisioner/diagnose/catalogue.py) reads the format's first sentence
-through provisioner.diagnose.normalize.format_regex. Not run in CI: the catalogue is committed.
+through provisioner.diagnose.normalize.format_regex. Not run in CI: the catalogue is committed. A machine holds the
+mirrors of some repositories only: `--only PREFIX` regenerates the entries whose id starts with it and keeps every
+other one as it was harvested (a full run without a repository's mirror keeps only its recorded wordings); `--check`
+lists the entries the sources at hand word differently.
 """
 
 from __future__ import annotations
@@ -850,13 +853,61 @@ def build(mirror: Path, ntags: int) -> dict[str, object]:
     return {"schema": 1, "generated_by": "scripts/harvest_catalogue.py", "sources": sources, "entries": entries}
 
 
+def merge(committed: dict[str, object], fresh: dict[str, object], prefixes: list[str]) -> dict[str, object]:
+    """`committed` with the entries of `fresh` whose id starts with one of `prefixes` replaced or added (a new one
+    after the nearest entry that precedes it in SPECS): regenerating some messages keeps every other entry as
+    harvested before, from mirrors this machine may not have."""
+    entries: list[dict[str, object]] = list(committed["entries"])  # type: ignore[call-overload]
+    order = [str(e["id"]) for e in fresh["entries"]]  # type: ignore[attr-defined]
+    for e in fresh["entries"]:  # type: ignore[attr-defined]
+        if not str(e["id"]).startswith(tuple(prefixes)):
+            continue
+        ids = [str(x["id"]) for x in entries]
+        if e["id"] in ids:
+            entries[ids.index(e["id"])] = e
+            continue
+        before = [i for i in order[: order.index(e["id"])] if i in ids]
+        entries.insert(ids.index(before[-1]) + 1 if before else len(entries), e)
+    sources = dict(committed["sources"])  # type: ignore[call-overload]
+    for repo, head in fresh["sources"].items():  # type: ignore[attr-defined]
+        sources.setdefault(repo, head)
+    return {**committed, "sources": sources, "entries": entries}
+
+
+def changed(committed: dict[str, object], fresh: dict[str, object]) -> list[str]:
+    """Ids whose wordings the sources at hand differ from (entries read from a repository with no mirror here,
+    which `build` can only keep as recorded, are not compared; nor the release lists, which depend on the tags a
+    mirror holds)."""
+    def formats(e: dict[str, object] | None) -> set[str]:
+        return {str(w["format"]) for w in e["wordings"]} if e else set()  # type: ignore[attr-defined]
+    old = {str(e["id"]): e for e in committed["entries"]}  # type: ignore[attr-defined]
+    out = []
+    for e in fresh["entries"]:  # type: ignore[attr-defined]
+        if e["source"]["kind"] == "recorded":
+            continue
+        if formats(old.get(str(e["id"]))) != formats(e):  # the releases sampled may differ; the wordings may not
+            out.append(str(e["id"]))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mirror", type=Path, default=Path("/work/.mirror"))
     ap.add_argument("--tags", type=int, default=8, help="release tags sampled per repository (plus HEAD)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--only", action="append", default=[], metavar="PREFIX",
+                    help="regenerate only the entries whose id starts with PREFIX (repeatable); keep the others")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; list the entries the sources at hand word differently, exit 1 if any")
     args = ap.parse_args()
     cat = build(args.mirror, args.tags)
+    committed = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else None
+    if args.check:
+        diff = changed(committed or {"entries": []}, cat)
+        print("\n".join(diff) or "catalogue matches the sources at hand", file=sys.stderr)
+        return 1 if diff else 0
+    if args.only and committed is not None:
+        cat = merge(committed, cat, args.only)
     args.out.write_text(json.dumps(cat, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(cat['entries'])} entries -> {args.out}", file=sys.stderr)  # type: ignore[arg-type]
     return 0
