@@ -677,7 +677,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("torch.preload_cuda_deps", "PyTorch (torch/__init__.py _preload_cuda_deps)",
          "torch (a PyPI build that loads CUDA from the nvidia-* wheels) found none of that library in site-packages: "
          "the nvidia-* packages it depends on are not installed in this environment.",
-         wordings=("%s not found in the system path %s",), url=TORCH + "torch/__init__.py", kind="documented"),
+         # lib_name is always a library glob ("libcublas.so.*[0-9]", "libnvrtc.so.*[0-9].*[0-9]")
+         wordings=("lib%s.so%s not found in the system path %s",), url=TORCH + "torch/__init__.py", kind="documented"),
 )
 
 
@@ -859,18 +860,19 @@ def merge(committed: dict[str, object], fresh: dict[str, object], prefixes: list
     harvested before, from mirrors this machine may not have."""
     entries: list[dict[str, object]] = list(committed["entries"])  # type: ignore[call-overload]
     order = [str(e["id"]) for e in fresh["entries"]]  # type: ignore[attr-defined]
+    sources = dict(committed["sources"])  # type: ignore[call-overload]
     for e in fresh["entries"]:  # type: ignore[attr-defined]
         if not str(e["id"]).startswith(tuple(prefixes)):
             continue
+        repo = e["source"].get("repo")
+        if repo in fresh["sources"]:  # type: ignore[operator]
+            sources[repo] = fresh["sources"][repo]  # type: ignore[index]  # the commit its entries were read at
         ids = [str(x["id"]) for x in entries]
         if e["id"] in ids:
             entries[ids.index(e["id"])] = e
             continue
         before = [i for i in order[: order.index(e["id"])] if i in ids]
         entries.insert(ids.index(before[-1]) + 1 if before else len(entries), e)
-    sources = dict(committed["sources"])  # type: ignore[call-overload]
-    for repo, head in fresh["sources"].items():  # type: ignore[attr-defined]
-        sources.setdefault(repo, head)
     return {**committed, "sources": sources, "entries": entries}
 
 

@@ -257,10 +257,15 @@ def test_an_image_within_the_drivers_cuda_or_a_run_that_did_not_fail_is_no_findi
     assert "evidence.image_cuda_newer_than_driver" not in all_rules(IMAGE_NEWER.replace("12.8.0-base", "12.2.0-base"))
     # within one major (CUDA's minor-version compatibility) the versions alone are no failure
     assert not diagnose(IMAGE_NEWER.replace("python train.py", "nvidia-smi").rsplit("\n", 1)[0])
-    # across majors (an image's CUDA 12 on a CUDA 11 driver) the image cannot start its runtime
-    other = ("image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
-             "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\nRuntimeError: boom")
+    # across majors (an image's CUDA 12 on a CUDA 11 driver), beside the GPU's failure
+    other = ("$ docker run --gpus all pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime python -c 'import torch'\n"
+             "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\n"
+             "RuntimeError: CUDA error: unknown error")
     assert diagnose(other)[0].rule == "evidence.image_cuda_newer_than_driver"
+    # ...and not beside a failure that is not the GPU's, nor where nothing failed
+    assert "evidence.image_cuda_newer_than_driver" not in all_rules(other.replace("RuntimeError: CUDA error: unknown "
+                                                                                 "error", CURL_404))
+    assert not diagnose(other.rsplit("\n", 1)[0])
 
 
 def test_the_pytorch_channels_cpu_build_string_with_a_dotted_python() -> None:
@@ -270,3 +275,57 @@ def test_the_pytorch_channels_cpu_build_string_with_a_dotted_python() -> None:
     assert top_and_rules(listing)[0] == "cpu_only_wheel"
     cuda = listing.replace("py3.10_cpu_0", "py3.10_cuda11.8_cudnn8.7.0_0")
     assert "cpu.build_reports_no_cuda" not in all_rules(cuda)
+
+
+# --- what the review of this work found (each a false finding it showed) -------------------------------------------
+
+SMI_TABLE = ("+-----------------------------------------------------------------------------------------+\n"
+             "| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |\n"
+             "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |\n"
+             "|   0  NVIDIA A100-SXM4-80GB          On  |   00000000:07:00.0 Off |                    0 |\n"
+             "+-----------------------------------------------------------------------------------------+")
+CURL_404 = "curl: (22) The requested URL returned error: 404"
+
+
+def test_a_healthy_table_beside_an_unrelated_failure_is_no_finding() -> None:
+    assert not diagnose(SMI_TABLE + "\n" + CURL_404)
+    # a cause that needs a failure beside it is not shown by an unrelated one
+    assert not diagnose(SMI_TABLE + "\nSuccessfully installed torch-2.7.0+cu128\n" + CURL_404)
+
+
+def test_failing_lines_that_name_two_layers_alike_are_decided_among_those_two_by_the_rest_of_the_log() -> None:
+    tie = "step A failed: nccl communicator\nstep B failed: libfoo.so\nNCCL version 2.21.5\nnccl all_reduce ranks 8"
+    found = diagnose(tie)
+    assert found[0].rule == "layer.nccl_failure" and found[0].confidence < 0.3
+    assert found[0].evidence[0] == "step A failed: nccl communicator"  # the failing line of that layer leads
+    # the rest of the log cannot bring in a layer no failing line named: here only ECC words besides the two
+    ecc = tie.replace("NCCL version 2.21.5\nnccl all_reduce ranks 8", "ECC mode enabled\nECC memory scrub done")
+    assert not [f for f in diagnose(ecc) if f.category == "oom_or_hw"]
+
+
+def test_inxi_3_listing_of_x_drivers_is_not_a_failure() -> None:
+    inxi3 = ("Graphics:\n  Device-1: NVIDIA GA102 [GeForce RTX 3090] driver: nvidia v: 550.54.14\n"
+             "  Display: x11 server: X.Org v: 21.1.4 driver: X: loaded: modesetting,nouveau\n"
+             "    unloaded: fbdev,vesa failed: nvidia dri: swrast gpu: nvidia\n" + SMI_TABLE)
+    assert not diagnose(inxi3)
+    assert not failing_lines(["  Display: x11 server: X.Org driver: X: loaded: modesetting unloaded: fbdev,vesa "
+                              "failed: nvidia"])
+
+
+def test_a_light_barred_status_cell_still_reports_a_failure() -> None:
+    assert failing_lines(["| modprobe nvidia | failed |"])
+    assert not failing_lines(["┃ host ┃ ok ┃ changed ┃ failed ┃ errors ┃ skipped ┃"])
+
+
+def test_the_review_s_narrower_rules() -> None:
+    # a program that is not a library, "not found in the system path", is not torch's loader
+    assert "lib.torch_cuda_wheels_missing" not in all_rules("RuntimeError: ffmpeg not found in the system path ['/app']")
+    # __cuda offered (pixi info) while another requirement has no candidates
+    other = ("Virtual packages: __unix=0=0, __linux=6.5=0, __cuda=12.2=0\n"
+             "  ╰─▶ Cannot solve the request because of: foo cannot be installed because there are no viable options:\n"
+             "      └─ foo 1 would require\n         └─ barlib >=2, for which no candidates were found.")
+    assert "resolver.cuda_virtual_package_absent" not in all_rules(other)
+    # a CUDA_VERSION outside any container is no image's
+    assert "evidence.image_cuda_newer_than_driver" not in all_rules("CUDA_VERSION=12.1\n" + SMI_TABLE + "\nError: boom")
+    # a negative return is not the code of its digits
+    assert "nodriver.no_driver_found" not in all_rules("nvmlDeviceGetCount returned -9")

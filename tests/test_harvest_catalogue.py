@@ -50,7 +50,7 @@ def _entry(eid: str, fmt: str, kind: str = "source") -> dict[str, object]:
 
 def test_only_regenerates_the_entries_asked_for_and_keeps_the_rest() -> None:
     h = _harvester()
-    committed = {"schema": 1, "sources": {"a/b": "1"}, "entries": [_entry("a.one", "kept as harvested"),
+    committed = {"schema": 1, "sources": {"a/b": "1", "x/y": "1"}, "entries": [_entry("a.one", "kept as harvested"),
                                                                     _entry("c.three", "three")]}
     fresh = {"schema": 1, "sources": {"x/y": "2"}, "entries": [_entry("a.one", "reworded", "recorded"),
                                                              _entry("b.two", "new"), _entry("c.three", "three v2")]}
@@ -58,7 +58,7 @@ def test_only_regenerates_the_entries_asked_for_and_keeps_the_rest() -> None:
     assert [e["id"] for e in merged["entries"]] == ["a.one", "b.two", "c.three"]  # the new one in SPECS order
     assert merged["entries"][0]["format"] == "kept as harvested"  # not asked for: its mirror may be absent here
     assert merged["entries"][2]["format"] == "three v2"
-    assert merged["sources"] == {"a/b": "1", "x/y": "2"}
+    assert merged["sources"] == {"a/b": "1", "x/y": "2"}  # the commit the regenerated entries were read at
     json.dumps(merged)  # still the catalogue's JSON
 
 

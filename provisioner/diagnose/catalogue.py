@@ -65,10 +65,10 @@ def code_regex(family: str, code: int) -> str:
     if family == "nvml":
         return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
                 + r"|\bnvml\w+(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned|return code)(?: with)?(?: error)?"
-                r"(?: code)?\W{0,3}" + n + end)
+                r"(?: code)?[^\w-]{0,3}" + n + end)
     return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
-            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?\W{0,3}" + n + end)
+            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + end)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's

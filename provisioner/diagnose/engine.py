@@ -19,7 +19,7 @@ from provisioner.diagnose.evidence import (
     places_of,
 )
 from provisioner.diagnose.extract import log_fields
-from provisioner.diagnose.layers import guess_layer
+from provisioner.diagnose.layers import LayerGuess, gpu_failure, guess_layer
 from provisioner.diagnose.layers import numbered as layer_evidence
 from provisioner.diagnose.model import CATEGORIES, Category, EvidenceLine, Finding, Rule, RunnerUp
 from provisioner.diagnose.normalize import TYPOGRAPHY, CleanLog, clean_log
@@ -505,14 +505,19 @@ def log_candidates(text: str, extra_fields: Mapping[str, str] | None = None, gue
     out = _candidates_from_hits(match_rules(log, rules, context_text), log, fields, number, ev.lxc_context)
     out += evidence_candidates(ev)
     if guess and all(c.needs_symptom for c in out):  # nothing found, or only a cause that needs a failure beside it
-        out += layer_candidates(log, ev, number)
+        if out:
+            # a cause that needs a failure beside it (two versions compared) is shown by a failing line about the GPU
+            # stack, not by any failing line (a `curl` 404)
+            shown = gpu_failure(log.lines) is not None
+            for c in out:
+                c.needs_symptom = not shown
+        out = [c for c in out if not c.needs_symptom] + layer_candidates(guess_layer(log.lines, ev), number)
     return out
 
 
-def layer_candidates(log: CleanLog, ev: LogEvidence, number: Callable[[int], int]) -> list[Candidate]:
+def layer_candidates(g: LayerGuess | None, number: Callable[[int], int]) -> list[Candidate]:
     """The layer the log's failing lines point at (`diagnose.layers.guess_layer`), as one low-confidence candidate,
     or none."""
-    g = guess_layer(log.lines, ev)
     if g is None:
         return []
     cand = Candidate(category=g.category, confidence=g.confidence, best=f"layer.{g.category}",

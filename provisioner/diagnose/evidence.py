@@ -570,6 +570,7 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         ))
     image = _cuda(ev.image_cuda)
     if image and supported and image > supported and "image_cuda" in ev.lines and "driver_cuda" in ev.lines \
+            and any(p in RUNTIMES for p in ev.places) \
             and not (built and built > supported):  # the torch build's comparison says it already
         branch = _FIRST_BRANCH.get(image)
         same_major = image[0] == supported[0]
@@ -585,7 +586,9 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
             evidence=_lines(ev, "image_cuda", "driver_cuda"),
             line_of=_line_of(ev, "image_cuda", "driver_cuda"),
             demotes=("no_driver_loaded",),
-            needs_symptom=same_major,  # CUDA's minor-version compatibility runs most of an image within one major
+            # an image names its CUDA whether or not it ran: a cause only beside a failure (NVIDIA's images refuse
+            # to start on an older driver; within one major, minor-version compatibility runs most of one)
+            needs_symptom=True,
         ))
     module, lib = ev.module_version, ev.library_version
     if module and lib and module != lib and "module_version" in ev.lines and "library_version" in ev.lines:

@@ -8,8 +8,11 @@ docker/Kubernetes log; `/dev/dri`, cgroup device rules and idmaps in an LXC one)
 weighs them per category over every failing line, and offers the layer with the most weight as a low-confidence
 finding, never above a rule's: "no known message matched; the failing lines point at ...".
 
-It runs only where nothing else found a cause, reads only lines that report a failure, and needs more than one
-weak word: a healthy log (no failing line) or a lone "failed" beside the word "nvidia" gives no finding.
+It runs only where nothing else found a cause and needs more than one weak word: a healthy log (no failing line) or
+a lone "failed" beside the word "nvidia" gives no finding. It reads the lines that report a failure; where they name
+no layer (a reporter's "cannot get it to work", a traceback whose last line names nothing), or name layers too weakly
+or two alike, it reads the rest of the log's lines (not its tables, not the lines its programs mark as information),
+among the layers the failing lines named if they named any, at a lower confidence.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ _FAILURE = compile_rx(
 _HEALTHY = compile_rx(
     r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
     r"|\bwithout (?:any )?errors?\b|^\s*(?:\w+\s+){0,2}errors?\s*:?\s*$"  # nvidia-smi -q's "ECC Errors" section title
-    # a table's column title ("┃ host ┃ ok ┃ changed ┃ failed ┃ skipped ┃": this tool's recap, Ansible's, nccl-tests')
-    r"|[|\x{2502}\x{2503}]\s*(?:failed|failures?|errors?|#?wrong)\s*[|\x{2502}\x{2503}]"
+    # a header row's column titles, drawn with heavy bars ("┃ host ┃ ok ┃ changed ┃ failed ┃ skipped ┃": the recap this
+    # tool prints with rich); a status cell of a light-barred row ("| modprobe nvidia | failed |") still fails
+    r"|\x{2503}(?:\s*(?:failed|failures?|errors?|#?wrong)\s*\x{2503})+"
 )
 #: a structured (JSON) event fails only where its own level or status field says so; docker's json-file lines
 #: ({"log": …, "stream": …}) carry a program's text, read as any line's
@@ -60,9 +64,10 @@ _RECOVERED = compile_rx(r"\bfalling back\b|\bretrying\b|\bwill retry\b")
 #: a line its program marks as a warning: a failure the whole-log reading does not stand on (the .run installer's
 #: "WARNING: Unable to determine the path to install the libglvnd EGL vendor library config files")
 _WARNING = compile_rx(r"(?-i:\bWARN(?:ING)?\b)|\blevel=warn(?:ing)?\b|^\s*\[?W\d{4} ")
-#: inxi's graphics listing names the X drivers that did not load ("driver: nouveau,vesa FAILED: nvidia unloaded:
-#: fbdev"): the display server's state, printed by a healthy compute host too (inxi's man page, -G)
-_INXI_X_DRIVERS = compile_rx(r"\bdriver: [\w,-]+ (?:loaded: [\w,-]+ )?FAILED: [\w,-]+")
+#: inxi's graphics listing names the X drivers that did not load (inxi 2: "driver: nouveau,vesa FAILED: nvidia unloaded:
+#: fbdev"; inxi 3: "driver: X: loaded: modesetting unloaded: fbdev,vesa failed: nvidia", wrapped or not): the display
+#: server's state, printed by a healthy compute host too (inxi's man page, -G)
+_INXI_X_DRIVERS = compile_rx(r"(?:\bdriver:|\b(?:un)?loaded:) [\w,-]+ (?:(?:un)?loaded: [\w,-]+ )?failed: [\w,-]+")
 #: this tool's own step line for a step that succeeded or a plan's ("5. Make the GPUs … survive a host reboot: changed
 #: (0.7s)  boot unit … is not installed: …", render/console.py): the detail says what the step found and changed
 _STEP_SUCCEEDED = compile_rx(r"^\s*\d+\.\s[^\n]{0,160}?:\s*(?:ok|changed|skipped|will change|no change)"
@@ -195,6 +200,7 @@ class LayerGuess:
     runner_up_score: int
     lines: list[tuple[int, str]] = field(default_factory=list)
     whole_log: bool = False  # read from every line of the log, the failing lines naming no layer
+    failure: str = ""  # (whole_log) the line that reports the failure the reading stands on
 
     @property
     def confidence(self) -> float:
@@ -285,31 +291,61 @@ def _top(score: dict[Category, int]) -> tuple[Category, int, Category | None, in
     return top, top_score, second, second_score
 
 
+#: a row of a table (nvidia-smi's, a listing's): the state it lists is not where the failure is
+_TABLE_ROW = compile_rx(r"^\s*[|+\x{2502}\x{2503}\x{250f}\x{2517}\x{2523}\x{2521}\x{2514}\x{250c}]")
+
+
+def _context_line(line: str) -> bool:
+    """A line the whole-log reading weighs: not a table row, not a line its program marks as information, not one
+    whose failure word counts nothing ("ECC errors: 0")."""
+    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line))
+
+
+#: a failure of the GPU stack, in its own words: what shows the failure a version comparison needs beside it
+_GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|driver|device)\b")
+
+
+def gpu_failure(lines: tuple[str, ...] | list[str]) -> str | None:
+    """The last line that reports a failure of the GPU stack (not a warning), or None."""
+    for _, line in reversed(failing_lines(lines)):
+        if _WARNING.search(line) is None and _GPU_FAILURE.search(line) is not None:
+            return line.strip()
+    return None
+
+
 def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGuess | None:
-    """The layer the failing lines of `lines` weigh most for; where they name none (a bare "it fails", a traceback's
-    last line without a layer's word), the layer the whole log's words weigh most for, at a lower confidence, if a
-    line that is not a warning reports a failure. None: no failure reported, too little weight, or a tie."""
+    """The layer the failing lines of `lines` weigh most for. Where they name none (a bare "it fails", a traceback's
+    last line without a layer's word), or name layers too weakly or two alike, the layer the rest of the log's words
+    weigh most for (among those the failing lines named, if any; not its tables or INFO lines), at a lower confidence,
+    if a line that is not a warning reports a failure. None: no failure reported, too little weight, or a tie."""
     cues = [c for c in CUES if _allowed(c, ev)]
     failing = failing_lines(lines)
     score, fed = _weigh(failing, cues)
     found = _top(score)
-    whole = False
+    whole, failure = False, ""
     if found is None:
         hard = [(i, line) for i, line in failing if _WARNING.search(line) is None]
         if not hard:
-            return None
+            return None  # no failure is reported (or only warnings)
+        named = set(score)  # the layers the failing lines name, too weakly or two alike: the rest of the log decides
         start = max(0, len(lines) - MAX_FAILING_LINES)
-        score, fed = _weigh(list(enumerate(lines))[start:], cues)
+        context = [(i, line) for i, line in enumerate(lines) if i >= start and _context_line(line)]
+        score, fed = _weigh(context, [c for c in cues if not named or c.category in named])
         found = _top(score)
         if found is None:
             return None
         whole = True
         # the line that says it failed leads the evidence, then the layer's heaviest words
-        fed[found[0]] = [(99, *hard[-1]), *[f for f in fed[found[0]] if f[1] != hard[-1][0]]]
+        # the last failing line that names the chosen layer, else the last one that reports a failure
+        on_top = {i for _, i, _ in fed[found[0]]}
+        last, said = next(((i, line) for i, line in reversed(hard) if i in on_top), hard[-1])
+        failure = said.strip()
+        fed[found[0]] = [(99, last, said.strip()), *[f for f in fed[found[0]] if f[1] != last]]
     top, top_score, second, second_score = found
     strongest = sorted(fed[top], key=lambda t: (-t[0], -t[1]))[:EVIDENCE_LINES]
     return LayerGuess(top, top_score, second, second_score,
-                      [(i, text) for _, i, text in sorted(strongest, key=lambda t: t[1])], whole_log=whole)
+                      [(i, text) for _, i, text in sorted(strongest, key=lambda t: t[1])], whole_log=whole,
+                      failure=failure)
 
 
 def numbered(guess: LayerGuess, number: Callable[[int], int]) -> list[tuple[str, int]]:

@@ -20,8 +20,8 @@ RULES: tuple[Rule, ...] = (
             r"Unable to load any of \{lib",
             r"Could not load library lib[\w.+-]*\.so",
             # a reporter's words for the loader's failure ("'libnvrtc.so.10.1' can not be loaded", openmm/openmm#2760)
-            r"lib[\w+-]*\.so[\d.]*['\"`]?(?: and ['\"`]?lib[\w+-]*\.so[\d.]*['\"`]?)? (?:can ?not|could not|cannot|"
-            r"couldn't|can't) be (?:loaded|found)",
+            r"lib[\w+-]*\.so[\d.]*['\"`]?(?: and ['\"`]?lib[\w+-]*\.so[\d.]*['\"`]?)? (?:can ?not|could not|couldn't|"
+            r"can't) be (?:loaded|found)",
         ),
         confidence=0.85,
         root_cause="A required shared library[ ({library})] is not installed or not on the loader path.",
@@ -40,6 +40,8 @@ RULES: tuple[Rule, ...] = (
         category="missing_shared_lib",
         patterns=(),
         messages=("torch.preload_cuda_deps",),
+        # the loader names a library (its glob: "libnvrtc.so.*[0-9].*[0-9]"), not any program ("ffmpeg not found …")
+        requires=(r"_preload_cuda_deps|\blib[\w*\[\].-]*\.so[\w*\[\].-]*\s+not found in the system path",),
         confidence=0.88,
         root_cause=("This torch loads its CUDA libraries from the nvidia-* wheels it depends on[ ({library})], and they "
                     "are not installed in the environment (a resolver or lock file that left torch's dependencies out, "

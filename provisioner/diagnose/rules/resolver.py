@@ -148,7 +148,8 @@ RULES: tuple[Rule, ...] = (
         patterns=(r"\b__cuda\b[^\n]{0,40}, for which no candidates were found",
                   r"\bnothing provides (?:requested )?__cuda\b"),
         messages=("resolvo.no_candidates",),
-        requires=(r"\b__cuda\b",),  # resolvo's wording alone is any requirement without candidates
+        # resolvo's wording alone is any requirement without candidates: the one without candidates is __cuda
+        requires=(r"\b__cuda\b[^\n]{0,40}, for which no candidates were found|\bnothing provides (?:requested )?__cuda\b",),
         confidence=0.9,
         root_cause=("The environment asks for a CUDA build, which needs conda's `__cuda` virtual package, and the "
                     "solver was given none: pixi offers it only when the manifest declares the system's CUDA; conda/"
