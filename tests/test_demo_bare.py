@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import scratch
+from tests.support.executables import copy_executable
 from tests.support.require import require
 
 pytestmark = pytest.mark.timeout(1800)
@@ -119,7 +120,7 @@ def test_demo_as_a_newcomer_unprivileged_on_a_bare_machine_with_a_users_mirror(t
         d.mkdir()
     for d in (home, tmp, node):
         os.chown(d, UID, UID)
-    shutil.copy2(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
+    copy_executable(uv, bin_dir / "uv")  # the user's own uv on its PATH, as a user installs it
     # the user's own wheel folder (a CPU torch and numpy for the lab's index, provisioner/lab/torch_supply.py)
     for wheel in (supplied.path, supplied.numpy):
         assert wheel is not None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.executables import copy_executable
+
 
 def test_the_lab_finds_a_uv_invoked_by_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`/somewhere/uv run provisioner demo` with no uv on PATH: uv names itself in $UV, the lab binds that one."""
@@ -18,7 +20,7 @@ def test_the_lab_finds_a_uv_invoked_by_path(tmp_path: Path, monkeypatch: pytest.
         pytest.skip("uv is not installed")
     own = tmp_path / "opt" / "uv"
     own.parent.mkdir()
-    shutil.copy2(Path(real).resolve(), own)
+    copy_executable(Path(real).resolve(), own)
     monkeypatch.delenv("PROVISIONER_LAB_UV", raising=False)
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.setenv("UV", str(own))

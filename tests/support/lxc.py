@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.executables import copy_executable
 from tests.support.require import require
 
 BUSYBOX = "/bin/busybox"
@@ -106,7 +107,7 @@ def make_busybox_rootfs(root: Path) -> None:
     """A minimal rootfs: static busybox at /bin/busybox, applets installed with ``--install -s``."""
     for d in ("bin", "dev", "proc", "sys", "tmp", "etc", "root"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    shutil.copy2(BUSYBOX, root / "bin" / "busybox")
+    copy_executable(BUSYBOX, root / "bin" / "busybox")
     result = subprocess.run(["chroot", str(root), "/bin/busybox", "--install", "-s", "/bin"],
                             capture_output=True, text=True, timeout=30)
     require(result.returncode == 0,
