@@ -199,8 +199,7 @@ class LayerGuess:
     runner_up: Category | None
     runner_up_score: int
     lines: list[tuple[int, str]] = field(default_factory=list)
-    whole_log: bool = False  # read from every line of the log, the failing lines naming no layer
-    failure: str = ""  # (whole_log) the line that reports the failure the reading stands on
+    whole_log: bool = False  # decided by the rest of the log's words: the failing lines named no layer, or too weakly
 
     @property
     def confidence(self) -> float:
@@ -305,10 +304,15 @@ def _context_line(line: str) -> bool:
 _GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|driver|device)\b")
 
 
+def _reported(failing: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The failing lines that report a failure, not a warning: what the whole-log reading stands on."""
+    return [(i, line) for i, line in failing if _WARNING.search(line) is None]
+
+
 def gpu_failure(lines: tuple[str, ...] | list[str]) -> str | None:
     """The last line that reports a failure of the GPU stack (not a warning), or None."""
-    for _, line in reversed(failing_lines(lines)):
-        if _WARNING.search(line) is None and _GPU_FAILURE.search(line) is not None:
+    for _, line in reversed(_reported(failing_lines(lines))):
+        if _GPU_FAILURE.search(line) is not None:
             return line.strip()
     return None
 
@@ -322,9 +326,9 @@ def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGue
     failing = failing_lines(lines)
     score, fed = _weigh(failing, cues)
     found = _top(score)
-    whole, failure = False, ""
+    whole = False
     if found is None:
-        hard = [(i, line) for i, line in failing if _WARNING.search(line) is None]
+        hard = _reported(failing)
         if not hard:
             return None  # no failure is reported (or only warnings)
         named = set(score)  # the layers the failing lines name, too weakly or two alike: the rest of the log decides
@@ -335,17 +339,15 @@ def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGue
         if found is None:
             return None
         whole = True
-        # the line that says it failed leads the evidence, then the layer's heaviest words
-        # the last failing line that names the chosen layer, else the last one that reports a failure
+        # the line that says it failed leads the evidence (the last failing line that names the chosen layer, else the
+        # last one that reports a failure), then the layer's heaviest words
         on_top = {i for _, i, _ in fed[found[0]]}
         last, said = next(((i, line) for i, line in reversed(hard) if i in on_top), hard[-1])
-        failure = said.strip()
         fed[found[0]] = [(99, last, said.strip()), *[f for f in fed[found[0]] if f[1] != last]]
     top, top_score, second, second_score = found
     strongest = sorted(fed[top], key=lambda t: (-t[0], -t[1]))[:EVIDENCE_LINES]
     return LayerGuess(top, top_score, second, second_score,
-                      [(i, text) for _, i, text in sorted(strongest, key=lambda t: t[1])], whole_log=whole,
-                      failure=failure)
+                      [(i, text) for _, i, text in sorted(strongest, key=lambda t: t[1])], whole_log=whole)
 
 
 def numbered(guess: LayerGuess, number: Callable[[int], int]) -> list[tuple[str, int]]:
