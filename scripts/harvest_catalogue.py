@@ -21,6 +21,11 @@ MIRROR/OWNER+NAME/repo; default MIRROR /work/.mirror):
 - ggml-org/ggml                    ggml's CUDA backend (llama.cpp, ollama, koboldcpp, LM Studio vendor it)
 - OpenNMT/CTranslate2              its lazy CUDA library loader (faster-whisper, WhisperX)
 - prefix-dev/resolvo               the SAT solver of pixi/rattler (conda environments): its conflict report
+- Debian/apt                       apt's errors installing packages (the package, the repository's signature)
+- rpm-software-management/dnf      dnf's errors for a package it cannot find
+- bitsandbytes-foundation/bitsandbytes, dmlc/xgboost, microsoft/LightGBM, dmlc/dgl: their notices of a build
+                                   without GPU support (with CTranslate2's and JAX's older one)
+- NVIDIA/nvidia-docker             nvidia-docker 1.x (its Go wrapper and plugin, tags v1.0.0-beta..v1.0.1; HEAD holds none)
 
 Each entry of SPECS names a fixed fragment (`locate`) that sits on one source line of the message; the script
 greps HEAD and up to --tags release tags spread over the repository's history, reads the whole format string
@@ -64,6 +69,7 @@ class Spec:
     extra_programs: tuple[str, ...] = field(default=())
     printed_as: str = ""  # how the program prints the harvested literal ("{}" is the literal), when a macro adds to it
     code: int | None = None  # the numeric error code programs print instead of the text (cudaError_t, nvmlReturn_t)
+    tags: tuple[str, ...] = ()  # releases read besides the sampled ones (a program the repository no longer ships)
 
 
 GH = "https://github.com/"
@@ -91,6 +97,17 @@ GGML = "ggml-org/ggml"
 CT2 = "OpenNMT/CTranslate2"
 RESOLVO = "prefix-dev/resolvo"
 JAX = "jax-ml/jax"
+NVDOCKER = "NVIDIA/nvidia-docker"
+APT = "Debian/apt"
+BNB = "bitsandbytes-foundation/bitsandbytes"
+XGB = "dmlc/xgboost"
+LGBM = "microsoft/LightGBM"
+DGL = "dmlc/dgl"
+DNF = "rpm-software-management/dnf"
+LIBSOLV = GH + "openSUSE/libsolv/blob/1b580675f4e3107823146c78fe03876cb82bf964/src/problems.c"
+NVDOCKER1_SRC = ("src/", "tools/src/")  # v1.0.1 / v1.0.0 (the rc and beta tags: src/)
+NVDOCKER1_TAGS = ("v1.0.0", "v1.0.1")  # the 1.x releases, which the tag sample over 2.x misses
+ORT = GH + "microsoft/onnxruntime/blob/"
 NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c0570939e65/include/ffnvcodec/dynlink_loader.h"
 
 SPECS: tuple[Spec, ...] = (
@@ -672,6 +689,114 @@ SPECS: tuple[Spec, ...] = (
          "A requirement has no candidate in the channels at all (a virtual package such as __cuda is offered only "
          "when the system or the manifest declares it).",
          repo=RESOLVO, locate="for which no candidates were found", paths=("src/",)),
+    # --- libraries that ship CPU-only and GPU builds, and say which one is installed when asked for the GPU
+    Spec("ctranslate2.not_compiled_with_cuda", "CTranslate2 (src/devices.cc)",
+         "The installed CTranslate2 (faster-whisper, WhisperX) is a build without CUDA: device='cuda' is refused.",
+         repo=CT2, locate="was not compiled with CUDA support", paths=("src/",)),
+    Spec("bnb.compiled_without_gpu", "bitsandbytes (bitsandbytes/cextension.py)",
+         "bitsandbytes loaded its CPU library: torch reports no CUDA (a CPU-only torch), or the package has no "
+         "library for torch's CUDA version (then it first says it could not find the CUDA binary).",
+         repo=BNB, locate="was compiled without GPU support", paths=("bitsandbytes/",), tags=("0.45.0", "0.46.0")),
+    Spec("bnb.cpu_only_method", "bitsandbytes (bitsandbytes/cextension.py)",
+         "A GPU operation was called on the CPU-only build of bitsandbytes.",
+         repo=BNB, locate="not available in CPU-only version of bitsandbytes", paths=("bitsandbytes/",)),
+    Spec("xgboost.not_compiled_with_gpu", "XGBoost (src/common/common.h)",
+         "The installed XGBoost is a build without CUDA (the CPU-only wheel, e.g. xgboost-cpu or an old Windows/macOS "
+         "wheel): device='cuda' / gpu_hist is refused.",
+         repo=XGB, locate="not compiled with GPU support", paths=("src/",)),
+    Spec("lightgbm.gpu_learner_not_enabled", "LightGBM (src/treelearner/gpu_tree_learner.h)",
+         "The installed LightGBM was built without its GPU tree learner (device='gpu' needs a build with "
+         "-DUSE_GPU=1, or -DUSE_CUDA=1 for device='cuda').",
+         repo=LGBM, locate="GPU Tree Learner was not enabled in this build", paths=("src/",)),
+    Spec("dgl.device_api_not_enabled", "DGL (src/runtime/c_runtime_api.cc)",
+         "The installed DGL is the CPU build: its CUDA device API is not compiled in.",
+         repo=DGL, locate="is not enabled. Please install the cuda version of dgl", paths=("src/",),
+         printed_as="Device API %s {}"),
+    Spec("jax.no_gpu_tpu_found", "JAX (jax/lib/xla_bridge.py, jax/_src/xla_bridge.py; before the CUDA-enabled jaxlib "
+         "wording)", "JAX found no GPU backend and runs on the CPU: a CPU-only jaxlib where a GPU is present.",
+         repo=JAX, locate="No GPU/TPU found, falling back to CPU", paths=("jax/",),
+         tags=("jax-v0.2.0", "jax-v0.2.10", "jax-v0.3.25", "jax-v0.4.10")),
+    # --- apt (apt-pkg/cacheset.cc, apt-private/private-cacheset.cc, methods/gpgv.cc, apt-pkg/acquire-item.cc): a package
+    # it cannot install, a repository it will not read
+    Spec("apt.unable_to_locate_package", "apt (apt-pkg/cacheset.cc)",
+         "No configured repository has a package of that name (the repository that has it is not in the sources, or "
+         "`apt-get update` did not run since it was added).",
+         repo=APT, locate="Unable to locate package %s", paths=("apt-pkg/",)),
+    Spec("apt.glob_not_found", "apt (apt-pkg/cacheset.cc)",
+         "No package name in the configured repositories matches the pattern.",
+         repo=APT, locate="Couldn't find any package by glob", paths=("apt-pkg/",)),
+    Spec("apt.no_installation_candidate", "apt (apt-private/private-cacheset.cc)",
+         "The package is known (named by another package) but no configured repository offers a version of it for "
+         "this architecture and release.",
+         repo=APT, locate="has no installation candidate", paths=("apt-private/", "cmdline/")),
+    Spec("apt.pubkey_not_available", "apt (methods/gpgv.cc)",
+         "apt cannot verify the repository's Release file: the key that signed it is not installed (a repository "
+         "whose key was rotated, or a keyring never added).",
+         repo=APT, locate="public key is not available", paths=("methods/",)),
+    Spec("apt.repository_not_signed", "apt (apt-pkg/acquire-item.cc)",
+         "apt refuses the repository: its Release file could not be verified (no key for it), so it is treated as "
+         "unsigned.",
+         repo=APT, locate="is not signed.", paths=("apt-pkg/",)),
+    Spec("apt.repository_no_release", "apt (apt-pkg/acquire-item.cc)",
+         "apt refuses the repository: there is no Release file at that URL (no repository for this distribution "
+         "release or architecture there, or a mistyped URL).",
+         repo=APT, locate="does not have a Release file", paths=("apt-pkg/",)),
+    # --- dnf (dnf/base.py, dnf/cli/commands/install.py; its exception prints the specs after ": ")
+    Spec("dnf.no_match_for_argument", "dnf (dnf/base.py)",
+         "No enabled repository has a package matching the spec (the repository is not configured or enabled, or "
+         "it has no build for this release).",
+         repo=DNF, locate="No match for argument: %s", paths=("dnf/",)),
+    Spec("dnf.unable_to_find_match", "dnf (dnf/cli/commands/install.py)",
+         "`dnf install` found none of the packages asked for in the enabled repositories.",
+         repo=DNF, locate="Unable to find a match", paths=("dnf/",), printed_as="{}: %s"),
+    # --- libsolv's problem text for a dependency no candidate satisfies (dnf, zypper, mamba print it)
+    Spec("libsolv.requires_uninstallable", "libsolv (src/problems.c), as dnf/zypper/mamba print it",
+         "A package needs another one that exists but cannot be installed (its own requirements fail, or the running "
+         "kernel has no matching module package).",
+         wordings=("package %s requires %s, but none of the providers can be installed",
+                   "%s requires %s, but none of the providers can be installed"),
+         url=LIBSOLV, kind="documented"),
+    # --- nvidia-docker 1.x (src/nvidia-docker/utils.go, src/nvidia/nvidia.go, src/nvml/bindings.go): the wrapper and
+    # its plugin, before the container toolkit; the beta tags printed the shorter wordings kept below
+    Spec("nvdocker1.unsupported_cuda_version", "nvidia-docker 1.x (src/nvidia-docker/utils.go)",
+         "The image's CUDA version (its com.nvidia.cuda.version label) is newer than the CUDA version the host driver "
+         "supports: nvidia-docker refuses to start the container.",
+         repo=NVDOCKER, locate="unsupported CUDA version:", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS,
+         wordings=("unsupported CUDA version: %s < %s",)),  # v1.0.0-beta..beta.3: image, driver (src/nvidia-docker)
+    Spec("nvdocker1.uvm_load_failed", "nvidia-docker 1.x and nvidia-docker-plugin (src/nvidia/nvidia.go LoadUVM)",
+         "`nvidia-modprobe -u -c=0` failed: the nvidia-uvm kernel module cannot be loaded (no module built for the "
+         "running kernel, the driver not loaded) or nvidia-modprobe is not installed.",
+         repo=NVDOCKER, locate="Could not load UVM kernel module", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS,
+         wordings=("Could not load UVM kernel module",)),  # v1.0.0-beta.3..rc.3
+    Spec("nvdocker1.nvml_library", "nvidia-docker-plugin 1.x (src/nvml/bindings.go)",
+         "The plugin cannot dlopen libnvidia-ml.so.1: the driver's userspace is not installed (or not in the loader's "
+         "cache) on the host.",
+         repo=NVDOCKER, locate="could not load NVML library", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS),
+    # --- ONNX Runtime's Python session (onnxruntime/python/onnxruntime_inference_collection.py): a provider asked
+    # for that this package was not built with. Three wordings: a ValueError (ORT <= 1.8), then a warning with and
+    # without the sentence about external providers. The snapshot is too large for the fetch tool: read at commits
+    # 001a1f53 and dbbfd9e7 (find_files/read_file), the newest as ORT 1.16+ prints it in users' logs
+    Spec("ort.provider_not_available", "ONNX Runtime (onnxruntime_inference_collection.py)",
+         "The installed onnxruntime package was not built with the execution provider the program asked for: "
+         "asking for CUDAExecutionProvider from the CPU package (`onnxruntime`, not `onnxruntime-gpu`) falls back "
+         "to the CPU.",
+         wordings=("Specified provider %s is not in available provider names.Available providers: %s",
+                   "Specified provider %s is not in available provider names.It may be an external provider load "
+                   "from shared library. Available providers: %s",
+                   "Specified provider %s is unavailable. Available providers: %s"),
+         url=ORT + "dbbfd9e79e38e3ab0db96e990ff57c81ebce5271/onnxruntime/python/onnxruntime_inference_collection.py",
+         kind="documented"),
+    # --- PyTorch's extension builder (torch/utils/cpp_extension.py `_check_cuda_version`): the nvcc found against the
+    # CUDA torch was built with, a major apart. Older releases broke the sentence over two lines of a '''
+    # literal; newer ones join two literals with no space between them ("compilePyTorch")
+    Spec("torch.cpp_extension_cuda_mismatch", "PyTorch (torch/utils/cpp_extension.py _check_cuda_version)",
+         "A CUDA extension (flash-attn, apex, xformers, a repository's own ops) is being built with a CUDA toolkit "
+         "(the nvcc under CUDA_HOME) whose major version differs from the CUDA torch was built with: the build stops.",
+         wordings=("The detected CUDA version (%s) mismatches the version that was used to compilePyTorch (%s). Please "
+                   "make sure to use the same CUDA versions.",
+                   "\nThe detected CUDA version (%s) mismatches the version that was used to compile\nPyTorch (%s). "
+                   "Please make sure to use the same CUDA versions.\n"),
+         url=TORCH + "torch/utils/cpp_extension.py", kind="documented"),
     # --- PyTorch's loader for the CUDA libraries of the nvidia-* wheels (torch/__init__.py `_preload_cuda_deps`,
     # torch >= 2.0): `raise ValueError(f"{lib_name} not found in the system path {sys.path}")`
     Spec("torch.preload_cuda_deps", "PyTorch (torch/__init__.py _preload_cuda_deps)",
@@ -775,7 +900,8 @@ def sample_tags(gitdir: Path, n: int) -> list[str]:
 def harvest_repo(gitdir: Path, specs: list[Spec], ntags: int) -> dict[str, dict[str, list[str]]]:
     """spec id -> format -> the revisions (tags, HEAD) that print it."""
     out: dict[str, dict[str, list[str]]] = {s.id: {} for s in specs}
-    revs = [*sample_tags(gitdir, ntags), "HEAD"]
+    pinned = [t for spec in specs for t in spec.tags]
+    revs = [*sorted(dict.fromkeys([*sample_tags(gitdir, ntags), *pinned]), key=_version_key), "HEAD"]  # oldest first
     cache: dict[tuple[str, str], str] = {}
     for rev in revs:
         sha = _git(gitdir, "rev-parse", rev).strip()
@@ -798,7 +924,7 @@ def harvest_repo(gitdir: Path, specs: list[Spec], ntags: int) -> dict[str, dict[
                     label = rev if rev != "HEAD" else f"HEAD@{sha[:12]}"
                     if label not in out[spec.id][fmt]:
                         out[spec.id][fmt].append(label)
-                    out[spec.id].setdefault("\0path", [path])
+                    out[spec.id]["\0path"] = [path, label]  # the newest revision that prints it (HEAD last)
     return out
 
 
@@ -821,7 +947,7 @@ def build(mirror: Path, ntags: int) -> dict[str, object]:
         harvested.update(harvest_repo(gitdir, specs, ntags))
     for spec in SPECS:
         found = harvested.get(spec.id, {})
-        path = (found.pop("\0path", None) or [""])[0]
+        path, where = (found.pop("\0path", None) or ["", ""])
         wordings: list[dict[str, object]] = []
         for fmt, revs in found.items():
             wordings.append({"format": fmt, "versions": sorted(revs, key=_version_key)})
@@ -833,13 +959,15 @@ def build(mirror: Path, ntags: int) -> dict[str, object]:
             print(f"  {spec.id}: nothing found for {spec.locate!r}", file=sys.stderr)
             continue
         # newest wording first: the one HEAD prints, else the latest version seen
-        def newest_first(w: dict[str, object]) -> tuple[bool, list[int]]:
+        def newest_first(w: dict[str, object]) -> tuple[bool, bool, list[int]]:
             versions = [str(v) for v in w["versions"]]  # type: ignore[attr-defined]
-            return (not any(v.startswith("HEAD") for v in versions), [-x for x in _version_key(versions[-1])])
+            seen = any(v not in ("recorded", "documented") for v in versions)  # read in a release, not recorded
+            return (not any(v.startswith("HEAD") for v in versions), not seen, [-x for x in _version_key(versions[-1])])
         wordings.sort(key=newest_first)
         url = spec.url
         if not url and spec.repo:
-            url = f"{GH}{spec.repo}/blob/{sources.get(spec.repo, 'HEAD')}/{path}"
+            ref = sources.get(spec.repo, "HEAD") if not where or where.startswith("HEAD") else where
+            url = f"{GH}{spec.repo}/blob/{ref}/{path}"
         entries.append({
             "id": spec.id,
             **({"code": spec.code} if spec.code is not None else {}),

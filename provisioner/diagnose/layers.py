@@ -38,7 +38,8 @@ _FAILURE = compile_rx(
     r"not found|no such|denied|refused|invalid|mismatch\w*|insufficient|too old|not supported|unsupported|"
     r"incompatible|not compatible|timed? ?out|abort(?:ed|ing)?|fatal|panic|segmentation fault|crash(?:ed|es)?|"
     r"missing|not (?:available|detected|loaded|compiled|working|recognized|found)|doesn't work|does not work|"
-    r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck)\b"
+    r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck|"
+    r"stall(?:s|ed|ing)?|freez(?:es|ing)|froze)\b"
     r"|\w+(?:Error|Exception)\b"
 )
 #: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"

@@ -147,6 +147,67 @@ RULES: tuple[Rule, ...] = (
                   "back to cpu.",),
     ),
     Rule(
+        # libraries shipped as CPU-only and GPU builds say so when the GPU is asked of the CPU one (the catalogue:
+        # CTranslate2, bitsandbytes, XGBoost, LightGBM, DGL; each read in its source)
+        name="cpu.library_built_without_gpu",
+        category="cpu_only_wheel",
+        patterns=(),  # the catalogue's wordings (rules/citations.py)
+        # bitsandbytes also falls back to its CPU library when it has none for torch's CUDA version: it says so first
+        unless=r"Could not find the bitsandbytes CUDA binary",
+        confidence=0.88,
+        root_cause=("The installed library is its CPU-only build (no CUDA compiled in), so the GPU is refused or "
+                    "unused whatever the driver."),
+        fix=("Install the library's GPU build for the CUDA in use (faster-whisper/CTranslate2: the PyPI wheel on Linux "
+             "x86_64 with CUDA 12 and cuDNN 9; bitsandbytes: a torch with CUDA first, then bitsandbytes; XGBoost: the "
+             "`xgboost` wheel, not `xgboost-cpu`; LightGBM: built with -DUSE_CUDA=1; DGL: the `dgl` wheel from DGL's "
+             "CUDA index) and check it sees the GPU."),
+        examples=("ValueError: This CTranslate2 package was not compiled with CUDA support",
+                  "xgboost.core.XGBoostError: [09:12:33] src/common/common.h:187: XGBoost version not compiled with GPU "
+                  "support."),
+    ),
+    Rule(
+        # JAX before the "CUDA-enabled jaxlib is not installed" wording said only this, also on machines without a
+        # GPU: a finding where the log shows an NVIDIA GPU or CUDA beside it
+        name="cpu.jax_fell_back_to_cpu",
+        category="cpu_only_wheel",
+        patterns=(),  # the catalogue's wording (rules/citations.py)
+        context=r"\bnvidia|\bcuda\b|\bgpus?\b[^\n]{0,40}\b(?:tesla|geforce|rtx|quadro|a100|h100|v100)",
+        confidence=0.7,
+        root_cause=("JAX found no GPU backend and runs on the CPU: the jaxlib installed is a CPU-only build (plain "
+                    "`pip install jax`), or its CUDA plugin is missing."),
+        fix=("Install JAX with its CUDA backend for the driver's CUDA major (`pip install -U \"jax[cuda12]\"`) and check "
+             "`python -c 'import jax; print(jax.devices())'` lists the GPU."),
+        examples=("WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more "
+                  "info.)\n| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |",),
+    ),
+    Rule(
+        # ONNX Runtime's Python package is built per provider set: `onnxruntime` (CPU; 1.16+ adds the Azure provider)
+        # and `onnxruntime-gpu` (TensorRT, CUDA, CPU). `onnxruntime.get_available_providers()` lists what the
+        # installed build has, whether or not its libraries load; asking for CUDA from the CPU build warns (the
+        # catalogue entry). Not where CUDA is available and only TensorRT was missing, nor where the GPU build's
+        # provider library failed to load (a missing CUDA/cuDNN library: the libs rules)
+        name="cpu.onnxruntime_cpu_package",
+        category="cpu_only_wheel",
+        patterns=(
+            # the list get_available_providers() returns, as printed: only CPU-side providers (Azure is in the CPU
+            # package's list, never in a session's applied providers)
+            r"\[\s*(?:[\"'](?:Azure|OpenVINO|Dnnl|XNNPACK|VitisAI|ACL|ArmNN)ExecutionProvider[\"'],\s*)+"
+            r"[\"']CPUExecutionProvider[\"']\s*\]",
+            r"get_available_providers\(\)\)?[^\n]{0,40}\[\s*[\"']CPUExecutionProvider[\"']\s*\]",
+        ),
+        confidence=0.8,
+        unless=(r"Available providers:\s*[\"']?[^\n]{0,200}CUDAExecutionProvider|libonnxruntime_providers_cuda"
+                r"|onnxruntime_providers_cuda\.dll"),
+        root_cause=("The installed ONNX Runtime is the CPU package (`onnxruntime`): it has no CUDA execution provider, "
+                    "so the program runs on the CPU whatever the GPU and driver."),
+        fix=("Replace it with the GPU package for the CUDA major in use: `pip uninstall -y onnxruntime && pip install "
+             "onnxruntime-gpu` (both installed, the CPU one can shadow the GPU one); check "
+             "`python -c 'import onnxruntime as o; print(o.get_available_providers())'` lists CUDAExecutionProvider."),
+        examples=("UserWarning: Specified provider 'CUDAExecutionProvider' is not in available provider "
+                  "names.Available providers: 'AzureExecutionProvider, CPUExecutionProvider'",
+                  "ONNX Runtime Providers: ['AzureExecutionProvider', 'CPUExecutionProvider']"),
+    ),
+    Rule(
         # conda-forge's and the pytorch channel's build strings name the variant: cpu_py310h… against cuda118_py310h…
         # (conda-forge/pytorch-cpu-feedstock recipe), printed by conda/mamba's transaction and `conda list`
         name="cpu.conda_cpu_build",

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
 
+#: a package of the NVIDIA driver, CUDA or its libraries, as apt/dnf name it (nvidia-driver-550, cuda-toolkit-12-4,
+#: libcudnn8, libnvinfer10, kmod-nvidia, nvidia-container-toolkit)
+_GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cublas|cufft|curand|cusolver|cusparse"
+            r"|nvrtc|nvjpeg|npp)")
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="installer.module_already_loaded",
@@ -248,5 +253,61 @@ RULES: tuple[Rule, ...] = (
              "--skip-broken."),
         examples=('    openstack.openhpc:         "nvidia-driver"\n    openstack.openhpc: (try to add \'--skip-broken\' to '
                   "skip uninstallable packages or '--nobest' to use not only best candidate packages)",),
+    ),
+    Rule(
+        # torch.utils.cpp_extension refuses to build an extension with an nvcc of another CUDA major than torch's
+        name="installer.extension_cuda_mismatch",
+        category="installer_failure",
+        patterns=(),  # the catalogue's wordings (rules/citations.py)
+        confidence=0.85,
+        root_cause=("Building a CUDA extension failed: the CUDA toolkit found (nvcc under CUDA_HOME) is another major "
+                    "version than the CUDA the installed torch was built with."),
+        fix=("Point CUDA_HOME (and PATH) at a toolkit of torch's CUDA version (`python -c 'import torch; "
+             "print(torch.version.cuda)'`), or install the torch build for the toolkit you have, or a prebuilt wheel of "
+             "the extension for this torch and CUDA; then build again."),
+        examples=("RuntimeError: \nThe detected CUDA version (11.8) mismatches the version that was used to compile\n"
+                  "PyTorch (12.1). Please make sure to use the same CUDA versions.",),
+    ),
+    Rule(
+        # apt's and dnf's own errors for a package they cannot find or install (the catalogue: apt.*, dnf.*,
+        # libsolv.requires_uninstallable), where the package is the driver's, CUDA's or a CUDA library's
+        name="installer.gpu_package_not_installable",
+        category="installer_failure",
+        patterns=(),  # the catalogue's wordings (rules/citations.py), read where they name a GPU package:
+        context=(rf"(?:locate package|package by glob|match for argument\s*:|find a match\.?\s*:)\s*'?[^\n]{{0,200}}?\b{_GPU_PKG}"
+                 rf"|\b{_GPU_PKG}[\w.:+~-]*'? has no installation candidate"
+                 rf"|\b{_GPU_PKG}[^\n]{{0,200}} requires [^\n]{{0,200}}none of the providers can be installed"
+                 rf"|\brequires [^\n]{{0,100}}\b{_GPU_PKG}[^\n]{{0,200}}none of the providers can be installed"),
+        confidence=0.78,
+        root_cause=("The package manager cannot install an NVIDIA driver or CUDA package: no configured repository "
+                    "offers it for this distribution release and architecture (NVIDIA's repository not added, not "
+                    "refreshed since it was added, or without that package or version for this release)."),
+        fix=("Add NVIDIA's repository for this exact distribution release and architecture (CUDA: the cuda-keyring "
+             "package from https://developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/), refresh it "
+             "(`apt-get update` / `dnf makecache`), then install a name and version it offers (`apt-cache policy "
+             "<package>`, `dnf list --showduplicates <package>`)."),
+        examples=("E: Unable to locate package libcudnn8",
+                  "E: Package 'cuda-toolkit-12-4' has no installation candidate",
+                  "Error: Unable to find a match: cuda-toolkit-12-4"),
+    ),
+    Rule(
+        # apt's verification of a repository's Release file (methods/gpgv.cc, apt-pkg/acquire-item.cc). NVIDIA
+        # rotated the CUDA repositories' signing key on 2022-04-27 (7fa2af80 -> 3bf863cc, "Updating the CUDA Linux
+        # GPG Repository Key", developer.nvidia.com/blog): images and hosts with the old key stopped updating
+        name="installer.package_repository_refused",
+        category="installer_failure",
+        patterns=(r"\bNO_PUBKEY (?:A4B469963BF863CC|F60F4B3D7FA2AF80)\b",),
+        context=r"developer\.download\.nvidia\.com|nvidia\.github\.io|\bcuda\b|\bnvidia\b",
+        confidence=0.75,
+        root_cause=("apt refuses a package repository the install needs: its Release file cannot be verified (the "
+                    "key that signs it is not installed; NVIDIA rotated the CUDA repositories' key in April 2022), "
+                    "or there is no Release file at that URL (no repository for this distribution release)."),
+        fix=("For NVIDIA's CUDA repository install its current key with the cuda-keyring package (`dpkg -i "
+             "cuda-keyring_1.1-1_all.deb` from https://developer.download.nvidia.com/compute/cuda/repos/<distro>/"
+             "<arch>/) and remove the old key (`apt-key del 7fa2af80`) and stale .list entries; for a missing Release "
+             "file use the path of a distribution release NVIDIA publishes; then `apt-get update`."),
+        examples=("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu1804/x86_64  InRelease: "
+                  "The following signatures couldn't be verified because the public key is not available: NO_PUBKEY "
+                  "A4B469963BF863CC",),
     ),
 )

@@ -129,6 +129,21 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # nvidia-docker 1.x and its plugin ran `nvidia-modprobe -u -c=0` before every GPU container; its error is the
+        # module's load failing on the host (a driver without a module for the running kernel, often after a kernel
+        # update or a VM's restart) or nvidia-modprobe missing
+        name="nodriver.uvm_module_load_failed",
+        category="no_driver_loaded",
+        patterns=(),  # the catalogue's wordings (rules/citations.py)
+        confidence=0.85,
+        root_cause=("The nvidia-uvm kernel module could not be loaded on the host (`nvidia-modprobe -u -c=0` failed): "
+                    "the NVIDIA driver has no module for the running kernel, or nvidia-modprobe is not installed."),
+        fix=("On the host, run `sudo modprobe nvidia-uvm` and read `dmesg`: rebuild the driver's modules for the running "
+             "kernel (DKMS, or reinstall the driver with the kernel's headers) and install nvidia-modprobe; then "
+             "`nvidia-smi` and the container again."),
+        examples=("nvidia-docker | 2016/07/13 23:40:32 Error: Could not load UVM kernel module",),
+    ),
+    Rule(
         name="nodriver.fabric_manager",
         category="no_driver_loaded",
         patterns=(
