@@ -708,6 +708,10 @@ SPECS: tuple[Spec, ...] = (
          "The installed LightGBM was built without its GPU tree learner (device='gpu' needs a build with "
          "-DUSE_GPU=1, or -DUSE_CUDA=1 for device='cuda').",
          repo=LGBM, locate="GPU Tree Learner was not enabled in this build", paths=("src/",)),
+    Spec("lightgbm.cuda_learner_not_enabled", "LightGBM (src/treelearner/cuda/cuda_single_gpu_tree_learner.hpp)",
+         "The installed LightGBM was built without its CUDA tree learner (device='cuda' needs a build with "
+         "-DUSE_CUDA=1).",
+         repo=LGBM, locate="CUDA Tree Learner was not enabled in this build", paths=("src/",)),
     Spec("dgl.device_api_not_enabled", "DGL (src/runtime/c_runtime_api.cc)",
          "The installed DGL is the CPU build: its CUDA device API is not compiled in.",
          repo=DGL, locate="is not enabled. Please install the cuda version of dgl", paths=("src/",),
@@ -769,9 +773,11 @@ SPECS: tuple[Spec, ...] = (
          repo=NVDOCKER, locate="Could not load UVM kernel module", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS,
          wordings=("Could not load UVM kernel module",)),  # v1.0.0-beta.3..rc.3
     Spec("nvdocker1.nvml_library", "nvidia-docker-plugin 1.x (src/nvml/bindings.go)",
-         "The plugin cannot dlopen libnvidia-ml.so.1: the driver's userspace is not installed (or not in the loader's "
-         "cache) on the host.",
-         repo=NVDOCKER, locate="could not load NVML library", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS),
+         "The program cannot dlopen libnvidia-ml.so.1. The Kubernetes device plugin vendored these bindings and prints "
+         "the same in its pod, where it means the container runtime did not inject the driver (the nvidia runtime is "
+         "not the default); on a host it means no driver userspace.",
+         repo=NVDOCKER, locate="could not load NVML library", paths=NVDOCKER1_SRC, tags=NVDOCKER1_TAGS,
+         extra_programs=("NVIDIA k8s-device-plugin (its vendored nvml package)",)),
     # --- ONNX Runtime's Python session (onnxruntime/python/onnxruntime_inference_collection.py): a provider asked
     # for that this package was not built with. Three wordings: a ValueError (ORT <= 1.8), then a warning with and
     # without the sentence about external providers. The snapshot is too large for the fetch tool: read at commits

@@ -25,7 +25,10 @@ _VALUES = {"d": "1", "i": "1", "u": "4", "o": "7", "x": "3f", "X": "3F", "p": "0
 # what a log says beside a message that a rule reads only in some setting (its `context`): in a container, on
 # aarch64, while building the kernel module
 CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ uname -m\naarch64",
-            "DKMS: building the nvidia kernel module for 6.8.12-4-pve")
+            "DKMS: building the nvidia kernel module for 6.8.12-4-pve",
+            "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |")
+# what a program prints on the message's own line before it: apt names the repository it refuses
+PREFIXES = ("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  InRelease: ",)
 
 
 def render(fmt: str) -> str:
@@ -41,7 +44,7 @@ def citing(message_id: str) -> list[str]:
 def rules_of(text: str) -> set[str]:
     """Every rule some finding of `text` names, alone or beside each setting's context line."""
     names: set[str] = set()
-    for log in (text, *(text + "\n" + c for c in CONTEXTS)):
+    for log in (text, *(text + "\n" + c for c in CONTEXTS), *(p + text for p in PREFIXES)):
         for f in diagnose(log):
             names |= {f.rule, *f.rules}
             names |= {r.rule for r in f.also_possible}

@@ -110,9 +110,15 @@ def test_apt_and_dnf_cannot_install_a_gpu_package() -> None:
         "Error: \n Problem: package nvidia-driver-3:550.54.15-1.el9.x86_64 requires nvidia-kmod-common = 3:550.54.15, "
         "but none of the providers can be installed\n  - cannot install the best candidate for the job",
     )
-    for log in cases:
+    for log in cases[:3]:
         found = diagnose(log)
         assert found[0].category == "installer_failure" and found[0].rule == "installer.gpu_package_not_installable", log
+    # libsolv's "none of the providers" is dnf's depsolve problem, whose fix reads the lines under `Problem:`
+    category, rules = top_and_rules(cases[3])
+    assert category == "installer_failure" and "installer.dnf_cannot_resolve_nvidia" in rules
+    # a package whose name only starts like a GPU one
+    assert "installer.gpu_package_not_installable" not in all_rules(
+        "| NVIDIA-SMI 550.54.15 |\nE: Unable to locate package cudatext\nE: Unable to locate package nppes-tools")
     # apt failing on a package that is not the GPU's, in a GPU log, is not this finding
     other = "| NVIDIA-SMI 550.54.15 |\nE: Unable to locate package python3.12-venv"
     assert "installer.gpu_package_not_installable" not in all_rules(other)
@@ -145,24 +151,72 @@ def test_an_extension_built_with_another_cuda_than_torch() -> None:
 
 def test_libraries_that_say_they_are_their_cpu_build() -> None:
     for log in ("ValueError: This CTranslate2 package was not compiled with CUDA support",
-                "UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit "
-                "optimizers, 8-bit multiplication, and GPU quantization are unavailable.",
                 "xgboost.core.XGBoostError: [09:12:33] src/common/common.h:187: XGBoost version not compiled with GPU "
                 "support.",
                 "lightgbm.basic.LightGBMError: GPU Tree Learner was not enabled in this build.\n"
                 "Please recompile with CMake option -DUSE_GPU=1",
+                "[LightGBM] [Fatal] CUDA Tree Learner was not enabled in this build.\n"
+                "Please recompile with CMake option -DUSE_CUDA=1 (NVIDIA GPUs) or -DUSE_ROCM=1 (AMD GPUs)",
                 "dgl._ffi.base.DGLError: Device API cuda is not enabled. Please install the cuda version of dgl."):
         found = diagnose(log)
         assert found[0].category == "cpu_only_wheel" and found[0].rule == "cpu.library_built_without_gpu", log
-    # bitsandbytes without a library for torch's CUDA says that first: not its CPU build
-    no_binary = ("Could not find the bitsandbytes CUDA binary at PosixPath('/x/libbitsandbytes_cuda128.so')\n"
-                 "The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit "
-                 "multiplication, and GPU quantization are unavailable.")
-    assert "cpu.library_built_without_gpu" not in all_rules(no_binary)
+    # a CUDA build missing a library says both: the library is the cause
+    ct2 = ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object "
+           "file: No such file or directory\nValueError: This CTranslate2 package was not compiled with CUDA support")
+    assert diagnose(ct2)[0].category == "missing_shared_lib"
+
+
+BNB_CPU = ("UserWarning: The installed version of bitsandbytes was compiled without GPU support. 8-bit optimizers, "
+           "8-bit multiplication, and GPU quantization are unavailable.")
+
+
+def test_bitsandbytes_cpu_library_beside_a_gpu() -> None:
+    smi = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |\n"
+    category, rules = top_and_rules(smi + BNB_CPU)
+    assert category == "cpu_only_wheel" and "cpu.bitsandbytes_cpu_library" in rules
+    # an import-time notice on a machine without a GPU, or a CPU run asked for: nothing to fix
+    assert not diagnose("$ python finetune.py --device cpu\n" + BNB_CPU + "\nTraining complete.")
+    # no library for torch's CUDA version (0.43+ and 0.41 say so first): not the CPU build
+    for first in ("Could not find the bitsandbytes CUDA binary at PosixPath('/x/libbitsandbytes_cuda128.so')",
+                  "CUDA SETUP: Required library version not found: libbitsandbytes_cuda124.so. Maybe you need to "
+                  "compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so..."):
+        assert "cpu.bitsandbytes_cpu_library" not in all_rules(smi + first + "\n" + BNB_CPU)
 
 
 def test_older_jax_falling_back_to_the_cpu_beside_a_gpu() -> None:
     warning = "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)"
     assert "cpu.jax_fell_back_to_cpu" not in all_rules(warning)  # printed on any machine without a GPU
-    category, rules = top_and_rules(warning + "\n|   0  NVIDIA A100-SXM4-40GB  On  | 00000000:07:00.0 Off |")
+    a100 = "\n|   0  NVIDIA A100-SXM4-40GB  On  | 00000000:07:00.0 Off |"
+    category, rules = top_and_rules(warning + a100)
     assert category == "cpu_only_wheel" and "cpu.jax_fell_back_to_cpu" in rules
+    # nor on a CPU-only laptop whose pip list names nvidia-ml-py
+    assert "cpu.jax_fell_back_to_cpu" not in all_rules(warning + "\nnvidia-ml-py          12.535.77")
+    # a CUDA jaxlib whose backend failed says so first: not a CPU build
+    failed = ("WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Found cuBLAS version 11201, but JAX was "
+              "built against version 111103, which is newer.\n")
+    assert "cpu.jax_fell_back_to_cpu" not in all_rules(failed + warning + a100)
+
+
+def test_onnxruntime_asked_for_another_vendors_provider_or_the_cpu_is_not_the_cpu_package() -> None:
+    for log in ("UserWarning: Specified provider 'DmlExecutionProvider' is not in available provider names."
+                "Available providers: 'AzureExecutionProvider, CPUExecutionProvider'",
+                "UserWarning: Specified provider 'ROCMExecutionProvider' is not in available provider names."
+                "Available providers: 'CPUExecutionProvider'",
+                "['OpenVINOExecutionProvider', 'CPUExecutionProvider']",
+                ">>> ort.get_available_providers()\n['AzureExecutionProvider', 'CPUExecutionProvider']\n"
+                ">>> sess = ort.InferenceSession('m.onnx', providers=['CPUExecutionProvider'])"):
+        assert "cpu.onnxruntime_cpu_package" not in all_rules(log), log
+
+
+def test_the_device_plugins_nvml_load_failure_is_the_runtime_not_the_driver() -> None:
+    # NVIDIA/k8s-device-plugin vendored nvidia-docker's nvml bindings: in its pod the runtime did not inject the driver
+    log = ("2018/01/01 10:00:00 Loading NVML\n2018/01/01 10:00:00 Failed to initialize NVML: could not load NVML "
+           "library.\n2018/01/01 10:00:00 If this is a GPU node, did you set the docker default runtime to `nvidia`?")
+    assert diagnose(log)[0].category == "container_device_missing"
+
+
+def test_the_kernel_freezing_tasks_for_suspend_is_not_a_failure() -> None:
+    dmesg = ["[ 81.2] PM: suspend entry (deep)", "[ 81.3] Freezing user space processes",
+             "[ 81.3] Freezing user space processes completed (elapsed 0.002 seconds)", "[ 81.3] OOM killer disabled.",
+             "[ 81.3] Freezing remaining freezable tasks ... (elapsed 0.001 seconds) done."]
+    assert not failing_lines(dmesg) and not diagnose("\n".join(dmesg))

@@ -46,6 +46,9 @@ _FAILURE = compile_rx(
 _HEALTHY = compile_rx(
     r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
     r"|\bwithout (?:any )?errors?\b|^\s*(?:\w+\s+){0,2}errors?\s*:?\s*$"  # nvidia-smi -q's "ECC Errors" section title
+    # the kernel freezing tasks for suspend/hibernate (kernel/power/process.c): "Freezing user space processes ...
+    # (elapsed 0.002 seconds) done.", "Freezing remaining freezable tasks completed"
+    r"|\bFreezing (?:user space processes|remaining freezable tasks)\b|\bfreezable\b"
     # a header row's column titles, drawn with heavy bars ("┃ host ┃ ok ┃ changed ┃ failed ┃ skipped ┃": the recap this
     # tool prints with rich); a status cell of a light-barred row ("| modprobe nvidia | failed |") still fails
     r"|\x{2503}(?:\s*(?:failed|failures?|errors?|#?wrong)\s*\x{2503})+"

@@ -49,12 +49,13 @@ CITES: dict[str, tuple[str, ...]] = {
     "nodriver.probe_conflict": ("nvrm.probe_not_called", "nvrm.no_gpu_found"),
     "nodriver.secure_boot": ("kernel.insmod_not_permitted", "kernel.unsigned_module"),
     "nodriver.module_missing": ("kernel.module_not_found", "kernel.unknown_symbol"),
-    "nodriver.no_driver_found": ("torch.no_driver", "nvml.driver_not_loaded", "nvdocker1.nvml_library"),
+    "nodriver.no_driver_found": ("torch.no_driver", "nvml.driver_not_loaded"),
     "nodriver.uvm_module_load_failed": ("nvdocker1.uvm_load_failed",),
     "cpu.onnxruntime_cpu_package": ("ort.provider_not_available",),
-    "cpu.library_built_without_gpu": ("ctranslate2.not_compiled_with_cuda", "bnb.compiled_without_gpu",
-                                      "bnb.cpu_only_method", "xgboost.not_compiled_with_gpu",
-                                      "lightgbm.gpu_learner_not_enabled", "dgl.device_api_not_enabled"),
+    "cpu.library_built_without_gpu": ("ctranslate2.not_compiled_with_cuda", "bnb.cpu_only_method",
+                                      "xgboost.not_compiled_with_gpu", "lightgbm.gpu_learner_not_enabled",
+                                      "lightgbm.cuda_learner_not_enabled", "dgl.device_api_not_enabled"),
+    "cpu.bitsandbytes_cpu_library": ("bnb.compiled_without_gpu",),
     "cpu.jax_fell_back_to_cpu": ("jax.no_gpu_tpu_found",),
     "nodriver.fabric_manager": ("cuda.system_not_ready", "fabricmanager.not_running"),
     "nodriver.no_device_generic": ("cuda.no_device", "torch.driver_init_failed", "torch.no_gpus", "smi.no_devices"),
@@ -70,7 +71,10 @@ CITES: dict[str, tuple[str, ...]] = {
     "container.cuda_unknown_error": ("cuda.unknown",),
     "container.nvml_unknown_or_permission": ("nvml.unknown", "nvml.no_permission"),
     "container.device_file_missing": ("coreutils.no_dev_nvidia",),
-    "container.gpu_runtime_missing": ("toolkit.image_no_driver", "toolkit.no_gpu_driver", "toolkit.unknown_runtime"),
+    # the device plugin's "could not load NVML library" (nvidia-docker's bindings, vendored) in a pod the runtime did
+    # not give the driver
+    "container.gpu_runtime_missing": ("toolkit.image_no_driver", "toolkit.no_gpu_driver", "toolkit.unknown_runtime",
+                                      "nvdocker1.nvml_library"),
     "container.driver_unreachable_in_container": ("smi.cannot_communicate", "nvml.library_not_found"),
     # not ld.so's "%s: cannot open shared object file" for any library: the rule reads libnvidia-ml's only (its
     # patterns); any other library missing is `lib.cannot_open_shared_object`'s
@@ -108,7 +112,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "installer.extension_cuda_mismatch": ("torch.cpp_extension_cuda_mismatch",),
     "installer.gpu_package_not_installable": ("apt.unable_to_locate_package", "apt.glob_not_found",
                                               "apt.no_installation_candidate", "dnf.no_match_for_argument",
-                                              "dnf.unable_to_find_match", "libsolv.requires_uninstallable"),
+                                              "dnf.unable_to_find_match"),
     "installer.package_repository_refused": ("apt.pubkey_not_available", "apt.repository_not_signed",
                                              "apt.repository_no_release"),
     "installer.kbuild_failed_in_driver_build": ("kbuild.make_error",),

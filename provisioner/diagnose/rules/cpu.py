@@ -8,6 +8,9 @@ AARCH64 = (
     r"(?:^|[^a-z0-9])(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin"
     r"|Xavier|L4T|JetPack)(?:[^a-z0-9]|$)"
 )
+#: the log shows an NVIDIA GPU on this machine: nvidia-smi's header or a GPU's model name
+GPU_PRESENT = (r"NVIDIA-SMI \d|Driver Version:\s*\d|\bNVIDIA (?:GeForce|RTX|Tesla|Quadro|TITAN|A\d{2,3}|H\d{2,3}|L\d{1,2}|"
+               r"B\d{3}|T4|V100|P100|GH200|GB200)|\b(?:Tesla|GeForce|Quadro) [A-Z]*\d|\bRTX \d{4}")
 AARCH64_CAUSE = (
     "On this aarch64 host (Grace Hopper/Blackwell or Jetson) the default index served a CPU-only torch: PyPI's "
     "aarch64 torch wheels were CPU-only, and Jetson needs NVIDIA's JetPack builds."
@@ -152,18 +155,37 @@ RULES: tuple[Rule, ...] = (
         name="cpu.library_built_without_gpu",
         category="cpu_only_wheel",
         patterns=(),  # the catalogue's wordings (rules/citations.py)
-        # bitsandbytes also falls back to its CPU library when it has none for torch's CUDA version: it says so first
-        unless=r"Could not find the bitsandbytes CUDA binary",
-        confidence=0.88,
+        confidence=0.8,  # below a missing library's (0.85): a CUDA build that cannot load one says both
         root_cause=("The installed library is its CPU-only build (no CUDA compiled in), so the GPU is refused or "
                     "unused whatever the driver."),
         fix=("Install the library's GPU build for the CUDA in use (faster-whisper/CTranslate2: the PyPI wheel on Linux "
-             "x86_64 with CUDA 12 and cuDNN 9; bitsandbytes: a torch with CUDA first, then bitsandbytes; XGBoost: the "
-             "`xgboost` wheel, not `xgboost-cpu`; LightGBM: built with -DUSE_CUDA=1; DGL: the `dgl` wheel from DGL's "
-             "CUDA index) and check it sees the GPU."),
+             "x86_64, with CUDA 12 and cuDNN 9; on aarch64 (Jetson, GH200) PyPI's wheels are CPU-only: build it from "
+             "source with -DWITH_CUDA=ON; bitsandbytes: a torch with CUDA first, then bitsandbytes; XGBoost: the "
+             "`xgboost` wheel, not `xgboost-cpu`; LightGBM: built with -DUSE_GPU=1 for device='gpu', -DUSE_CUDA=1 for "
+             "device='cuda'; DGL: the `dgl` wheel from DGL's CUDA index) and check it sees the GPU."),
         examples=("ValueError: This CTranslate2 package was not compiled with CUDA support",
                   "xgboost.core.XGBoostError: [09:12:33] src/common/common.h:187: XGBoost version not compiled with GPU "
                   "support."),
+    ),
+    Rule(
+        # bitsandbytes warns at import that it loaded its CPU library (bitsandbytes/cextension.py): torch reports no
+        # CUDA, or the package has no library for torch's CUDA version, which it says first (0.43+: "Could not find
+        # the bitsandbytes CUDA binary"; 0.41/0.42: "Required library version not found", "CUDA detection failed")
+        name="cpu.bitsandbytes_cpu_library",
+        category="cpu_only_wheel",
+        patterns=(),  # the catalogue's wording (rules/citations.py)
+        context=GPU_PRESENT,  # an import-time notice: a finding where the log shows a GPU it could have used
+        unless=(r"Could not find the bitsandbytes CUDA binary|Required library version not found: libbitsandbytes_cuda"
+                r"|Defaulting to libbitsandbytes_cpu|CUDA Setup failed despite|CUDA detection failed"
+                r"|cannot open shared object file"),
+        confidence=0.7,
+        root_cause=("bitsandbytes loaded its CPU library on a machine with an NVIDIA GPU: the torch beside it reports no "
+                    "CUDA (a CPU-only torch build), so 8-bit and 4-bit GPU operations are unavailable."),
+        fix=("Install a CUDA build of torch (`provisioner resolve` picks the index), then bitsandbytes again, and check "
+             "`python -m bitsandbytes`."),
+        examples=("| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |\nUserWarning: The installed "
+                  "version of bitsandbytes was compiled without GPU support. 8-bit optimizers, 8-bit multiplication, "
+                  "and GPU quantization are unavailable.",),
     ),
     Rule(
         # JAX before the "CUDA-enabled jaxlib is not installed" wording said only this, also on machines without a
@@ -171,7 +193,10 @@ RULES: tuple[Rule, ...] = (
         name="cpu.jax_fell_back_to_cpu",
         category="cpu_only_wheel",
         patterns=(),  # the catalogue's wording (rules/citations.py)
-        context=r"\bnvidia|\bcuda\b|\bgpus?\b[^\n]{0,40}\b(?:tesla|geforce|rtx|quadro|a100|h100|v100)",
+        context=GPU_PRESENT,
+        # a CUDA jaxlib whose backend failed to start says so first: a library or the driver, not a CPU build
+        unless=(r"CUDA backend failed to initialize|Unable to initialize backend '(?:cuda|gpu)'|failed call to cuInit"
+                r"|cuda_dnn\.cc|cuda_driver\.cc"),
         confidence=0.7,
         root_cause=("JAX found no GPU backend and runs on the CPU: the jaxlib installed is a CPU-only build (plain "
                     "`pip install jax`), or its CUDA plugin is missing."),
@@ -191,21 +216,26 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             # the list get_available_providers() returns, as printed: only CPU-side providers (Azure is in the CPU
             # package's list, never in a session's applied providers)
-            r"\[\s*(?:[\"'](?:Azure|OpenVINO|Dnnl|XNNPACK|VitisAI|ACL|ArmNN)ExecutionProvider[\"'],\s*)+"
+            r"\[\s*(?:[\"'](?:Azure|Dnnl|XNNPACK|ACL|ArmNN)ExecutionProvider[\"'],\s*)+"
             r"[\"']CPUExecutionProvider[\"']\s*\]",
             r"get_available_providers\(\)\)?[^\n]{0,40}\[\s*[\"']CPUExecutionProvider[\"']\s*\]",
         ),
         confidence=0.8,
+        # about NVIDIA's GPU: not another vendor's or OS's provider asked for, nor a session asked for the CPU
+        context=r"CUDAExecutionProvider|TensorrtExecutionProvider|\bnvidia|\bcuda\b",
         unless=(r"Available providers:\s*[\"']?[^\n]{0,200}CUDAExecutionProvider|libonnxruntime_providers_cuda"
-                r"|onnxruntime_providers_cuda\.dll"),
+                r"|onnxruntime_providers_cuda\.dll|Specified provider [\"']?(?:Dml|CoreML|ROCM|MIGraphX|OpenVINO|QNN"
+                r"|VitisAI|WebGpu)ExecutionProvider|providers\s*=\s*\[\s*[\"']CPUExecutionProvider[\"']\s*\]"),
         root_cause=("The installed ONNX Runtime is the CPU package (`onnxruntime`): it has no CUDA execution provider, "
                     "so the program runs on the CPU whatever the GPU and driver."),
-        fix=("Replace it with the GPU package for the CUDA major in use: `pip uninstall -y onnxruntime && pip install "
-             "onnxruntime-gpu` (both installed, the CPU one can shadow the GPU one); check "
+        fix=("Replace it with the GPU package for the CUDA major in use: `pip uninstall -y onnxruntime "
+             "onnxruntime-directml onnxruntime-openvino && pip install onnxruntime-gpu` (another onnxruntime package "
+             "installed beside it shadows the GPU one); check "
              "`python -c 'import onnxruntime as o; print(o.get_available_providers())'` lists CUDAExecutionProvider."),
         examples=("UserWarning: Specified provider 'CUDAExecutionProvider' is not in available provider "
                   "names.Available providers: 'AzureExecutionProvider, CPUExecutionProvider'",
-                  "ONNX Runtime Providers: ['AzureExecutionProvider', 'CPUExecutionProvider']"),
+                  "ONNX Runtime Providers: ['AzureExecutionProvider', 'CPUExecutionProvider']\nCUDAExecutionProvider "
+                  "not available — ONNX will fall back to CPU."),
     ),
     Rule(
         # conda-forge's and the pytorch channel's build strings name the variant: cpu_py310h… against cuda118_py310h…

@@ -7,7 +7,7 @@ from provisioner.diagnose.model import Rule
 #: a package of the NVIDIA driver, CUDA or its libraries, as apt/dnf name it (nvidia-driver-550, cuda-toolkit-12-4,
 #: libcudnn8, libnvinfer10, kmod-nvidia, nvidia-container-toolkit)
 _GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cublas|cufft|curand|cusolver|cusparse"
-            r"|nvrtc|nvjpeg|npp)")
+            r"|nvrtc|nvjpeg|npp)(?:[-_.\d:=]|\b)")  # the stem ends there: not cudatext, nppes-tools
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -241,7 +241,7 @@ RULES: tuple[Rule, ...] = (
         name="installer.dnf_cannot_resolve_nvidia",
         category="installer_failure",
         patterns=(r"\bnothing provides \S+ needed by \S*(?:nvidia|cuda)\S*",),
-        messages=("dnf.depsolve_failed",),
+        messages=("dnf.depsolve_failed", "libsolv.requires_uninstallable"),
         context=r"\b(?:nvidia|cuda|kmod-nvidia|akmod-nvidia|dkms)",
         confidence=0.75,
         root_cause=("dnf could not resolve the NVIDIA driver / CUDA packages: a dependency no enabled repository "
@@ -260,8 +260,8 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),  # the catalogue's wordings (rules/citations.py)
         confidence=0.85,
-        root_cause=("Building a CUDA extension failed: the CUDA toolkit found (nvcc under CUDA_HOME) is another major "
-                    "version than the CUDA the installed torch was built with."),
+        root_cause=("Building a CUDA extension failed: the CUDA toolkit found (nvcc under CUDA_HOME) is another "
+                    "version than the CUDA the installed torch was built with (another major, on current torch)."),
         fix=("Point CUDA_HOME (and PATH) at a toolkit of torch's CUDA version (`python -c 'import torch; "
              "print(torch.version.cuda)'`), or install the torch build for the toolkit you have, or a prebuilt wheel of "
              "the extension for this torch and CUDA; then build again."),
@@ -297,15 +297,20 @@ RULES: tuple[Rule, ...] = (
         name="installer.package_repository_refused",
         category="installer_failure",
         patterns=(r"\bNO_PUBKEY (?:A4B469963BF863CC|F60F4B3D7FA2AF80)\b",),
-        context=r"developer\.download\.nvidia\.com|nvidia\.github\.io|\bcuda\b|\bnvidia\b",
+        # apt names the repository on the line of its refusal ("GPG error: <uri> <suite>: …", "The repository '<uri>
+        # <suite>' is not signed."): NVIDIA's CUDA or container-toolkit repository, not another one in a GPU log
+        context=(r"(?:developer\.download\.nvidia\.com|nvidia\.github\.io)[^\n]{0,300}(?:is not signed|does not have "
+                 r"a Release file|be verified because|public key is not available|NO_PUBKEY)"),
         confidence=0.75,
         root_cause=("apt refuses a package repository the install needs: its Release file cannot be verified (the "
                     "key that signs it is not installed; NVIDIA rotated the CUDA repositories' key in April 2022), "
                     "or there is no Release file at that URL (no repository for this distribution release)."),
         fix=("For NVIDIA's CUDA repository install its current key with the cuda-keyring package (`dpkg -i "
              "cuda-keyring_1.1-1_all.deb` from https://developer.download.nvidia.com/compute/cuda/repos/<distro>/"
-             "<arch>/) and remove the old key (`apt-key del 7fa2af80`) and stale .list entries; for a missing Release "
-             "file use the path of a distribution release NVIDIA publishes; then `apt-get update`."),
+             "<arch>/) and remove the old key (`apt-key del 7fa2af80`) and stale .list entries; for the container "
+             "toolkit's repository (nvidia.github.io) fetch its key again from https://nvidia.github.io/"
+             "libnvidia-container/gpgkey into the keyring its .list names; for a missing Release file use the path of a "
+             "distribution release NVIDIA publishes; then `apt-get update`."),
         examples=("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu1804/x86_64  InRelease: "
                   "The following signatures couldn't be verified because the public key is not available: NO_PUBKEY "
                   "A4B469963BF863CC",),
