@@ -69,13 +69,31 @@ def test_missing_secret_error_does_not_echo_values(monkeypatch: pytest.MonkeyPat
 HOSTILE = st.text(min_size=1, max_size=30).filter(lambda s: any(c in s for c in " ;$`'\"|&<>()\n\\*?!{}"))
 
 
+# what no package requirement holds: a requirement's version clauses need ' ', '<', '>', '!' and '*' ("numpy >= 2,
+# != 2.1.*"; it travels as one argv element, no shell), so those are hostile to the other validators only
+NOT_IN_A_REQUIREMENT = st.text(min_size=1, max_size=30).filter(lambda s: any(c in s for c in ";$`'\"|&()\n\\?{}"))
+
+
 @settings(max_examples=200, deadline=None)
 @given(HOSTILE)
 def test_validators_refuse_shell_metacharacters(value: str) -> None:
     for check in (validate.hostname, validate.host_address, validate.storage, validate.abs_path,
-                  validate.package_spec, validate.driver_version):
+                  validate.driver_version):
         with pytest.raises(ValueError):
             check(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(NOT_IN_A_REQUIREMENT)
+def test_package_specs_refuse_what_no_requirement_holds(value: str) -> None:
+    with pytest.raises(ValueError):
+        validate.package_spec(value)
+
+
+def test_a_requirement_keeps_its_version_clauses() -> None:
+    # hypothesis once drew '0<0' as "hostile": it is package 0 below version 0, a requirement like numpy<2
+    for spec in ("0<0", "numpy<2", "torch >= 2.5, != 2.5.1", "nvidia-nccl-cu12==2.*"):
+        assert validate.package_spec(spec) == spec
 
 
 @pytest.mark.parametrize("vmid", [-1, 0, 99, 1_000_000_000])
