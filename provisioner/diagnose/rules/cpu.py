@@ -189,7 +189,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         # JAX before the "CUDA-enabled jaxlib is not installed" wording said only this, also on machines without a
-        # GPU: a finding where the log shows an NVIDIA GPU or CUDA beside it
+        # GPU: a finding where the log shows an NVIDIA GPU beside it (nvidia-smi's header or a GPU's model name)
         name="cpu.jax_fell_back_to_cpu",
         category="cpu_only_wheel",
         patterns=(),  # the catalogue's wording (rules/citations.py)
