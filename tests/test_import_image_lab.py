@@ -1,11 +1,13 @@
 """The OCI image of the lab's proven container: from the shipped playbook provisioned (the run's golden node,
 this test's own copy: tests/support/lab.py, which checks that provisioning end to end), `export --format oci`,
-then with no network read the image with skopeo, unpack it with umoci and, chrooted into the unpacked rootfs,
-import torch and pass the gloo burn-in from the image's entrypoint; every file of the venv's RECORDs is the
-proven container's byte for byte. Then the image as a container template: `import --image` on this PVE 8.4
-copy is refused in one line before any change; on a PVE 9.1 lab with another host driver it creates the container
-from the image, installs the matching userspace and passes the burn-in on the image's own venv; a second import
-changes nothing. Last (what was checked already off the disk), a second export gives the same manifest digest."""
+then with no network read the image with skopeo, unpack it with umoci (every file of the venv's RECORDs is the
+proven container's byte for byte; runc runs the bundle: the gloo burn-in passes in it), and run it with podman: `podman run oci-archive:…` passes
+the gloo burn-in in the image's venv through its entrypoint (on podman's default /dev/shm, 64000 KiB, the burn-in's
+preflight fails naming it; with `--shm-size 1g`, as the README's run command says, it passes). Then the image as a
+container template: `import --image` on this PVE 8.4 copy is refused in one line before any change; on a PVE 9.1 lab
+with another host driver it creates the container from the image, installs the matching userspace and passes the
+burn-in on the image's own venv; a second import changes nothing. Last (what was checked already off the disk), a
+second export gives the same manifest digest."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -60,6 +63,61 @@ def _record_files(venv: Path) -> dict[str, str]:
 
 def _sha_b64(path: Path) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+
+
+#: the burn-in the image runs on this machine's CPUs (two gloo ranks; no GPU here)
+BURNIN_ARGS = ("--world-size", "2", "--backend", "gloo", "--sizes", "1KiB:64KiB", "--duration", "1", "--json")
+#: limits at or under this machine's own: the machine is itself a container without CAP_SYS_RESOURCE, and podman's
+#: defaults (RLIMIT_NOFILE 1048576, RLIMIT_NPROC) would be a raise that runc is refused ("error setting rlimit type 7")
+ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
+
+
+def _runc_burnin(bundle: Path, entry: list[str], state: Path) -> subprocess.CompletedProcess[str]:
+    """The burn-in through the image's entrypoint in umoci's bundle, run by runc: the config as umoci wrote it from the
+    image, with the command given, no terminal, /dev/shm at 1g (`--shm-size 1g`) and the host's network namespace (the
+    gloo ranks meet on loopback, which a fresh namespace has down)."""
+    require(shutil.which("runc") is not None, "runc (the OCI runtime, a Debian package) is not installed")
+    config = json.loads((bundle / "config.json").read_text())
+    config["process"] = {**config["process"], "args": [*entry, "burnin", *BURNIN_ARGS], "terminal": False}
+    (shm,) = [m for m in config["mounts"] if m["destination"] == "/dev/shm"]
+    shm["options"] = [o for o in shm["options"] if not o.startswith("size=")] + ["size=1g"]
+    config["linux"]["namespaces"] = [n for n in config["linux"]["namespaces"] if n["type"] != "network"]
+    (bundle / "config.json").write_text(json.dumps(config))
+    return subprocess.run(["runc", "--root", str(state), "run", "--bundle", str(bundle),
+                           f"gpu-provisioner-test-{os.getpid()}"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=900)
+
+
+def _podman_runs_the_archive(archive: Path, runtime: dict[str, str], base: Path) -> None:
+    """`podman run oci-archive:…` with a command, as the README says (in a private store): the image's entrypoint runs
+    the burn-in in the image's venv. It fails its preflight on podman's default /dev/shm
+    (64000 KiB; docker's is 64 MiB), naming it, and passes with the README's `--shm-size 1g`. The OCI runtime is runc:
+    this machine's cgroups are hybrid, which crun refuses ("cgroups in hybrid mode not supported")."""
+    require(shutil.which("podman") is not None, "podman (a Debian package) is not installed")
+    require(shutil.which("runc") is not None, "runc (the OCI runtime, a Debian package) is not installed")
+    # podman refuses a runroot longer than 50 characters (its state: a few small files), so it is a short one in /tmp
+    runroot = tempfile.mkdtemp(prefix="podman-run-", dir="/tmp")
+    store = ["podman", "--root", str(base / "storage"), "--runroot", runroot, "--tmpdir", str(base / "tmp")]
+    (base / "tmp").mkdir(parents=True)
+    try:
+        image = f"oci-archive:{archive}"  # as the README's run command names it (podman copies it into its store once)
+        run = [*store, "run", "--rm", "--runtime", "runc", "--network", "host", *ULIMITS]
+        small = subprocess.run([*run, image, "burnin", *BURNIN_ARGS, "--phases", "preflight"], capture_output=True,
+                               text=True, timeout=900)
+        verdict = json.loads(small.stdout.strip().splitlines()[-1])["verdict"]
+        assert small.returncode != 0 and verdict["failed_phases"] == ["preflight"], small.stdout[-2000:]
+        assert any(re.match(r"preflight: /dev/shm is 6\d{4}KiB: NCCL fails to extend its segments", reason)
+                   for reason in verdict["reasons"]), verdict  # podman's default: 64000k
+        burnin = subprocess.run([*run, "--shm-size", "1g", image, "burnin", *BURNIN_ARGS], capture_output=True,
+                                text=True, timeout=900)
+        assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
+        result = json.loads(burnin.stdout.strip().splitlines()[-1])
+        assert result["verdict"]["overall"] == "pass", burnin.stdout[-2000:]
+        assert result["environment"]["torch"] == runtime["torch"], result["environment"]  # the image's venv ran it
+        assert result["environment"]["prefix"] == runtime["venv"], result["environment"]
+    finally:
+        subprocess.run([*store, "system", "reset", "--force"], capture_output=True, timeout=300)
+        shutil.rmtree(runroot, ignore_errors=True)
 
 
 # two image exports of a torch venv, an unpack, a burn-in (and, for the run's first golden-node user, the
@@ -105,25 +163,24 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
     for rel, sha in records.items():
         assert _sha_b64(image_venv / rel) == sha == _sha_b64(proven_venv / rel), rel
 
-    # chrooted into the unpacked rootfs (its own /proc, the machine's /dev): torch imports and the gloo
-    # burn-in passes, both through the image's entrypoint
-    entry = [f"{runtime['venv']}/bin/python", "/opt/gpu-provisioner/entrypoint.py"]
-    script = ('mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && shift && exec chroot "$@"')
-    chroot = shutil.which("chroot", path="/usr/sbin:/usr/bin:/sbin:/bin") or "chroot"
-    base = ["unshare", "--mount", "--fork", "sh", "-c", script.replace("chroot", chroot), "sh", str(rootfs), str(rootfs)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
-    imported = subprocess.run([*base, *entry, "python", "-c", "import torch; print(torch.__version__)"],
-                              capture_output=True, text=True, timeout=600, env=env)
-    assert imported.returncode == 0, imported.stderr[-3000:]
-    assert imported.stdout.strip().splitlines()[-1] == runtime["torch"]
-    burnin = subprocess.run([*base, *entry, "burnin", "--world-size", "2", "--backend", "gloo", "--sizes",
-                             "1KiB:64KiB", "--duration", "1", "--json"], capture_output=True, text=True, timeout=900,
-                            env=env)
+    # umoci wrote the runtime config from the image's own: its entrypoint (default command `smoke`, which needs a GPU)
+    # and the toolkit's variables
+    process = json.loads((bundle / "config.json").read_text())["process"]
+    assert process["args"] == [f"{runtime['venv']}/bin/python", "/opt/gpu-provisioner/entrypoint.py", "smoke"], process
+    assert {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"} <= set(process["env"])
+    # runc, the OCI runtime, runs that bundle: the gloo burn-in passes in the unpacked rootfs, in the image's venv
+    burnin = _runc_burnin(bundle, process["args"][:-1], tmp_path / "runc-state")
     assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
     result = json.loads(burnin.stdout.strip().splitlines()[-1])
-    assert result["verdict"]["overall"] == "pass", json.dumps(result)[:2000]
+    assert result["verdict"]["overall"] == "pass", burnin.stdout[-2000:]
+    assert result["environment"]["torch"] == runtime["torch"], result["environment"]
+
     trash = scratch.trash_dir(tmp_path_factory)
-    scratch.discard(bundle, trash)  # checked: its GB off the disk before the PVE 9.1 node and the second export
+    scratch.discard(bundle, trash)  # checked: its GB off the disk before podman's copy, the PVE 9.1 node, the second export
+
+    # podman loads the oci-archive and runs it: the image's entrypoint with the command given
+    _podman_runs_the_archive(out / "image.oci.tar", runtime, tmp_path / "podman")
+    scratch.discard(tmp_path / "podman", trash)
 
     # the image as a container template. PVE 8 (this copy is 8.4): refused in one line naming the pylock
     # fallback, before any change (pve-storage before 0d392b2 knows no vztmpl/<x>.tar)
