@@ -134,6 +134,14 @@ SPECS: tuple[Spec, ...] = (
          "by the cgroup device rules (e.g. after a systemd daemon-reload) or not passed.",
          wordings=("Failed to initialize NVML: Unknown Error",), url=NVML_DOC, kind="documented",
          extra_programs=("nvidia-smi",), code=999),
+    # nvml.h: "The GPU control device has been blocked by the operating system/cgroups"; nvidia-smi under WSL 2 prints it
+    # where Windows exposes no GPU to the VM (a Windows driver or build without GPU paravirtualization)
+    Spec("nvml.operating_system", "libnvidia-ml (NVML_ERROR_OPERATING_SYSTEM = 17)",
+         "The operating system blocks access to the GPU: under WSL 2, Windows exposes no GPU to the VM; elsewhere the "
+         "device cgroup denies the GPU's control device.",
+         wordings=("Failed to initialize NVML: GPU access blocked by the operating system",
+                   "GPU access blocked by the operating system"),
+         url=NVML_DOC, kind="documented", extra_programs=("nvidia-smi", "nvidia-container-cli", "pynvml"), code=17),
     Spec("nvml.gpu_is_lost", "libnvidia-ml (NVML_ERROR_GPU_IS_LOST = 15)",
          "The GPU has fallen off the bus or has otherwise become inaccessible.",
          wordings=("Unable to determine the device handle for GPU %s: GPU is lost", "GPU is lost"),
@@ -346,6 +354,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("nvc.load_library_failed", "nvidia-container-cli", "The host's driver libraries (libnvidia-ml.so.1) cannot be loaded.",
          repo=NVC, locate="load library failed", wordings=("initialization error: load library failed: %s",),
          url=LIBNVC + "src/dxcore.c"),
+    # nvc_init (src/nvc.c, read at f35f091): libdxcore.so loaded (WSL 2) but dxcore_enum_adapters kept no adapter: none with a
+    # WDDM >= 2.8 driver whose driver store holds NVIDIA's libraries (src/dxcore.c dxcore_add_adapter)
+    Spec("nvc.wsl_no_adapters", "nvidia-container-cli (libnvidia-container, WSL 2)",
+         "libnvidia-container found WSL 2's dxcore but no GPU adapter with an NVIDIA driver that supports WSL (WDDM 2.8 "
+         "or later, its libraries in the driver store): Windows exposes no NVIDIA GPU to the VM.",
+         repo=NVC, locate="WSL environment detected but no adapters were found",
+         wordings=("initialization error: WSL environment detected but no adapters were found",),
+         url=GH + "NVIDIA/libnvidia-container/blob/f35f091c6261496cef48f408dffa84c68e49e199/src/nvc.c"),
     Spec("nvc.initialization_error", "nvidia-container-cli", "nvidia-container-cli could not initialise (driver, NVML).",
          repo=NVC, locate="initialization error: %s", wordings=("initialization error: %s",),
          url=LIBNVC + "src/cli/configure.c"),

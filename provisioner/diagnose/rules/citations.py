@@ -69,7 +69,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "pve.unprivileged_lxc_nested_cgroup": ("nvc.bpf_prog_query", "nvc.add_device_rules", "nvc.mount_error"),
     "container.uvm_missing": ("lxc.nvidia_hook_no_uvm",),
     "container.cuda_unknown_error": ("cuda.unknown",),
-    "container.nvml_unknown_or_permission": ("nvml.unknown", "nvml.no_permission"),
+    "container.nvml_unknown_or_permission": ("nvml.unknown", "nvml.no_permission", "nvml.operating_system"),
     "container.device_file_missing": ("coreutils.no_dev_nvidia",),
     # the device plugin's "could not load NVML library" (nvidia-docker's bindings, vendored) in a pod the runtime did
     # not give the driver

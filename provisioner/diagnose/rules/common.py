@@ -29,3 +29,9 @@ RUNTIME_START = (
 )
 # an LXC/LXD/Incus/Proxmox container: its setup is proxmox_lxc's
 LXC_CONTEXT = r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b"
+# WSL 2: its kernel's name, its driver directory (the Windows driver's libraries: /usr/lib/wsl/lib), the Windows drives
+# it mounts (drvfs: /mnt/c/Users), and a prompt on a Windows machine's default name (Windows setup names a computer
+# DESKTOP- and seven letters or digits; a WSL distribution takes the Windows host's name)
+WSL_CONTEXT = (
+    r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard|/mnt/[a-z]/(?:Users|Windows|Program Files)/|@DESKTOP-[A-Z0-9]{7}\b"
+)

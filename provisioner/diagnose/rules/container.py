@@ -108,6 +108,9 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"Failed to initialize NVML: Unknown Error",
             r"Failed to initialize NVML: Insufficient Permissions",
+            # NVML_ERROR_OPERATING_SYSTEM: "blocked by the operating system/cgroups" (nvml.h); under WSL 2 it is
+            # nodriver.wsl_gpu_unreachable's (Windows gives the VM no GPU), which outranks this
+            r"Failed to initialize NVML: GPU access blocked by the operating system",
             r"/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-caps/[\w-]+)[\"']?:? (?:Operation not permitted|Permission denied)",
         ),
         confidence=0.7,

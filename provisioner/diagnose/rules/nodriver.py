@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, WSL_CONTEXT
+
+#: the fix where the GPU is a Windows host's, reached from WSL 2
+WSL_FIX = ("In Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
+           "/usr/lib/wsl/lib), on Windows 11 or Windows 10 21H2 or later, then `wsl --update` and `wsl --shutdown`; "
+           "`wsl -l -v` must show VERSION 2 (WSL 1 has no GPU). In WSL, `/usr/lib/wsl/lib/nvidia-smi` must list the "
+           "GPU before any container can; never install a Linux NVIDIA driver inside WSL (it hides the Windows "
+           "driver's libraries).")
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -142,6 +149,47 @@ RULES: tuple[Rule, ...] = (
              "kernel (DKMS, or reinstall the driver with the kernel's headers) and install nvidia-modprobe; then "
              "`nvidia-smi` and the container again."),
         examples=("nvidia-docker | 2016/07/13 23:40:32 Error: Could not load UVM kernel module",),
+    ),
+    Rule(
+        # libnvidia-container's nvc_init (src/nvc.c): WSL 2's libdxcore.so loaded, but no adapter kept (src/dxcore.c
+        # dxcore_add_adapter skips a driver older than WDDM 2.8 and one whose driver store holds none of NVIDIA's
+        # libraries): the GPU is Windows', and Windows does not expose it to the VM
+        name="nodriver.wsl_no_gpu_adapter",
+        category="no_driver_loaded",
+        patterns=(),
+        messages=("nvc.wsl_no_adapters",),
+        confidence=0.92,
+        demotes=("container_device_missing",),
+        root_cause=("WSL has no NVIDIA GPU to give the container: Windows exposes no adapter with an NVIDIA driver "
+                    "that supports WSL (WDDM 2.8 or later, with its CUDA libraries), so nvidia-container-cli finds none "
+                    "(a machine without an NVIDIA GPU, WSL 1, or a Windows driver or build without WSL GPU support). "
+                    "The container toolkit is not the cause."),
+        fix=("Without an NVIDIA GPU in the machine, run the image without the GPU (drop `--gpus` or the compose "
+             "`devices` reservation). Otherwise: " + WSL_FIX[0].lower() + WSL_FIX[1:]),
+        examples=("docker: Error response from daemon: failed to create task for container: failed to create shim task: "
+                  "OCI runtime create failed: runc create failed: unable to start container process: error during "
+                  "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
+                  "nvidia-container-cli: initialization error: WSL environment detected but no adapters were found: "
+                  "unknown",),
+    ),
+    Rule(
+        # under WSL 2 the driver is the Windows host's (NVML and libcuda come from its driver store through dxcore):
+        # NVML's NVML_ERROR_OPERATING_SYSTEM, or nvidia-container-cli's driver service failing (src/driver.c driver_init
+        # runs NVML in an RPC service), say Windows gives the VM no GPU
+        name="nodriver.wsl_gpu_unreachable",
+        category="no_driver_loaded",
+        # the driver service's failure as nvidia-container-cli 1.x reported it under WSL (docker/for-win#10379)
+        patterns=(r"nvidia-container-cli(?:\.real)?: initialization error: driver error: failed to process request",),
+        messages=("nvml.operating_system",),
+        context=WSL_CONTEXT,
+        confidence=0.85,
+        demotes=("container_device_missing",),
+        root_cause=("Under WSL 2 the GPU driver is the Windows host's, and it gives this VM no GPU: NVML or "
+                    "nvidia-container-cli cannot reach it (a Windows driver or build without WSL GPU support, WSL 1, "
+                    "or a Linux driver installed inside WSL over the Windows driver's libraries)."),
+        fix=WSL_FIX,
+        examples=("$ nvidia-smi\nFailed to initialize NVML: GPU access blocked by the operating system\n$ uname -r\n"
+                  "5.15.90.1-microsoft-standard-WSL2",),
     ),
     Rule(
         name="nodriver.fabric_manager",
