@@ -111,6 +111,16 @@ ORT = GH + "microsoft/onnxruntime/blob/"
 NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c0570939e65/include/ffnvcodec/dynlink_loader.h"
 
 SPECS: tuple[Spec, ...] = (
+    # --- XLA/TensorFlow's stream executor (cuda_dnn.cc, CudnnSupport::Init): the cuDNN loaded at run time against the
+    # one the binary was built with (the TF 1.x wording, tensorflow/stream_executor/cuda/cuda_dnn.cc, then XLA's)
+    Spec("xla.cudnn_runtime_older", "XLA / TensorFlow stream executor (cuda_dnn.cc), as JAX and TensorFlow print it",
+         "The cuDNN loaded at run time is older than (or of another major than) the one the binary was built with.",
+         wordings=("Loaded runtime CuDNN library: %s but source was compiled with: %s.  CuDNN library needs to have "
+                   "matching major version and equal or higher minor version.",
+                   "Loaded runtime CuDNN library: %s but source was compiled with: %s.  CuDNN library major and minor "
+                   "version needs to match or have higher minor version in case of CuDNN 7.0 or later version."),
+         url=GH + "openxla/xla/blob/a51b0f552430fd60df6680c84e94219a39c0b459/xla/stream_executor/cuda/cuda_dnn.cc",
+         kind="documented", extra_programs=("jaxlib", "tensorflow")),
     # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
     Spec("nvml.lib_rm_version_mismatch", "libnvidia-ml (NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18)",
          "The NVML library (userspace) and the loaded kernel module (RM) are different driver versions.",

@@ -68,3 +68,28 @@ def test_a_windows_machine_name_is_wsl_only_as_a_prompt() -> None:
     assert "nodriver.wsl_gpu_unreachable" not in top_and_rules(prose)[1]
     longer = WSL_DRIVER_SERVICE_FAILED.replace("DESKTOP-5A67SBM", "DESKTOP-5A67SBMX2")
     assert "nodriver.wsl_gpu_unreachable" not in top_and_rules(longer)[1]
+
+
+# jax-ml/jax#15361 (a comment: jaxlib built with cuDNN 8.6 finding 8.5; "reinstall with the cuda11_pip/cuda12_pip extras")
+CUDNN_OLDER_XLA = (
+    "2023-07-31 01:53:45.016563: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:427] Loaded runtime CuDNN library: "
+    "8.5.0 but source was compiled with: 8.6.0.  CuDNN library needs to have matching major version and equal or higher "
+    "minor version. If using a binary install, upgrade your CuDNN library.  If building from sources, make sure the "
+    "library loaded at runtime is compatible with the version specified during compile configuration.\n"
+    "XlaRuntimeError                           Traceback (most recent call last)\n"
+    "XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more details.")
+
+
+def test_xla_refusing_an_older_cudnn_is_the_library_not_the_driver() -> None:
+    category, rules = top_and_rules(CUDNN_OLDER_XLA)
+    assert category == "missing_shared_lib" and "lib.cudnn_older_than_build" in rules
+    # TensorFlow 1.x's wording of the same check (tensorflow/stream_executor/cuda/cuda_dnn.cc)
+    tf1 = ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:343] Loaded runtime CuDNN library: 7.0.5 but source was "
+           "compiled with: 7.2.1.  CuDNN library major and minor version needs to match or have higher minor version "
+           "in case of CuDNN 7.0 or later version. If using a binary install, upgrade your CuDNN library.")
+    assert top_and_rules(tf1) == ("missing_shared_lib", {"lib.cudnn_older_than_build"})
+    # cuDNN failing to create its handle (often memory) is another failure: not this rule
+    handle = ("E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439] Could not create cudnn handle: "
+              "CUDNN_STATUS_INTERNAL_ERROR\njaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library "
+              "initialization failed.")
+    assert "lib.cudnn_older_than_build" not in top_and_rules(handle)[1]

@@ -55,6 +55,30 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # XLA's and TensorFlow's stream executor refuse a cuDNN older than the build's (cuda_dnn.cc): with pip-installed
+        # CUDA wheels, most often an older nvidia-cudnn-cuXX another package pinned, or a system/conda libcudnn found
+        # first on the loader path
+        name="lib.cudnn_older_than_build",
+        category="missing_shared_lib",
+        patterns=(),
+        messages=("xla.cudnn_runtime_older",),
+        demotes=("driver_too_old", "no_driver_loaded"),
+        confidence=0.9,
+        root_cause=("The cuDNN loaded at run time is older than the one JAX/TensorFlow (XLA) was built with: cuDNN must "
+                    "have the build's major version and at least its minor version, so XLA refuses it (\"DNN library "
+                    "initialization failed\")."),
+        fix=("Load a cuDNN of the build's major version and at least its minor: `pip install -U nvidia-cudnn-cuXX` (the "
+             "version the log says the source was compiled with), and find what loads the older one first — another "
+             "package's pin on nvidia-cudnn (torch and jax in one environment share one), a system or conda libcudnn on "
+             "LD_LIBRARY_PATH (`python -c \"import ctypes.util; print(ctypes.util.find_library('cudnn'))\"`)."),
+        examples=(
+            # a JAX report (cuda_dnn.cc:454 in jaxlib 0.4.x)
+            "E0430 22:32:43.417007 2493694 cuda_dnn.cc:454] Loaded runtime CuDNN library: 9.1.0 but source was compiled "
+            "with: 9.8.0. CuDNN library needs to have matching major version and equal or higher minor version.\n"
+            "jax.errors.JaxRuntimeError: FAILED_PRECONDITION: DNN library initialization failed.",
+        ),
+    ),
+    Rule(
         name="lib.symbol_version_not_found",
         category="missing_shared_lib",
         patterns=(r"version `(?:GLIBCXX|GLIBC|CXXABI)_[\d.]+' not found",),
