@@ -112,13 +112,17 @@ NVCODEC = GH + "FFmpeg/nv-codec-headers/blob/f2fb9b36d5e08d6211f7cf6377971c05709
 
 SPECS: tuple[Spec, ...] = (
     # --- XLA/TensorFlow's stream executor (cuda_dnn.cc, CudnnSupport::Init): the cuDNN loaded at run time against the
-    # one the binary was built with (the TF 1.x wording, tensorflow/stream_executor/cuda/cuda_dnn.cc, then XLA's)
-    Spec("xla.cudnn_runtime_older", "XLA / TensorFlow stream executor (cuda_dnn.cc), as JAX and TensorFlow print it",
-         "The cuDNN loaded at run time is older than (or of another major than) the one the binary was built with.",
+    # one the binary was built with, in its three wordings: early TensorFlow's (cuDNN compatibility versions, no colon),
+    # TensorFlow's "major and minor version needs to match", XLA's "matching major version and equal or higher minor"
+    Spec("xla.cudnn_runtime_mismatch", "XLA / TensorFlow stream executor (cuda_dnn.cc), as JAX and TensorFlow print it",
+         "The cuDNN loaded at run time is not one the binary can use: an older minor, or another major, than it was "
+         "built with.",
          wordings=("Loaded runtime CuDNN library: %s but source was compiled with: %s.  CuDNN library needs to have "
                    "matching major version and equal or higher minor version.",
                    "Loaded runtime CuDNN library: %s but source was compiled with: %s.  CuDNN library major and minor "
-                   "version needs to match or have higher minor version in case of CuDNN 7.0 or later version."),
+                   "version needs to match or have higher minor version in case of CuDNN 7.0 or later version.",
+                   "Loaded runtime CuDNN library: %s (compatibility version %s) but source was compiled with %s "
+                   "(compatibility version %s)."),
          url=GH + "openxla/xla/blob/a51b0f552430fd60df6680c84e94219a39c0b459/xla/stream_executor/cuda/cuda_dnn.cc",
          kind="documented", extra_programs=("jaxlib", "tensorflow")),
     # --- NVML: nvmlErrorString (libnvidia-ml.so, closed) as nvidia-smi / the bindings / nvidia-container-cli print it
@@ -370,7 +374,7 @@ SPECS: tuple[Spec, ...] = (
          "libnvidia-container found WSL 2's dxcore but no GPU adapter with an NVIDIA driver that supports WSL (WDDM 2.8 "
          "or later, its libraries in the driver store): Windows exposes no NVIDIA GPU to the VM.",
          repo=NVC, locate="WSL environment detected but no adapters were found",
-         wordings=("initialization error: WSL environment detected but no adapters were found",),
+         wordings=("WSL environment detected but no adapters were found",),  # the CLI prefixes "initialization error: "
          url=GH + "NVIDIA/libnvidia-container/blob/f35f091c6261496cef48f408dffa84c68e49e199/src/nvc.c"),
     Spec("nvc.initialization_error", "nvidia-container-cli", "nvidia-container-cli could not initialise (driver, NVML).",
          repo=NVC, locate="initialization error: %s", wordings=("initialization error: %s",),

@@ -57,6 +57,8 @@ CITES: dict[str, tuple[str, ...]] = {
                                       "lightgbm.cuda_learner_not_enabled", "dgl.device_api_not_enabled"),
     "cpu.bitsandbytes_cpu_library": ("bnb.compiled_without_gpu",),
     "cpu.jax_fell_back_to_cpu": ("jax.no_gpu_tpu_found",),
+    # nvidia-container-cli's "initialization error: %s" around the driver service's failure, read where the log shows WSL
+    "nodriver.wsl_driver_service_failed": ("nvc.initialization_error",),
     "nodriver.fabric_manager": ("cuda.system_not_ready", "fabricmanager.not_running"),
     "nodriver.no_device_generic": ("cuda.no_device", "torch.driver_init_failed", "torch.no_gpus", "smi.no_devices"),
     "nodriver.userspace_missing": ("nvml.library_not_found",),
@@ -69,7 +71,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "pve.unprivileged_lxc_nested_cgroup": ("nvc.bpf_prog_query", "nvc.add_device_rules", "nvc.mount_error"),
     "container.uvm_missing": ("lxc.nvidia_hook_no_uvm",),
     "container.cuda_unknown_error": ("cuda.unknown",),
-    "container.nvml_unknown_or_permission": ("nvml.unknown", "nvml.no_permission", "nvml.operating_system"),
+    "container.nvml_unknown_or_permission": ("nvml.unknown", "nvml.no_permission"),
     "container.device_file_missing": ("coreutils.no_dev_nvidia",),
     # the device plugin's "could not load NVML library" (nvidia-docker's bindings, vendored) in a pod the runtime did
     # not give the driver

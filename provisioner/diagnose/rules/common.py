@@ -29,9 +29,16 @@ RUNTIME_START = (
 )
 # an LXC/LXD/Incus/Proxmox container: its setup is proxmox_lxc's
 LXC_CONTEXT = r"\b(?:proxmox|pve|lxc|lxd|incus)\b|\bpct (?:exec|enter)\b|/etc/pve/|\bCT ?\d{3,9}\b"
-# WSL 2: its kernel's name, its driver directory (the Windows driver's libraries: /usr/lib/wsl/lib), the Windows drives
-# it mounts (drvfs: /mnt/c/Users), and a prompt on a Windows machine's default name (Windows setup names a computer
-# DESKTOP- and seven letters or digits; a WSL distribution takes the Windows host's name)
+# WSL 2, in what its machines print and the name reporters give it ("from WSL2"; not a bare "WSL", not
+# libnvidia-container's debug line "attempting to load dxcore to see if we are running under Windows Subsystem for Linux
+# (WSL)", printed on every host): its kernel's name, its driver directory (the Windows driver's libraries:
+# /usr/lib/wsl/lib), the Windows drives it mounts (drvfs: /mnt/c/Users), wsl.exe's own commands and variables, and a
+# prompt on a Windows machine's generated name (Windows setup names a computer DESKTOP- and seven capitals or digits; a
+# WSL distribution takes the Windows host's name). A reporter comparing a WSL 2 laptop with a Linux server reads as WSL.
 WSL_CONTEXT = (
-    r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard|/mnt/[a-z]/(?:Users|Windows|Program Files)/|@DESKTOP-[A-Z0-9]{7}\b"
+    r"microsoft-standard|/usr/lib/wsl/|/mnt/[a-z]/(?:Users|Windows|Program Files)/|\bWSL_DISTRO_NAME\b|\bWSL\s?2\b"
+    r"|\bwsl(?:\.exe)? (?:-l\b|--list|--update|--shutdown|--install|--status|--version)|\bWSL version:"
+    r"|(?-i:@DESKTOP-[A-Z0-9]{7}:)"
 )
+#: libnvidia-container's debug output on a host that is not WSL
+NOT_WSL = r"continuing assuming a non-WSL environment"

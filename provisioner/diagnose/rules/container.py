@@ -103,14 +103,30 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # NVML_ERROR_OPERATING_SYSTEM ("blocked by the operating system/cgroups", nvml.h) inside a container: the runtime
+        # found the GPU (the container started) and the container's device cgroup denies it; under WSL 2 the toolkit's
+        # `no-cgroups = true` does it (NVIDIA/nvidia-container-toolkit#85, microsoft/WSL#9938)
+        name="container.nvml_blocked_in_container",
+        category="container_device_missing",
+        patterns=(),
+        messages=("nvml.operating_system",),
+        context=CONTAINER_CONTEXT,
+        confidence=0.75,
+        root_cause=("NVML inside the container is blocked by the device cgroup: the runtime passed the GPU but the "
+                    "container may not open its control device."),
+        fix=("Compare with the toolkit's cgroup setting: `no-cgroups` in /etc/nvidia-container-runtime/config.toml "
+             "(`false` unless the runtime is rootless; under WSL 2 set it back to `false`), the cgroup driver "
+             "(systemd's daemon-reload drops the rules: CDI or the cgroupfs driver), and for LXC the "
+             "`lxc.cgroup2.devices.allow: c 195:* rwm` line."),
+        examples=("$ sudo docker run --rm --runtime=nvidia --gpus all ubuntu nvidia-smi\n"
+                  "Failed to initialize NVML: GPU access blocked by the operating system",),
+    ),
+    Rule(
         name="container.nvml_unknown_or_permission",
         category="container_device_missing",
         patterns=(
             r"Failed to initialize NVML: Unknown Error",
             r"Failed to initialize NVML: Insufficient Permissions",
-            # NVML_ERROR_OPERATING_SYSTEM: "blocked by the operating system/cgroups" (nvml.h); under WSL 2 it is
-            # nodriver.wsl_gpu_unreachable's (Windows gives the VM no GPU), which outranks this
-            r"Failed to initialize NVML: GPU access blocked by the operating system",
             r"/dev/nvidia(?:\d+|ctl|-uvm|-uvm-tools|-caps/[\w-]+)[\"']?:? (?:Operation not permitted|Permission denied)",
         ),
         confidence=0.7,

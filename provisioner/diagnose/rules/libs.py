@@ -55,21 +55,22 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        # XLA's and TensorFlow's stream executor refuse a cuDNN older than the build's (cuda_dnn.cc): with pip-installed
-        # CUDA wheels, most often an older nvidia-cudnn-cuXX another package pinned, or a system/conda libcudnn found
-        # first on the loader path
-        name="lib.cudnn_older_than_build",
+        # XLA's and TensorFlow's stream executor refuse a cuDNN the build cannot use (cuda_dnn.cc): with pip-installed
+        # CUDA wheels, most often another package's pin on nvidia-cudnn-cuXX, or a system/conda libcudnn found first on
+        # the loader path
+        name="lib.cudnn_mismatch_with_build",
         category="missing_shared_lib",
         patterns=(),
-        messages=("xla.cudnn_runtime_older",),
+        messages=("xla.cudnn_runtime_mismatch",),
         demotes=("driver_too_old", "no_driver_loaded"),
         confidence=0.9,
-        root_cause=("The cuDNN loaded at run time is older than the one JAX/TensorFlow (XLA) was built with: cuDNN must "
-                    "have the build's major version and at least its minor version, so XLA refuses it (\"DNN library "
-                    "initialization failed\")."),
-        fix=("Load a cuDNN of the build's major version and at least its minor: `pip install -U nvidia-cudnn-cuXX` (the "
-             "version the log says the source was compiled with), and find what loads the older one first — another "
-             "package's pin on nvidia-cudnn (torch and jax in one environment share one), a system or conda libcudnn on "
+        root_cause=("The cuDNN loaded at run time is not one JAX/TensorFlow (XLA) can use: it needs the major version "
+                    "it was built with and at least its minor (the log names both), so it refuses the library (\"DNN "
+                    "library initialization failed\")."),
+        fix=("Load a cuDNN of the build's major version and at least its minor: `pip install "
+             "\"nvidia-cudnn-cuXX==<major>.*\"` at or above the version the log says the source was compiled with "
+             "(or a jax/TensorFlow built for the cuDNN you have), and find what loads another one first — a package's "
+             "pin on nvidia-cudnn (torch and jax in one environment share one), a system or conda libcudnn on "
              "LD_LIBRARY_PATH (`python -c \"import ctypes.util; print(ctypes.util.find_library('cudnn'))\"`)."),
         examples=(
             # a JAX report (cuda_dnn.cc:454 in jaxlib 0.4.x)

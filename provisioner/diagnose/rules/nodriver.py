@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, WSL_CONTEXT
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, NOT_WSL, WSL_CONTEXT
 
 #: the fix where the GPU is a Windows host's, reached from WSL 2
 WSL_FIX = ("In Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
@@ -173,23 +173,45 @@ RULES: tuple[Rule, ...] = (
                   "unknown",),
     ),
     Rule(
-        # under WSL 2 the driver is the Windows host's (NVML and libcuda come from its driver store through dxcore):
-        # NVML's NVML_ERROR_OPERATING_SYSTEM, or nvidia-container-cli's driver service failing (src/driver.c driver_init
-        # runs NVML in an RPC service), say Windows gives the VM no GPU
+        # NVML's NVML_ERROR_OPERATING_SYSTEM (nvml.h: "blocked by the operating system/cgroups") outside a container: the
+        # words nvidia-smi prints under WSL 2 where Windows gives the VM no GPU (microsoft/WSL#10289, #14339); inside a
+        # container that started, the toolkit found the GPU and it is the container's (container.nvml_blocked_in_container)
         name="nodriver.wsl_gpu_unreachable",
         category="no_driver_loaded",
-        # the driver service's failure as nvidia-container-cli 1.x reported it under WSL (docker/for-win#10379)
-        patterns=(r"nvidia-container-cli(?:\.real)?: initialization error: driver error: failed to process request",),
+        patterns=(),
         messages=("nvml.operating_system",),
+        unless=CONTAINER_CONTEXT + "|" + NOT_WSL,
+        confidence=0.8,
+        root_cause=("NVML says the operating system blocks the GPU: the words of WSL 2, where the GPU driver is the "
+                    "Windows host's and it gives this VM no GPU (a Windows driver or build without WSL GPU support, "
+                    "WSL 1, or a Linux driver installed inside WSL over the Windows driver's libraries)."),
+        fix=WSL_FIX + " On a Linux host (not WSL), the device cgroup denies the GPU's control device: check the "
+                      "cgroup's device rules for major 195.",
+        examples=("$ nvidia-smi\nFailed to initialize NVML: GPU access blocked by the operating system\n"
+                  "Failed to properly shut down NVML: GPU access blocked by the operating system",),
+    ),
+    Rule(
+        # nvidia-container-cli's driver service failing (src/driver.c driver_init runs NVML in an RPC service) where the
+        # log shows WSL: Windows giving the VM no GPU (docker/for-win#10379), or a toolkit/Docker Desktop release that
+        # broke WSL (docker/for-win#11309, NVIDIA/nvidia-docker#1496): both named, the toolkit's finding beside it
+        name="nodriver.wsl_driver_service_failed",
+        category="no_driver_loaded",
+        patterns=(r"nvidia-container-cli(?:\.real)?: initialization error: driver (?:rpc )?error: failed to process "
+                  r"request",),
         context=WSL_CONTEXT,
-        confidence=0.85,
-        demotes=("container_device_missing",),
-        root_cause=("Under WSL 2 the GPU driver is the Windows host's, and it gives this VM no GPU: NVML or "
-                    "nvidia-container-cli cannot reach it (a Windows driver or build without WSL GPU support, WSL 1, "
-                    "or a Linux driver installed inside WSL over the Windows driver's libraries)."),
-        fix=WSL_FIX,
-        examples=("$ nvidia-smi\nFailed to initialize NVML: GPU access blocked by the operating system\n$ uname -r\n"
-                  "5.15.90.1-microsoft-standard-WSL2",),
+        unless=NOT_WSL,
+        confidence=0.7,
+        root_cause=("Under WSL 2 nvidia-container-cli could not start the driver (NVML from the Windows driver's "
+                    "libraries): Windows gives the VM no GPU, or the container toolkit or Docker Desktop release does "
+                    "not work with this WSL."),
+        fix=("First `/usr/lib/wsl/lib/nvidia-smi` in WSL: if it fails too, " + WSL_FIX[0].lower() + WSL_FIX[1:]
+             + " If it lists the GPU, the container stack is at fault: update (or go back one release of) the NVIDIA "
+               "container toolkit and Docker Desktop."),
+        examples=("root@DESKTOP-5A67SBM:/home/anurag# docker run --rm --gpus all nvidia/cuda:11.0-base nvidia-smi\n"
+                  "docker: Error response from daemon: OCI runtime create failed: container_linux.go:370: starting "
+                  "container process caused: process_linux.go:459: container init caused: Running hook #0:: error "
+                  "running hook: exit status 1, stdout: , stderr: nvidia-container-cli: initialization error: driver "
+                  "error: failed to process request: unknown.",),
     ),
     Rule(
         name="nodriver.fabric_manager",
