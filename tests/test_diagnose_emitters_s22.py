@@ -127,3 +127,22 @@ def test_xla_refusing_an_older_cudnn_is_the_library_not_the_driver() -> None:
               "CUDNN_STATUS_INTERNAL_ERROR\njaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library "
               "initialization failed.")
     assert "lib.cudnn_mismatch_with_build" not in top_and_rules(handle)[1]
+
+
+def test_under_wsl_a_driver_not_loaded_gets_the_windows_fix_not_a_module_rebuild() -> None:
+    wsl = "$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n"
+    for failure in ("$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+                    "sure that the latest NVIDIA driver is installed and running.\n",
+                    # NVIDIA/k8s-device-plugin#219 on WSL 2
+                    "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown\n"):
+        found = diagnose(wsl + failure)
+        assert found[0].rule == "nodriver.wsl_driver_not_reached" and "wsl --update" in found[0].fix, found[0]
+        assert "dkms" not in found[0].fix.lower()
+        # on a Linux host the module's own rules keep their fixes
+        assert diagnose(failure)[0].rule != "nodriver.wsl_driver_not_reached"
+    # a Linux driver being built inside WSL: the install's own failure leads
+    dkms = (wsl + "$ sudo apt install nvidia-driver-440\nError! Your kernel headers for kernel 5.15.153.1-microsoft-"
+            "standard-WSL2 cannot be found.\nError! Bad return status for module build on kernel: 5.15.153.1-microsoft-"
+            "standard-WSL2 (x86_64)\nConsult /var/lib/dkms/nvidia/440.100/build/make.log for more information.\n"
+            "$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n")
+    assert diagnose(dkms)[0].rule != "nodriver.wsl_driver_not_reached"

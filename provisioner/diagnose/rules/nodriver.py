@@ -214,6 +214,27 @@ RULES: tuple[Rule, ...] = (
                   "error: failed to process request: unknown.",),
     ),
     Rule(
+        # the driver's "not loaded"/"cannot communicate" words where the log shows WSL 2: there is no NVIDIA kernel module
+        # to load or rebuild in WSL (the GPU is reached through dxcore and the Windows driver's libraries), so the Linux
+        # fixes of nodriver.module_missing and nodriver.nvidia_smi_cannot_communicate do not apply
+        # (NVIDIA/k8s-device-plugin#219: "nvml error: driver not loaded" on WSL 2)
+        name="nodriver.wsl_driver_not_reached",
+        category="no_driver_loaded",
+        patterns=(r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b",),
+        messages=("smi.cannot_communicate", "nvml.driver_not_loaded"),
+        context=WSL_CONTEXT,
+        # a Linux driver being installed inside WSL: the install's own failure leads (installer_failure)
+        unless=NOT_WSL + r"|\bdkms\b|nvidia-installer|NVIDIA-Linux-x86_64",
+        confidence=0.9,
+        root_cause=("Under WSL 2 there is no NVIDIA kernel module to load: the GPU is the Windows host's, reached "
+                    "through WSL's dxcore and the Windows driver's libraries in /usr/lib/wsl/lib, and they do not reach "
+                    "it here."),
+        fix=WSL_FIX,
+        examples=("$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n$ nvidia-smi\nNVIDIA-SMI has failed because it "
+                  "couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed "
+                  "and running.",),
+    ),
+    Rule(
         name="nodriver.fabric_manager",
         category="no_driver_loaded",
         patterns=(
