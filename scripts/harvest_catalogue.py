@@ -368,8 +368,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("nvc.load_library_failed", "nvidia-container-cli", "The host's driver libraries (libnvidia-ml.so.1) cannot be loaded.",
          repo=NVC, locate="load library failed", wordings=("initialization error: load library failed: %s",),
          url=LIBNVC + "src/dxcore.c"),
-    # nvc_init (src/nvc.c, read at f35f091): libdxcore.so loaded (WSL 2) but dxcore_enum_adapters kept no adapter: none with a
-    # WDDM >= 2.8 driver whose driver store holds NVIDIA's libraries (src/dxcore.c dxcore_add_adapter)
+    # nvc_init (src/nvc.c, read at f35f091): libdxcore.so loaded (WSL 2) but dxcore_enum_adapters kept no adapter:
+    # none with a WDDM >= 2.8 driver whose driver store holds NVIDIA's libraries (src/dxcore.c dxcore_add_adapter)
     Spec("nvc.wsl_no_adapters", "nvidia-container-cli (libnvidia-container, WSL 2)",
          "libnvidia-container found WSL 2's dxcore but no GPU adapter with an NVIDIA driver that supports WSL (WDDM 2.8 "
          "or later, its libraries in the driver store): Windows exposes no NVIDIA GPU to the VM.",

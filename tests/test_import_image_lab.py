@@ -1,9 +1,10 @@
 """The OCI image of the lab's proven container: from the shipped playbook provisioned (the run's golden node,
 this test's own copy: tests/support/lab.py, which checks that provisioning end to end), `export --format oci`,
 then with no network read the image with skopeo, unpack it with umoci (every file of the venv's RECORDs is the
-proven container's byte for byte; runc runs the bundle: the gloo burn-in passes in it), and run it with podman: `podman run oci-archive:…` passes
-the gloo burn-in in the image's venv through its entrypoint (on podman's default /dev/shm, 64000 KiB, the burn-in's
-preflight fails naming it; with `--shm-size 1g`, as the README's run command says, it passes). Then the image as a
+proven container's byte for byte; runc runs the bundle: the gloo burn-in passes in it), and run it with podman:
+`podman run oci-archive:…` passes the gloo burn-in in the image's venv through its entrypoint (on podman's default
+/dev/shm, 64000 KiB, the burn-in's preflight fails naming it; with `--shm-size 1g`, as the README's run command says,
+it passes). Then the image as a
 container template: `import --image` on this PVE 8.4 copy is refused in one line before any change; on a PVE 9.1 lab
 with another host driver it creates the container from the image, installs the matching userspace and passes the
 burn-in on the image's own venv; a second import changes nothing. Last (what was checked already off the disk), a
@@ -72,6 +73,15 @@ BURNIN_ARGS = ("--world-size", "2", "--backend", "gloo", "--sizes", "1KiB:64KiB"
 ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
 
 
+def _passed_in_the_image_venv(burnin: subprocess.CompletedProcess[str], runtime: dict[str, str]) -> None:
+    """The burn-in exited 0 with a passing verdict, run by the image's venv (its torch, its prefix)."""
+    assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
+    result = json.loads(burnin.stdout.strip().splitlines()[-1])
+    assert result["verdict"]["overall"] == "pass", burnin.stdout[-2000:]
+    assert result["environment"]["torch"] == runtime["torch"], result["environment"]
+    assert result["environment"]["prefix"] == runtime["venv"], result["environment"]
+
+
 def _runc_burnin(bundle: Path, entry: list[str], state: Path) -> subprocess.CompletedProcess[str]:
     """The burn-in through the image's entrypoint in umoci's bundle, run by runc: the config as umoci wrote it from the
     image, with the command given, no terminal, /dev/shm at 1g (`--shm-size 1g`) and the host's network namespace (the
@@ -110,11 +120,7 @@ def _podman_runs_the_archive(archive: Path, runtime: dict[str, str], base: Path)
                    for reason in verdict["reasons"]), verdict  # podman's default: 64000k
         burnin = subprocess.run([*run, "--shm-size", "1g", image, "burnin", *BURNIN_ARGS], capture_output=True,
                                 text=True, timeout=900)
-        assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
-        result = json.loads(burnin.stdout.strip().splitlines()[-1])
-        assert result["verdict"]["overall"] == "pass", burnin.stdout[-2000:]
-        assert result["environment"]["torch"] == runtime["torch"], result["environment"]  # the image's venv ran it
-        assert result["environment"]["prefix"] == runtime["venv"], result["environment"]
+        _passed_in_the_image_venv(burnin, runtime)
     finally:
         subprocess.run([*store, "system", "reset", "--force"], capture_output=True, timeout=300)
         shutil.rmtree(runroot, ignore_errors=True)
@@ -169,14 +175,11 @@ def test_oci_image_of_the_proven_container_runs_the_burnin_unpacked(lab: LabRun,
     assert process["args"] == [f"{runtime['venv']}/bin/python", "/opt/gpu-provisioner/entrypoint.py", "smoke"], process
     assert {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"} <= set(process["env"])
     # runc, the OCI runtime, runs that bundle: the gloo burn-in passes in the unpacked rootfs, in the image's venv
-    burnin = _runc_burnin(bundle, process["args"][:-1], tmp_path / "runc-state")
-    assert burnin.returncode == 0, burnin.stdout[-2000:] + burnin.stderr[-3000:]
-    result = json.loads(burnin.stdout.strip().splitlines()[-1])
-    assert result["verdict"]["overall"] == "pass", burnin.stdout[-2000:]
-    assert result["environment"]["torch"] == runtime["torch"], result["environment"]
+    _passed_in_the_image_venv(_runc_burnin(bundle, process["args"][:-1], tmp_path / "runc-state"), runtime)
 
     trash = scratch.trash_dir(tmp_path_factory)
-    scratch.discard(bundle, trash)  # checked: its GB off the disk before podman's copy, the PVE 9.1 node, the second export
+    # checked: its GB off the disk before podman's copy, the PVE 9.1 node and the second export
+    scratch.discard(bundle, trash)
 
     # podman loads the oci-archive and runs it: the image's entrypoint with the command given
     _podman_runs_the_archive(out / "image.oci.tar", runtime, tmp_path / "podman")

@@ -5,12 +5,18 @@ from __future__ import annotations
 from provisioner.diagnose.model import Rule
 from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, NOT_WSL, WSL_CONTEXT
 
-#: the fix where the GPU is a Windows host's, reached from WSL 2
-WSL_FIX = ("In Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
-           "/usr/lib/wsl/lib), on Windows 11 or Windows 10 21H2 or later, then `wsl --update` and `wsl --shutdown`; "
-           "`wsl -l -v` must show VERSION 2 (WSL 1 has no GPU). In WSL, `/usr/lib/wsl/lib/nvidia-smi` must list the "
-           "GPU before any container can; never install a Linux NVIDIA driver inside WSL (it hides the Windows "
-           "driver's libraries).")
+#: the steps where the GPU is a Windows host's, reached from WSL 2, as a clause other fixes lead into
+WSL_STEPS = ("in Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
+             "/usr/lib/wsl/lib), on Windows 11 or Windows 10 21H2 or later, then `wsl --update` and `wsl --shutdown`; "
+             "`wsl -l -v` must show VERSION 2 (WSL 1 has no GPU). In WSL, `/usr/lib/wsl/lib/nvidia-smi` must list the "
+             "GPU before any container can; never install a Linux NVIDIA driver inside WSL (it hides the Windows "
+             "driver's libraries).")
+#: the same, as a fix of its own
+WSL_FIX = WSL_STEPS[0].upper() + WSL_STEPS[1:]
+#: NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error: driver not
+#: loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110), Rust nvml-wrapper's "Failed
+#: to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
+NVML_DRIVER_NOT_LOADED = r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b"
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -97,10 +103,7 @@ RULES: tuple[Rule, ...] = (
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
             r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
-            # NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error:
-            # driver not loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110),
-            # Rust nvml-wrapper's "Failed to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
-            r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b",
+            NVML_DRIVER_NOT_LOADED,
         ),
         confidence=0.85,
         root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
@@ -165,7 +168,7 @@ RULES: tuple[Rule, ...] = (
                     "(a machine without an NVIDIA GPU, WSL 1, or a Windows driver or build without WSL GPU support). "
                     "The container toolkit is not the cause."),
         fix=("Without an NVIDIA GPU in the machine, run the image without the GPU (drop `--gpus` or the compose "
-             "`devices` reservation). Otherwise: " + WSL_FIX[0].lower() + WSL_FIX[1:]),
+             "`devices` reservation). Otherwise: " + WSL_STEPS),
         examples=("docker: Error response from daemon: failed to create task for container: failed to create shim task: "
                   "OCI runtime create failed: runc create failed: unable to start container process: error during "
                   "container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "
@@ -204,7 +207,7 @@ RULES: tuple[Rule, ...] = (
         root_cause=("Under WSL 2 nvidia-container-cli could not start the driver (NVML from the Windows driver's "
                     "libraries): Windows gives the VM no GPU, or the container toolkit or Docker Desktop release does "
                     "not work with this WSL."),
-        fix=("First `/usr/lib/wsl/lib/nvidia-smi` in WSL: if it fails too, " + WSL_FIX[0].lower() + WSL_FIX[1:]
+        fix=("First `/usr/lib/wsl/lib/nvidia-smi` in WSL: if it fails too, " + WSL_STEPS
              + " If it lists the GPU, the container stack is at fault: update (or go back one release of) the NVIDIA "
                "container toolkit and Docker Desktop."),
         examples=("root@DESKTOP-5A67SBM:/home/anurag# docker run --rm --gpus all nvidia/cuda:11.0-base nvidia-smi\n"
@@ -220,7 +223,7 @@ RULES: tuple[Rule, ...] = (
         # (NVIDIA/k8s-device-plugin#219: "nvml error: driver not loaded" on WSL 2)
         name="nodriver.wsl_driver_not_reached",
         category="no_driver_loaded",
-        patterns=(r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b",),
+        patterns=(NVML_DRIVER_NOT_LOADED,),
         messages=("smi.cannot_communicate", "nvml.driver_not_loaded"),
         context=WSL_CONTEXT,
         # a Linux driver being installed inside WSL: the install's own failure leads (installer_failure)
