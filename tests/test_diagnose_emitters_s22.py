@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.catalogue import entry
+from provisioner.diagnose.evidence import log_evidence
 from tests.support.diagnosis import top_and_rules
 
 # AbdBarho/stable-diffusion-webui-docker#117 (WSL 1: "WSL2 has GPU support, WSL1 doesn't")
@@ -78,6 +79,20 @@ def test_wsl_is_read_from_what_machines_print_not_from_a_mention() -> None:
     for marker in ("$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n", "$ ls /usr/lib/wsl/lib\nlibcuda.so\n",
                    "PS C:\\Users\\me> wsl --update\n", "I am getting this when I run it from WSL2.\n"):
         assert top_and_rules(marker + host)[0] == "no_driver_loaded", marker
+
+
+def test_the_evidence_reads_wsl_where_the_rules_do() -> None:
+    """The facts' `wsl` place (which steers the evidence's decisions) and the rules' WSL context are one reading: a
+    mention or libnvidia-container's "(WSL)" debug line is not WSL for either."""
+    not_wsl = (NOT_WSL_DEBUG, "Our lab also has Windows machines with WSL; this is the server.\n",
+               "root@desktop-server1:~# nvidia-smi\n", "my DESKTOP-5A67SBM box:\n")
+    wsl = ("$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n", "$ ls /usr/lib/wsl/lib\nlibcuda.so\n",
+           "PS C:\\Users\\me> wsl --update\n", "I am getting this when I run it from WSL2.\n",
+           "root@DESKTOP-5A67SBM:/home/anurag# nvidia-smi\n", "WSL_DISTRO_NAME=Ubuntu-22.04\n")
+    for text in not_wsl:
+        assert "wsl" not in log_evidence(text).places, text
+    for text in wsl:
+        assert "wsl" in log_evidence(text).places, text
 
 
 def test_nvml_blocked_by_the_operating_system_on_the_host_and_in_a_container() -> None:

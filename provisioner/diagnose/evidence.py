@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from provisioner.diagnose.model import Category
-from provisioner.diagnose.rules.common import DOCKER_HOSTNAME
+from provisioner.diagnose.rules.common import DOCKER_HOSTNAME, WSL_CONTEXT
 from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
 
 Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "hpc", "wsl", "container"]
@@ -121,9 +121,9 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("place:hpc", ("enroot", "pyxis", "apptainer", "singularity", "--container-image"),
      r"\benroot\b|\bpyxis\b|\bapptainer\b|\bsingularity\b|--container-image\b"),
     ("place:kubernetes", ("kube", "k8s"), r"\bkubectl\b|\bkubernetes\b|\bk8s\b|\bkubelet\b"),
-    # WSL: its kernel's name, its driver directory, and the Windows drives it mounts under /mnt (drvfs: /mnt/c/Users)
-    ("place:wsl", ("wsl", "microsoft-standard", "/mnt/"),
-     r"\bwsl2?\b|/usr/lib/wsl/|microsoft-standard|/mnt/[a-z]/(?:Users|Windows|Program Files)/"),
+    # WSL, read as the rules read it (rules/common.py WSL_CONTEXT: what its machines print, never a bare "WSL" nor
+    # libnvidia-container's "(WSL)" debug line, which it prints on every host)
+    ("place:wsl", ("wsl", "microsoft-standard", "/mnt/", "@desktop-"), WSL_CONTEXT),
     ("place:container", ("container",), r"\b(?:in|inside) (?:the |a |an |my |this )?(?:\w+ )?container\b"),
     ("proc_readable", ("/proc/driver/nvidia",),
      r"/proc/driver/nvidia/\w+[\"']?,[^\n]{0,40}\)\s*=\s*\d+\b|cat /proc/driver/nvidia/version"),
