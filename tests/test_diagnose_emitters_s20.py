@@ -137,6 +137,10 @@ def test_nvml_return_codes_printed_by_number() -> None:
     assert top_and_rules("NVML error 9")[0] == "no_driver_loaded"
     assert top_and_rules("nvmlDeviceGetHandleByIndex returned 15")[0] == "oom_or_hw"
     assert top_and_rules("CUDA error 9")[0] != "no_driver_loaded"  # CUDA's 9 is an invalid configuration
+    # ollama's discovery's own error (gpu/gpu_info_nvml.c: "nvml vram init failure: %d"; later "…: nvml error %d")
+    assert top_and_rules('msg="unable to load nvml" error="nvml vram init failure: 9"')[0] == "no_driver_loaded"
+    assert top_and_rules("nvml vram init failure: nvml error 18")[0] == "driver_lib_mismatch"
+    assert not top_and_rules("nvml vram init failure: 18.5")[1]  # not a version's first part
 
 
 # --- NVRTC, modpost, JetPack 4 containers, a reporter's words for the loader -----------------------------------------

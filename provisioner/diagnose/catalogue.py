@@ -57,7 +57,9 @@ def code_regex(family: str, code: int) -> str:
     code 100", "cuInit err: 999" / "nvcuda init failure: 999" (ollama's GPU discovery), "cudaGetDeviceCount failed:
     35", "cudaSetDevice returned 100".
     `nvml` (nvmlReturn_t): "nvmlInit_v2 err: 18" (ollama), "NVML error 9", "nvmlInit() failed with 12",
-    "nvmlDeviceGetHandleByIndex returned 15".
+    "nvmlDeviceGetHandleByIndex returned 15", "nvml vram init failure: 17" (ollama's GPU discovery, gpu/gpu_info_nvml.c
+    and gpu_info_cuda.c: `snprintf(buf, buflen, "nvml vram init failure: %d", ret)`; a later one prints
+    "…: nvml error %d").
     Each form carries a literal the prefilter can use ("cuda error", "cuinit", "nvml"), so none runs over a long log
     bare."""
     n = str(code)
@@ -65,7 +67,8 @@ def code_regex(family: str, code: int) -> str:
     if family == "nvml":
         return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
                 + r"|\bnvml\w+(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned|return code)(?: with)?(?: error)?"
-                r"(?: code)?[^\w-]{0,3}" + n + end)
+                r"(?: code)?[^\w-]{0,3}" + n + end
+                + r"|\bnvml\s+vram\s+init\s+failure:\s*(?:nvml\s+error\s*)?" + n + end)
     return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
             r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + end)
