@@ -319,10 +319,20 @@ SPECS: tuple[Spec, ...] = (
          "The open kernel modules need a GPU with GSP (Turing or newer); this GPU needs the proprietary flavour.",
          repo=OGKM, locate="installed in this system is not supported by open\\n",
          paths=("src/nvidia/arch/nvalloc/unix/src/osapi.c",)),
+    # The resource manager (closed source) prints it one printk per line, each continuation "NVRM:  ", from 1.0-96xx
+    # (2007) to 610.43 (2026, the last two lines joined); the README's joined sentence is how it is documented.
+    # Recorded in kernel logs: Ubuntu forums (100.14.09, 195.36.15, 310.14, 310.44), Fedora (430.14), NixOS (340.104),
+    # siderolabs/talos#8764 (535.129.03), 565.57.01, 610.43.02.
     Spec("nvrm.legacy_gpu", "nvidia.ko (NVRM, proprietary)", "The GPU is supported only by a legacy driver branch.",
          wordings=("NVRM: The NVIDIA %s GPU installed in this system is supported through the NVIDIA %s.xx Legacy "
                    "drivers. Please visit http://www.nvidia.com/object/unix.html for more information. The %s NVIDIA "
-                   "driver will ignore this GPU.",),
+                   "driver will ignore this GPU.",
+                   "NVRM: The NVIDIA %s GPU installed in this system is\nNVRM:  supported through the NVIDIA %s "
+                   "Legacy drivers. Please\nNVRM:  visit http://www.nvidia.com/object/unix.html for more\nNVRM:  "
+                   "information.  The %s NVIDIA driver will ignore\nNVRM:  this GPU.  Continuing probe...",
+                   "NVRM: The NVIDIA %s GPU installed in this system is\nNVRM:   supported through the NVIDIA %s "
+                   "Legacy drivers. Please\nNVRM:   visit http://www.nvidia.com/object/unix.html for more\nNVRM:   "
+                   "information.  The %s NVIDIA driver will ignore this GPU."),
          url="https://download.nvidia.com/XFree86/Linux-x86_64/", kind="documented"),
     Spec("kernel.pcie_aer", "Linux kernel (drivers/pci/pcie/aer.c)", "A PCIe Advanced Error Reporting event.",
          wordings=("PCIe Bus Error: severity=%s, type=%s, (%s)",),
@@ -435,6 +445,20 @@ SPECS: tuple[Spec, ...] = (
     Spec("toolkit.unknown_runtime", "docker (daemon)", "The nvidia runtime is not registered with docker.",
          wordings=("unknown or invalid runtime name: nvidia",), url=GH + "moby/moby/blob/master/daemon/runtime_unix.go",
          kind="documented"),
+    # Kubernetes' RuntimeClass handler (`runtimeClassName: nvidia`, or the GPU Operator's default runtime) that the
+    # node's CRI runtime has no entry for: the toolkit never wrote it (`nvidia-ctk runtime configure`) or the runtime
+    # was not restarted. containerd's CRI plugin (v1.2 vendor/…/cri/pkg/server/sandbox_run.go, v1.6 pkg/cri/server,
+    # HEAD internal/cri/config/config.go; wrapped "failed to get sandbox runtime: %w"); CRI-O's (oci/oci.go 1.14,
+    # internal/oci/oci.go 1.20-HEAD).
+    Spec("cri.containerd_no_runtime", "containerd (CRI plugin)",
+         "The pod's runtime handler (e.g. nvidia) is not configured in containerd's CRI runtimes.",
+         repo="containerd/containerd", locate="no runtime for %q is configured",
+         wordings=("no runtime for %s is configured",),
+         url=GH + "containerd/containerd/blob/301026e58c619e63d09c0ec411012e54c0124b03/internal/cri/config/config.go"),
+    Spec("cri.crio_no_runtime_handler", "CRI-O", "The pod's runtime handler (e.g. nvidia) is not configured in CRI-O.",
+         repo="cri-o/cri-o", locate="failed to find runtime handler %s from runtime list",
+         wordings=("failed to find runtime handler %s from runtime list %s",),
+         url=GH + "cri-o/cri-o/blob/f954a17e505f8931e91004403b5f5eac71ab6085/internal/oci/oci.go"),
     Spec("toolkit.image_no_driver", "NVIDIA CUDA images (nvidia_entrypoint.sh)",
          "The container started without GPU access (no --gpus / runtime).",
          wordings=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",),
@@ -620,6 +644,17 @@ SPECS: tuple[Spec, ...] = (
     # ptxas (closed): a PTX instruction the target architecture lacks; the requirement per instruction is the PTX ISA
     # manual's "Target ISA notes" (mma.m8n8k4 requires sm_70 or higher); the wording as Triton/PyTorch/nvcc users
     # paste ptxas's output (triton-lang/triton#542)
+    # TensorRT's builder (closed source: libnvinfer) refusing the GPU's SM, as its releases print it: TensorRT 7
+    # ("Assertion failed: Unsupported SM." in rtSafe/cuda/caskUtils.cpp, NVIDIA/TensorRT#2332), 8.x-10.x's
+    # "Error Code 1: Internal Error (Unsupported SM: 0x809)" (caskUtils.cpp::trtSmToCask, caskBuilderUtils.cpp::
+    # trtSmToCaskCCV; the SM as hex: 0x601 Pascal, 0xc00 Blackwell), 10.x's "Error Code 9: API Usage Error (Target GPU
+    # SM 61 is not supported by this TensorRT release." (builderHelpers.cpp checkCurrentSMEnabled; NVIDIA forum t/323431
+    # for an RTX 5080 on 10.8)
+    Spec("trt.unsupported_sm", "TensorRT (libnvinfer builder)",
+         "This TensorRT release has no kernels for the GPU's SM: the GPU is newer than the release, or was dropped.",
+         wordings=("Target GPU SM %d is not supported by this TensorRT release.", "Internal Error (Unsupported SM: %s)",
+                   "Assertion failed: Unsupported SM."),
+         url=GH + "NVIDIA/TensorRT/issues/2332", kind="documented"),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),

@@ -17,6 +17,7 @@ from provisioner.diagnose.evidence import (
     lxc_words,
     negated_mention,
     places_of,
+    probe_line,
 )
 from provisioner.diagnose.extract import log_fields
 from provisioner.diagnose.layers import LayerGuess, gpu_failure, guess_layer
@@ -136,6 +137,8 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
                         break
                     if negated_mention(view.text, m.start()):
                         continue  # "* No `GPU has fallen off the bus`": the reporter did not see it
+                    if probe_line(view.text, m.start()):
+                        continue  # NCCL's plugin loader at INFO: an optional library it did not find
                     n += 1
                     for idx in view.lines_for_span(m.start(), m.end()):
                         if idx not in lines:

@@ -108,6 +108,24 @@ def negated_mention(text: str, start: int) -> bool:
     return _NEGATED.search(text[line_start:start]) is not None
 
 
+#: a line a program prints on healthy runs while it probes for an optional part: NCCL's plugin loader at INFO, the
+#: library it names being optional (NCCL goes on with its internal one). Its wordings by release (NVIDIA/nccl):
+#: "NET/Plugin : Plugin load returned %d : %s." (src/net.cc, 2.4-2.19), "NET/Plugin : Plugin load (%s) returned %d :
+#: %s" (2.18), "NET/Plugin : dlerror=%s No plugin found (%s), using internal implementation" (2.19),
+#: "TUNER/Plugin: Plugin load returned %d : %s : when loading %s" (src/tuner.cc, 2.21), "%s/Plugin: Could not
+#: find:%s" (src/plugin/plugin_open.cc, 2.30: NET, TUNER, PROFILER, ENV). A dlerror there ("libnccl-net.so: cannot
+#: open shared object file") is no missing library.
+_PROBE_LINE = compile_rx(r"\bNCCL\s+INFO\s+[A-Z]+/Plugin\s*:")
+
+
+def probe_line(text: str, start: int) -> bool:
+    """The match at `start` in `text` sits on a line a program prints while probing for an optional part (NCCL's
+    plugin loader at INFO)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    return _PROBE_LINE.search(text[line_start:line_end if line_end >= 0 else len(text)]) is not None
+
+
 # (fact, trigger literals (lower case: one must be in the line), regex read on the line)
 _NODE = r"(/dev/nvidia(?:ctl|-uvm-tools|-uvm|-modeset|-caps/nvidia-cap\d+|\d+))"
 _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (

@@ -75,6 +75,23 @@ RULES: tuple[Rule, ...] = (
         examples=("RuntimeError: CUDA error: invalid device function",),
     ),
     Rule(
+        # TensorRT builds an engine from kernels for the SMs its release knows (its support matrix): a GPU newer than
+        # the release (Blackwell SM 120 before 10.8) or one it dropped (Pascal in 10.x, Volta in the newest) is refused
+        name="arch.tensorrt_unsupported_sm",
+        category="arch_unsupported",
+        patterns=(r"\(Unsupported SM\.\)",),  # TensorRT 7's assertion, "trtSmToCask: 0 (Unsupported SM.)"
+        messages=("trt.unsupported_sm",),
+        confidence=0.9,
+        root_cause=("This TensorRT release has no kernels for the GPU's architecture (its SM): the GPU is newer than the "
+                    "release, or the release dropped it."),
+        fix=("Use a TensorRT release whose support matrix lists this GPU: a newer one for a new GPU (Blackwell, SM 120, "
+             "needs TensorRT 10.8 or later built for CUDA 12.8+; in containers, an image of that TensorRT), or the last "
+             "release that still supports an old one (TensorRT 8.x for Pascal); rebuild the engine with it."),
+        examples=("[TRT] [E] IBuilder::buildSerializedNetwork: Error Code 9: API Usage Error (Target GPU SM 61 is not "
+                  "supported by this TensorRT release.)",
+                  "[caskBuilderUtils.cpp::trtSmToCaskCCV::548] Error Code 1: Internal Error (Unsupported SM: 0x809)"),
+    ),
+    Rule(
         name="arch.toolchain_unknown_arch",
         category="arch_unsupported",
         patterns=(
@@ -132,6 +149,8 @@ RULES: tuple[Rule, ...] = (
             r"will ignore this GPU",
         ),
         confidence=0.8,
+        # the probe that follows ("NVRM: No NVIDIA GPU found.") is this GPU being ignored, not another driver owning it
+        demotes=("no_driver_loaded",),
         root_cause=(
             "The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch."
         ),

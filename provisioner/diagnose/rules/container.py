@@ -215,6 +215,32 @@ RULES: tuple[Rule, ...] = (
                   "http://www.nvidia.com/Download/index.aspx",),
     ),
     Rule(
+        # the log's own `docker run`/`podman run` asks for no GPU (no --gpus, no nvidia runtime, no CDI or /dev/nvidia
+        # device, no NVIDIA_VISIBLE_DEVICES) and CUDA then sees none: a GPU image does not bring the GPU by itself, the
+        # runtime injects it only when asked (floydhub/dockerfiles#3: `docker run … floydhub/pytorch:…-gpu-py3`,
+        # torch.cuda.is_available() False; the fix was nvidia-docker)
+        name="container.run_without_gpu_request",
+        category="container_device_missing",
+        patterns=(
+            r"is_available\(\)[^\n]{0,120}(?:\n[^\n]{0,300}){0,3}\n\s*(?:>>>\s*|Out\[\d+\]:\s*)?False\b",
+            r"is_available\(\)\)?\s*[:=]\s*False\b",
+        ),
+        messages=("torch.no_gpus",),
+        requires=(r"(?:^|[$#>]\s*)(?:sudo\s+)?(?:docker|podman)\s+(?:container\s+)?run\s",),
+        unless=(r"--gpus\b|--runtime[= ]+nvidia|nvidia\.com/gpu|--device[= ]+[\"']?/dev/nvidia|NVIDIA_VISIBLE_DEVICES"
+                r"|nvidia-docker|\bcapabilities:|\+cpu\b|CUDA used to build PyTorch\s*:\s*None"),
+        confidence=0.8,
+        demotes=("no_driver_loaded", "cpu_only_wheel"),
+        root_cause=("The container was started without asking for the GPU (its `docker run`/`podman run` has no `--gpus`, "
+                    "nvidia runtime or GPU device), so the runtime injected neither the /dev/nvidia* nodes nor the "
+                    "driver's libraries and CUDA sees no GPU in it; a GPU image does not bring the GPU by itself."),
+        fix=("Ask for the GPU when starting it: `docker run --gpus all …` (the NVIDIA Container Toolkit installed and "
+             "configured: `nvidia-ctk runtime configure --runtime=docker`), podman `--device nvidia.com/gpu=all` (CDI), "
+             "compose `deploy.resources.reservations.devices` with `capabilities: [gpu]`."),
+        examples=("$ sudo docker run -t -i floydhub/pytorch:latest-gpu-py3 ipython\nIn [2]: torch.cuda.is_available()\n"
+                  "Out[2]: False",),
+    ),
+    Rule(
         name="container.device_file_missing",
         category="container_device_missing",
         patterns=(
@@ -252,6 +278,27 @@ RULES: tuple[Rule, ...] = (
             "https://docs.nvidia.com/datacenter/cloud-native/ .",
             'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
         ),
+    ),
+    Rule(
+        # Kubernetes asked the node's CRI runtime for the NVIDIA runtime handler (`runtimeClassName: nvidia`, or the GPU
+        # Operator making it the default) and the runtime's config has none: containerd's "no runtime for %q is
+        # configured" (wrapped "failed to get sandbox runtime: …"), CRI-O's "failed to find runtime handler %s from
+        # runtime list %v" (canonical/microk8s#2474: the 1.21 GPU addon never registered it)
+        name="container.cri_runtime_handler_missing",
+        category="container_device_missing",
+        patterns=(),
+        messages=("cri.containerd_no_runtime", "cri.crio_no_runtime_handler"),
+        requires=(r"\bno runtime for [\"'`]?nvidia|\bfailed to find runtime handler [\"'`]?nvidia",),
+        confidence=0.9,
+        root_cause=("The pod asks for the NVIDIA runtime handler and the node's container runtime (containerd or "
+                    "CRI-O) has no such runtime in its configuration, so no pod sandbox starts."),
+        fix=("Register the handler on the node and restart the runtime: `nvidia-ctk runtime configure "
+             "--runtime=containerd` (or `--runtime=crio`), `systemctl restart containerd`; k3s/RKE2 and MicroK8s keep "
+             "their own containerd config (k3s: config.toml.tmpl under /var/lib/rancher/k3s/agent/etc/containerd/; "
+             "MicroK8s: its GPU addon); with the GPU Operator, check its toolkit daemonset on that node. The "
+             "RuntimeClass's `handler` must name the runtime as configured."),
+        examples=('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no '
+                  'runtime for "nvidia" is configured',),
     ),
     Rule(
         # JetPack 4 (L4T r32): the l4t-base images hold no CUDA/cuDNN/TensorRT; the NVIDIA runtime mounts the host's

@@ -255,4 +255,26 @@ RULES: tuple[Rule, ...] = (
              "it) with the channel that has it, and check the transaction's build string before confirming."),
         examples=("  + pytorch                 1.10.2  cpu_py310h2272b30_0   conda-forge/linux-64      49MB",),
     ),
+    Rule(
+        # libtorch_cuda.so and libc10_cuda.so are built only where PyTorch is built with CUDA (caffe2/CMakeLists.txt:
+        # the torch_cuda target under USE_CUDA; c10/cuda under USE_CUDA; ROCm builds make libtorch_hip.so): an
+        # extension built against a CUDA torch (torchvision's, an openmm-torch/mmcv/detectron2 op) that cannot find
+        # them is loaded beside a torch that is not a CUDA build (openmm/openmm-torch#94: conda's cpu_py311 pytorch).
+        # Not 1.10-1.12's libtorch_cuda_cu.so/_cpp.so, which newer torches do not have (an extension/torch mismatch).
+        name="cpu.torch_cuda_library_absent",
+        category="cpu_only_wheel",
+        patterns=(),
+        messages=("ld.cannot_open_shared_object",),
+        requires=(r"\blib(?:torch_cuda|c10_cuda)\.so: cannot open shared object file",),
+        confidence=0.88,
+        demotes=("missing_shared_lib",),
+        root_cause=("libtorch_cuda.so and libc10_cuda.so are parts of a CUDA build of PyTorch only: the extension that "
+                    "loads them was built against a CUDA torch, and the torch installed beside it is not a CUDA build "
+                    "(a CPU or ROCm one)."),
+        fix=("Install the CUDA build of the torch version the extension was built for (pip: the cuXXX index, "
+             "`torch==<v>+cu1XX`; conda: `pytorch=*=*cuda*`) and check `python -c 'import torch; "
+             "print(torch.version.cuda)'` prints a CUDA version, not None."),
+        examples=("ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory",
+                  "OSError: libc10_cuda.so: cannot open shared object file: No such file or directory"),
+    ),
 )
