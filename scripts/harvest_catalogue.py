@@ -652,7 +652,7 @@ SPECS: tuple[Spec, ...] = (
     # for an RTX 5080 on 10.8)
     Spec("trt.unsupported_sm", "TensorRT (libnvinfer builder)",
          "This TensorRT release has no kernels for the GPU's SM: the GPU is newer than the release, or was dropped.",
-         wordings=("Target GPU SM %d is not supported by this TensorRT release.", "Internal Error (Unsupported SM: %s)",
+         wordings=("Target GPU SM %d is not supported by this TensorRT release.", "Unsupported SM: %s",
                    "Assertion failed: Unsupported SM."),
          url=GH + "NVIDIA/TensorRT/issues/2332", kind="documented"),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
@@ -825,6 +825,40 @@ SPECS: tuple[Spec, ...] = (
          wordings=("package %s requires %s, but none of the providers can be installed",
                    "%s requires %s, but none of the providers can be installed"),
          url=LIBSOLV, kind="documented"),
+    Spec("libsolv.nothing_provides", "libsolv (src/problems.c), as dnf/zypper/mamba print it",
+         "A package needs something no enabled repository provides (for NVIDIA's kernel module packages: the running "
+         "kernel's kernel-devel / kernel-uname-r, dkms from EPEL).",
+         wordings=("nothing provides %s needed by %s",), url=LIBSOLV, kind="documented"),
+    # --- package managers refusing a package whose files another package (or an unpackaged install) owns
+    Spec("rpm.file_conflict", "rpm (lib/rpmprob.c rpmProblemString), as dnf/yum/zypper print it",
+         "Two packages install the same file: the transaction is refused.",
+         wordings=("file %s from install of %s conflicts with file from package %s",),
+         url=GH + "rpm-software-management/rpm/blob/master/lib/rpmprob.c", kind="documented"),
+    Spec("dpkg.trying_to_overwrite", "dpkg (src/main/archives.c)",
+         "A package's file belongs to another installed package: dpkg refuses to unpack it.",
+         wordings=("trying to overwrite '%s', which is also in package %s",),
+         url="https://salsa.debian.org/dpkg-team/dpkg/-/blob/main/src/main/archives.c", kind="documented"),
+    Spec("pacman.exists_in_filesystem", "pacman (src/pacman/callback.c, util.c)",
+         "A package's file already exists on disk (another package's, or an unpackaged install's): pacman refuses "
+         "the transaction (\"failed to commit transaction (conflicting files)\").",
+         wordings=("%s: %s exists in filesystem (owned by %s)", "%s: %s exists in filesystem"),
+         url="https://gitlab.archlinux.org/pacman/pacman/-/blob/master/src/pacman/callback.c", kind="documented"),
+    # --- DKMS skipping the module for a kernel without its headers (dkms's kernel postinst / init script, Debian's
+    # common.postinst, the RPM template's %post): the package installs, the module is never built
+    Spec("dkms.headers_missing", "dkms (kernel_postinst.d_dkms, common.postinst, the RPM template)",
+         "DKMS skipped building the module for a kernel whose headers are not installed.",
+         wordings=("dkms: autoinstall for kernel %s was skipped since the kernel headers for this kernel do not seem "
+                   "to be installed",
+                   "Module build for kernel %s was skipped since the\nkernel headers for this kernel do not seem to be "
+                   "installed.",
+                   "Module build for the currently running kernel was skipped since the\nkernel headers for this kernel "
+                   "do not seem to be installed."),
+         url=GH + "dell/dkms/blob/master/kernel_postinst.d_dkms", kind="documented"),
+    # --- Nix: a derivation's builder failed (src/libstore/build/derivation-goal.cc: nix 2.3's wording, then 2.24+'s)
+    Spec("nix.builder_failed", "nix (src/libstore/build/derivation-goal.cc)", "A derivation's build failed.",
+         wordings=("builder for '%s' failed with exit code %d", "Cannot build '%s'.\nReason: builder failed with exit "
+                   "code %d."),
+         url=GH + "NixOS/nix/blob/master/src/libstore/build/derivation-goal.cc", kind="documented"),
     # --- nvidia-docker 1.x (src/nvidia-docker/utils.go, src/nvidia/nvidia.go, src/nvml/bindings.go): the wrapper and
     # its plugin, before the container toolkit; the beta tags printed the shorter wordings kept below
     Spec("nvdocker1.unsupported_cuda_version", "nvidia-docker 1.x (src/nvidia-docker/utils.go)",

@@ -333,3 +333,10 @@ def test_the_review_s_narrower_rules() -> None:
     assert "evidence.image_cuda_newer_than_driver" not in all_rules("CUDA_VERSION=12.1\n" + SMI_TABLE + "\nError: boom")
     # a negative return is not the code of its digits
     assert "nodriver.no_driver_found" not in all_rules("nvmlDeviceGetCount returned -9")
+
+
+def test_a_code_at_the_end_of_a_sentence_is_the_code() -> None:
+    """(Session 23's review.) A full stop after the code ends the sentence; a digit after it makes a version."""
+    assert top_and_rules("Failed to initialize NVML: nvmlInit_v2 failed with error 18.")[0] == "driver_lib_mismatch"
+    assert top_and_rules("CUDA error 209.")[0] == "arch_unsupported"
+    assert not top_and_rules("CUDA error 209.1")[1]

@@ -50,7 +50,20 @@ def test_no_gpu_found_after_the_refusal_is_not_another_driver_owning_it() -> Non
     nouveau = ("NVRM: The NVIDIA probe routine was not called for 1 device(s).\n"
                "NVRM: nouveau, rivafb, nvidiafb or rivatv\nNVRM: was loaded and obtained ownership of the NVIDIA "
                "device(s).\nNVRM: No NVIDIA graphics adapter probed!")
-    assert top_and_rules(nouveau) == ("no_driver_loaded", {"nodriver.probe_conflict"})
+    assert top_and_rules(nouveau)[0] == "no_driver_loaded" and diagnose(nouveau)[0].rule == "nodriver.probe_conflict"
+
+
+def test_a_legacy_gpu_beside_another_cause_leaves_that_cause_first() -> None:
+    """(The review's cases.) One GPU refused as legacy, another owned by nouveau: nouveau's probe lines lead; a
+    module Secure Boot rejected leads; the refusal only explains the "No NVIDIA GPU found" that follows it."""
+    refusal = DMESG_LEGACY.replace("[  139.823179] ", "[5.101] ")
+    nouveau = ("[5.102] NVRM: The NVIDIA probe routine was not called for 1 device(s).\n[5.102] NVRM: nouveau, rivafb, "
+               "nvidiafb or rivatv\n[5.102] NVRM: was loaded and obtained ownership of the NVIDIA device(s).\n"
+               "[5.103] NVRM: No NVIDIA GPU found.\n")
+    assert diagnose(refusal + nouveau)[0].rule == "nodriver.probe_conflict"
+    secure_boot = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
+    assert top_and_rules(secure_boot + refusal)[0] == "no_driver_loaded"
+    assert diagnose(refusal + "[5.103] NVRM: No NVIDIA GPU found.\n")[0].rule == "arch.legacy_gpu_dropped_by_driver"
 
 
 # --- NCCL's plugin loader at INFO -------------------------------------------------------------------------------------
@@ -80,6 +93,13 @@ def test_nccl_probing_for_its_optional_plugins_is_no_missing_library() -> None:
     # a library the program itself needs, beside the probe, is still missing
     needed = probe + "\nImportError: libcudnn.so.8: cannot open shared object file: No such file or directory"
     assert top_and_rules(needed)[0] == "missing_shared_lib"
+    # a network plugin asked for (NCCL_NET, src/net.cc's "Error: network %s not found."): the probe's dlerror is the
+    # failure (the review's case, from a cluster's documentation)
+    asked = ("nid:1:1 [1] NCCL INFO NET/Plugin : Plugin load (libnccl-net-ofi.so) returned 2 : libnccl-net-ofi.so: "
+             "cannot open shared object file: No such file or directory\n"
+             "nid:1:2 [1] NCCL INFO NCCL_NET set by environment to AWS Libfabric\n"
+             "nid:1:2 [1] net.cc:626 NCCL WARN Error: network AWS Libfabric not found.\n")
+    assert "lib.cannot_open_shared_object" in all_rules(asked)
 
 
 # --- the CRI runtime without the nvidia handler -----------------------------------------------------------------------
@@ -96,6 +116,15 @@ def test_a_cri_runtime_without_the_nvidia_handler_is_the_runtime_config() -> Non
     assert "nvidia-ctk runtime configure" in diagnose(containerd)[0].fix
     # another handler (kata, gVisor) is not the GPU's
     assert "container.cri_runtime_handler_missing" not in all_rules(containerd.replace('"nvidia"', '"kata"'))
+    # containerd's journal quotes the error, escaping the handler's quotes
+    journal = ('level=error msg="CreateContainer within sandbox \\"3f2a\\" failed" error="failed to get sandbox '
+               'runtime: no runtime for \\"nvidia\\" is configured"')
+    assert "container.cri_runtime_handler_missing" in top_and_rules(journal)[1]
+    # the GPU Operator registers the runtime once its driver is up: a driver that failed to load comes first
+    operator = ("Warning  FailedCreatePodSandBox  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc "
+                "= failed to get sandbox runtime: no runtime for \"nvidia\" is configured\n"
+                "nvidia-driver-ctr ERROR: Unable to load the kernel module 'nvidia.ko'.")
+    assert top_and_rules(operator)[0] == "installer_failure"
 
 
 # --- libtorch_cuda.so: a part of a CUDA build of torch ----------------------------------------------------------------
@@ -116,6 +145,14 @@ def test_an_extension_missing_libtorch_cuda_is_a_torch_that_is_not_a_cuda_build(
     split = "ImportError: libtorch_cuda_cu.so: cannot open shared object file: No such file or directory"
     assert top_and_rules(split)[0] == "missing_shared_lib"
     assert "cpu.torch_cuda_library_absent" not in all_rules(split)
+    # (the review's cases) torch shown as a CUDA or ROCm build: the extension was built for another torch; a LibTorch
+    # C++ program's loader is its LD_LIBRARY_PATH
+    for other in ("PyTorch version: 2.1.0+cu121\nCUDA used to build PyTorch: 12.1\n" + OPENMM_TORCH,
+                  "torch                     2.0.1+cu117\n" + OPENMM_TORCH,
+                  "PyTorch version: 2.3.0+rocm6.0\n" + OPENMM_TORCH,
+                  "./example-app: error while loading shared libraries: libc10_cuda.so: cannot open shared object "
+                  "file: No such file or directory"):
+        assert "cpu.torch_cuda_library_absent" not in all_rules(other), other
 
 
 # --- TensorRT refusing the GPU's SM -----------------------------------------------------------------------------------
@@ -134,6 +171,9 @@ def test_tensorrt_refusing_the_sm_is_the_release_not_knowing_the_gpu() -> None:
     ):
         category, rules = top_and_rules(log)
         assert category == "arch_unsupported" and "arch.tensorrt_unsupported_sm" in rules, (log, rules)
+    # the bracket without its space (NVIDIA/TensorRT#2727's title); "SM" as part of another word is not the SM
+    assert "arch.tensorrt_unsupported_sm" in all_rules("Internal Error(Unsupported SM: 0x809)")
+    assert "arch.tensorrt_unsupported_sm" not in all_rules("Assertion failed: Unsupported SMEM size 232448")
 
 
 # --- a docker run that asks for no GPU --------------------------------------------------------------------------------
@@ -159,3 +199,74 @@ def test_a_docker_run_without_a_gpu_request_is_the_container_not_given_the_gpu()
                 FLOYDHUB + "torch 2.1.0+cpu\n",
                 FLOYDHUB.replace("$ sudo docker run  -t -i floydhub/pytorch:latest-gpu-py3 ipython\n", "")):
         assert "container.run_without_gpu_request" not in all_rules(log), log
+
+
+def test_a_docker_run_without_flags_is_not_read_against_other_evidence() -> None:
+    """(The review's cases.) A CPU build shown leads whatever the flags; a True answer is a GPU given; the runtime as
+    the daemon's default, another vendor's GPU, a Kubernetes pod's log are not a missing request."""
+    run = "$ docker run -it --rm myimg bash\n"
+    cpu = (run + "root@x:/# python -c 'import torch; print(torch.cuda.is_available())'\nFalse\n"
+           "root@x:/# python -m torch.utils.collect_env\nPyTorch version: 2.1.0\nCUDA used to build PyTorch: Could not "
+           "collect\n")
+    assert top_and_rules(cpu)[0] == "cpu_only_wheel"
+    healthy = (run + ">>> torch.cuda.is_available()\nTrue\n>>> torch.cuda.is_bf16_supported()\nFalse\n"
+               "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert top_and_rules(healthy)[0] == "arch_unsupported"
+    answer = ">>> torch.cuda.is_available()\nFalse\n"
+    for log in ('$ cat /etc/docker/daemon.json\n{"default-runtime": "nvidia"}\n$ docker run -it dustynv/l4t-pytorch:r35 '
+                "python3\n" + answer,
+                "$ docker run -it --device=/dev/kfd --device=/dev/dri --group-add video rocm/pytorch\n" + answer,
+                "$ docker run -d --name redis redis:7\n$ kubectl logs trainer-0\n" + answer):
+        assert "container.run_without_gpu_request" not in all_rules(log), log
+
+
+# --- package managers refusing NVIDIA packages; DKMS skipping the module; Nix building the driver ---------------------
+
+def test_a_file_conflict_on_nvidia_packages_is_two_sources_of_the_driver() -> None:
+    for log in (
+        # rpm (lib/rpmprob.c) as dnf prints it: NVIDIA's CUDA repository beside negativo17's
+        "Transaction check error:\n  file /usr/lib64/libnvidia-ml.so.1 from install of "
+        "nvidia-driver-NVML-3:550.90.07-1.el9.x86_64 conflicts with file from package "
+        "nvidia-driver-cuda-libs-3:550.90.07-1.el9.x86_64",
+        # pacman (src/pacman/callback.c)
+        "error: failed to commit transaction (conflicting files)\nnvidia-utils: /usr/lib/libEGL_nvidia.so.0 exists in "
+        "filesystem\nErrors occurred, no packages were upgraded.",
+        # dpkg (src/main/archives.c)
+        "dpkg: error processing archive /var/cache/apt/archives/libnvidia-compute-550_550.120-0ubuntu1_amd64.deb "
+        "(--unpack):\n trying to overwrite '/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.120', which is also in "
+        "package libnvidia-extra-550 550.120-0ubuntu1",
+    ):
+        category, rules = top_and_rules(log)
+        assert category == "installer_failure" and "installer.package_file_conflict" in rules, (log, rules)
+    # another package's conflict in the same words is not the driver's
+    other = ("error: failed to commit transaction (conflicting files)\npython-pip: "
+             "/usr/lib/python3.12/site-packages/pip/__init__.py exists in filesystem")
+    assert "installer.package_file_conflict" not in all_rules(other)
+
+
+def test_dkms_skipping_the_nvidia_module_for_a_kernel_without_headers() -> None:
+    debian = ("Setting up nvidia-kernel-dkms (535.216.01-1~deb12u1) ...\nLoading new nvidia-current-535.216.01 DKMS "
+              "files...\nBuilding for 6.1.0-31-amd64\nModule build for kernel 6.1.0-31-amd64 was skipped since the\n"
+              "kernel headers for this kernel do not seem to be installed.\nSetting up nvidia-driver "
+              "(535.216.01-1~deb12u1) ...\n$ nvidia-smi\nNVIDIA-SMI has failed because it couldn't communicate with "
+              "the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.")
+    category, rules = top_and_rules(debian)
+    assert category == "installer_failure" and "installer.dkms_skipped_no_headers" in rules, rules
+    # another module's skip (a Coral TPU's gasket on Proxmox) says nothing about the GPU
+    gasket = ("dkms: autoinstall for kernel 6.2.16-19-pve was skipped since the kernel headers for this kernel do not "
+              "seem to be installed.")
+    assert "installer.dkms_skipped_no_headers" not in all_rules(gasket)
+
+
+def test_nix_failing_to_build_the_driver_derivation_and_libsolv_dep_strings() -> None:
+    for log in ("error: builder for '/nix/store/0x4x2hv6xpvq0q2mvgz7fxwq3b1b0zy1-nvidia-x11-550.78-6.9.1.drv' failed "
+                "with exit code 2",
+                "error: Cannot build '/nix/store/0x4x2hv6xpvq0q2mvgz7fxwq3b1b0zy1-nvidia-x11-565.77-6.13.drv'.\n"
+                "       Reason: builder failed with exit code 2."):
+        assert top_and_rules(log) == ("installer_failure", {"installer.nix_driver_build_failed"}), log
+    assert not all_rules("error: builder for '/nix/store/0x4x2hv6xpvq0q2mvgz7fxwq3b1b0zy1-hello-2.12.drv' failed with "
+                         "exit code 2")
+    # libsolv's dependency is a dep string with spaces (src/problems.c: "nothing provides %s needed by %s")
+    dnf = ("Problem: conflicting requests\n  - nothing provides kernel-devel-uname-r = 5.14.0-427.el9.x86_64 needed by "
+           "kmod-nvidia-latest-dkms-3:550.54.15-1.el9.x86_64")
+    assert top_and_rules(dnf) == ("installer_failure", {"installer.dnf_cannot_resolve_nvidia"})

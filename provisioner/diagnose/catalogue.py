@@ -63,7 +63,7 @@ def code_regex(family: str, code: int) -> str:
     Each form carries a literal the prefilter can use ("cuda error", "cuinit", "nvml"), so none runs over a long log
     bare."""
     n = str(code)
-    end = r"\b(?:[^.\d]|$)"  # not a version's or a date's first part
+    end = r"\b(?:[^.\d]|\.(?:[^\d]|$)|$)"  # not a version's or a date's first part; a sentence's full stop is
     if family == "nvml":
         return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
                 + r"|\bnvml\w+(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned|return code)(?: with)?(?: error)?"

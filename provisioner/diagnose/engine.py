@@ -11,6 +11,7 @@ from functools import lru_cache
 from provisioner.diagnose.catalogue import message_patterns
 from provisioner.diagnose.evidence import (
     EXTRACTOR_REGEXES,
+    PLUGIN_ASKED,
     LogEvidence,
     decide,
     extract_evidence,
@@ -126,6 +127,8 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
     log's own text) is where `context`/`unless` are looked for: the whole log when `log` holds only the
     prefilter's windows of it."""
     hits: list[RuleHit] = []
+    # NCCL's plugin probe lines are read only where the log shows a network plugin was asked for
+    skip_probes = PLUGIN_ASKED.search(log.full_text if context_text is None else context_text) is None
     for rule in rules:
         lines: list[int] = []
         for pattern in rule_patterns(rule):
@@ -137,7 +140,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
                         break
                     if negated_mention(view.text, m.start()):
                         continue  # "* No `GPU has fallen off the bus`": the reporter did not see it
-                    if probe_line(view.text, m.start()):
+                    if skip_probes and probe_line(view.text, m.start()):
                         continue  # NCCL's plugin loader at INFO: an optional library it did not find
                     n += 1
                     for idx in view.lines_for_span(m.start(), m.end()):

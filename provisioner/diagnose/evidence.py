@@ -118,6 +118,11 @@ def negated_mention(text: str, start: int) -> bool:
 _PROBE_LINE = compile_rx(r"\bNCCL\s+INFO\s+[A-Z]+/Plugin\s*:")
 
 
+#: the log shows a network plugin was asked for (NCCL_NET / NCCL_NET_PLUGIN, NCCL's "Error: network %s not found."
+#: in src/net.cc 2.12-2.19 and src/plugin/net.cc): then the probe's dlerror is the failure, not a probe
+PLUGIN_ASKED = compile_rx(r"\bNCCL_NET(?:_PLUGIN)?(?:\s+set\b|\s*=)|\bError:\s+network\s+[^\n]{0,60}?\s*not\s+found")
+
+
 def probe_line(text: str, start: int) -> bool:
     """The match at `start` in `text` sits on a line a program prints while probing for an optional part (NCCL's
     plugin loader at INFO)."""

@@ -264,4 +264,6 @@ def format_regex(fmt: str) -> str:
             out.append(re.escape(tok))
     if label and out:
         out.append(r"\s*:")
+    elif tokens and re.fullmatch(r"\w+", tokens[-1]):
+        out.append(r"\b")  # the message's last word is a whole word: "Unsupported SM" is not "Unsupported SMEM size"
     return "".join(out)

@@ -149,8 +149,6 @@ RULES: tuple[Rule, ...] = (
             r"will ignore this GPU",
         ),
         confidence=0.8,
-        # the probe that follows ("NVRM: No NVIDIA GPU found.") is this GPU being ignored, not another driver owning it
-        demotes=("no_driver_loaded",),
         root_cause=(
             "The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch."
         ),

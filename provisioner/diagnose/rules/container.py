@@ -221,16 +221,21 @@ RULES: tuple[Rule, ...] = (
         # torch.cuda.is_available() False; the fix was nvidia-docker)
         name="container.run_without_gpu_request",
         category="container_device_missing",
+        # torch.cuda's answer on the next line (the REPL's, IPython's `Out[n]:`), or printed beside its name
         patterns=(
-            r"is_available\(\)[^\n]{0,120}(?:\n[^\n]{0,300}){0,3}\n\s*(?:>>>\s*|Out\[\d+\]:\s*)?False\b",
-            r"is_available\(\)\)?\s*[:=]\s*False\b",
+            r"\bcuda\.is_available\(\)[^\n]{0,120}\n\s*(?:>>>\s*|Out\[\d+\]:\s*)?False\b",
+            r"\bcuda\.is_available\(\)\)?\s*[:=]\s*False\b",
         ),
         messages=("torch.no_gpus",),
         requires=(r"(?:^|[$#>]\s*)(?:sudo\s+)?(?:docker|podman)\s+(?:container\s+)?run\s",),
-        unless=(r"--gpus\b|--runtime[= ]+nvidia|nvidia\.com/gpu|--device[= ]+[\"']?/dev/nvidia|NVIDIA_VISIBLE_DEVICES"
-                r"|nvidia-docker|\bcapabilities:|\+cpu\b|CUDA used to build PyTorch\s*:\s*None"),
+        # the GPU asked for (the flags, the runtime as the daemon's default, the OCI hook, Kubernetes), another
+        # vendor's GPU (ROCm's /dev/kfd, Intel's /dev/dri), or a torch that is not a CUDA build (whatever the flags)
+        unless=(r"--gpus\b|--runtime[= ]+nvidia|nvidia\.com/gpu|--device[= ]+[\"']?/dev/(?:nvidia|kfd|dri)"
+                r"|NVIDIA_VISIBLE_DEVICES|nvidia-docker|\bcapabilities:|default-runtime|--hooks-dir|\bkubectl\b"
+                r"|\brocm|\+cpu\b|CUDA used to build PyTorch\s*:\s*(?:None|Could not collect)"
+                r"|torch\.version\.cuda\)?[^\n]{0,20}\n\s*None\b|\bcpu_py\d"),
         confidence=0.8,
-        demotes=("no_driver_loaded", "cpu_only_wheel"),
+        demotes=("no_driver_loaded",),
         root_cause=("The container was started without asking for the GPU (its `docker run`/`podman run` has no `--gpus`, "
                     "nvidia runtime or GPU device), so the runtime injected neither the /dev/nvidia* nodes nor the "
                     "driver's libraries and CUDA sees no GPU in it; a GPU image does not bring the GPU by itself."),
@@ -288,8 +293,11 @@ RULES: tuple[Rule, ...] = (
         category="container_device_missing",
         patterns=(),
         messages=("cri.containerd_no_runtime", "cri.crio_no_runtime_handler"),
-        requires=(r"\bno runtime for [\"'`]?nvidia|\bfailed to find runtime handler [\"'`]?nvidia",),
-        confidence=0.9,
+        # the handler quoted, or quoted and escaped inside a journal's error="…" field
+        requires=(r"\bno runtime for \\?[\"'`]?nvidia|\bfailed to find runtime handler \\?[\"'`]?nvidia",),
+        # below a driver that failed to build or load: the GPU Operator's toolkit registers the runtime only once the
+        # driver is up, so the handler is missing because of it
+        confidence=0.8,
         root_cause=("The pod asks for the NVIDIA runtime handler and the node's container runtime (containerd or "
                     "CRI-O) has no such runtime in its configuration, so no pod sandbox starts."),
         fix=("Register the handler on the node and restart the runtime: `nvidia-ctk runtime configure "

@@ -263,9 +263,14 @@ RULES: tuple[Rule, ...] = (
         # Not 1.10-1.12's libtorch_cuda_cu.so/_cpp.so, which newer torches do not have (an extension/torch mismatch).
         name="cpu.torch_cuda_library_absent",
         category="cpu_only_wheel",
-        patterns=(),
-        messages=("ld.cannot_open_shared_object",),
+        # Python's import of the extension failing (not a LibTorch C++ program's loader: its LD_LIBRARY_PATH)
+        patterns=(r"(?:ImportError|OSError)\b[^\n]{0,200}\blib(?:torch_cuda|c10_cuda)\.so: cannot open shared object file",),
+        # the same cause as PyTorch's collect_env says it (cited, read only beside the missing library)
+        messages=("torch.collect_env_cuda_none",),
         requires=(r"\blib(?:torch_cuda|c10_cuda)\.so: cannot open shared object file",),
+        # torch shown as a CUDA build (an extension built for another torch version) or a ROCm one: not this
+        unless=(r"\+cu\d{2,3}\b|\+rocm|CUDA used to build PyTorch\s*:\s*\d|ROCM used to build PyTorch\s*:\s*\d"
+                r"|torch\.version\.cuda\)?[^\n]{0,20}\n\s*\d"),
         confidence=0.88,
         demotes=("missing_shared_lib",),
         root_cause=("libtorch_cuda.so and libc10_cuda.so are parts of a CUDA build of PyTorch only: the extension that "

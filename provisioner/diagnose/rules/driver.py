@@ -151,7 +151,7 @@ RULES: tuple[Rule, ...] = (
             r"NVML library version:\s*\d+",
             r"NVML/RM version mismatch",
             r"lib[ _]?rm[ _]?version[ _]?mismatch",
-            r"\bnvml\w*[^\n]{0,30}?\b(?:err(?:or)?|failure|failed|returned|return code)\W{0,3}18\b(?:[^.\d]|$)",
+            r"\bnvml\w*[^\n]{0,30}?\b(?:err(?:or)?|failure|failed|returned|return code)\W{0,3}18\b(?:[^.\d]|\.(?:[^\d]|$)|$)",
         ),
         confidence=0.93,
         root_cause=(

@@ -37,7 +37,6 @@ RULES: tuple[Rule, ...] = (
             r"/nvidia[\w-]*/[\w/.-]+\.[ch]:\d+:\d+: error:",
             r"(?:^|[\s'\"])(?:\./)?(?:kernel-open/)?nvidia[\w-]*/[\w/.-]+\.[ch]:\d+:\d+: (?:fatal )?error:",
             r"Makefile\.build:\d+: [^\n]{0,300}nvidia[^\n]{0,300}\] Error \d+",
-            r"trying to overwrite '[^']*nvidia[^']*', which is also in package",
             r"Failed to verify gcc version",
             r"Failed CC version check",
             r"Compiler version check failed",
@@ -240,8 +239,9 @@ RULES: tuple[Rule, ...] = (
         # dnf's depsolve failure hints (dnf/cli/main.py; dnf5 main.cpp) in a log about NVIDIA/CUDA packages
         name="installer.dnf_cannot_resolve_nvidia",
         category="installer_failure",
-        patterns=(r"\bnothing provides \S+ needed by \S*(?:nvidia|cuda)\S*",),
-        messages=("dnf.depsolve_failed", "libsolv.requires_uninstallable"),
+        # libsolv's dependency is a dep string ("kernel-devel-uname-r = 5.14.0-427.el9.x86_64"), spaces and all
+        patterns=(r"\bnothing provides [^\n]{1,160}? needed by [^\n]{0,60}?(?:nvidia|cuda)",),
+        messages=("dnf.depsolve_failed", "libsolv.requires_uninstallable", "libsolv.nothing_provides"),
         context=r"\b(?:nvidia|cuda|kmod-nvidia|akmod-nvidia|dkms)",
         confidence=0.75,
         root_cause=("dnf could not resolve the NVIDIA driver / CUDA packages: a dependency no enabled repository "
@@ -253,6 +253,64 @@ RULES: tuple[Rule, ...] = (
              "--skip-broken."),
         examples=('    openstack.openhpc:         "nvidia-driver"\n    openstack.openhpc: (try to add \'--skip-broken\' to '
                   "skip uninstallable packages or '--nobest' to use not only best candidate packages)",),
+    ),
+    Rule(
+        # rpm's, dpkg's and pacman's refusal of a package whose files another package (or an unpackaged install)
+        # owns, on a line naming an NVIDIA/CUDA package: two sources of the driver (NVIDIA's CUDA repository beside
+        # the distribution's, negativo17's or RPM Fusion's; a .run install under packages)
+        name="installer.package_file_conflict",
+        category="installer_failure",
+        patterns=(),
+        messages=("rpm.file_conflict", "dpkg.trying_to_overwrite", "pacman.exists_in_filesystem"),
+        context=(rf"\b{_GPU_PKG}[^\n]{{0,300}}?(?:conflicts with file from|exists in filesystem|which is also in package)"
+                 rf"|(?:conflicts with file from package|which is also in package|trying to overwrite)[^\n]{{0,300}}?"
+                 rf"\b{_GPU_PKG}"),
+        confidence=0.8,
+        root_cause=("The package manager refuses the NVIDIA packages because another package (or an earlier install "
+                    "outside it) already owns their files: two sources of the driver on one host, such as NVIDIA's "
+                    "CUDA repository beside the distribution's, negativo17's or RPM Fusion's, or a .run install "
+                    "under packages."),
+        fix=("Keep one source of the driver: remove the other source's NVIDIA packages (`dnf remove`/`apt purge` them, "
+             "`nvidia-uninstall` for a .run install) and disable its repository, then install again; `rpm -qf`/"
+             "`dpkg -S`/`pacman -Qo` on the file names its owner. Do not force the overwrite."),
+        examples=("  file /usr/lib64/libnvidia-ml.so.1 from install of nvidia-driver-NVML-3:550.90.07-1.el9.x86_64 "
+                  "conflicts with file from package nvidia-driver-cuda-libs-3:550.90.07-1.el9.x86_64",),
+    ),
+    Rule(
+        # the driver package installed, DKMS skipped its module for a kernel without headers: the next boot into that
+        # kernel has no nvidia module (Debian's nvidia-kernel-dkms: "Module build for kernel 6.1.0-31-amd64 was
+        # skipped since the kernel headers for this kernel do not seem to be installed.")
+        name="installer.dkms_skipped_no_headers",
+        category="installer_failure",
+        patterns=(),
+        messages=("dkms.headers_missing",),
+        context=r"\bnvidia",
+        confidence=0.82,
+        demotes=("no_driver_loaded",),
+        root_cause=("DKMS did not build the NVIDIA kernel module for a kernel whose headers are not installed, so that "
+                    "kernel boots without an nvidia module."),
+        fix=("Install the headers of that kernel (`linux-headers-$(uname -r)`, Proxmox `proxmox-headers-$(uname -r)`, "
+             "`kernel-devel-$(uname -r)`), then `dkms autoinstall` (or reinstall the driver package) and reboot."),
+        examples=("Setting up nvidia-kernel-dkms (535.216.01-1~deb12u1) ...\nLoading new nvidia-current-535.216.01 DKMS "
+                  "files...\nBuilding for 6.1.0-31-amd64\nModule build for kernel 6.1.0-31-amd64 was skipped since the"
+                  "\nkernel headers for this kernel do not seem to be installed.",),
+    ),
+    Rule(
+        # NixOS builds the NVIDIA driver (nvidia-x11, its kernel module) as a derivation: its builder failing is the
+        # driver's build failing (a kernel newer than the driver, a patch that does not apply)
+        name="installer.nix_driver_build_failed",
+        category="installer_failure",
+        patterns=(),
+        messages=("nix.builder_failed",),
+        requires=(r"(?:builder for|Cannot build|build of) '[^'\n]*nvidia[^'\n]*'",),  # the derivation's name
+        confidence=0.8,
+        root_cause=("Nix could not build the NVIDIA driver's derivation (nvidia-x11 and its kernel module) for this "
+                    "kernel."),
+        fix=("Read the derivation's log (`nix log <drv>`): a kernel newer than the driver release needs a newer "
+             "`hardware.nvidia.package` (or an older `boot.kernelPackages`); a legacy branch (470, 390) needs a kernel "
+             "it still builds against."),
+        examples=("error: builder for '/nix/store/0x4x2hv6xpvq0q2mvgz7fxwq3b1b0zy1-nvidia-x11-550.78-6.9.1.drv' failed "
+                  "with exit code 2",),
     ),
     Rule(
         # torch.utils.cpp_extension refuses to build an extension with an nvcc of another CUDA major than torch's

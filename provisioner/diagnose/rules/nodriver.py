@@ -40,7 +40,6 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"Kernel driver in use: (?:vfio-pci|nouveau)\b",
             r"NVRM: The NVIDIA probe routine was not called for \d+ device",
-            r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",
             r"was loaded and obtained ownership of the NVIDIA device",
             r"NVRM: [^\n]{0,80}is already bound to (?:vfio-pci|nouveau|another driver)",
         ),
@@ -61,6 +60,26 @@ RULES: tuple[Rule, ...] = (
             "NVRM: nouveau, rivafb, nvidiafb or rivatv \nNVRM: was loaded and obtained ownership of the NVIDIA "
             "device(s).",
         ),
+    ),
+    Rule(
+        # the module's probe ended with no GPU: another driver (nouveau, vfio-pci) holds them, unless the module said
+        # on its own why it passed a GPU by (a legacy GPU, a pre-GSP GPU under the open flavour, a GPU this release
+        # does not support): then this line is that refusal's consequence, and the refusal is the finding
+        name="nodriver.no_gpu_probed",
+        category="no_driver_loaded",
+        patterns=(r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",),
+        unless=(r"Legacy\s+drivers|will\s+ignore(?:\s+NVRM\s*:)?\s+this\s+GPU|not\s+supported\s+by\s+open"
+                r"|is\s+not\s+supported\s+by\s+the(?:\s+NVRM\s*:)?\s+NVIDIA\s+[\d.]+\s+driver\s+release"),
+        confidence=0.87,  # below the probe-routine lines of probe_conflict, which name the other driver
+        root_cause=(
+            "The nvidia module probed no GPU: another driver (nouveau, a framebuffer driver or vfio-pci) owns the "
+            "GPUs, so the nvidia module never bound them."
+        ),
+        fix=(
+            "Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module "
+            "claims the GPUs (`lspci -nnk -d 10de:` names the driver in use)."
+        ),
+        examples=("NVRM: No NVIDIA graphics adapter found!",),
     ),
     Rule(
         name="nodriver.secure_boot",
