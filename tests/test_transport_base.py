@@ -3,6 +3,8 @@ never cuts a known secret in two, and the one host label."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
 from pathlib import Path
 
@@ -86,3 +88,34 @@ async def test_a_command_that_exits_without_reading_its_stdin_reports_its_exit_s
     # write_file into a missing directory: ConnectionResetError instead of the command's failure)
     result = await LocalTransport().run(["sh", "-c", "echo gone; exit 3"], stdin=b"x" * (4 << 20))
     assert (result.exit_status, result.lines) == (3, ["gone"])
+
+
+async def test_a_program_still_open_for_writing_runs_once_the_writer_lets_go(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """exec(2) refuses a file some process holds open for writing (ETXTBSY): a program `put` and run at once can meet
+    a child another thread forked while the file was open. The transport retries; here the writer is this test, which
+    lets go when the transport pauses to retry (the event, not a delay), and the second exec runs the program."""
+    import provisioner.transport.local as local
+
+    program = tmp_path / "prog"
+    program.write_text("#!/bin/sh\necho ran\n")
+    program.chmod(0o755)
+    writer = open(program, "ab")  # held open across the first exec on purpose
+    pauses: list[int] = []
+
+    async def let_go(attempt: int) -> None:
+        pauses.append(attempt)
+        writer.close()
+
+    monkeypatch.setattr(local, "_retry_pause", let_go)
+    result = await LocalTransport().run([str(program)], timeout=60)
+    assert result.ok and result.output.strip() == "ran" and pauses == [1]
+    # a writer that never lets go: the error as the kernel gave it, after the bounded retries
+    stuck = open(program, "ab")
+    try:
+        monkeypatch.setattr(local, "_retry_pause", lambda attempt: asyncio.sleep(0))
+        with pytest.raises(OSError) as err:
+            await LocalTransport().run([str(program)], timeout=60)
+        assert err.value.errno == errno.ETXTBSY
+    finally:
+        stuck.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import errno
 import os
 import shutil
 import signal
@@ -27,14 +28,7 @@ class LocalTransport(Transport):
         self, argv: Sequence[str], command: str, *, timeout: float | None, on_line: LineCallback,
         stdin: bytes | None,
     ) -> int | None:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=self.env,
-            start_new_session=True,
-        )
+        proc = await _spawn(argv, stdin is not None, self.env)
         splitter = LineSplitter(on_line)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
@@ -70,6 +64,33 @@ class LocalTransport(Transport):
 
 
 REAP_S = 10.0
+#: exec(2) refuses a program some process still holds open for writing (ETXTBSY). A file just written here (a uv lent
+#: into a folder, `put` then run) can be held for a moment by a child another thread forked while the file was open:
+#: the child keeps the descriptor until its own exec. The kernel's answer is transient; Go's os/exec meets the same
+#: race (golang/go#22315). Bounded retries, then the error as it is.
+ETXTBSY_TRIES = 20
+
+
+async def _retry_pause(attempt: int) -> None:
+    await asyncio.sleep(0.05 * attempt)
+
+
+async def _spawn(argv: Sequence[str], with_stdin: bool, env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    for attempt in range(1, ETXTBSY_TRIES + 1):
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY or attempt == ETXTBSY_TRIES:
+                raise
+            await _retry_pause(attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:
