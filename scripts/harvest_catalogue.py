@@ -561,7 +561,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("uv.no_wheel_for_platform", "uv", "A distribution has no wheel (and no sdist) for this platform.",
          wordings=("Distribution `%s` can't be installed because it doesn't have a source distribution or wheel for "
                    "the current platform",
-                   "only has wheels for the following platform"),
+                   "only has wheels for the following platform%s"),  # "platform: …" or "platforms: …"
          url=GH + "astral-sh/uv/blob/main/crates/uv-resolver/src/pubgrub/report.rs", kind="documented"),
     Spec("kbuild.make_error", "GNU make running the kernel's Kbuild (scripts/Makefile.build)",
          "A recipe of the kernel module build failed (GNU make's `*** [target] Error N`, localised in the user's "
@@ -856,9 +856,18 @@ SPECS: tuple[Spec, ...] = (
          url=GH + "dell/dkms/blob/master/kernel_postinst.d_dkms", kind="documented"),
     # --- Nix: a derivation's builder failed (src/libstore/build/derivation-goal.cc: nix 2.3's wording, then 2.24+'s)
     Spec("nix.builder_failed", "nix (src/libstore/build/derivation-goal.cc)", "A derivation's build failed.",
-         wordings=("builder for '%s' failed with exit code %d", "Cannot build '%s'.\nReason: builder failed with exit "
-                   "code %d."),
+         wordings=("builder for '%s' failed with exit code %d", "Cannot build '%s'. Reason: builder failed with exit "
+                   "code %d."),  # one sentence to its matcher (nix prints the reason on the next line)
          url=GH + "NixOS/nix/blob/master/src/libstore/build/derivation-goal.cc", kind="documented"),
+    # the same for the NVIDIA driver's own derivations (nixpkgs pkgs/os-specific/linux/nvidia-x11: `nvidia-x11-<version>-
+    # <kernel>`, the open modules' `nvidia-open-<version>-<kernel>`): its builder failing, not a dependency's
+    Spec("nix.nvidia_driver_build_failed", "nix (src/libstore/build/derivation-goal.cc), for nixpkgs' nvidia-x11",
+         "The NVIDIA driver's derivation (its kernel module) failed to build for this kernel.",
+         wordings=("builder for '%s-nvidia-x11-%s.drv' failed with exit code %d",
+                   "builder for '%s-nvidia-open-%s.drv' failed with exit code %d",
+                   "Cannot build '%s-nvidia-x11-%s.drv'. Reason: builder failed with exit code %d.",
+                   "Cannot build '%s-nvidia-open-%s.drv'. Reason: builder failed with exit code %d."),
+         url=GH + "NixOS/nixpkgs/tree/master/pkgs/os-specific/linux/nvidia-x11", kind="documented"),
     # --- nvidia-docker 1.x (src/nvidia-docker/utils.go, src/nvidia/nvidia.go, src/nvml/bindings.go): the wrapper and
     # its plugin, before the container toolkit; the beta tags printed the shorter wordings kept below
     Spec("nvdocker1.unsupported_cuda_version", "nvidia-docker 1.x (src/nvidia-docker/utils.go)",

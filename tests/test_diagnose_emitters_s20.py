@@ -340,3 +340,11 @@ def test_a_code_at_the_end_of_a_sentence_is_the_code() -> None:
     assert top_and_rules("Failed to initialize NVML: nvmlInit_v2 failed with error 18.")[0] == "driver_lib_mismatch"
     assert top_and_rules("CUDA error 209.")[0] == "arch_unsupported"
     assert not top_and_rules("CUDA error 209.1")[1]
+
+
+def test_a_value_printed_onto_a_messages_last_word() -> None:
+    """(Session 23's second review.) A catalogue message's last word ends at a word boundary, unless the program prints
+    a value onto it: nvcc's "compute_%d", uv's "platform%s" ("platforms: …")."""
+    assert top_and_rules('nvcc fatal   : Unsupported gpu architecture "compute_120"')[0] == "arch_unsupported"
+    assert top_and_rules("hint: You're on Linux (`manylinux_2_39_aarch64`), but `foo` (v1) only has wheels for the "
+                         "following platforms: `win_amd64`, `macosx_11_0_arm64`")[0] == "resolver_failure"

@@ -53,17 +53,24 @@ def test_no_gpu_found_after_the_refusal_is_not_another_driver_owning_it() -> Non
     assert top_and_rules(nouveau)[0] == "no_driver_loaded" and diagnose(nouveau)[0].rule == "nodriver.probe_conflict"
 
 
-def test_a_legacy_gpu_beside_another_cause_leaves_that_cause_first() -> None:
-    """(The review's cases.) One GPU refused as legacy, another owned by nouveau: nouveau's probe lines lead; a
-    module Secure Boot rejected leads; the refusal only explains the "No NVIDIA GPU found" that follows it."""
-    refusal = DMESG_LEGACY.replace("[  139.823179] ", "[5.101] ")
-    nouveau = ("[5.102] NVRM: The NVIDIA probe routine was not called for 1 device(s).\n[5.102] NVRM: nouveau, rivafb, "
-               "nvidiafb or rivatv\n[5.102] NVRM: was loaded and obtained ownership of the NVIDIA device(s).\n"
-               "[5.103] NVRM: No NVIDIA GPU found.\n")
-    assert diagnose(refusal + nouveau)[0].rule == "nodriver.probe_conflict"
+def test_a_legacy_gpu_leads_over_what_follows_from_it_and_under_secure_boot() -> None:
+    """(The two reviews' cases.) What follows from the only GPU being ignored (modprobe's "No such device", NVML's and
+    torch's "no driver") does not lead; Secure Boot refusing the module does; a second GPU that nouveau owns is named
+    beside it; prose about legacy drivers does not silence "No NVIDIA GPU found"."""
+    refusal = DMESG_LEGACY.replace("[  139.823179] ", "[5.101] ") + "[5.103] NVRM: No NVIDIA GPU found.\n"
+    for consequence in ("modprobe: ERROR: could not insert 'nvidia': No such device",
+                        "Failed to initialize NVML: Driver Not Loaded",
+                        "RuntimeError: Found no NVIDIA driver on your system."):
+        assert diagnose(refusal + consequence)[0].rule == "arch.legacy_gpu_dropped_by_driver", consequence
     secure_boot = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n"
     assert top_and_rules(secure_boot + refusal)[0] == "no_driver_loaded"
-    assert diagnose(refusal + "[5.103] NVRM: No NVIDIA GPU found.\n")[0].rule == "arch.legacy_gpu_dropped_by_driver"
+    nouveau = ("[5.102] NVRM: The NVIDIA probe routine was not called for 1 device(s).\n[5.102] NVRM: nouveau, rivafb, "
+               "nvidiafb or rivatv\n[5.102] NVRM: was loaded and obtained ownership of the NVIDIA device(s).\n")
+    found = diagnose(refusal + nouveau)
+    assert found[0].rule == "arch.legacy_gpu_dropped_by_driver"
+    assert any(f.rule == "nodriver.probe_conflict" for f in found[1:]), [f.rule for f in found]
+    prose = "I tried the 470 legacy drivers first, then 535.\nNVRM: No NVIDIA GPU found."
+    assert diagnose(prose)[0].rule == "nodriver.no_gpu_probed"
 
 
 # --- NCCL's plugin loader at INFO -------------------------------------------------------------------------------------
@@ -100,6 +107,12 @@ def test_nccl_probing_for_its_optional_plugins_is_no_missing_library() -> None:
              "nid:1:2 [1] NCCL INFO NCCL_NET set by environment to AWS Libfabric\n"
              "nid:1:2 [1] net.cc:626 NCCL WARN Error: network AWS Libfabric not found.\n")
     assert "lib.cannot_open_shared_object" in all_rules(asked)
+    # a built-in transport (IB, Socket) or NCCL_NET_PLUGIN=none asks for no plugin: the probe stays a probe
+    for builtin in ("x [0] NCCL INFO NCCL_NET set by environment to IB\n", "export NCCL_NET_PLUGIN=none\n"):
+        log = (builtin + "x [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: "
+               "cannot open shared object file: No such file or directory\nRuntimeError: NCCL error in: "
+               "../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled system error")
+        assert top_and_rules(log)[0] == "nccl_failure", builtin
 
 
 # --- the CRI runtime without the nvidia handler -----------------------------------------------------------------------
@@ -213,6 +226,13 @@ def test_a_docker_run_without_flags_is_not_read_against_other_evidence() -> None
                "RuntimeError: CUDA error: no kernel image is available for execution on the device")
     assert top_and_rules(healthy)[0] == "arch_unsupported"
     answer = ">>> torch.cuda.is_available()\nFalse\n"
+    # `python -c` printing other values first; not another call's False after is_available()'s True
+    shell = "$ docker run -it --rm pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime bash\nroot@a1b2c3d4e5f6:/workspace# "
+    assert "container.run_without_gpu_request" in all_rules(
+        shell + "python -c 'import torch; print(torch.__version__); print(torch.cuda.is_available())'\n2.3.0+cu121\nFalse")
+    assert "container.run_without_gpu_request" not in all_rules(
+        shell + "python -c 'import torch; print(torch.cuda.is_available()); print(torch.cuda.is_bf16_supported())'\n"
+        "True\nFalse")
     for log in ('$ cat /etc/docker/daemon.json\n{"default-runtime": "nvidia"}\n$ docker run -it dustynv/l4t-pytorch:r35 '
                 "python3\n" + answer,
                 "$ docker run -it --device=/dev/kfd --device=/dev/dri --group-add video rocm/pytorch\n" + answer,
@@ -242,6 +262,13 @@ def test_a_file_conflict_on_nvidia_packages_is_two_sources_of_the_driver() -> No
     other = ("error: failed to commit transaction (conflicting files)\npython-pip: "
              "/usr/lib/python3.12/site-packages/pip/__init__.py exists in filesystem")
     assert "installer.package_file_conflict" not in all_rules(other)
+    # (the second review's cases) a path holding "cuda" in another package's conflict
+    for path_only in ("error: failed to commit transaction (conflicting files)\npython-pytorch: "
+                      "/usr/lib/python3.12/site-packages/torch/cuda/__init__.py exists in filesystem",
+                      "dpkg: error processing archive /var/cache/apt/archives/ros-humble-opencv_4.5.4_amd64.deb "
+                      "(--unpack):\n trying to overwrite '/usr/include/opencv4/opencv2/core/cuda.hpp', which is also "
+                      "in package ros-humble-opencv 4.5.4-1"):
+        assert "installer.package_file_conflict" not in all_rules(path_only), path_only
 
 
 def test_dkms_skipping_the_nvidia_module_for_a_kernel_without_headers() -> None:
@@ -256,6 +283,15 @@ def test_dkms_skipping_the_nvidia_module_for_a_kernel_without_headers() -> None:
     gasket = ("dkms: autoinstall for kernel 6.2.16-19-pve was skipped since the kernel headers for this kernel do not "
               "seem to be installed.")
     assert "installer.dkms_skipped_no_headers" not in all_rules(gasket)
+    # (the second review's cases) another module skipped while NVIDIA's installed; NVIDIA's skipped for an old kernel
+    # and installed for the new one; Secure Boot refusing the module that was built leads
+    zfs = ("Loading new zfs-2.1.11 DKMS files...\nBuilding for 6.1.0-31-amd64\nModule build for kernel 6.1.0-31-amd64 "
+           "was skipped since the\nkernel headers for this kernel do not seem to be installed.\nLoading new "
+           "nvidia-current-535.216.01 DKMS files...\nBuilding for 6.1.0-31-amd64\nBuilding initial module for "
+           "6.1.0-31-amd64\nDone.\nDKMS: install completed.")
+    assert "installer.dkms_skipped_no_headers" not in all_rules(zfs)
+    secure = debian.split("$ nvidia-smi")[0] + "modprobe: ERROR: could not insert 'nvidia_current': Key was rejected by service"
+    assert top_and_rules(secure)[0] == "no_driver_loaded"
 
 
 def test_nix_failing_to_build_the_driver_derivation_and_libsolv_dep_strings() -> None:
@@ -266,6 +302,15 @@ def test_nix_failing_to_build_the_driver_derivation_and_libsolv_dep_strings() ->
         assert top_and_rules(log) == ("installer_failure", {"installer.nix_driver_build_failed"}), log
     assert not all_rules("error: builder for '/nix/store/0x4x2hv6xpvq0q2mvgz7fxwq3b1b0zy1-hello-2.12.drv' failed with "
                          "exit code 2")
+    # (the second review's cases) another NVIDIA derivation, and the driver's failing only because the kernel did
+    for other in ("error: builder for '/nix/store/abc-nvidia-container-toolkit-1.15.0.drv' failed with exit code 1",
+                  "error: Cannot build '/nix/store/aaa-linux-6.9.1.drv'.\n       Reason: builder failed with exit code "
+                  "2.\nerror: Cannot build '/nix/store/bbb-nvidia-x11-550.78-6.9.1.drv'.\n       Reason: 1 dependency "
+                  "failed."):
+        assert "installer.nix_driver_build_failed" not in all_rules(other), other
+    zypper = ("| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |\nProblem: 1: nothing "
+              "provides 'libavcodec60 = 6.1.1' needed by the to be installed ffmpeg-6-6.1.1-1.1.x86_64")
+    assert "installer.dnf_cannot_resolve_nvidia" not in all_rules(zypper)
     # libsolv's dependency is a dep string with spaces (src/problems.c: "nothing provides %s needed by %s")
     dnf = ("Problem: conflicting requests\n  - nothing provides kernel-devel-uname-r = 5.14.0-427.el9.x86_64 needed by "
            "kmod-nvidia-latest-dkms-3:550.54.15-1.el9.x86_64")

@@ -118,9 +118,11 @@ def negated_mention(text: str, start: int) -> bool:
 _PROBE_LINE = compile_rx(r"\bNCCL\s+INFO\s+[A-Z]+/Plugin\s*:")
 
 
-#: the log shows a network plugin was asked for (NCCL_NET / NCCL_NET_PLUGIN, NCCL's "Error: network %s not found."
-#: in src/net.cc 2.12-2.19 and src/plugin/net.cc): then the probe's dlerror is the failure, not a probe
-PLUGIN_ASKED = compile_rx(r"\bNCCL_NET(?:_PLUGIN)?(?:\s+set\b|\s*=)|\bError:\s+network\s+[^\n]{0,60}?\s*not\s+found")
+#: the log shows a network plugin was asked for (NCCL's "Error: network %s not found." in src/net.cc 2.12-2.19 and
+#: src/plugin/net.cc, or NCCL_NET_PLUGIN naming one): then the probe's dlerror is the failure, not a probe
+#: (NCCL_NET naming a built-in, IB or Socket, or NCCL_NET_PLUGIN=none asks for none)
+PLUGIN_ASKED = compile_rx(r"\bError:\s+network\s+[^\n]{0,60}?\s*not\s+found"
+                          r"|\bNCCL_NET_PLUGIN(?:\s+set\s+by\s+environment\s+to|\s*=)\s*[\"']?(?:[^n\s\"']|n[^o]|no[^n]|non[^e])")
 
 
 def probe_line(text: str, start: int) -> bool:

@@ -264,6 +264,8 @@ def format_regex(fmt: str) -> str:
             out.append(re.escape(tok))
     if label and out:
         out.append(r"\s*:")
-    elif tokens and re.fullmatch(r"\w+", tokens[-1]):
-        out.append(r"\b")  # the message's last word is a whole word: "Unsupported SM" is not "Unsupported SMEM size"
+    elif tokens and re.fullmatch(r"\w+", tokens[-1]) and not (tail and CONVERSION_RE.fullmatch(tail[0])):
+        # the message's last word is a whole word ("Unsupported SM" is not "Unsupported SMEM size"), unless a value
+        # is printed onto it ("compute_%d", "platform%s")
+        out.append(r"\b")
     return "".join(out)

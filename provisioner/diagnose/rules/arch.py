@@ -148,7 +148,9 @@ RULES: tuple[Rule, ...] = (
             r"NVRM: [^\n]{0,120}is supported through the NVIDIA \d+\.xx Legacy drivers",
             r"will ignore this GPU",
         ),
-        confidence=0.8,
+        # over what follows from the GPU being ignored (modprobe's "No such device", NVML's and torch's "no driver"),
+        # under Secure Boot refusing the module (0.94)
+        confidence=0.92,
         root_cause=(
             "The installed driver branch has dropped this (pre-Turing) GPU; it is served only by a legacy branch."
         ),

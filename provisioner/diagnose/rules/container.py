@@ -221,9 +221,11 @@ RULES: tuple[Rule, ...] = (
         # torch.cuda.is_available() False; the fix was nvidia-docker)
         name="container.run_without_gpu_request",
         category="container_device_missing",
-        # torch.cuda's answer on the next line (the REPL's, IPython's `Out[n]:`), or printed beside its name
+        # torch.cuda's answer on the next line (the REPL's, IPython's `Out[n]:`), after at most two other printed
+        # values of a `python -c` (no prompt between: not another call's False), or printed beside its name
         patterns=(
             r"\bcuda\.is_available\(\)[^\n]{0,120}\n\s*(?:>>>\s*|Out\[\d+\]:\s*)?False\b",
+            r"\bpython3?\s+-c\s[^\n]{0,300}\bcuda\.is_available\(\)\)?;?\s*[\"']\s*(?:\n[^\n>$#]{0,60}){1,2}\n\s*False\s*$",
             r"\bcuda\.is_available\(\)\)?\s*[:=]\s*False\b",
         ),
         messages=("torch.no_gpus",),

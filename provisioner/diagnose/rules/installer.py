@@ -241,7 +241,7 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         # libsolv's dependency is a dep string ("kernel-devel-uname-r = 5.14.0-427.el9.x86_64"), spaces and all
         patterns=(r"\bnothing provides [^\n]{1,160}? needed by [^\n]{0,60}?(?:nvidia|cuda)",),
-        messages=("dnf.depsolve_failed", "libsolv.requires_uninstallable", "libsolv.nothing_provides"),
+        messages=("dnf.depsolve_failed", "libsolv.requires_uninstallable"),
         context=r"\b(?:nvidia|cuda|kmod-nvidia|akmod-nvidia|dkms)",
         confidence=0.75,
         root_cause=("dnf could not resolve the NVIDIA driver / CUDA packages: a dependency no enabled repository "
@@ -262,9 +262,14 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),
         messages=("rpm.file_conflict", "dpkg.trying_to_overwrite", "pacman.exists_in_filesystem"),
-        context=(rf"\b{_GPU_PKG}[^\n]{{0,300}}?(?:conflicts with file from|exists in filesystem|which is also in package)"
-                 rf"|(?:conflicts with file from package|which is also in package|trying to overwrite)[^\n]{{0,300}}?"
-                 rf"\b{_GPU_PKG}"),
+        # an NVIDIA/CUDA package where the message names packages, not a path that holds "cuda" (torch/cuda/…): rpm's
+        # "from install of P" / "from package P", dpkg's "also in package P" / the archive it was unpacking, pacman's
+        # "P: <file> exists in filesystem" / "(owned by P)"
+        context=(rf"\bfrom install of {_GPU_PKG}|\bconflicts with file from package {_GPU_PKG}"
+                 rf"|\bwhich is also in package {_GPU_PKG}"
+                 rf"|\bprocessing archive \S*/{_GPU_PKG}[^\n]*\n[^\n]*trying to overwrite"
+                 rf"|(?:^|:\s)\s*{_GPU_PKG}[\w.+-]*\s*:\s*\S+\s+exists in filesystem"
+                 rf"|exists in filesystem \(owned by {_GPU_PKG}"),
         confidence=0.8,
         root_cause=("The package manager refuses the NVIDIA packages because another package (or an earlier install "
                     "outside it) already owns their files: two sources of the driver on one host, such as NVIDIA's "
@@ -284,9 +289,13 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),
         messages=("dkms.headers_missing",),
-        context=r"\bnvidia",
-        confidence=0.82,
-        demotes=("no_driver_loaded",),
+        # DKMS handling the NVIDIA module in this log ("Loading new nvidia-current-535.216.01 DKMS files..."), and no
+        # module install completed (DKMS prints a skip per module and kernel: zfs's or v4l2loopback's skip beside an
+        # NVIDIA module that installed says nothing of the GPU)
+        requires=(r"\bnvidia[\w.-]*\s[^\n]{0,30}\bDKMS\b|\bDKMS\b[^\n]{0,60}\bnvidia",),
+        unless=r"DKMS: install completed|Running module version sanity check",
+        # over what follows (the driver that is not loaded), under Secure Boot refusing a module that was built
+        confidence=0.92,
         root_cause=("DKMS did not build the NVIDIA kernel module for a kernel whose headers are not installed, so that "
                     "kernel boots without an nvidia module."),
         fix=("Install the headers of that kernel (`linux-headers-$(uname -r)`, Proxmox `proxmox-headers-$(uname -r)`, "
@@ -301,8 +310,9 @@ RULES: tuple[Rule, ...] = (
         name="installer.nix_driver_build_failed",
         category="installer_failure",
         patterns=(),
-        messages=("nix.builder_failed",),
-        requires=(r"(?:builder for|Cannot build|build of) '[^'\n]*nvidia[^'\n]*'",),  # the derivation's name
+        messages=("nix.nvidia_driver_build_failed",),
+        # its own builder, not a dependency's (nix 2.24+: "Reason: 1 dependency failed.", the kernel's build above it)
+        unless=r"nvidia-(?:x11|open)-[^\n]*\.drv'?\.?\s*\n\s*Reason:\s+\d+\s+dependenc",
         confidence=0.8,
         root_cause=("Nix could not build the NVIDIA driver's derivation (nvidia-x11 and its kernel module) for this "
                     "kernel."),

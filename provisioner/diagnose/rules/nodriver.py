@@ -68,8 +68,7 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.no_gpu_probed",
         category="no_driver_loaded",
         patterns=(r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",),
-        unless=(r"Legacy\s+drivers|will\s+ignore(?:\s+NVRM\s*:)?\s+this\s+GPU|not\s+supported\s+by\s+open"
-                r"|is\s+not\s+supported\s+by\s+the(?:\s+NVRM\s*:)?\s+NVIDIA\s+[\d.]+\s+driver\s+release"),
+        unless=r"NVRM:[^\n]{0,120}?(?:Legacy\s+drivers|driver\s+will\s+ignore|not\s+supported\s+by\s+(?:open|the))",
         confidence=0.87,  # below the probe-routine lines of probe_conflict, which name the other driver
         root_cause=(
             "The nvidia module probed no GPU: another driver (nouveau, a framebuffer driver or vfio-pci) owns the "
