@@ -315,3 +315,23 @@ def test_nix_failing_to_build_the_driver_derivation_and_libsolv_dep_strings() ->
     dnf = ("Problem: conflicting requests\n  - nothing provides kernel-devel-uname-r = 5.14.0-427.el9.x86_64 needed by "
            "kmod-nvidia-latest-dkms-3:550.54.15-1.el9.x86_64")
     assert top_and_rules(dnf) == ("installer_failure", {"installer.dnf_cannot_resolve_nvidia"})
+
+
+# --- a Hyper-V GPU-PV guest (not WSL) ----------------------------------------------------------------------------------
+
+# seflerZ/oneclick-gpu-pv#8: dxgkrnl built by DKMS and loaded; the user-mode libraries copied from System32\lxss\lib
+GPU_PV = ("[    2.404359] dxgkrnl: loading out-of-tree module taints kernel.\n"
+          "[    2.404372] dxgkrnl: module verification failed: signature and/or required key missing - tainting kernel\n"
+          "[    2.410266] hv_vmbus: registering driver dxgkrnl\n"
+          "Failed to initialize NVML: GPU access blocked by the operating system\n"
+          "Failed to properly shut down NVML: GPU access blocked by the operating system\n")
+
+
+def test_nvml_blocked_in_a_gpu_pv_guest_with_dxgkrnl_loaded_is_its_user_mode_libraries() -> None:
+    category, rules = top_and_rules(GPU_PV)
+    assert category == "missing_shared_lib" and rules == {"lib.gpu_pv_userspace_incomplete"}, rules
+    assert "libdxcore.so" in diagnose(GPU_PV)[0].fix
+    # WSL 2's own kernel (dxgkrnl built in, no out-of-tree module): the Windows side, as before
+    wsl = ("$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n[    0.512345] hv_vmbus: registering driver dxgkrnl\n"
+           "Failed to initialize NVML: GPU access blocked by the operating system\n")
+    assert diagnose(wsl)[0].rule == "nodriver.wsl_gpu_unreachable"

@@ -40,5 +40,8 @@ WSL_CONTEXT = (
     r"|\bwsl(?:\.exe)? (?:-l\b|--list|--update|--shutdown|--install|--status|--version)|\bWSL version:"
     r"|(?-i:@DESKTOP-[A-Z0-9]{7}:)"
 )
+#: a Hyper-V GPU-PV guest (not WSL): the dxgkrnl module built out of tree (staralt/dxgkrnl-dkms) and loaded, as its
+#: kernel log says ("dxgkrnl: loading out-of-tree module taints kernel.", "dxgkrnl: module verification failed")
+GPU_PV_GUEST = r"\bdxgkrnl:[^\n]{0,40}(?:out-of-tree|module verification failed)|\bdxgkrnl-dkms\b|\bdkms\b[^\n]{0,80}\bdxgkrnl\b"
 #: libnvidia-container's debug output on a host that is not WSL
 NOT_WSL = r"continuing assuming a non-WSL environment"

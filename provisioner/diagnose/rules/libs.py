@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import RUNTIME_CONTEXT
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, GPU_PV_GUEST, RUNTIME_CONTEXT, WSL_CONTEXT
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -53,6 +53,28 @@ RULES: tuple[Rule, ...] = (
             # pytorch/pytorch#100974 (poetry and torch 2.0.1)
             "ValueError: libnvrtc.so.*[0-9].*[0-9] not found in the system path ['/app', '/usr/lib/python310.zip']",
         ),
+    ),
+    Rule(
+        # NVML's NVML_ERROR_OPERATING_SYSTEM in a Hyper-V GPU-PV guest whose dxgkrnl module loaded: the kernel side of
+        # GPU paravirtualization works, the user-mode side (WSL's libdxcore/libd3d12 and the Windows driver store's
+        # NVIDIA libraries, copied into /usr/lib/wsl) is incomplete (seflerZ/oneclick-gpu-pv#8: copied from
+        # System32\lxss\lib, which lacks libd3d12.so, libd3d12core.so and libdxcore.so; staralt/dxgkrnl-dkms#7)
+        name="lib.gpu_pv_userspace_incomplete",
+        category="missing_shared_lib",
+        patterns=(),
+        messages=("nvml.operating_system",),
+        requires=(GPU_PV_GUEST,),
+        unless=WSL_CONTEXT + "|" + CONTAINER_CONTEXT,
+        confidence=0.85,
+        root_cause=("This Hyper-V GPU-PV guest's dxgkrnl module is loaded, and NVML is blocked because the user-mode "
+                    "side of GPU paravirtualization is incomplete: WSL's libraries (libdxcore.so, libd3d12.so, "
+                    "libd3d12core.so) or the Windows driver store's NVIDIA libraries are missing from /usr/lib/wsl."),
+        fix=("Copy the whole user-mode set from the Windows host: a WSL 2 install's /usr/lib/wsl/lib (or C:\\Program "
+             "Files\\WSL\\lib; System32\\lxss\\lib lacks the D3D12 and dxcore libraries) into /usr/lib/wsl/lib (libdxcore.so, libd3d12.so, libd3d12core.so), and the "
+             "NVIDIA folder of C:\\Windows\\System32\\DriverStore\\FileRepository (nv_dispi.inf_amd64_*) into "
+             "/usr/lib/wsl/drivers; then `ldconfig` and `nvidia-smi`."),
+        examples=("[    2.404359] dxgkrnl: loading out-of-tree module taints kernel.\n[    2.410266] hv_vmbus: registering "
+                  "driver dxgkrnl\nFailed to initialize NVML: GPU access blocked by the operating system",),
     ),
     Rule(
         # XLA's and TensorFlow's stream executor refuse a cuDNN the build cannot use (cuda_dnn.cc): with pip-installed

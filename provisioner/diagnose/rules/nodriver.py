@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, NOT_WSL, WSL_CONTEXT
+from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, GPU_PV_GUEST, IN_CONTAINER, NOT_WSL, WSL_CONTEXT
 
 #: the steps where the GPU is a Windows host's, reached from WSL 2, as a clause other fixes lead into
 WSL_STEPS = ("in Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
@@ -201,7 +201,8 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(),
         messages=("nvml.operating_system",),
-        unless=CONTAINER_CONTEXT + "|" + NOT_WSL,
+        # a Hyper-V GPU-PV guest (not WSL) says the same: lib.gpu_pv_userspace_incomplete
+        unless=CONTAINER_CONTEXT + "|" + NOT_WSL + "|" + GPU_PV_GUEST,
         confidence=0.8,
         root_cause=("NVML says the operating system blocks the GPU: the words of WSL 2, where the GPU driver is the "
                     "Windows host's and it gives this VM no GPU (a Windows driver or build without WSL GPU support, "
