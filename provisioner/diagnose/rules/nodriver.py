@@ -18,6 +18,12 @@ WSL_FIX = WSL_STEPS[0].upper() + WSL_STEPS[1:]
 #: to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
 NVML_DRIVER_NOT_LOADED = r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b"
 
+#: nodriver.probe_conflict's and nodriver.no_gpu_probed's cause and fix: another driver holds the GPUs
+OTHER_DRIVER_OWNS = ("Another driver (nouveau, a framebuffer driver or vfio-pci) owns the GPUs, so the nvidia module never "
+                     "bound them")
+OTHER_DRIVER_FIX = ("Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia "
+                    "module claims the GPUs (`lspci -nnk -d 10de:` names the driver in use).")
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="nodriver.nvidia_smi_cannot_communicate",
@@ -44,14 +50,8 @@ RULES: tuple[Rule, ...] = (
             r"NVRM: [^\n]{0,80}is already bound to (?:vfio-pci|nouveau|another driver)",
         ),
         confidence=0.88,
-        root_cause=(
-            "Another driver (nouveau, a framebuffer driver or vfio-pci) owns the GPUs, so the nvidia module never "
-            "bound them."
-        ),
-        fix=(
-            "Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module "
-            "claims the GPUs."
-        ),
+        root_cause=OTHER_DRIVER_OWNS + ".",
+        fix=OTHER_DRIVER_FIX,
         examples=(
             "41:00.0 VGA compatible controller [0300]: NVIDIA Corporation GB202GL [RTX PRO 6000 Blackwell] "
             "[10de:2bb5]\n	Kernel driver in use: vfio-pci\n	Kernel modules: nvidiafb, nouveau, nvidia_drm, nvidia",
@@ -70,14 +70,8 @@ RULES: tuple[Rule, ...] = (
         patterns=(r"NVRM: No NVIDIA (?:graphics adapter|GPU|devices) (?:probed|found)",),
         unless=r"NVRM:[^\n]{0,120}?(?:Legacy\s+drivers|driver\s+will\s+ignore|not\s+supported\s+by\s+(?:open|the))",
         confidence=0.87,  # below the probe-routine lines of probe_conflict, which name the other driver
-        root_cause=(
-            "The nvidia module probed no GPU: another driver (nouveau, a framebuffer driver or vfio-pci) owns the "
-            "GPUs, so the nvidia module never bound them."
-        ),
-        fix=(
-            "Blacklist nouveau/nvidiafb (or unbind vfio-pci), rebuild the initramfs and reboot so the nvidia module "
-            "claims the GPUs (`lspci -nnk -d 10de:` names the driver in use)."
-        ),
+        root_cause="The nvidia module probed no GPU: " + OTHER_DRIVER_OWNS[0].lower() + OTHER_DRIVER_OWNS[1:] + ".",
+        fix=OTHER_DRIVER_FIX,
         examples=("NVRM: No NVIDIA graphics adapter found!",),
     ),
     Rule(
