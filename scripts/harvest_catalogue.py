@@ -459,6 +459,15 @@ SPECS: tuple[Spec, ...] = (
          repo="cri-o/cri-o", locate="failed to find runtime handler %s from runtime list",
          wordings=("failed to find runtime handler %s from runtime list %s",),
          url=GH + "cri-o/cri-o/blob/f954a17e505f8931e91004403b5f5eac71ab6085/internal/oci/oci.go"),
+    # TrueNAS SCALE's apps library rendering an app's compose file with its NVIDIA GPU (library/<v>/resources.py
+    # _auto_add_gpus_from_values): library 1.1.x joined two literals without a space ("GPU in" "slot": "GPU inslot",
+    # raised as utils.TemplateException), 2.x says "GPU in slot" (RenderError); read in truenas/apps at 5a5f8aa
+    Spec("truenas.gpu_uuid_missing", "TrueNAS SCALE apps library (library/<version>/resources.py)",
+         "The app's GPU selection holds a PCI slot without the GPU's UUID: its compose file cannot be rendered.",
+         wordings=("Expected [uuid] to be set for GPU inslot [%s] in [nvidia_gpu_selection]",
+                   "Expected [uuid] to be set for GPU in slot [%s] in [nvidia_gpu_selection]"),
+         url=GH + "truenas/apps/blob/5a5f8aa813f103f38ab66e25e8867447a1dc50c0/library/2.3.11/resources.py",
+         kind="documented"),
     Spec("toolkit.image_no_driver", "NVIDIA CUDA images (nvidia_entrypoint.sh)",
          "The container started without GPU access (no --gpus / runtime).",
          wordings=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",),

@@ -335,3 +335,36 @@ def test_nvml_blocked_in_a_gpu_pv_guest_with_dxgkrnl_loaded_is_its_user_mode_lib
     wsl = ("$ uname -r\n5.15.153.1-microsoft-standard-WSL2\n[    0.512345] hv_vmbus: registering driver dxgkrnl\n"
            "Failed to initialize NVML: GPU access blocked by the operating system\n")
     assert diagnose(wsl)[0].rule == "nodriver.wsl_gpu_unreachable"
+
+
+# --- TrueNAS apps' GPU selection; the runtime's "insufficient driver" in a container whose host driver is recent -------
+
+def test_a_truenas_app_gpu_selection_without_uuid_is_the_apps_gpu_config() -> None:
+    # truenas/apps#785 (library 1.1.x joined "GPU in" "slot" without a space); library 2.x's wording
+    for log in ("[EFAULT] Failed to render compose templates: base_v1_1_5.utils.TemplateException: Expected [uuid] to "
+                "be set for GPU inslot [0000:02:00.0] in [nvidia_gpu_selection]",
+                "[EFAULT] Failed to render compose templates: RenderError: Expected [uuid] to be set for GPU in slot "
+                "[0000:01:00.0] in [nvidia_gpu_selection]"):
+        assert top_and_rules(log) == ("container_device_missing", {"container.truenas_gpu_uuid_missing"}), log
+
+
+def test_insufficient_driver_in_a_container_whose_host_driver_runs_that_cuda_major() -> None:
+    """CUDA's minor-version compatibility runs a 12.x runtime on any R525+ driver: with the runtime's CUDA named and
+    within the host's major, "insufficient" is libcudart finding no libcuda, the container not given the driver."""
+    smi = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |"
+    named = ("$ docker run --rm pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime python -c 'import torch; "
+             "torch.zeros(1).cuda()'\nRuntimeError: CUDA driver version is insufficient for CUDA runtime version\n"
+             "$ nvidia-smi\n" + smi)
+    top = diagnose(named)[0]
+    assert (top.category, top.rule) == ("container_device_missing", "evidence.insufficient_driver_in_container")
+    # SYSTRAN/faster-whisper#1259: the runtime's CUDA not named: the driver finding leads, the container one beside it
+    k8s = ("I'm running the linuxserver/faster-whisper:gpu container within my k8s cluster.\nError:\n`RuntimeError: CUDA "
+           "failed with error CUDA driver version is insufficient for CUDA runtime version`\n" + smi)
+    found = diagnose(k8s)[0]
+    assert found.category == "driver_too_old"
+    assert "evidence.insufficient_driver_in_container" in {r.rule for r in found.also_possible}
+    # a runtime of a newer major (a CUDA 13 image on R550), or no container: the driver is too old indeed
+    newer = named.replace("pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime", "nvidia/cuda:13.0.0-base-ubuntu24.04")
+    for log in (newer, "RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n" + smi):
+        named_anywhere = {r for f in diagnose(log) for r in (f.rule, *f.rules, *(a.rule for a in f.also_possible))}
+        assert "evidence.insufficient_driver_in_container" not in named_anywhere, log

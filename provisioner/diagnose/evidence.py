@@ -64,6 +64,7 @@ class LogEvidence(BaseModel):
     kernels: list[str] = Field(default_factory=list)  # kernel packages a listing shows (version-release)
     kernel_devel: list[str] = Field(default_factory=list)  # kernel-devel packages it shows
     cuda_ran: bool = False  # the log shows an error only an initialised CUDA context returns (a launch, an allocation)
+    insufficient_driver: bool = False  # the CUDA runtime said the driver is insufficient (cudaErrorInsufficientDriver)
     gpus: list[str] = Field(default_factory=list)  # the GPU models the log names (nvidia-smi, collect_env, lspci)
     module_version: str | None = None  # the kernel module's version as its own line prints it (NVRM, API mismatch)
     library_version: str | None = None  # the userspace's version as a library line prints it (NVML, client, .so)
@@ -225,6 +226,10 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|(?:driver component|client)[^\n]{0,40}? has (?:the )?version \"?(\d{3}\.\d+(?:\.\d+)?)"
      r"|DSO version (\d{3}\.\d+(?:\.\d+)?)|\blib(?:nvidia-ml|cuda)\.so\.(\d{3}\.\d+(?:\.\d+)?)\b"),
     ("driver_cuda", ("cuda version",), r"CUDA (?:UMD )?Version:\s*(\d{2}\.\d)"),
+    # the CUDA runtime refusing the driver it found (cudaErrorInsufficientDriver, 35): what libcudart says when the
+    # driver's libcuda is older than it, and also when no libcuda is reachable at all
+    ("insufficient_driver", ("insufficient",),
+     r"driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver|CUDA_ERROR_INSUFFICIENT_DRIVER"),
     # the CUDA a container image carries, as its tag names it (`nvidia/cuda:12.8.0-base-ubuntu22.04`,
     # `pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime`) or its environment says (NVIDIA's images set CUDA_VERSION)
     ("image_cuda", ("cuda:", "-cuda", "cuda_version"),
@@ -391,7 +396,8 @@ def log_evidence(text: str) -> LogEvidence:
 #: the facts that are a flag: an extractor's key -> the LogEvidence field it sets (the key names the line)
 _FLAGS = {"smi_cannot_communicate": "smi_cannot_communicate",
           "userspace_missing": "userspace_missing", "resolution_failed": "resolution_failed",
-          "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded", "cuda_ran": "cuda_ran"}
+          "cpu_build": "cpu_build_installed", "kernel_upgraded": "kernel_upgraded", "cuda_ran": "cuda_ran",
+          "insufficient_driver": "insufficient_driver"}
 
 
 _T = TypeVar("_T")
@@ -637,6 +643,39 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         ))
 
 
+def _insufficient_yet_recent_in_container(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """The CUDA runtime says the driver is insufficient inside a docker/podman/Kubernetes/HPC container whose host
+    driver (nvidia-smi's `CUDA Version`) supports the runtime's CUDA major. Within a major, CUDA's minor-version
+    compatibility runs a newer runtime on an older driver of that major (R525+ for 12.x, R580+ for 13.x), so the
+    runtime did not find the host's libcuda: the container was not given the driver (libcudart answers "insufficient"
+    when no libcuda loads). Where the log names the runtime's CUDA (the torch build's, the image's), that is
+    compared; where it does not, a runtime of a newer major stays possible and the finding is only "also possible"."""
+    supported = _cuda(ev.cuda_version)
+    if not (ev.insufficient_driver and supported and supported[0] >= 12 and "driver_cuda" in ev.lines
+            and any(p in RUNTIMES for p in ev.places) and not ev.lxc_context):
+        return
+    named = [c for c in (_cuda(ev.torch_cuda), _cuda(ev.image_cuda)) if c]
+    if named and max(named)[0] > supported[0]:
+        return  # a runtime of a newer major: the driver is too old indeed (the version comparisons say so)
+    hits.append(EvidenceHit(
+        name="evidence.insufficient_driver_in_container", category="container_device_missing",
+        confidence=0.93 if named else 0.7,
+        root_cause=(f"The CUDA runtime in the container says the driver is insufficient, yet the host's driver supports "
+                    f"CUDA {ev.cuda_version} (nvidia-smi), which runs every CUDA {supported[0]}.x runtime: the "
+                    "container did not get the host's driver libraries (libcudart says \"insufficient\" when no "
+                    "libcuda loads), so it was not given the GPU."),
+        fix=("Give the container the GPU through the NVIDIA runtime: `docker run --gpus all` (compose: "
+             "`deploy.resources.reservations.devices` with `capabilities: [gpu]`; Unraid: `--runtime=nvidia` with "
+             "NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES set, no stray spaces), Kubernetes: request "
+             "`nvidia.com/gpu` and the nvidia runtime class, Apptainer `--nv`; then `nvidia-smi` inside it shows the "
+             "host's driver."),
+        evidence=_lines(ev, "insufficient_driver", "driver_cuda"),
+        line_of=_line_of(ev, "insufficient_driver", "driver_cuda"),
+        # with the runtime's CUDA named and within the driver's major, the versions show the driver is not too old
+        demotes=("driver_too_old",) if named else (),
+    ))
+
+
 def _build_predates_gpu(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """A torch build whose CUDA predates the GPU's architecture: CUDA 12.8 is the first toolkit that targets
     Blackwell (sm_100/sm_120; CUDA 12.8 release notes), so a +cu121/+cu124/+cu126 wheel has no kernels for an RTX
@@ -755,6 +794,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
             demotes=("cpu_only_wheel",),
         ))
     _compare_versions(ev, hits)
+    _insufficient_yet_recent_in_container(ev, hits)
     _compare_kernel_devel(ev, hits)
     _build_predates_gpu(ev, hits)
     _hardware_over_generic(ev, hits)

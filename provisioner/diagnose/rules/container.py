@@ -311,6 +311,24 @@ RULES: tuple[Rule, ...] = (
                   'runtime for "nvidia" is configured',),
     ),
     Rule(
+        # TrueNAS SCALE's apps (Docker compose since 24.10 ElectricEel) render the GPU reservation from the app's
+        # nvidia_gpu_selection, which must hold the GPU's UUID; selections migrated from the Kubernetes apps held only
+        # the PCI slot (truenas/apps#785, TrueNAS NAS-132086)
+        name="container.truenas_gpu_uuid_missing",
+        category="container_device_missing",
+        patterns=(),
+        messages=("truenas.gpu_uuid_missing",),
+        confidence=0.9,
+        root_cause=("The TrueNAS app's GPU selection names the GPU's PCI slot without its UUID (selections migrated from "
+                    "the Kubernetes apps to Docker in 24.10 lacked it), so the app's compose file with the NVIDIA GPU "
+                    "cannot be rendered and the app does not start with the GPU."),
+        fix=("Edit the app: under its GPU configuration clear the NVIDIA GPU, save, then select it again so TrueNAS "
+             "stores its UUID (the GPU must be listed: the NVIDIA driver enabled in the Apps settings, `nvidia-smi -L` "
+             "on the host); a TrueNAS release with NAS-132086 fixed re-reads it on update."),
+        examples=("[EFAULT] Failed to render compose templates: base_v1_1_5.utils.TemplateException: Expected [uuid] to "
+                  "be set for GPU inslot [0000:02:00.0] in [nvidia_gpu_selection]",),
+    ),
+    Rule(
         # JetPack 4 (L4T r32): the l4t-base images hold no CUDA/cuDNN/TensorRT; the NVIDIA runtime mounts the host's
         # (its CSV mount lists) into the container (NVIDIA's l4t-base image notes, dusty-nv/jetson-containers' README:
         # "default-runtime": "nvidia"). A CUDA library missing there is the runtime not used, or a host without JetPack.
