@@ -49,6 +49,11 @@ class Entry:
         return tuple(dict.fromkeys((*whole, *lines, *codes)))
 
 
+#: where an error code printed as a number ends: not a version's or a date's first part ("18.5", "12.04"), though a
+#: sentence's full stop may follow it ("failed with error 18.")
+CODE_END = r"\b(?:[^.\d]|\.(?:[^\d]|$)|$)"
+
+
 def code_regex(family: str, code: int) -> str:
     """The forms in which programs print an error by its number instead of its text.
 
@@ -63,15 +68,14 @@ def code_regex(family: str, code: int) -> str:
     Each form carries a literal the prefilter can use ("cuda error", "cuinit", "nvml"), so none runs over a long log
     bare."""
     n = str(code)
-    end = r"\b(?:[^.\d]|\.(?:[^\d]|$)|$)"  # not a version's or a date's first part; a sentence's full stop is
     if family == "nvml":
-        return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
+        return (r"\bNVML error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + CODE_END
                 + r"|\bnvml\w+(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned|return code)(?: with)?(?: error)?"
-                r"(?: code)?[^\w-]{0,3}" + n + end
-                + r"|\bnvml\s+vram\s+init\s+failure:\s*(?:nvml\s+error\s*)?" + n + end)
-    return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + end
+                r"(?: code)?[^\w-]{0,3}" + n + CODE_END
+                + r"|\bnvml\s+vram\s+init\s+failure:\s*(?:nvml\s+error\s*)?" + n + CODE_END)
+    return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + CODE_END
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
-            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + end)
+            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + CODE_END)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's

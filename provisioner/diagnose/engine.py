@@ -127,8 +127,9 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
     log's own text) is where `context`/`unless` are looked for: the whole log when `log` holds only the
     prefilter's windows of it."""
     hits: list[RuleHit] = []
-    # NCCL's plugin probe lines are read only where the log shows a network plugin was asked for
-    skip_probes = PLUGIN_ASKED.search(log.full_text if context_text is None else context_text) is None
+    # NCCL's plugin probe lines are read only where the log shows a network plugin was asked for (looked up once,
+    # at the first probe line a pattern meets: most logs have none)
+    plugin_asked: bool | None = None
     for rule in rules:
         lines: list[int] = []
         for pattern in rule_patterns(rule):
@@ -140,8 +141,12 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
                         break
                     if negated_mention(view.text, m.start()):
                         continue  # "* No `GPU has fallen off the bus`": the reporter did not see it
-                    if skip_probes and probe_line(view.text, m.start()):
-                        continue  # NCCL's plugin loader at INFO: an optional library it did not find
+                    if probe_line(view.text, m.start()):
+                        if plugin_asked is None:
+                            plugin_asked = PLUGIN_ASKED.search(
+                                log.full_text if context_text is None else context_text) is not None
+                        if not plugin_asked:
+                            continue  # NCCL's plugin loader at INFO: an optional library it did not find
                     n += 1
                     for idx in view.lines_for_span(m.start(), m.end()):
                         if idx not in lines:

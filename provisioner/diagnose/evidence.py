@@ -26,7 +26,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from provisioner.diagnose.model import Category
-from provisioner.diagnose.rules.common import DOCKER_HOSTNAME, WSL_CONTEXT
+from provisioner.diagnose.rules.common import DOCKER_HOSTNAME, GPU_REQUEST_STEPS, WSL_CONTEXT
 from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
 
 Place = Literal["host", "lxc", "docker", "podman", "kubernetes", "hpc", "wsl", "container"]
@@ -664,11 +664,9 @@ def _insufficient_yet_recent_in_container(ev: LogEvidence, hits: list[EvidenceHi
                     f"CUDA {ev.cuda_version} (nvidia-smi), which runs every CUDA {supported[0]}.x runtime: the "
                     "container did not get the host's driver libraries (libcudart says \"insufficient\" when no "
                     "libcuda loads), so it was not given the GPU."),
-        fix=("Give the container the GPU through the NVIDIA runtime: `docker run --gpus all` (compose: "
-             "`deploy.resources.reservations.devices` with `capabilities: [gpu]`; Unraid: `--runtime=nvidia` with "
-             "NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES set, no stray spaces), Kubernetes: request "
-             "`nvidia.com/gpu` and the nvidia runtime class, Apptainer `--nv`; then `nvidia-smi` inside it shows the "
-             "host's driver."),
+        fix=("Give the container the GPU through the NVIDIA runtime: " + GPU_REQUEST_STEPS + " (Unraid: "
+             "`--runtime=nvidia` with NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES set, no stray spaces); "
+             "then `nvidia-smi` inside it shows the host's driver."),
         evidence=_lines(ev, "insufficient_driver", "driver_cuda"),
         line_of=_line_of(ev, "insufficient_driver", "driver_cuda"),
         # with the runtime's CUDA named and within the driver's major, the versions show the driver is not too old

@@ -76,7 +76,8 @@ async def _retry_pause(attempt: int) -> None:
 
 
 async def _spawn(argv: Sequence[str], with_stdin: bool, env: Mapping[str, str]) -> asyncio.subprocess.Process:
-    for attempt in range(1, ETXTBSY_TRIES + 1):
+    attempt = 1
+    while True:
         try:
             return await asyncio.create_subprocess_exec(
                 *argv,
@@ -89,8 +90,8 @@ async def _spawn(argv: Sequence[str], with_stdin: bool, env: Mapping[str, str]) 
         except OSError as exc:
             if exc.errno != errno.ETXTBSY or attempt == ETXTBSY_TRIES:
                 raise
-            await _retry_pause(attempt)
-    raise AssertionError("unreachable")  # the loop returns or raises
+        await _retry_pause(attempt)
+        attempt += 1
 
 
 async def _reap(proc: asyncio.subprocess.Process) -> None:

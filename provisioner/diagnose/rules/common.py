@@ -43,5 +43,12 @@ WSL_CONTEXT = (
 #: a Hyper-V GPU-PV guest (not WSL): the dxgkrnl module built out of tree (staralt/dxgkrnl-dkms) and loaded, as its
 #: kernel log says ("dxgkrnl: loading out-of-tree module taints kernel.", "dxgkrnl: module verification failed")
 GPU_PV_GUEST = r"\bdxgkrnl:[^\n]{0,40}(?:out-of-tree|module verification failed)|\bdxgkrnl-dkms\b|\bdkms\b[^\n]{0,80}\bdxgkrnl\b"
+#: how each container runtime is asked for the GPU (the fixes of the rules and evidence that find it was not asked)
+GPU_REQUEST_STEPS = (
+    "`docker run --gpus all` (the NVIDIA Container Toolkit configured for docker: `nvidia-ctk runtime configure "
+    "--runtime=docker`; compose: `deploy.resources.reservations.devices` with `capabilities: [gpu]`), podman "
+    "`--device nvidia.com/gpu=all` (CDI), Apptainer/Singularity `--nv`, enroot/pyxis `NVIDIA_VISIBLE_DEVICES=all` "
+    "(images not built from NVIDIA's CUDA bases do not set it); Kubernetes: request `nvidia.com/gpu` and the nvidia "
+    "runtime class")
 #: libnvidia-container's debug output on a host that is not WSL
 NOT_WSL = r"continuing assuming a non-WSL environment"

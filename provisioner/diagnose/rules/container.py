@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, IN_CONTAINER, LXC_CONTEXT, RUNTIME_CONTEXT
+from provisioner.diagnose.rules.common import (
+    CONTAINER_CONTEXT,
+    GPU_REQUEST_STEPS,
+    IN_CONTAINER,
+    LXC_CONTEXT,
+    RUNTIME_CONTEXT,
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -206,10 +212,7 @@ RULES: tuple[Rule, ...] = (
         root_cause=("The container was started without the GPU: its runtime injected neither the /dev/nvidia* nodes "
                     "nor the driver's libcuda, so PyTorch finds no driver inside it (the host's driver is not in "
                     "question: a GPU request on a host without a driver fails before the container starts)."),
-        fix=("Ask the runtime for the GPU: `docker run --gpus all` (compose: `deploy.resources.reservations.devices` "
-             "with `capabilities: [gpu]`), podman `--device nvidia.com/gpu=all` (CDI), Apptainer/Singularity `--nv`, "
-             "enroot/pyxis `NVIDIA_VISIBLE_DEVICES=all` (images not built from NVIDIA's CUDA bases do not set it); "
-             "Kubernetes: request `nvidia.com/gpu` and the nvidia runtime class."),
+        fix="Ask the runtime for the GPU: " + GPU_REQUEST_STEPS + ".",
         examples=("$ srun --gpus=2 --container-image=myimage --pty bash -i\nRuntimeError: Found no NVIDIA driver on your "
                   "system. Please check that you have an NVIDIA GPU and installed a driver from "
                   "http://www.nvidia.com/Download/index.aspx",),
@@ -241,9 +244,7 @@ RULES: tuple[Rule, ...] = (
         root_cause=("The container was started without asking for the GPU (its `docker run`/`podman run` has no `--gpus`, "
                     "nvidia runtime or GPU device), so the runtime injected neither the /dev/nvidia* nodes nor the "
                     "driver's libraries and CUDA sees no GPU in it; a GPU image does not bring the GPU by itself."),
-        fix=("Ask for the GPU when starting it: `docker run --gpus all …` (the NVIDIA Container Toolkit installed and "
-             "configured: `nvidia-ctk runtime configure --runtime=docker`), podman `--device nvidia.com/gpu=all` (CDI), "
-             "compose `deploy.resources.reservations.devices` with `capabilities: [gpu]`."),
+        fix="Ask for the GPU when starting it: " + GPU_REQUEST_STEPS + ".",
         examples=("$ sudo docker run -t -i floydhub/pytorch:latest-gpu-py3 ipython\nIn [2]: torch.cuda.is_available()\n"
                   "Out[2]: False",),
     ),

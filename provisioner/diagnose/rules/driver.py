@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from provisioner.diagnose.catalogue import CODE_END
 from provisioner.diagnose.model import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -151,7 +152,7 @@ RULES: tuple[Rule, ...] = (
             r"NVML library version:\s*\d+",
             r"NVML/RM version mismatch",
             r"lib[ _]?rm[ _]?version[ _]?mismatch",
-            r"\bnvml\w*[^\n]{0,30}?\b(?:err(?:or)?|failure|failed|returned|return code)\W{0,3}18\b(?:[^.\d]|\.(?:[^\d]|$)|$)",
+            r"\bnvml\w*[^\n]{0,30}?\b(?:err(?:or)?|failure|failed|returned|return code)\W{0,3}18" + CODE_END,
         ),
         confidence=0.93,
         root_cause=(
