@@ -80,6 +80,61 @@ def test_uv_sync_and_version_on_a_machine_with_only_pypi(tmp_path: Path) -> None
     assert not list(venv.glob("lib/python*/site-packages/torch")), "the controller installed torch"
 
 
+def _tool_names(project: dict[str, object], group: str) -> set[str]:
+    """The distribution names a dependency group asks for (its included groups' too), normalised."""
+    groups = project["dependency-groups"]
+    assert isinstance(groups, dict)
+    names: set[str] = set()
+    for entry in groups[group]:
+        if isinstance(entry, dict):
+            names |= _tool_names(project, entry["include-group"])
+        else:
+            names.add(re.sub(r"[-_.]+", "_", re.split(r"[\s<>=!~\[;]", entry, maxsplit=1)[0]).lower())
+    return names
+
+
+def _installed(venv: Path) -> set[str]:
+    """The distributions installed in a venv (from their .dist-info folders), normalised."""
+    return {re.sub(r"[-_.]+", "_", d.name.removesuffix(".dist-info").rsplit("-", 1)[0]).lower()
+            for d in venv.glob("lib/python*/site-packages/*.dist-info")}
+
+
+def test_the_first_command_installs_what_it_runs_and_pytest_gets_the_test_tools(tmp_path: Path) -> None:
+    """#36 item 7: `uv run provisioner …` in a fresh environment installs no test or lint tool (the default group
+    is only the `pytest` launcher, tests/launcher); `uv run pytest` then gets the locked test group and runs
+    pytest; after an exact `uv sync` (which removes the test group and pytest's own script) `uv run pytest`
+    still finds its command."""
+    _need_namespace()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tools = _tool_names(project, "dev")
+    controller = {re.sub(r"[-_.]+", "_", re.split(r"[\s<>=!~\[;]", d, maxsplit=1)[0]).lower()
+                  for d in project["project"]["dependencies"]}
+    assert {"pytest", "hypothesis", "ruff", "mypy", "ansible_core"} <= tools and not tools & controller
+    venv = tmp_path / "venv"
+    env = _bare_env(tmp_path, UV_PROJECT_ENVIRONMENT=str(venv))
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(_hidden(script), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+                           check=False)
+        assert r.returncode == 0, (script, (r.stdout + r.stderr)[-3000:])
+        return r
+
+    r = run("uv run --frozen provisioner --version")
+    assert re.search(r"\bprovisioner, version \d+\.\d+\.\d+", r.stdout), r.stdout
+    installed = _installed(venv)
+    assert "gpu_provisioner" in installed and "textual" in installed, installed
+    assert not installed & tools, f"the first command installed development tools: {sorted(installed & tools)}"
+    assert (venv / "bin" / "pytest").is_file(), "the launcher gives the environment its `pytest` command"
+
+    r = run("uv run --frozen pytest --version")
+    assert re.search(r"^pytest \d+\.\d+", r.stdout + r.stderr, re.M), r.stdout + r.stderr
+    assert _tool_names(project, "test") <= _installed(venv), sorted(_tool_names(project, "test") - _installed(venv))
+    assert not _tool_names(project, "lint") & _installed(venv), "uv run pytest installed the linters"
+
+    r = run("uv sync --frozen --quiet && uv run --frozen pytest --version")  # the sync removes pytest and its script
+    assert re.search(r"^pytest \d+\.\d+", r.stdout + r.stderr, re.M), r.stdout + r.stderr
+
+
 def test_demo_offline_with_nothing_configured_says_in_one_line_what_it_needs(tmp_path: Path) -> None:
     _need_namespace()
     argv = [sys.executable, "-m", "provisioner", "demo"]
