@@ -468,6 +468,58 @@ SPECS: tuple[Spec, ...] = (
                    "Expected [uuid] to be set for GPU in slot [%s] in [nvidia_gpu_selection]"),
          url=GH + "truenas/apps/blob/5a5f8aa813f103f38ab66e25e8867447a1dc50c0/library/2.3.11/resources.py",
          kind="documented"),
+    # pacman's refusal of a transaction that breaks a versioned dependency (src/pacman/sync.c print_broken_dep,
+    # under libalpm's "failed to prepare transaction (could not satisfy dependencies)"): a distribution's prebuilt
+    # NVIDIA module package pins the nvidia-utils it was built with (CachyOS/linux-cachyos#1034)
+    Spec("pacman.broken_dependency", "pacman (src/pacman/sync.c)",
+         "pacman refuses the transaction: a package it would install or remove breaks another package's versioned "
+         "dependency, or a dependency no repository satisfies.",
+         wordings=("installing %s (%s) breaks dependency '%s' required by %s",
+                   "removing %s breaks dependency '%s' required by %s",
+                   "unable to satisfy dependency '%s' required by %s"),
+         url="https://gitlab.archlinux.org/pacman/pacman/-/blob/master/src/pacman/sync.c", kind="documented"),
+    # the GPU check of NVIDIA's NGC framework images at container start (entrypoint.d: deviceQuery's SM of each GPU
+    # against the oldest SM the image supports and the newest it was built for), as nvcr.io's PyTorch, NeMo and Triton
+    # images print it (NVIDIA-NeMo/Speech#346, a Tesla K80; a Triton 24.05 image on a Quadro M1200)
+    Spec("ngc.gpu_not_supported", "NVIDIA NGC images (entrypoint GPU check)",
+         "The GPU's compute capability is outside what the image's frameworks were built for: it has no kernels for "
+         "this GPU.",
+         wordings=("ERROR: Detected %s GPU, which is not supported by this container",
+                   "WARNING: Detected %s GPU, which is not yet supported in this version of the container",
+                   "ERROR: No supported GPU(s) detected to run this container"),
+         url="https://docs.nvidia.com/deeplearning/frameworks/support-matrix/", kind="documented"),
+    # pip's resolver on an extra the chosen version does not define (it warns and installs the package without it:
+    # pip 20.3+ "%s %s does not provide the extra '%s'"), uv's diagnostic for the same (uv-resolver MissingExtra)
+    Spec("pip.extra_not_provided", "pip (resolver)",
+         "The requested extra is not defined by the version installed: what it would have added (a CUDA build, a GPU "
+         "plugin) is not installed, and the install still succeeds.",
+         wordings=("%s %s does not provide the extra '%s'",),
+         url=PIP + "resolution/resolvelib/factory.py", kind="documented"),
+    Spec("uv.extra_not_provided", "uv (uv-resolver, ResolutionDiagnostic::MissingExtra)",
+         "The requested extra is not defined by the version installed: what it would have added is not installed.",
+         wordings=("The package `%s` does not have an extra named `%s`.",),
+         url=GH + "astral-sh/uv/tree/main/crates/uv-resolver/src/resolution", kind="documented"),
+    # conda 4.8-4.9's UnsatisfiableError section for the __cuda virtual package (conda/exceptions.py, the "cuda"
+    # class; later conda says "incompatible with your system" / "Your installed version is"): it lists every chain that
+    # reaches __cuda, and the virtual package alone where no package constrained it
+    Spec("conda.incompatible_with_cuda_driver", "conda 4.8-4.9 (conda/exceptions.py UnsatisfiableError)",
+         "conda's solve failed; the specifications listed under it reach the __cuda virtual package (the driver's CUDA "
+         "version). Listed alone (`feature:/<subdir>::__cuda==X=0`), no package constrained it.",
+         wordings=("The following specifications were found to be incompatible with your CUDA driver:",),
+         url=GH + "conda/conda/blob/4.9.2/conda/exceptions.py", kind="documented"),
+    # PyTorch Lightning's GPU-id check (0.x utilities/distributed parse_gpu_ids, 1.x-2.x CUDAAccelerator
+    # _sanitize_gpu_ids): the list of GPUs torch sees printed empty
+    Spec("lightning.requested_gpus_unavailable", "PyTorch Lightning (MisconfigurationException)",
+         "The trainer asked for GPUs and torch sees none (`torch.cuda.device_count()` is 0).",
+         wordings=("You requested GPUs: %s\n But your machine only has: []",
+                   "You requested gpu: %s\nBut your machine only has: []"),
+         url=GH + "Lightning-AI/pytorch-lightning/blob/master/src/lightning/fabric/accelerators/cuda.py",
+         kind="documented"),
+    # atop's GPU daemon on any failure of pynvml's nvmlInit (atopgpud main(), logging.error)
+    Spec("atop.nvml_init_failed", "atopgpud (atop's GPU daemon)",
+         "NVML could not be initialised: atopgpud says the library is probably not installed (or not found).",
+         wordings=("Shared lib 'libnvidia-ml' probably not installed!",),
+         url=GH + "Atoptool/atop/blob/1a226186868d806809cc8486eae46f5df28290b6/atopgpud", kind="documented"),
     Spec("toolkit.image_no_driver", "NVIDIA CUDA images (nvidia_entrypoint.sh)",
          "The container started without GPU access (no --gpus / runtime).",
          wordings=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",),

@@ -235,18 +235,21 @@ def format_regex(fmt: str) -> str:
     # ...but a label's colon before its value is part of the message: "device error: %s" is not every "device
     # error" (NCCL's "failed or device error."), "mount error: %s" not every "mount error"
     label = next((t for t in tail if not t.isspace()), None) == ":"
+    # a head of three words or fewer ("device error:", "mount error:") is matched on one line: across a line break
+    # it is two lines' words ("…available for execution on the device" / "ERROR: Detected …"), not a wrap
+    short = sum(1 for t in tokens if is_word(t)) <= 3
     out: list[str] = []
     loose = False  # the previous token was `/` or `:`: the whitespace after it is optional
     for n, tok in enumerate(tokens):
         conv = CONVERSION_RE.fullmatch(tok)
         if tok.isspace():
             if not loose:
-                out.append(r"\s+(?:NVRM\s*:\s*)?" if "\n" in tok else r"\s+")
+                out.append(r"\s+(?:NVRM\s*:\s*)?" if "\n" in tok else (r"[ \t]+" if short else r"\s+"))
             continue
         if tok in ("/", ":"):
             if out and out[-1].startswith(r"\s+"):
                 out.pop()
-            out.append(r"\s*" + re.escape(tok) + r"\s*")
+            out.append((r"[ \t]*" + re.escape(tok) + r"[ \t]*") if short else (r"\s*" + re.escape(tok) + r"\s*"))
             loose = True
             continue
         loose = False

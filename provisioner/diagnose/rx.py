@@ -113,12 +113,16 @@ def _best(cands: list[frozenset[str]]) -> frozenset[str] | None:
 
 
 def _is_space_run(op: str, av: Any) -> bool:
-    """`\\s+` (what a space in a rule pattern becomes): a phrase's words are joined by it."""
+    """`\\s+` (what a space in a rule pattern becomes) or `[ \\t]+` (a short message's, on one line): a phrase's
+    words are joined by it."""
     if op != "MAX_REPEAT" or av[0] < 1:
         return False
     body = list(av[2])
-    return (len(body) == 1 and str(body[0][0]) == "IN" and len(body[0][1]) == 1
-            and str(body[0][1][0][0]) == "CATEGORY" and str(body[0][1][0][1]) == "CATEGORY_SPACE")
+    if len(body) != 1 or str(body[0][0]) != "IN":
+        return False
+    items = [(str(k), v) for k, v in body[0][1]]
+    return (len(items) == 1 and items[0][0] == "CATEGORY" and str(items[0][1]) == "CATEGORY_SPACE") or sorted(
+        items) == [("LITERAL", 9), ("LITERAL", 32)]
 
 
 def _required(seq: Any) -> frozenset[str] | None:

@@ -177,4 +177,23 @@ RULES: tuple[Rule, ...] = (
         examples=("Since updating from 1.54 to 1.55 I've been getting `ERROR: ggml-cuda was compiled without support "
                   "for the current GPU architecture.` errors",),
     ),
+    Rule(
+        # the GPU check NVIDIA's NGC framework images run at start (entrypoint.d: each GPU's SM from deviceQuery against
+        # the oldest SM the image supports and the newest it was built for): NVIDIA-NeMo/Speech#346 (a Tesla K80 in a
+        # NeMo image), a Triton 24.05 image on a Quadro M1200
+        name="arch.ngc_image_gpu_unsupported",
+        category="arch_unsupported",
+        patterns=(),
+        messages=("ngc.gpu_not_supported",),
+        confidence=0.9,
+        demotes=("container_device_missing",),
+        root_cause=("The container image (an NGC framework image) has no kernels for this GPU: its entrypoint found the "
+                    "GPU's compute capability outside the range the image was built for (an older GPU it dropped, or a "
+                    "newer one than the release knows)."),
+        fix=("Use an image release whose support matrix lists this GPU (an older release for a GPU the current images "
+             "dropped, such as Kepler or Maxwell; a newer one for a new GPU), or install the framework outside the image "
+             "with a build for this compute capability."),
+        examples=("ERROR: Detected NVIDIA Tesla K80 GPU, which is not supported by this container\n"
+                  "ERROR: No supported GPU(s) detected to run this container",),
+    ),
 )

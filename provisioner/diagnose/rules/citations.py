@@ -61,8 +61,9 @@ CITES: dict[str, tuple[str, ...]] = {
     # nvidia-container-cli's "initialization error: %s" around the driver service's failure, read where the log shows WSL
     "nodriver.wsl_driver_service_failed": ("nvc.initialization_error",),
     "nodriver.fabric_manager": ("cuda.system_not_ready", "fabricmanager.not_running"),
-    "nodriver.no_device_generic": ("cuda.no_device", "torch.driver_init_failed", "torch.no_gpus", "smi.no_devices"),
-    "nodriver.userspace_missing": ("nvml.library_not_found",),
+    "nodriver.no_device_generic": ("cuda.no_device", "torch.driver_init_failed", "torch.no_gpus", "smi.no_devices",
+                                   "lightning.requested_gpus_unavailable"),
+    "nodriver.userspace_missing": ("nvml.library_not_found", "atop.nvml_init_failed"),
     "nodriver.module_flavour_refuses_gpu": ("nvrm.open_needs_gsp",),
     "nodriver.rm_init_adapter": ("nvrm.rm_init_adapter_failed", "nvrm.gsp_init_failed"),
     "nodriver.secure_boot_refused_load": ("installer.load_module_failed", "kernel.unsigned_module"),

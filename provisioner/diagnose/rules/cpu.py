@@ -245,6 +245,9 @@ RULES: tuple[Rule, ...] = (
         patterns=(
             r"^\s*\+?\s*(?:pytorch|tensorflow(?:-base)?|jaxlib)\s+\d+\.\d+(?:\.\d+)?\s+cpu_py\d+",
             r"\b(?:pytorch|tensorflow|jaxlib)\b[^\n]{0,80}\bcpu_py\d{2,3}h[0-9a-f]{7}",  # the build string quoted
+            # Anaconda's variant selector (the pytorch/tensorflow packages of the defaults channel, 2018-2020):
+            # `_pytorch_select 0.1 cpu_0` / `_tflow_select 2.3.0 mkl` is the CPU build, `gpu_0` / `gpu` the CUDA one
+            r"^\s*\+?\s*_pytorch_select\s+[\d.]+\s+cpu_\d+",
         ),
         messages=("torch.not_compiled_with_cuda",),
         confidence=0.75,

@@ -261,7 +261,7 @@ RULES: tuple[Rule, ...] = (
         category="driver_too_old",
         patterns=(
             r"has constraint __cuda\s*>=?\s*[\d.]+\S* conflicting with __cuda-[\d.]+",
-            r"__cuda\[version='>=[\d.]+'\][\s\S]{0,600}?Your installed version is: [\d.]+",
+            r"__cuda\[version='>=[\d.]+'\][\s\S]{0,600}?Your installed (?:version|CUDA driver) is: [\d.]+",
         ),
         messages=("cuda.insufficient_driver",),
         demotes=("resolver_failure",),
@@ -273,5 +273,26 @@ RULES: tuple[Rule, ...] = (
              "environment's CUDA to the driver's (`cuda-version=<driver's CUDA>`, an older cudatoolkit); on a machine "
              "without the GPU (a build host) set CONDA_OVERRIDE_CUDA."),
         examples=("  - package cudatoolkit-11.6.0-habf752d_9 has constraint __cuda >=11.6.0 conflicting with __cuda-10.2-0",),
+    ),
+    Rule(
+        # the CUDA driver API (libcuda, `cu` + an upper-case name: cuDevicePrimaryCtxSetFlags_v2, cuMemAddressReserve)
+        # and NVML (libnvidia-ml) are the driver's libraries, and each entry point exists from the release that added
+        # it: a program built against a newer CUDA finds it missing in an older driver's (trexminer/T-Rex#95: a CUDA
+        # 11.1 build on driver 440). Not libcudart/cuBLAS/cuDNN (`cuda…`, `cublas…`, lower case), not cuFile (libcufile).
+        name="driver.cuda_driver_symbol_missing",
+        category="driver_too_old",
+        # case-sensitive (patterns are not): the driver API's upper-case letter after `cu`/`nvml` is the whole signal
+        patterns=(r"undefined symbol: (?P<symbol>(?-i:cu(?:[A-EG-Z]|F[a-hj-z])\w*|nvml[A-Z]\w*))\b",),
+        messages=("ld.undefined_symbol",),
+        requires=(r"undefined symbol: (?-i:cu(?:[A-EG-Z]|F[a-hj-z])|nvml[A-Z])",),
+        confidence=0.85,
+        demotes=("missing_shared_lib",),
+        root_cause=("The program was built for a newer CUDA than the driver offers: the driver's library (libcuda or "
+                    "libnvidia-ml) has no entry point[ `{symbol}`], which newer driver releases add."),
+        fix=("Update the NVIDIA driver to a release that supports the CUDA version the program was built with (in a "
+             "container, the host's driver), or use a build of the program for the driver's CUDA version (nvidia-smi's "
+             "`CUDA Version`)."),
+        examples=("/home/rik/Downloads/trex/t-rex: symbol lookup error: /home/rik/Downloads/trex/t-rex: undefined symbol: "
+                  "cuDevicePrimaryCtxSetFlags_v2",),
     ),
 )

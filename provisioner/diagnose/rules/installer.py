@@ -383,4 +383,26 @@ RULES: tuple[Rule, ...] = (
                   "The following signatures couldn't be verified because the public key is not available: NO_PUBKEY "
                   "A4B469963BF863CC",),
     ),
+    Rule(
+        # pacman's refusal of a transaction that breaks a versioned dependency (src/pacman/sync.c print_broken_dep),
+        # on a line naming an NVIDIA/CUDA package: a prebuilt kernel-module package pins the nvidia-utils it was built
+        # with, and the repository has moved one of them (CachyOS/linux-cachyos#1034: nvidia-utils 615 against a module
+        # package built for 610)
+        name="installer.pacman_nvidia_dependency",
+        category="installer_failure",
+        patterns=(),
+        messages=("pacman.broken_dependency",),
+        context=(rf"(?:installing|removing) {_GPU_PKG}[\w.+-]*|breaks dependency '{_GPU_PKG}"
+                 rf"|unable to satisfy dependency '{_GPU_PKG}|required by {_GPU_PKG}"),
+        confidence=0.8,
+        root_cause=("pacman refuses the driver update: an NVIDIA package and a package that depends on its exact "
+                    "version (a prebuilt kernel-module package such as linux-*-nvidia or nvidia-open pins nvidia-utils) "
+                    "are not at matching versions in the repositories."),
+        fix=("Update both sides together once the repository carries matching builds (the module package rebuilt for the "
+             "new nvidia-utils, or hold nvidia-utils with `IgnorePkg` until it is); or switch to the DKMS package "
+             "(nvidia-dkms / nvidia-open-dkms with the kernel's headers), which builds against any nvidia-utils of its "
+             "release. Do not force it with -dd: a module and userspace of different versions do not load."),
+        examples=("error: failed to prepare transaction (could not satisfy dependencies)\n:: installing nvidia-utils "
+                  "(615.71.09-1) breaks dependency 'nvidia-utils=610.57.04' required by linux-cachyos-bore-nvidia-open",),
+    ),
 )

@@ -232,4 +232,25 @@ RULES: tuple[Rule, ...] = (
         examples=("python.exe- 无法找到入口\n无法定位程序输入点 于动态接库\nD: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/"
                   "Librany/bin/cudnn_adv_infer64_8.dll 上",),  # PaddlePaddle/PaddleOCR#8829
     ),
+    Rule(
+        # NixOS keeps the driver's userspace (libcuda, libnvidia-ml) under /run/opengl-driver/lib, in no loader path: a
+        # program from nixpkgs finds it only when patched for it (addDriverRunpath / autoAddDriverRunpath), one built in
+        # a nix shell only with that path in LD_LIBRARY_PATH (NixOS/nixpkgs#209416: atop's GPU daemon through pynvml;
+        # a nix-shell build of nvtop)
+        name="lib.nixos_driver_runpath",
+        category="missing_shared_lib",
+        patterns=(r"\blib(?:cuda|nvidia-ml)\.so(?:\.1)?[\"'`]?:? (?:cannot open shared object file|not found)",),
+        messages=("nvml.library_not_found", "atop.nvml_init_failed"),
+        context=r"/nix/store/|\bNixOS\b|\bnix-shell\b|\bnix (?:develop|shell|run)\b|/run/opengl-driver",
+        confidence=0.85,
+        demotes=("no_driver_loaded",),
+        root_cause=("On NixOS the driver's libraries (libcuda.so.1, libnvidia-ml.so.1) are under /run/opengl-driver/lib, "
+                    "which the loader does not search: this program was not built to look there."),
+        fix=("Build the package with nixpkgs' `autoAddDriverRunpath` (or `addDriverRunpath`) so it finds "
+             "/run/opengl-driver/lib; for a program run in a nix shell or from outside nixpkgs, put "
+             "/run/opengl-driver/lib in LD_LIBRARY_PATH (or use nix-ld). Check `ls /run/opengl-driver/lib/libcuda.so.1` "
+             "(hardware.graphics/hardware.nvidia enabled)."),
+        examples=("Jan 06 21:52:42 faolin .atopgpud-wrapp[771782]: atopgpud ERROR: Shared lib 'libnvidia-ml' probably not "
+                  "installed!\n/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/atopgpud",),
+    ),
 )

@@ -182,4 +182,47 @@ RULES: tuple[Rule, ...] = (
         examples=("RuntimeError: TTS requires python >= 3.9 and < 3.12 but your Python version is 3.12.0 "
                   "(tags/v3.12.0:0fb18b0, Oct  2 2023, 13:03:39) [MSC v.1935 64 bit (AMD64)]",),
     ),
+    Rule(
+        # pip warns about an extra the chosen version does not define and installs the package without it (pip 20.3+);
+        # uv the same ("does not have an extra named"): a GPU extra (`jax[cuda111]`, `…[gpu]`, `…[cu121]`) left out is
+        # the CUDA part never installed (cloudhan/jax-windows-builder#5: jax 0.3.4 had dropped the cuda111 extra)
+        name="resolver.gpu_extra_not_provided",
+        category="resolver_failure",
+        patterns=(),
+        messages=("pip.extra_not_provided", "uv.extra_not_provided"),
+        requires=(r"does not (?:provide the extra|have an extra named)\s*[\"'`]?(?P<extra>(?:cuda|cu\d|gpu|cudnn|nvidia"
+                  r"|tensorrt|nccl)[\w.-]*)",),
+        confidence=0.8,
+        root_cause=("The package was installed without its GPU part: the version chosen does not define the extra "
+                    "asked for[ (`{extra}`)], so pip/uv installed the package alone (a warning, and the install "
+                    "\"succeeds\")."),
+        fix=("Install the GPU build the way this version ships it: pin a version that still has that extra, or name the "
+             "CUDA package/wheel directly (for JAX the `jax[cudaNN]`/`jax[cudaNN-local]` extras of current releases or a "
+             "jaxlib CUDA wheel from its index; for others the `-gpu`/`-cuXXX` package or the index of CUDA wheels); then "
+             "check the framework sees the GPU."),
+        examples=("  WARNING: jax 0.3.4 does not provide the extra 'cuda111'",
+                  "warning: The package `jax==0.4.1` does not have an extra named `cuda12`"),
+    ),
+    Rule(
+        # conda 4.8-4.9's UnsatisfiableError (conda/exceptions.py) adds a section for each chain that reaches the __cuda
+        # virtual package; a section that lists only the virtual package itself (`feature:/linux-64::__cuda==10.2=0`,
+        # with conda's `feature:|@/…` duplicate) names no package that constrained it: the solve failed on the conflicts
+        # printed above it (KevinMusgrave/pytorch-metric-learning#97, a recipe; pyradiomics, a Python version)
+        name="resolver.conda_cuda_section_without_constraint",
+        category="resolver_failure",
+        patterns=(r"incompatible with your system:\s*(?:-\s*feature:[^\n]*?__cuda==[\d.]+=0\s*)+Your installed version is",),
+        messages=("conda.incompatible_with_cuda_driver",),
+        # a package's own constraint on __cuda (`__cuda[version='>=11.8']`, libsolv's "has constraint __cuda"): the driver
+        unless=r"__cuda\s*\[version=|has constraint __cuda",
+        confidence=0.7,
+        demotes=("driver_too_old",),
+        root_cause=("conda could not solve the environment for the conflicts it lists first (a Python version, a "
+                    "channel, a package's recipe); the section about the CUDA driver lists only the driver's own __cuda "
+                    "virtual package, which no package constrained: not a driver problem."),
+        fix=("Read the conflicts above the CUDA section (\"Package X conflicts for\", \"Your python\"): choose a Python "
+             "version the package is built for, add the channel that has it, or report a broken recipe; the driver "
+             "needs no change."),
+        examples=("The following specifications were found to be incompatible with your CUDA driver:\n\n"
+                  "  - feature:/win-64::__cuda==8.0=0\n\nYour installed CUDA driver is: 8.0",),
+    ),
 )

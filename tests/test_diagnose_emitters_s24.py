@@ -1,0 +1,189 @@
+"""Issue #35, diagnosis from the emitters' own words (session 24): set q's read half.
+
+pacman's refusal of a transaction that breaks a versioned dependency between NVIDIA packages, the GPU check of NVIDIA's
+NGC images, pip's and uv's warning about a GPU extra the version does not define, conda 4.8's UnsatisfiableError
+section that lists only the __cuda virtual package, a CUDA driver API or NVML entry point missing from the driver's
+library, NixOS's driver path, Anaconda's `_pytorch_select` CPU variant, PyTorch Lightning's "only has: []", and a short
+message no longer read across two lines. Each case is a real report's paste; the URL is beside it."""
+
+from __future__ import annotations
+
+from provisioner.diagnose import diagnose
+from tests.support.diagnosis import all_rules, top_and_rules
+
+# --- pacman ------------------------------------------------------------------------------------------------------------
+
+# CachyOS/linux-cachyos#1034: the repository's nvidia-utils moved to 615 before the prebuilt module package was rebuilt
+PACMAN_PIN = ("error: failed to prepare transaction (could not satisfy dependencies)\n"
+              ":: installing nvidia-utils (615.71.09-1) breaks dependency 'nvidia-utils=610.57.04' required by "
+              "linux-cachyos-bore-nvidia-open\n"
+              " -> error installing repo packages")
+
+
+def test_pacman_breaking_a_pinned_nvidia_dependency_is_the_install() -> None:
+    category, rules = top_and_rules(PACMAN_PIN)
+    assert category == "installer_failure" and "installer.pacman_nvidia_dependency" in rules, rules
+    removing = ":: removing nvidia-utils breaks dependency 'nvidia-utils=610.57.04' required by nvidia-open-dkms"
+    assert "installer.pacman_nvidia_dependency" in all_rules("error: failed to prepare transaction\n" + removing)
+    # the same refusal between packages that are not the GPU stack's
+    python = ("error: failed to prepare transaction (could not satisfy dependencies)\n"
+              ":: installing python (3.13.1-1) breaks dependency 'python<3.13' required by python-pyqt5")
+    assert "installer.pacman_nvidia_dependency" not in all_rules(python)
+
+
+# --- NGC images' GPU check ---------------------------------------------------------------------------------------------
+
+# NVIDIA-NeMo/Speech#346: a Tesla K80 (sm_37) in a NeMo image
+NGC_K80 = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+           "ERROR: Detected NVIDIA Tesla K80 GPU, which is not supported by this container\n"
+           "ERROR: No supported GPU(s) detected to run this container")
+
+
+def test_the_ngc_entrypoint_refusing_the_gpu_is_its_architecture() -> None:
+    found = diagnose(NGC_K80)
+    assert found[0].category == "arch_unsupported" and found[0].rule == "arch.ngc_image_gpu_unsupported"
+    # a Triton 24.05 image on a Quadro M1200 (Maxwell), as a write-up quotes it
+    triton = ("ERROR: Detected Quadro M1200 GPU, which is not supported by this container\n"
+              "ERROR: No supported GPU(s) detected to run this container")
+    assert top_and_rules(triton)[0] == "arch_unsupported"
+    # a GPU newer than the image's build but within what it supports is counted supported: a warning, no finding of it
+    newer = "WARNING: Detected NVIDIA H200 GPU, which may not yet be supported in this version of the container"
+    assert "arch.ngc_image_gpu_unsupported" not in all_rules(newer)
+
+
+def test_a_short_message_is_not_read_across_two_lines() -> None:
+    """"device error: %s" (nvidia-container-cli's) is not "…on the device" ending a line and "ERROR: …" the next."""
+    two_lines = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+                 "ERROR: something else entirely went wrong")
+    assert "container.nvidia_container_cli_cgroup" not in all_rules(two_lines)
+    assert top_and_rules(two_lines)[0] == "arch_unsupported"
+    # nvidia-container-cli's own line still reads, prefix or none
+    real = ("docker: Error response from daemon: failed to create shim task: OCI runtime create failed: "
+            "nvidia-container-cli: device error: GPU-5e5e3a6b: unknown device: unknown.")
+    assert "container.nvidia_container_cli_cgroup" in all_rules(real)
+
+
+# --- a GPU extra the version does not define ---------------------------------------------------------------------------
+
+# cloudhan/jax-windows-builder#5: jax 0.3.4 had dropped the cuda111 extra; pip installed jax alone
+JAX_EXTRA = ("Looking in links: https://whls.blob.core.windows.net/unstable/index.html\n"
+             "Processing c:\\users\\myname\\appdata\\local\\pip\\cache\\wheels\\09\\88\\75\\b38c1c9382c2a6e9d3ab993f7b\\"
+             "jax-0.3.4-py3-none-any.whl\n"
+             "  WARNING: jax 0.3.4 does not provide the extra 'cuda111'\n"
+             "Requirement already satisfied: absl-py in ... (from jax[cuda111]) (1.0.0)\n"
+             "Installing collected packages: jax\n"
+             "Successfully installed jax-0.3.4")
+
+
+def test_a_gpu_extra_the_version_lacks_is_the_cuda_part_not_installed() -> None:
+    found = diagnose(JAX_EXTRA)
+    assert found[0].category == "resolver_failure" and found[0].rule == "resolver.gpu_extra_not_provided"
+    assert "cuda111" in found[0].root_cause
+    uv = "warning: The package `jax==0.4.1` does not have an extra named `cuda12`"
+    assert top_and_rules(uv) == ("resolver_failure", {"resolver.gpu_extra_not_provided"})
+    # an extra that is not the GPU stack's (a published package without its `pdf` extra) is no GPU finding
+    pdf = "WARNING: bbook-maker 1.2.1 does not provide the extra 'pdf'\nSuccessfully installed bbook-maker-1.2.1"
+    assert "resolver.gpu_extra_not_provided" not in all_rules(pdf)
+
+
+# --- conda 4.8's __cuda section ----------------------------------------------------------------------------------------
+
+# KevinMusgrave/pytorch-metric-learning#97: the recipe was wrong; the CUDA section names only the virtual package
+CONDA_ONLY_VIRTUAL = ("Output in format: Requested package -> Available versionsThe following specifications were found "
+                      "to be incompatible with your CUDA driver:\n\n"
+                      "  - feature:/win-64::__cuda==8.0=0\n\n"
+                      "Your installed CUDA driver is: 8.0")
+
+
+def test_conda_listing_only_the_virtual_package_is_the_solve_not_the_driver() -> None:
+    found = diagnose(CONDA_ONLY_VIRTUAL)
+    assert found[0].category == "resolver_failure"
+    assert found[0].rule == "resolver.conda_cuda_section_without_constraint"
+    # conda's duplicate `feature:|@/…` line and the later wording ("incompatible with your system")
+    later = ("UnsatisfiableError: The following specifications were found to be incompatible with your system:\n\n"
+             "  - feature:/linux-64::__cuda==11.4=0\n  - feature:|@/linux-64::__cuda==11.4=0\n\n"
+             "Your installed version is: 11.4")
+    assert top_and_rules(later)[0] == "resolver_failure"
+    # a package that constrains __cuda is the driver's finding (conda 4.8's wording of it too)
+    constrained = ("The following specifications were found to be incompatible with your CUDA driver:\n\n"
+                   "  - pytorch=2.0 -> pytorch-cuda=11.8 -> __cuda[version='>=11.8']\n\n"
+                   "Your installed CUDA driver is: 11.4")
+    found = diagnose(constrained)
+    assert found[0].category == "driver_too_old" and found[0].rule == "driver.conda_cuda_virtual_package"
+    assert "resolver.conda_cuda_section_without_constraint" not in all_rules(constrained)
+
+
+# --- the driver's library without the entry point a program needs -------------------------------------------------------
+
+# trexminer/T-Rex#95: a CUDA 11.1 build of the miner on driver 440.100
+TREX = ("T-Rex NVIDIA GPU miner v0.18.9  -  [CUDA v11.10]\n"
+        " NVIDIA Driver v440.100\n"
+        " CUDA devices available: 1\n"
+        "/home/rik/Downloads/trex/t-rex: symbol lookup error: /home/rik/Downloads/trex/t-rex: undefined symbol: "
+        "cuDevicePrimaryCtxSetFlags_v2\n"
+        " WARN: WATCHDOG: T-Rex does not exist anymore, restarting...")
+
+
+def test_a_driver_api_entry_point_missing_is_a_driver_older_than_the_build() -> None:
+    found = diagnose(TREX)
+    assert found[0].category == "driver_too_old" and found[0].rule == "driver.cuda_driver_symbol_missing"
+    assert "cuDevicePrimaryCtxSetFlags_v2" in found[0].root_cause
+    nvml = "nvidia-smi-exporter: symbol lookup error: nvidia-smi-exporter: undefined symbol: nvmlDeviceGetPciInfo_v3"
+    assert top_and_rules(nvml)[0] == "driver_too_old"
+    # not the runtime's, cuBLAS's, cuFile's or a C++ extension's symbols: a mixed build, not the driver
+    for symbol in ("cudaGetDeviceCount", "cublasLtMatmul", "cuFileDriverOpen", "_ZN3c104cuda9SetDeviceEi",
+                   "CUDNN_STATUS_x"):
+        line = f"ImportError: /usr/lib/x.so: undefined symbol: {symbol}"
+        assert "driver.cuda_driver_symbol_missing" not in all_rules(line), symbol
+        assert top_and_rules(line)[0] == "missing_shared_lib", symbol
+
+
+# --- NixOS's driver path -----------------------------------------------------------------------------------------------
+
+# NixOS/nixpkgs#209416: atop's GPU daemon (through nixpkgs' pynvml) could not load libnvidia-ml
+ATOP_NIXOS = (
+    "$ systemctl status atopgpu.service\n"
+    "     Process: 771782 ExecStart=/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/atopgpud "
+    "(code=exited, status=0/SUCCESS)\n"
+    "Jan 06 21:52:42 faolin systemd[1]: Starting Atop GPU stats daemon...\n"
+    "Jan 06 21:52:42 faolin .atopgpud-wrapp[771782]: atopgpud ERROR: Shared lib 'libnvidia-ml' probably not installed!\n"
+    "Jan 06 21:52:42 faolin systemd[1]: Finished Atop GPU stats daemon.")
+
+
+def test_nixos_driver_libraries_outside_the_loader_path() -> None:
+    found = diagnose(ATOP_NIXOS)
+    assert found[0].category == "missing_shared_lib" and found[0].rule == "lib.nixos_driver_runpath"
+    assert "/run/opengl-driver/lib" in found[0].fix
+    nix_shell = ("[nix-shell:~/nvtop/build]$ ./src/nvtop\n"
+                 "libnvidia-ml.so.1: cannot open shared object file: No such file or directory")
+    assert top_and_rules(nix_shell)[0] == "missing_shared_lib"
+    # the same daemon's line on another distribution is the driver's userspace not installed
+    plain = ATOP_NIXOS.replace("/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/", "/usr/sbin/")
+    assert top_and_rules(plain) == ("no_driver_loaded", {"nodriver.userspace_missing"})
+
+
+# --- Anaconda's CPU variant, Lightning's empty GPU list ----------------------------------------------------------------
+
+# Lightning-AI/pytorch-lightning#899: an update left the environment with the defaults channel's CPU variant
+LIGHTNING_CPU = (
+    "    raise MisconfigurationException(message)\n"
+    "pytorch_lightning.utilities.debugging.MisconfigurationException: \n"
+    "            You requested GPUs: [0]\n"
+    "            But your machine only has: []\n"
+    "# Name                    Version                   Build  Channel\n"
+    "_libgcc_mutex             0.1                        main  \n"
+    "_pytorch_select           0.1                       cpu_0  ")
+
+
+def test_the_defaults_channels_cpu_variant_and_lightnings_empty_gpu_list() -> None:
+    found = diagnose(LIGHTNING_CPU)
+    assert found[0].category == "cpu_only_wheel" and found[0].rule == "cpu.conda_cpu_build"
+    # the GPU variant's selector is no CPU build
+    assert "cpu.conda_cpu_build" not in all_rules(LIGHTNING_CPU.replace("cpu_0", "gpu_0"))
+    # Lightning's message alone: torch sees no GPU (1.x's wording too)
+    alone = "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0]\n" \
+            "But your machine only has: []"
+    assert top_and_rules(alone)[0] == "no_driver_loaded"
+    # fewer GPUs than asked for (a job's own setting) is not "no GPU"
+    fewer = "MisconfigurationException: You requested gpu: [0, 1]\nBut your machine only has: [0]"
+    assert "nodriver.no_device_generic" not in all_rules(fewer)
