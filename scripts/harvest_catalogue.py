@@ -476,7 +476,9 @@ SPECS: tuple[Spec, ...] = (
          "dependency, or a dependency no repository satisfies.",
          wordings=("installing %s (%s) breaks dependency '%s' required by %s",
                    "removing %s breaks dependency '%s' required by %s",
-                   "unable to satisfy dependency '%s' required by %s"),
+                   "unable to satisfy dependency '%s' required by %s",
+                   # libalpm's sync.c when it leaves a package out of an upgrade (pacman -Syu prints the list after it)
+                   'cannot resolve "%s", a dependency of "%s"'),
          url="https://gitlab.archlinux.org/pacman/pacman/-/blob/master/src/pacman/sync.c", kind="documented"),
     # the GPU check of NVIDIA's NGC framework images at container start (entrypoint.d: deviceQuery's SM of each GPU
     # against the oldest SM the image supports and the newest it was built for), as nvcr.io's PyTorch, NeMo and Triton
@@ -484,9 +486,15 @@ SPECS: tuple[Spec, ...] = (
     Spec("ngc.gpu_not_supported", "NVIDIA NGC images (entrypoint GPU check)",
          "The GPU's compute capability is outside what the image's frameworks were built for: it has no kernels for "
          "this GPU.",
-         wordings=("ERROR: Detected %s GPU, which is not supported by this container",
-                   "WARNING: Detected %s GPU, which is not yet supported in this version of the container",
-                   "ERROR: No supported GPU(s) detected to run this container"),
+         wordings=("ERROR: Detected %s GPU, which is not supported by this container",),
+         url="https://docs.nvidia.com/deeplearning/frameworks/support-matrix/", kind="documented"),
+    # the same check on a GPU newer than the image supports (PTX may still run it), and its summary where no GPU passed
+    # (printed alone where deviceQuery listed no GPU it could read); DIGITS 18.02's "No NVIDIA supported GPU(s)"
+    Spec("ngc.gpu_not_counted", "NVIDIA NGC images (entrypoint GPU check)",
+         "The image's GPU check counted no GPU as supported: one newer than the image, or none it could read.",
+         wordings=("WARNING: Detected %s GPU, which is not yet supported in this version of the container",
+                   "ERROR: No supported GPU(s) detected to run this container",
+                   "ERROR: No NVIDIA supported GPU(s) detected to run this container"),
          url="https://docs.nvidia.com/deeplearning/frameworks/support-matrix/", kind="documented"),
     # pip's resolver on an extra the chosen version does not define (it warns and installs the package without it:
     # pip 20.3+ "%s %s does not provide the extra '%s'"), uv's diagnostic for the same (uv-resolver MissingExtra)
@@ -512,7 +520,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("lightning.requested_gpus_unavailable", "PyTorch Lightning (MisconfigurationException)",
          "The trainer asked for GPUs and torch sees none (`torch.cuda.device_count()` is 0).",
          wordings=("You requested GPUs: %s\n But your machine only has: []",
-                   "You requested gpu: %s\nBut your machine only has: []"),
+                   "You requested gpu: %s\nBut your machine only has: []",
+                   # 1.7+: the accelerator check before the device ids; the connector's own
+                   "`%s` can not run on your system since the accelerator is not available.",
+                   "No supported gpu backend found!"),
          url=GH + "Lightning-AI/pytorch-lightning/blob/master/src/lightning/fabric/accelerators/cuda.py",
          kind="documented"),
     # atop's GPU daemon on any failure of pynvml's nvmlInit (atopgpud main(), logging.error)

@@ -25,10 +25,21 @@ def test_pacman_breaking_a_pinned_nvidia_dependency_is_the_install() -> None:
     assert category == "installer_failure" and "installer.pacman_nvidia_dependency" in rules, rules
     removing = ":: removing nvidia-utils breaks dependency 'nvidia-utils=610.57.04' required by nvidia-open-dkms"
     assert "installer.pacman_nvidia_dependency" in all_rules("error: failed to prepare transaction\n" + removing)
-    # the same refusal between packages that are not the GPU stack's
-    python = ("error: failed to prepare transaction (could not satisfy dependencies)\n"
+    # (the review's cases) a kernel pinned by its module package; libalpm leaving a package out of an upgrade
+    # (CachyOS/distribution#301)
+    kernel = ":: installing linux-cachyos (6.12.2-1) breaks dependency 'linux-cachyos=6.12.1-2' required by " \
+             "linux-cachyos-nvidia-open"
+    assert top_and_rules(kernel)[0] == "installer_failure"
+    unresolved = 'warning: cannot resolve "nvidia-utils=580.105.08", a dependency of "linux-cachyos-hardened-nvidia-open"'
+    assert "installer.pacman_nvidia_dependency" in all_rules(unresolved)
+    # the same refusal between packages that are not the GPU stack's, even where an NVIDIA package was installed
+    # earlier in the same log
+    python = ("(1/1) installing nvidia-utils\n"
+              "error: failed to prepare transaction (could not satisfy dependencies)\n"
               ":: installing python (3.13.1-1) breaks dependency 'python<3.13' required by python-pyqt5")
     assert "installer.pacman_nvidia_dependency" not in all_rules(python)
+    # the fix never claims a DKMS package takes any nvidia-utils (Arch's pins its own release)
+    assert "any nvidia-utils" not in diagnose(PACMAN_PIN)[0].fix
 
 
 # --- NGC images' GPU check ---------------------------------------------------------------------------------------------
@@ -46,9 +57,15 @@ def test_the_ngc_entrypoint_refusing_the_gpu_is_its_architecture() -> None:
     triton = ("ERROR: Detected Quadro M1200 GPU, which is not supported by this container\n"
               "ERROR: No supported GPU(s) detected to run this container")
     assert top_and_rules(triton)[0] == "arch_unsupported"
-    # a GPU newer than the image's build but within what it supports is counted supported: a warning, no finding of it
+    # a GPU newer than the image (ChenRocks/UNITER#90) or the summary alone (fauxpilot/fauxpilot#104, fixed by a
+    # system upgrade): the image did not count the GPU, a weak signal, not "no kernels"
+    for weak in ("WARNING: Detected NVIDIA NVIDIA A100-PCIE-40GB GPU, which is not yet supported in this version of the "
+                 "container", "ERROR: No supported GPU(s) detected to run this container",
+                 "ERROR: No NVIDIA supported GPU(s) detected to run this container"):
+        found = diagnose(weak)
+        assert found[0].rule == "arch.ngc_image_gpu_not_counted" and found[0].confidence < 0.6, weak
     newer = "WARNING: Detected NVIDIA H200 GPU, which may not yet be supported in this version of the container"
-    assert "arch.ngc_image_gpu_unsupported" not in all_rules(newer)
+    assert not {"arch.ngc_image_gpu_unsupported", "arch.ngc_image_gpu_not_counted"} & all_rules(newer)
 
 
 def test_a_short_message_is_not_read_across_two_lines() -> None:
@@ -81,9 +98,18 @@ def test_a_gpu_extra_the_version_lacks_is_the_cuda_part_not_installed() -> None:
     assert "cuda111" in found[0].root_cause
     uv = "warning: The package `jax==0.4.1` does not have an extra named `cuda12`"
     assert top_and_rules(uv) == ("resolver_failure", {"resolver.gpu_extra_not_provided"})
+    # TensorFlow's own GPU extra
+    assert top_and_rules("WARNING: tensorflow 2.13.1 does not provide the extra 'and-cuda'")[0] == "resolver_failure"
     # an extra that is not the GPU stack's (a published package without its `pdf` extra) is no GPU finding
     pdf = "WARNING: bbook-maker 1.2.1 does not provide the extra 'pdf'\nSuccessfully installed bbook-maker-1.2.1"
     assert "resolver.gpu_extra_not_provided" not in all_rules(pdf)
+    # (the review's cases) the CUDA part installed anyway: pip backtracked to a version with it, or the package is
+    # itself the CUDA build
+    backtracked = ("WARNING: jax 0.4.31 does not provide the extra 'cuda12-pip'\n"
+                   "Successfully installed jax-0.4.30 jaxlib-0.4.30+cuda12.cudnn89 nvidia-cublas-cu12-12.6.4.1")
+    itself = "warning: The package `torch==2.3.1+cu121` does not have an extra named `cuda`"
+    for log in (backtracked, itself):
+        assert "resolver.gpu_extra_not_provided" not in all_rules(log), log
 
 
 # --- conda 4.8's __cuda section ----------------------------------------------------------------------------------------
@@ -111,6 +137,14 @@ def test_conda_listing_only_the_virtual_package_is_the_solve_not_the_driver() ->
     found = diagnose(constrained)
     assert found[0].category == "driver_too_old" and found[0].rule == "driver.conda_cuda_virtual_package"
     assert "resolver.conda_cuda_section_without_constraint" not in all_rules(constrained)
+    # (the review's case) a driver error elsewhere in the log still leads
+    torch_old = CONDA_ONLY_VIRTUAL + ("\nRuntimeError: The NVIDIA driver on your system is too old (found version "
+                                      "10010). Please update your GPU driver")
+    assert diagnose(torch_old)[0].category == "driver_too_old"
+    # NVIDIA/cudf#5830: a paste cut at the section's head
+    cut = ("cations were found to be incompatible with your CUDA driver:\n\n  - feature:/linux-64::__cuda==11.0=0\n\n"
+           "Your installed CUDA driver is: 11.0")
+    assert top_and_rules(cut)[0] == "resolver_failure"
 
 
 # --- the driver's library without the entry point a program needs -------------------------------------------------------
@@ -130,12 +164,22 @@ def test_a_driver_api_entry_point_missing_is_a_driver_older_than_the_build() -> 
     assert "cuDevicePrimaryCtxSetFlags_v2" in found[0].root_cause
     nvml = "nvidia-smi-exporter: symbol lookup error: nvidia-smi-exporter: undefined symbol: nvmlDeviceGetPciInfo_v3"
     assert top_and_rules(nvml)[0] == "driver_too_old"
-    # not the runtime's, cuBLAS's, cuFile's or a C++ extension's symbols: a mixed build, not the driver
+    # Windows names the driver's DLL itself (trexminer/T-Rex#118; NVlabs/instant-ngp#1132)
+    for line in ("The procedure entry point cuDevicePrimaryCtxReset_v2 could not be located in the dynamic link "
+                 "library nvcuda.dll.",
+                 "The procedure entry point cuMemSetAccess could not be located in the dynamic link library "
+                 "C:\\WINDOWS\\SYSTEM32\\nvcuda.dll."):
+        assert top_and_rules(line)[0] == "driver_too_old", line
+    # not the runtime's, cuBLAS's, cuFile's, cuOpt's or a C++ extension's symbols (a mixed build); not an entry point
+    # every driver has (owl-project/NVISII#104: cuLaunchKernel, a wheel that no longer linked libcuda; CUDA 3.2's
+    # cuMemcpyHtoD_v2); not ZLUDA's libcuda
     for symbol in ("cudaGetDeviceCount", "cublasLtMatmul", "cuFileDriverOpen", "_ZN3c104cuda9SetDeviceEi",
-                   "CUDNN_STATUS_x"):
+                   "CUDNN_STATUS_x", "cuOptCreateProblem", "cuLaunchKernel", "cuDriverGetVersion", "cuMemcpyHtoD_v2"):
         line = f"ImportError: /usr/lib/x.so: undefined symbol: {symbol}"
         assert "driver.cuda_driver_symbol_missing" not in all_rules(line), symbol
         assert top_and_rules(line)[0] == "missing_shared_lib", symbol
+    zluda = "/opt/zluda/libcuda.so.1: undefined symbol: cuGraphInstantiateWithParams"
+    assert "driver.cuda_driver_symbol_missing" not in all_rules(zluda)
 
 
 # --- NixOS's driver path -----------------------------------------------------------------------------------------------
@@ -157,9 +201,22 @@ def test_nixos_driver_libraries_outside_the_loader_path() -> None:
     nix_shell = ("[nix-shell:~/nvtop/build]$ ./src/nvtop\n"
                  "libnvidia-ml.so.1: cannot open shared object file: No such file or directory")
     assert top_and_rules(nix_shell)[0] == "missing_shared_lib"
-    # the same daemon's line on another distribution is the driver's userspace not installed
+    # NixOS/nixpkgs#77834: ffmpeg from nix on another distribution; the fix names the host's libraries, not only NixOS's
+    ffmpeg = ("$ nix-shell -p ffmpeg-full\n[AVHWDeviceContext @ 0x1c4e5c0] Cannot load libcuda.so.1\n"
+              "Device creation failed: -1.")
+    found = diagnose(ffmpeg)
+    assert found[0].rule == "lib.nixos_driver_runpath" and "nixGL" in found[0].fix
+    # (the review's cases) no driver on the machine is that finding, NixOS or not
+    for no_driver in ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+                      "latest NVIDIA driver is installed and running.",
+                      "modprobe: FATAL: Module nvidia not found in directory /run/booted-system/kernel-modules/lib/"
+                      "modules/6.6.30"):
+        log = ATOP_NIXOS + "\n" + no_driver
+        assert top_and_rules(log)[0] == "no_driver_loaded" and "lib.nixos_driver_runpath" not in all_rules(log)
+    # the same daemon's line on another distribution: NVML could not start (atopgpud says so for any nvmlInit failure)
     plain = ATOP_NIXOS.replace("/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/", "/usr/sbin/")
-    assert top_and_rules(plain) == ("no_driver_loaded", {"nodriver.userspace_missing"})
+    found = diagnose(plain)
+    assert found[0].category == "no_driver_loaded" and found[0].confidence < 0.6
 
 
 # --- Anaconda's CPU variant, Lightning's empty GPU list ----------------------------------------------------------------
@@ -178,12 +235,18 @@ LIGHTNING_CPU = (
 def test_the_defaults_channels_cpu_variant_and_lightnings_empty_gpu_list() -> None:
     found = diagnose(LIGHTNING_CPU)
     assert found[0].category == "cpu_only_wheel" and found[0].rule == "cpu.conda_cpu_build"
-    # the GPU variant's selector is no CPU build
+    # the GPU variant's selector is no CPU build, nor is a CPU selector left beside a CUDA build of pytorch
     assert "cpu.conda_cpu_build" not in all_rules(LIGHTNING_CPU.replace("cpu_0", "gpu_0"))
+    stale = LIGHTNING_CPU + "\npytorch                   1.4.0           py3.7_cuda10.1.243_cudnn7.6.3_0    pytorch"
+    assert "cpu.conda_cpu_build" not in all_rules(stale)
     # Lightning's message alone: torch sees no GPU (1.x's wording too)
     alone = "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0]\n" \
             "But your machine only has: []"
-    assert top_and_rules(alone)[0] == "no_driver_loaded"
+    assert top_and_rules(alone)[0] == "no_driver_loaded" and "CPU-only build" in diagnose(alone)[0].root_cause
+    accel = ("lightning_fabric.utilities.exceptions.MisconfigurationException: `CUDAAccelerator` can not run on your "
+             "system since the accelerator is not available. The following accelerator(s) is available and can be "
+             "passed into `accelerator` argument of `Trainer`: ['cpu'].")
+    assert top_and_rules(accel)[0] == "no_driver_loaded"
     # fewer GPUs than asked for (a job's own setting) is not "no GPU"
     fewer = "MisconfigurationException: You requested gpu: [0, 1]\nBut your machine only has: [0]"
     assert "nodriver.no_device_generic" not in all_rules(fewer)

@@ -196,4 +196,22 @@ RULES: tuple[Rule, ...] = (
         examples=("ERROR: Detected NVIDIA Tesla K80 GPU, which is not supported by this container\n"
                   "ERROR: No supported GPU(s) detected to run this container",),
     ),
+    Rule(
+        # the same check's warning for a GPU newer than the image supports (frameworks may still run it through PTX:
+        # ChenRocks/UNITER#90, an A100 on a CUDA 10 image, failed; RTX 40xx on 22.0x images mostly ran) and its summary
+        # alone (fauxpilot/fauxpilot#104: fixed by a system upgrade): the image did not count the GPU, a weak signal
+        name="arch.ngc_image_gpu_not_counted",
+        category="arch_unsupported",
+        patterns=(),
+        messages=("ngc.gpu_not_counted",),
+        confidence=0.45,
+        generic=True,
+        root_cause=("The container image's GPU check counted no GPU as supported: a GPU newer than the image's CUDA "
+                    "(its frameworks may still run it through PTX, or fail with \"no kernel image\"), or one its "
+                    "deviceQuery could not read."),
+        fix=("Check the image's support matrix for this GPU and use a release built for it (a newer image for a new "
+             "GPU); if the check found no GPU at all, check `nvidia-smi` in the container and the driver on the host."),
+        examples=("WARNING: Detected NVIDIA NVIDIA A100-PCIE-40GB GPU, which is not yet supported in this version of the "
+                  "container",),
+    ),
 )

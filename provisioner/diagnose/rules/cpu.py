@@ -249,6 +249,8 @@ RULES: tuple[Rule, ...] = (
             # `_pytorch_select 0.1 cpu_0` / `_tflow_select 2.3.0 mkl` is the CPU build, `gpu_0` / `gpu` the CUDA one
             r"^\s*\+?\s*_pytorch_select\s+[\d.]+\s+cpu_\d+",
         ),
+        # a CUDA build of the framework listed beside it (a selector left behind when the channel changed)
+        unless=r"^\s*\+?\s*(?:pytorch|pytorch-gpu|tensorflow-gpu)\s+[\d.]+\s+\S*cuda",
         messages=("torch.not_compiled_with_cuda",),
         confidence=0.75,
         root_cause=("conda/mamba chose (or installed) the CPU-only build of the framework: its build string is "

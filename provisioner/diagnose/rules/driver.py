@@ -5,6 +5,21 @@ from __future__ import annotations
 from provisioner.diagnose.catalogue import CODE_END
 from provisioner.diagnose.model import Rule
 
+# CUDA driver API and NVML entry points newer than any driver still in use (see driver.cuda_driver_symbol_missing)
+_NEW_DRIVER_ENTRY = (
+    r"cu[A-Z]\w*_v[3-9]|cuDevicePrimaryCtx\w+_v2|cuStreamGetCaptureInfo_v2|cuGraph\w+_v2"
+    r"|cuMem(?:Create|Map|MapArrayAsync|Unmap|Release|AddressReserve|AddressFree|SetAccess|GetAccess"
+    r"|GetAllocationGranularity|GetAllocationPropertiesFromHandle|ExportToShareableHandle"
+    r"|ImportFromShareableHandle|RetainAllocationHandle|Pool\w+|AllocAsync|FreeAsync|AllocFromPoolAsync|Batch\w+"
+    r"|GetHandleForAddressRange|Discard\w*|Prefetch\w*_v2|Advise_v2)\w*"
+    r"|cuGraph[A-Z]\w*|cuLaunchKernelEx|cuLaunchCooperativeKernel\w*|cuLaunchHostFunc|cuTensorMap\w+|cuLibrary\w+"
+    r"|cuKernel\w+|cuMulticast\w+|cuGreenCtx\w+|cuDevSmResource\w+|cuDevResource\w+|cuCoredump\w+"
+    r"|cuCheckpoint\w+|cuUserObject\w+|cuStreamBeginCaptureToGraph|cuStreamGetId|cuCtxGetId|cuFuncGetName"
+    r"|cuGetProcAddress\w*|cuFlushGPUDirectRDMAWrites|cuDeviceGetUuid_v2|cuCtxCreate_v[34]|cuLogs\w+"
+    r"|nvml[A-Z]\w*_v[3-9]|nvmlInitWithFlags|nvmlDeviceGet(?:ComputeRunningProcesses|GraphicsRunningProcesses"
+    r"|MemoryInfo)_v2|nvmlDeviceGetGpuInstance\w*|nvmlDeviceGetMigMode|nvmlDeviceGetGpuFabricInfo\w*"
+)
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="driver.insufficient_for_runtime",
@@ -275,24 +290,36 @@ RULES: tuple[Rule, ...] = (
         examples=("  - package cudatoolkit-11.6.0-habf752d_9 has constraint __cuda >=11.6.0 conflicting with __cuda-10.2-0",),
     ),
     Rule(
-        # the CUDA driver API (libcuda, `cu` + an upper-case name: cuDevicePrimaryCtxSetFlags_v2, cuMemAddressReserve)
-        # and NVML (libnvidia-ml) are the driver's libraries, and each entry point exists from the release that added
-        # it: a program built against a newer CUDA finds it missing in an older driver's (trexminer/T-Rex#95: a CUDA
-        # 11.1 build on driver 440). Not libcudart/cuBLAS/cuDNN (`cuda…`, `cublas…`, lower case), not cuFile (libcufile).
+        # the CUDA driver API (libcuda) and NVML (libnvidia-ml) are the driver's libraries, and each entry point exists
+        # from the release that added it: a program built against a newer CUDA finds a newer entry point missing in an
+        # older driver's (trexminer/T-Rex#95: cuDevicePrimaryCtxSetFlags_v2, CUDA 11.0, on driver 440). Only entry
+        # points newer than any driver still met: `_v3`+ revisions, CUDA 11's primary-context `_v2`s, and the families
+        # CUDA 10-12 added (virtual memory management, stream-ordered allocation, graphs, launch attributes, tensor
+        # maps, libraries/kernels, multicast, green contexts, checkpoints); NVML's `_v3`+ and R418+ calls. An entry
+        # point every driver has (cuInit, cuLaunchKernel, cuMemcpyHtoD_v2 of CUDA 3.2) missing is libcuda not linked
+        # or not loaded (owl-project/NVISII#104), not the driver's age: `lib.undefined_symbol`. Windows names the
+        # driver's DLL itself (nvcuda.dll, nvml.dll) lacking the entry point: the driver, whatever the entry point.
         name="driver.cuda_driver_symbol_missing",
         category="driver_too_old",
-        # case-sensitive (patterns are not): the driver API's upper-case letter after `cu`/`nvml` is the whole signal
-        patterns=(r"undefined symbol: (?P<symbol>(?-i:cu(?:[A-EG-Z]|F[a-hj-z])\w*|nvml[A-Z]\w*))\b",),
-        messages=("ld.undefined_symbol",),
-        requires=(r"undefined symbol: (?-i:cu(?:[A-EG-Z]|F[a-hj-z])|nvml[A-Z])",),
+        patterns=(),
+        messages=("ld.undefined_symbol", "windows.entry_point_not_found"),
+        # case-sensitive (patterns are not): the driver API's upper-case letter after `cu`/`nvml` is part of the signal
+        requires=(r"undefined symbol: (?-i:" + _NEW_DRIVER_ENTRY + r")\b"
+                  r"|entry point (?-i:cu[A-Z]\w*|nvml[A-Z]\w*) could not be located in the dynamic link library "
+                  r"[^\n]{0,120}?\b(?:nvcuda|nvml)\.dll"
+                  r"|entry point (?:named )?[\"'`]?nvml[A-Z]\w*[\"'`]? in (?:the )?(?:DLL )?[\"'`]?nvml\b",),
+        unless=r"\bzluda\b",  # ZLUDA's libcuda is not NVIDIA's driver
         confidence=0.85,
         demotes=("missing_shared_lib",),
         root_cause=("The program was built for a newer CUDA than the driver offers: the driver's library (libcuda or "
-                    "libnvidia-ml) has no entry point[ `{symbol}`], which newer driver releases add."),
+                    "NVML, nvcuda.dll or nvml.dll on Windows) has no entry point[ `{symbol}`], which newer driver "
+                    "releases add."),
         fix=("Update the NVIDIA driver to a release that supports the CUDA version the program was built with (in a "
              "container, the host's driver), or use a build of the program for the driver's CUDA version (nvidia-smi's "
              "`CUDA Version`)."),
         examples=("/home/rik/Downloads/trex/t-rex: symbol lookup error: /home/rik/Downloads/trex/t-rex: undefined symbol: "
-                  "cuDevicePrimaryCtxSetFlags_v2",),
+                  "cuDevicePrimaryCtxSetFlags_v2",
+                  "The procedure entry point cuDevicePrimaryCtxReset_v2 could not be located in the dynamic link library "
+                  "nvcuda.dll"),
     ),
 )

@@ -392,16 +392,23 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),
         messages=("pacman.broken_dependency",),
-        context=(rf"(?:installing|removing) {_GPU_PKG}[\w.+-]*|breaks dependency '{_GPU_PKG}"
-                 rf"|unable to satisfy dependency '{_GPU_PKG}|required by {_GPU_PKG}"),
+        # a package of the GPU stack named on the refusal's own line (a module package such as linux-cachyos-nvidia-open
+        # or linux61-nvidia holds "nvidia" inside its name), not anywhere in the log
+        requires=(r"(?:(?:installing|removing) [\w.+-]*(?:nvidia|cuda)[\w.+-]*[^\n]*breaks dependency"
+                  r"|(?:breaks|unable to satisfy) dependency '[\w.+-]*(?:nvidia|cuda)"
+                  r"|(?:breaks|unable to satisfy) dependency '[^'\n]*' required by [\w.+-]*(?:nvidia|cuda)"
+                  r"|cannot resolve \"[^\"\n]*\", a dependency of \"[\w.+-]*(?:nvidia|cuda)"
+                  r"|cannot resolve \"[\w.+-]*(?:nvidia|cuda)[^\"\n]*\", a dependency of)",),
         confidence=0.8,
-        root_cause=("pacman refuses the driver update: an NVIDIA package and a package that depends on its exact "
-                    "version (a prebuilt kernel-module package such as linux-*-nvidia or nvidia-open pins nvidia-utils) "
-                    "are not at matching versions in the repositories."),
-        fix=("Update both sides together once the repository carries matching builds (the module package rebuilt for the "
-             "new nvidia-utils, or hold nvidia-utils with `IgnorePkg` until it is); or switch to the DKMS package "
-             "(nvidia-dkms / nvidia-open-dkms with the kernel's headers), which builds against any nvidia-utils of its "
-             "release. Do not force it with -dd: a module and userspace of different versions do not load."),
+        root_cause=("pacman refuses the transaction: a package of the NVIDIA stack and one that depends on it are out of "
+                    "step — a package pinned to an exact version (a prebuilt kernel-module package pins nvidia-utils, "
+                    "a DKMS package its own nvidia-utils release, a module package its kernel) whose partner the "
+                    "repositories already moved, a replacement package that does not `provides` what others need, or "
+                    "a dependency in a repository that is not enabled (lib32-* needs [multilib])."),
+        fix=("Read the package each line names: wait until the repositories carry matching versions of both (hold the "
+             "moved one with `IgnorePkg` meanwhile) or update both together; a replacement package from the AUR needs "
+             "`provides=(nvidia-utils=<version>)`; enable [multilib] for lib32-* packages. Do not force it with -dd: a "
+             "kernel module and userspace of different versions do not load together."),
         examples=("error: failed to prepare transaction (could not satisfy dependencies)\n:: installing nvidia-utils "
                   "(615.71.09-1) breaks dependency 'nvidia-utils=610.57.04' required by linux-cachyos-bore-nvidia-open",),
     ),

@@ -239,17 +239,23 @@ RULES: tuple[Rule, ...] = (
         # a nix-shell build of nvtop)
         name="lib.nixos_driver_runpath",
         category="missing_shared_lib",
-        patterns=(r"\blib(?:cuda|nvidia-ml)\.so(?:\.1)?[\"'`]?:? (?:cannot open shared object file|not found)",),
+        patterns=(r"\blib(?:cuda|nvidia-ml)\.so(?:\.1)?[\"'`]?:? (?:cannot open shared object file|not found)",
+                  r"\bCannot load libcuda\.so(?:\.1)?\b"),
         messages=("nvml.library_not_found", "atop.nvml_init_failed"),
         context=r"/nix/store/|\bNixOS\b|\bnix-shell\b|\bnix (?:develop|shell|run)\b|/run/opengl-driver",
+        # the driver itself absent or not loaded (its module missing, nvidia-smi failing, torch finding no driver):
+        # that finding, not the path
+        unless=(r"couldn't communicate with the NVIDIA driver|Module nvidia\S* not found|Found no NVIDIA driver"
+                r"|NVIDIA kernel module\S* (?:is )?not (?:loaded|found)|No NVIDIA GPU found|Driver Not Loaded"),
         confidence=0.85,
-        demotes=("no_driver_loaded",),
-        root_cause=("On NixOS the driver's libraries (libcuda.so.1, libnvidia-ml.so.1) are under /run/opengl-driver/lib, "
-                    "which the loader does not search: this program was not built to look there."),
-        fix=("Build the package with nixpkgs' `autoAddDriverRunpath` (or `addDriverRunpath`) so it finds "
-             "/run/opengl-driver/lib; for a program run in a nix shell or from outside nixpkgs, put "
-             "/run/opengl-driver/lib in LD_LIBRARY_PATH (or use nix-ld). Check `ls /run/opengl-driver/lib/libcuda.so.1` "
-             "(hardware.graphics/hardware.nvidia enabled)."),
+        root_cause=("The driver's libraries (libcuda.so.1, libnvidia-ml.so.1) are outside this nix-built program's "
+                    "search path: on NixOS they are under /run/opengl-driver/lib, which the loader does not search; with "
+                    "nix on another distribution, the host's driver libraries are outside the program's closure."),
+        fix=("On NixOS build the package with nixpkgs' `autoAddDriverRunpath` (or `addDriverRunpath`) so it finds "
+             "/run/opengl-driver/lib, or for a program run in a nix shell put /run/opengl-driver/lib in LD_LIBRARY_PATH "
+             "(or use nix-ld); check `ls /run/opengl-driver/lib/libcuda.so.1` (hardware.graphics and hardware.nvidia "
+             "enabled). With nix on another distribution, run it through nixGL or put the host driver's library "
+             "directory (e.g. /usr/lib/x86_64-linux-gnu) in LD_LIBRARY_PATH."),
         examples=("Jan 06 21:52:42 faolin .atopgpud-wrapp[771782]: atopgpud ERROR: Shared lib 'libnvidia-ml' probably not "
                   "installed!\n/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/atopgpud",),
     ),

@@ -286,8 +286,10 @@ RULES: tuple[Rule, ...] = (
         confidence=0.4,
         generic=True,
         unless=CONTAINER_CONTEXT,
-        root_cause="CUDA sees no GPU: the driver is not loaded, or the GPUs are hidden (CUDA_VISIBLE_DEVICES).",
-        fix="Check `nvidia-smi` and `lsmod | grep nvidia` on the machine, and that CUDA_VISIBLE_DEVICES is not empty.",
+        root_cause=("CUDA sees no GPU: the driver is not loaded, the GPUs are hidden (CUDA_VISIBLE_DEVICES), or the "
+                    "framework is a CPU-only build."),
+        fix=("Check `nvidia-smi` and `lsmod | grep nvidia` on the machine, that CUDA_VISIBLE_DEVICES is not empty, and "
+             "that the framework is a CUDA build (`python -c 'import torch; print(torch.version.cuda)'` is not None)."),
         examples=("RuntimeError: No CUDA GPUs are available",),
     ),
     Rule(

@@ -190,8 +190,10 @@ RULES: tuple[Rule, ...] = (
         category="resolver_failure",
         patterns=(),
         messages=("pip.extra_not_provided", "uv.extra_not_provided"),
-        requires=(r"does not (?:provide the extra|have an extra named)\s*[\"'`]?(?P<extra>(?:cuda|cu\d|gpu|cudnn|nvidia"
-                  r"|tensorrt|nccl)[\w.-]*)",),
+        requires=(r"does not (?:provide the extra|have an extra named)\s*[\"'`]?(?:cuda|cu\d|gpu|cudnn|nvidia|tensorrt"
+                  r"|nccl|and-cuda)",),
+        # the CUDA build installed anyway (a backtracking pip that settled on another version, a +cu wheel itself)
+        unless=r"\+cu\d{2,3}\b|\+cuda|\bnvidia-[a-z-]+-cu1\d|\bjax-cuda\d+-(?:plugin|pjrt)",
         confidence=0.8,
         root_cause=("The package was installed without its GPU part: the version chosen does not define the extra "
                     "asked for[ (`{extra}`)], so pip/uv installed the package alone (a warning, and the install "
@@ -210,12 +212,14 @@ RULES: tuple[Rule, ...] = (
         # printed above it (KevinMusgrave/pytorch-metric-learning#97, a recipe; pyradiomics, a Python version)
         name="resolver.conda_cuda_section_without_constraint",
         category="resolver_failure",
-        patterns=(r"incompatible with your system:\s*(?:-\s*feature:[^\n]*?__cuda==[\d.]+=0\s*)+Your installed version is",),
+        patterns=(r"incompatible with your system:\s*(?:-\s*feature:[^\n]*?__cuda==[\d.]+=0\s*)+Your installed version is",
+                  # a paste that starts mid-sentence ("cations were found to be incompatible with your CUDA driver:")
+                  r"incompatible with your CUDA driver:\s*(?:-\s*feature:[^\n]*?__cuda==[\d.]+=0\s*)+"
+                  r"Your installed CUDA driver is"),
         messages=("conda.incompatible_with_cuda_driver",),
         # a package's own constraint on __cuda (`__cuda[version='>=11.8']`, libsolv's "has constraint __cuda"): the driver
         unless=r"__cuda\s*\[version=|has constraint __cuda",
         confidence=0.7,
-        demotes=("driver_too_old",),
         root_cause=("conda could not solve the environment for the conflicts it lists first (a Python version, a "
                     "channel, a package's recipe); the section about the CUDA driver lists only the driver's own __cuda "
                     "virtual package, which no package constrained: not a driver problem."),
