@@ -6,10 +6,12 @@ nodes at once), then the pairs of `fabric_eval.schedule` exchange a buffer both 
 round (the other ranks wait at the barrier). Each side times `iters` exchanges three times and
 keeps the best; then one exchange on fresh data is compared bit-exactly with the partner's
 pattern. The rounds whose pairs look slow are timed again, whole, up to `fabric_eval.RECHECKS`
-times (`fabric_eval.suspect_rounds`), before the verdict.
+times (`fabric_eval.suspect_rounds`), the last time each still-slow pair alone
+(`fabric_eval.suspect_pairs`), before the verdict.
 
 Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before each
-exchange of that rank, `stall:rank=N[:ms=M]` the same in the first measurement only, and
+exchange of that rank, `stall:rank=N[:ms=M]` the same in the first measurement only,
+`crowded:rank=N[:ms=M]` the same while other pairs of its round run beside it (not alone), and
 `corrupt:rank=N` damages what that rank sends in the checked exchange.
 """
 
@@ -26,7 +28,7 @@ import torch.distributed as dist
 
 from provisioner.burnin import patterns
 from provisioner.burnin.collectives import Runtime
-from provisioner.burnin.fabric_eval import RECHECKS, merge_recheck, schedule, suspect_rounds
+from provisioner.burnin.fabric_eval import RECHECKS, merge_recheck, schedule, suspect_pairs, suspect_rounds
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import find
 from provisioner.burnin.shapes import (
@@ -124,6 +126,7 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     size = count * 4
     delay = _fault_delay(rt, "slow")
     first_delay = delay + _fault_delay(rt, "stall")  # a stall that passes: the first measurement only
+    crowd = _fault_delay(rt, "crowded")  # contention: only while other pairs of the round run beside this one
     rt.log(f"fabric: {len(nodes)} node(s), {rt.world} ranks, {size} bytes per exchange")
 
     # per-node all_reduce (every node at once, each in its own group), then the global one
@@ -152,7 +155,7 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
         peer = b if me == a else a
         with rt.dog.guard(f"fabric pair {a}-{b} (round {k})", cfg.timeout + rt.guard_slack):
             patterns.fill(send, my_base)
-            best = _time_pair(rt, send, recv, peer, first_delay)
+            best = _time_pair(rt, send, recv, peer, first_delay + (crowd if len(rnd) > 1 else 0.0))
             # checked exchange on fresh data
             patterns.fill(send, my_base)
             recv.zero_()
@@ -171,21 +174,31 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
         dist.all_gather_object(gathered, doc)
     raw = assemble(nodes, size, global_seconds, [g for g in gathered if isinstance(g, dict)])
     for attempt in range(RECHECKS):
-        # every rank holds the same raw document, so every rank picks the same rounds
-        again = suspect_rounds(raw, backend=cfg.backend, slow_fraction=slow_fraction)
-        if not again:
+        # every rank holds the same raw document, so every rank picks the same rounds and pairs
+        alone = attempt == RECHECKS - 1  # the last time, each still-slow pair with no other pair beside it
+        batches: list[tuple[str, list[tuple[int, int]]]]
+        if alone:
+            slow_pairs = suspect_pairs(raw, backend=cfg.backend, slow_fraction=slow_fraction)
+            batches = [(f"pair {a}-{b} alone", [(a, b)]) for a, b in slow_pairs]
+            what = f"pairs {', '.join(f'{a}-{b}' for a, b in slow_pairs)} look slow, measuring each alone"
+        else:
+            ks = suspect_rounds(raw, backend=cfg.backend, slow_fraction=slow_fraction)
+            batches = [(f"round {k}", [(a, b) for a, b, _ in rounds[k]]) for k in ks]
+            what = f"rounds {ks} look slow, measuring them again"
+        if not batches:
             break
-        rt.log(f"fabric: rounds {again} look slow, measuring them again ({attempt + 1} of {RECHECKS})")
+        rt.log(f"fabric: {what} ({attempt + 1} of {RECHECKS})")
         timed: dict[tuple[int, int], float] = {}
-        for k in again:
+        for label, batch in batches:
             rt.barrier()
-            mate = next(((a, b) for a, b, _ in rounds[k] if me in (a, b)), None)
+            mate = next(((a, b) for a, b in batch if me in (a, b)), None)
             if mate is None:
                 continue
             a, b = mate
-            with rt.dog.guard(f"fabric pair {a}-{b} (round {k}, again)", cfg.timeout + rt.guard_slack):
+            with rt.dog.guard(f"fabric pair {a}-{b} ({label}, again)", cfg.timeout + rt.guard_slack):
                 patterns.fill(send, my_base)
-                timed[(a, b)] = _time_pair(rt, send, recv, b if me == a else a, delay)
+                timed[(a, b)] = _time_pair(rt, send, recv, b if me == a else a,
+                                           delay + (crowd if len(batch) > 1 else 0.0))
         rt.barrier()
         with rt.dog.guard("fabric gather (again)", cfg.timeout + rt.guard_slack):
             sides: list[dict[tuple[int, int], float] | None] = [None] * rt.world

@@ -15,8 +15,11 @@ some pairs only names those pairs. Absolute speed is judged by the collectives p
 formulas for the global world size and the per-GPU-model thresholds).
 
 Before the verdict, every round with a pair judged slow is measured again, whole (the same pairs at
-once, so the same contention), up to `RECHECKS` times; each pair keeps its best time. A stall that
-passes (a loaded host, another job's burst) no longer names a pair; a slow rank or link stays slow.
+once, so the same contention), up to `RECHECKS` times; the last time, each pair still judged slow is
+measured alone (the other ranks wait), so a pair slowed only by the pairs running beside it (ranks of
+two nodes sharing a loaded host's CPUs, a switch uplink two pairs share) is not named. Each pair keeps
+its best time. A stall that passes (a loaded host, another job's burst) no longer names a pair; a slow
+rank or link stays slow.
 """
 
 from __future__ import annotations
@@ -73,10 +76,16 @@ def schedule(nodes: list[list[int]]) -> list[list[tuple[int, int, str]]]:
     return rounds
 
 
+def suspect_pairs(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[tuple[int, int]]:
+    """The pairs the verdict would call slow, in the order `schedule` measures them."""
+    slow = {(int(p["ranks"][0]), int(p["ranks"][1])) for p in evaluate_fabric(raw, backend=backend,
+            slow_fraction=slow_fraction).data.get("pairs", []) if p.get("slow")}
+    return [(a, b) for rnd in schedule([n["ranks"] for n in raw["nodes"]]) for a, b, _ in rnd if (a, b) in slow]
+
+
 def suspect_rounds(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[int]:
     """The rounds of `schedule` that hold a pair the verdict would call slow, in order."""
-    slow = {tuple(p["ranks"]) for p in evaluate_fabric(raw, backend=backend, slow_fraction=slow_fraction)
-            .data.get("pairs", []) if p.get("slow")}
+    slow = set(suspect_pairs(raw, backend=backend, slow_fraction=slow_fraction))
     rounds = schedule([n["ranks"] for n in raw["nodes"]])
     return [k for k, rnd in enumerate(rounds) if any((a, b) in slow for a, b, _ in rnd)]
 

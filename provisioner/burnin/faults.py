@@ -10,6 +10,9 @@ Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
   GPU, NIC or link on that rank's node); `corrupt` with no collective also damages its fabric sends.
 - `stall:rank=1[:ms=20]` is a stall that passes (another job's burst on a shared host): the same sleep,
   in the fabric phase's first measurement only, not when a slow-looking round is measured again.
+- `crowded:rank=1[:ms=20]` is contention with the pairs running beside it (two nodes' ranks sharing a loaded
+  host's CPUs, a shared uplink): the same sleep whenever that rank's pair is measured with other pairs of its
+  round, not when it is measured alone.
 A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
 """
 
@@ -19,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "BURNIN_FAULT"
-KINDS = ("corrupt", "hang", "crash", "slow", "stall")
+KINDS = ("corrupt", "hang", "crash", "slow", "stall", "crowded")
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class Fault:
     kind: str
     rank: int
     collective: str | None = None  # None: every collective
-    ms: float | None = None  # `slow`, `stall`: delay per call
+    ms: float | None = None  # `slow`, `stall`, `crowded`: delay per call
 
     def applies(self, kind: str, rank: int, collective: str) -> bool:
         return self.kind == kind and self.rank == rank and self.collective in (None, collective)
