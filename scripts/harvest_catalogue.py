@@ -531,6 +531,44 @@ SPECS: tuple[Spec, ...] = (
          "NVML could not be initialised: atopgpud says the library is probably not installed (or not found).",
          wordings=("Shared lib 'libnvidia-ml' probably not installed!",),
          url=GH + "Atoptool/atop/blob/1a226186868d806809cc8486eae46f5df28290b6/atopgpud", kind="documented"),
+    # apt's refusal of a repository whose Release file was signed before and is not verifiable now (acquire-item.cc:
+    # the key that signed it was rotated, NVIDIA's CUDA repositories in April 2022: nytimes/rd-blender-docker#41)
+    Spec("apt.repository_no_longer_signed", "apt (apt-pkg/acquire-item.cc)",
+         "apt refuses a repository it had verified before: its Release file can no longer be verified (the signing "
+         "key changed).",
+         wordings=("The repository '%s' is no longer signed.",),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/acquire-item.cc", kind="documented"),
+    # apt's download error for an index or a package (apt-pkg/acquire-item.cc, "E:Failed to fetch <uri>  <reason>")
+    Spec("apt.failed_to_fetch", "apt (apt-pkg/acquire-item.cc)",
+         "apt could not download a repository index or a package from that URL (404, hash mismatch, unreachable).",
+         wordings=("Failed to fetch %s  %s",),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/acquire-item.cc", kind="documented"),
+    # apt reading sources.list(.d): one repository listed twice with different options (debmetaindex.cc; newer apt
+    # adds ": <value> != <value>"), as after following NVIDIA's old and new instructions (NVIDIA/libnvidia-container#194)
+    Spec("apt.conflicting_option", "apt (apt-pkg/deb/debmetaindex.cc)",
+         "The same repository is listed more than once with different options (Signed-By, Trusted): apt reads no "
+         "source list.",
+         wordings=("Conflicting values set for option %s regarding source %s %s",),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/deb/debmetaindex.cc", kind="documented"),
+    # CMake's Visual Studio generators when the CUDA language is enabled and VS has no CUDA build customization
+    # (Modules/CMakeDetermineCompilerId.cmake): CUDA installed before VS, or a VS newer than the CUDA release supports
+    Spec("cmake.no_cuda_toolset", "CMake (Modules/CMakeDetermineCompilerId.cmake, Visual Studio generators)",
+         "Visual Studio has no CUDA toolset: the CUDA toolkit's Visual Studio integration is not installed in it.",
+         wordings=("No CUDA toolset found.",),
+         url=GH + "Kitware/CMake/blob/master/Modules/CMakeDetermineCompilerId.cmake", kind="documented"),
+    # Windows' ERROR_COMMITMENT_LIMIT (1455), as Python prints it ("[WinError 1455] …"): importing torch maps its CUDA
+    # and cuDNN DLLs, which can exceed the commit limit (oatsu-gh/enunu_training_kit#8)
+    Spec("windows.commitment_limit", "Windows (ERROR_COMMITMENT_LIMIT, 1455)",
+         "Windows could not commit the memory a DLL or allocation needs: the paging file (and RAM) is too small.",
+         wordings=("The paging file is too small for this operation to complete.",),
+         url="https://learn.microsoft.com/en-us/windows/win32/debug/system-error-codes--1300-1699-", kind="documented"),
+    # the NVHPC (nvc/nvc++/nvfortran) OpenACC/OpenMP runtime when the binary holds no code for the GPU's compute
+    # capability (TinkerTools/tinker-hp#32: a cc90 build on an RTX 5080)
+    Spec("nvhpc.rebuild_for_gpu", "NVIDIA HPC SDK accelerator runtime (Accelerator Fatal Error)",
+         "The program was compiled for other compute capabilities than this GPU's: no device code for it.",
+         wordings=("Rebuild this file with -gpu=cc%d to use NVIDIA Tesla GPU %d",
+                   "Rebuild the application with -gpu=cc%d to use NVIDIA Tesla GPU %d"),
+         url="https://docs.nvidia.com/hpc-sdk/compilers/hpc-compilers-user-guide/index.html", kind="documented"),
     Spec("toolkit.image_no_driver", "NVIDIA CUDA images (nvidia_entrypoint.sh)",
          "The container started without GPU access (no --gpus / runtime).",
          wordings=("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.",),

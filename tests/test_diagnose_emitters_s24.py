@@ -250,3 +250,74 @@ def test_the_defaults_channels_cpu_variant_and_lightnings_empty_gpu_list() -> No
     # fewer GPUs than asked for (a job's own setting) is not "no GPU"
     fewer = "MisconfigurationException: You requested gpu: [0, 1]\nBut your machine only has: [0]"
     assert "nodriver.no_device_generic" not in all_rules(fewer)
+
+
+# --- set s's read half: Windows, apt's repository errors, CMake's CUDA toolset, NVHPC -----------------------------------
+
+# oatsu-gh/enunu_training_kit#8: importing torch on Windows with too small a paging file
+WIN_1455 = ('OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading '
+            '"C:\\Users\\Nathan\\Desktop\\enunu_training_kit-1.0.0\\python-3.8.10-embed-amd64\\lib\\site-packages\\torch'
+            '\\lib\\cudnn_adv_infer64_8.dll" or one of its dependencies.')
+
+
+def test_the_paging_file_too_small_is_memory_not_a_missing_dll() -> None:
+    found = diagnose(WIN_1455)
+    assert found[0].category == "oom_or_hw" and found[0].rule == "hw.windows_page_file_too_small"
+    # a DLL that is really missing stays a missing library
+    missing = ('OSError: [WinError 126] The specified module could not be found. Error loading "C:\\py\\lib\\'
+               'site-packages\\torch\\lib\\fbgemm.dll" or one of its dependencies.')
+    assert top_and_rules(missing)[0] == "missing_shared_lib"
+
+
+# wang-xinyu/tensorrtx#472: CUDA 11.2 found, Visual Studio 2019 without its CUDA integration
+NO_TOOLSET = ('Found CUDA: C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/v11.2 (found version "11.2") \n'
+              "CMake Error at C:/Program Files/CMake/share/cmake-3.20/Modules/CMakeDetermineCompilerId.cmake:441 "
+              "(message):\n  No CUDA toolset found.\nCall Stack (most recent call first):\n  CMakeLists.txt:23 "
+              "(enable_language)")
+
+
+def test_no_cuda_toolset_is_the_visual_studio_integration() -> None:
+    found = diagnose(NO_TOOLSET)
+    assert found[0].category == "installer_failure" and found[0].rule == "installer.cuda_vs_integration_missing"
+    assert "MSBuildExtensions" in found[0].fix
+
+
+def test_apts_errors_about_nvidias_repositories() -> None:
+    # nytimes/rd-blender-docker#41: the key rotation, through NVIDIA's mirror for China, and "no longer signed"
+    rotated = ("W: GPG error: https://developer.download.nvidia.cn/compute/cuda/repos/ubuntu1804/x86_64  InRelease: The "
+               "following signatures couldn't be verified because the public key is not available: NO_PUBKEY "
+               "A4B469963BF863CC\nE: The repository 'https://developer.download.nvidia.com/compute/cuda/repos/ubuntu1804/"
+               "x86_64  InRelease' is no longer signed.")
+    assert top_and_rules(rotated) == ("installer_failure", {"installer.package_repository_refused"})
+    # NVIDIA/ansible-role-nvidia-driver#42: a 404 on the CUDA repository's by-hash index
+    fetch = ("fatal: [hogehoge]: FAILED! => changed=false \n  msg: 'Failed to update apt cache: E:Failed to fetch "
+             "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2004/x86_64/by-hash/SHA256/751939d95516afc28"
+             "9908a19e447f0acc1506367f72ed356431a2b1a469cc8ca  404  Not Found [IP: 152.199.39.144 443], E:Some index files "
+             "failed to download. They have been ignored, or old ones used instead.'")
+    found = diagnose(fetch)
+    assert found[0].category == "installer_failure" and found[0].rule == "installer.nvidia_repository_fetch_failed"
+    # another repository's fetch failure in a GPU log is not NVIDIA's
+    other = "E: Failed to fetch http://archive.ubuntu.com/ubuntu/pool/main/p/perl/perl_5.30.0.deb  404  Not Found"
+    assert "installer.nvidia_repository_fetch_failed" not in all_rules(other)
+    # NVIDIA/libnvidia-container#194: the toolkit's repository listed twice
+    dup = (" sudo apt-get update\nE: Conflicting values set for option Signed-By regarding source "
+           "https://nvidia.github.io/libnvidia-container/stable/ubuntu18.04/amd64/ /: "
+           "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg !=\nE: The list of sources could not be read.")
+    found = diagnose(dup)
+    assert found[0].category == "installer_failure" and found[0].rule == "installer.apt_duplicate_nvidia_source"
+    assert "installer.apt_duplicate_nvidia_source" not in all_rules(
+        "E: Conflicting values set for option Signed-By regarding source https://download.docker.com/linux/ubuntu/ jammy: "
+        "/etc/apt/keyrings/docker.gpg != ")
+
+
+# TinkerTools/tinker-hp#32: built for cc90 with NVHPC 24.7, run on an RTX 5080
+NVHPC_CC120 = ("Accelerator Fatal Error:\nThis file was compiled: -acc=gpu -gpu=cc90\n"
+               "Rebuild this file with -gpu=cc120 to use NVIDIA Tesla GPU 0")
+
+
+def test_the_nvhpc_runtime_without_code_for_the_gpu() -> None:
+    found = diagnose(NVHPC_CC120)
+    assert found[0].category == "arch_unsupported" and found[0].rule == "arch.nvhpc_no_code_for_gpu"
+    application = ("This file was compiled: -acc=gpu -gpu=cc60 -gpu=cc70\n"
+                   "Rebuild the application with -gpu=cc86 to use NVIDIA Tesla GPU 0")
+    assert top_and_rules(application)[0] == "arch_unsupported"

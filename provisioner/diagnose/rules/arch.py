@@ -214,4 +214,19 @@ RULES: tuple[Rule, ...] = (
         examples=("WARNING: Detected NVIDIA NVIDIA A100-PCIE-40GB GPU, which is not yet supported in this version of the "
                   "container",),
     ),
+    Rule(
+        # the NVHPC compilers' accelerator runtime (OpenACC, OpenMP offload) when the binary holds no device code for
+        # the GPU (TinkerTools/tinker-hp#32: built for cc90 on an RTX 5080, cc120; a cc60/cc70 build on an RTX 3060 Ti)
+        name="arch.nvhpc_no_code_for_gpu",
+        category="arch_unsupported",
+        patterns=(),
+        messages=("nvhpc.rebuild_for_gpu",),
+        confidence=0.88,
+        root_cause=("The program (built with the NVIDIA HPC SDK's OpenACC/OpenMP offload) holds device code only for "
+                    "other compute capabilities than this GPU's."),
+        fix=("Rebuild with the GPU's compute capability (`-gpu=ccXY`, or `-gpu=ccall`/`ccnative`), using an NVHPC "
+             "release that knows this GPU (Blackwell, cc100/cc120, needs NVHPC 25.x with CUDA 12.8 or later)."),
+        examples=("Accelerator Fatal Error:\nThis file was compiled: -acc=gpu -gpu=cc90\nRebuild this file with "
+                  "-gpu=cc120 to use NVIDIA Tesla GPU 0",),
+    ),
 )

@@ -208,4 +208,24 @@ RULES: tuple[Rule, ...] = (
         ),
         examples=("RuntimeError: CUDA error: an illegal memory access was encountered",),
     ),
+    Rule(
+        # Windows' ERROR_COMMITMENT_LIMIT: importing torch maps its CUDA/cuDNN DLLs (GBs), which can exceed what the
+        # paging file and RAM can commit; Python prints it as "[WinError 1455] … Error loading \"…cudnn….dll\" or one
+        # of its dependencies" (oatsu-gh/enunu_training_kit#8) — the file is there, the memory is not
+        name="hw.windows_page_file_too_small",
+        category="oom_or_hw",
+        patterns=(r"\bWinError 1455\b",),
+        messages=("windows.commitment_limit",),
+        confidence=0.88,
+        demotes=("missing_shared_lib",),
+        root_cause=("Windows could not commit the memory to load the framework's CUDA libraries (or an allocation): "
+                    "the paging file is too small for what torch maps at import (its CUDA and cuDNN DLLs are GBs), "
+                    "not a missing file."),
+        fix=("Let Windows manage the paging file size, or set it larger (System → Advanced system settings → "
+             "Performance → Virtual memory) on a drive with space, and restart; fewer DataLoader workers (each maps the "
+             "DLLs again) or more RAM also help."),
+        examples=("OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "
+                  "\"C:\\py\\lib\\site-packages\\torch\\lib\\cudnn_adv_infer64_8.dll\" or one of its "
+                  "dependencies.",),
+    ),
 )

@@ -367,8 +367,9 @@ RULES: tuple[Rule, ...] = (
         patterns=(r"\bNO_PUBKEY (?:A4B469963BF863CC|F60F4B3D7FA2AF80)\b",),
         # apt names the repository on the line of its refusal ("GPG error: <uri> <suite>: …", "The repository '<uri>
         # <suite>' is not signed."): NVIDIA's CUDA or container-toolkit repository, not another one in a GPU log
-        context=(r"(?:developer\.download\.nvidia\.com|nvidia\.github\.io)[^\n]{0,300}(?:is not signed|does not have "
-                 r"a Release file|be verified because|public key is not available|NO_PUBKEY)"),
+        # (NVIDIA's mirror for China, developer.download.nvidia.cn, serves the same repositories)
+        context=(r"(?:developer\.download\.nvidia\.(?:com|cn)|nvidia\.github\.io)[^\n]{0,300}(?:is (?:no longer |not )"
+                 r"signed|does not have a Release file|be verified because|public key is not available|NO_PUBKEY)"),
         confidence=0.75,
         root_cause=("apt refuses a package repository the install needs: its Release file cannot be verified (the "
                     "key that signs it is not installed; NVIDIA rotated the CUDA repositories' key in April 2022), "
@@ -411,5 +412,64 @@ RULES: tuple[Rule, ...] = (
              "kernel module and userspace of different versions do not load together."),
         examples=("error: failed to prepare transaction (could not satisfy dependencies)\n:: installing nvidia-utils "
                   "(615.71.09-1) breaks dependency 'nvidia-utils=610.57.04' required by linux-cachyos-bore-nvidia-open",),
+    ),
+    Rule(
+        # CMake's Visual Studio generators with the CUDA language (Modules/CMakeDetermineCompilerId.cmake): VS has no
+        # CUDA build customization — the toolkit was installed before VS (or VS repaired/updated since), or the VS
+        # release is newer than the CUDA release supports (wang-xinyu/tensorrtx#472: CUDA 11.2 found, VS 2019 without it)
+        name="installer.cuda_vs_integration_missing",
+        category="installer_failure",
+        patterns=(),
+        messages=("cmake.no_cuda_toolset",),
+        confidence=0.85,
+        root_cause=("Visual Studio has no CUDA toolset: the CUDA toolkit's Visual Studio integration is not installed in "
+                    "this Visual Studio (the toolkit was installed before it, or this Visual Studio is newer than the "
+                    "CUDA release supports), so CMake's Visual Studio generator cannot compile CUDA."),
+        fix=("Run the CUDA installer again with \"Visual Studio Integration\" selected (after Visual Studio is "
+             "installed), or copy the files of `<CUDA>\\extras\\visual_studio_integration\\MSBuildExtensions` into "
+             "`<VS>\\MSBuild\\Microsoft\\VC\\<v160|v170>\\BuildCustomizations`; or configure with the Ninja "
+             "generator from a x64 Native Tools prompt (`cmake -G Ninja`), which uses nvcc directly."),
+        examples=("CMake Error at C:/Program Files/CMake/share/cmake-3.20/Modules/CMakeDetermineCompilerId.cmake:441 "
+                  "(message):\n  No CUDA toolset found.",),
+    ),
+    Rule(
+        # apt's download error (acquire-item.cc) for NVIDIA's CUDA or container-toolkit repository: an index or a
+        # package that cannot be fetched (NVIDIA/ansible-role-nvidia-driver#42: the role's http:// base URL, a 404 on
+        # a by-hash index; a mirror caught mid-sync, a proxy)
+        name="installer.nvidia_repository_fetch_failed",
+        category="installer_failure",
+        patterns=(),
+        messages=("apt.failed_to_fetch",),
+        requires=(r"Failed to fetch \S*(?:nvidia|cuda)",),
+        confidence=0.75,
+        root_cause=("apt could not download from NVIDIA's package repository (an index or a package: a 404, a hash sum "
+                    "mismatch, no answer), so the install could not read or fetch the NVIDIA packages."),
+        fix=("Check the repository URL apt uses (`grep -r nvidia /etc/apt/sources.list.d`): https://developer."
+             "download.nvidia.com/compute/cuda/repos/<distro>/<arch>/ (https, a distribution release NVIDIA publishes) "
+             "or https://nvidia.github.io/libnvidia-container/stable/deb/; `curl -I` it from the host (a proxy, a "
+             "firewall); then `apt-get clean && rm -rf /var/lib/apt/lists/* && apt-get update` (a mirror mid-sync "
+             "serves stale by-hash indexes for a while: retry)."),
+        examples=("E:Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2004/x86_64/by-hash/"
+                  "SHA256/751939d95516afc289908a19e447f0acc1506367f72ed356431a2b1a469cc8ca  404  Not Found",),
+    ),
+    Rule(
+        # apt reading its sources (debmetaindex.cc): NVIDIA's repository listed twice with different options — the
+        # container toolkit's old instructions (no signed-by) beside the new (signed-by its keyring), or CUDA's
+        # network repository added by hand and by cuda-keyring (NVIDIA/libnvidia-container#194)
+        name="installer.apt_duplicate_nvidia_source",
+        category="installer_failure",
+        patterns=(),
+        messages=("apt.conflicting_option",),
+        requires=(r"Conflicting values set for option [^\n]*(?:nvidia|cuda)",),
+        confidence=0.85,
+        root_cause=("apt reads no package list: NVIDIA's repository is listed twice with different options (one entry "
+                    "with `signed-by` its keyring, one without or with another key), typically from following the old "
+                    "and the new install instructions."),
+        fix=("Keep one entry: `grep -rn nvidia /etc/apt/sources.list /etc/apt/sources.list.d/`, remove the duplicate "
+             "(the one without `signed-by=/usr/share/keyrings/…`, e.g. an old nvidia-docker.list or cuda.list), then "
+             "`apt-get update`."),
+        examples=("E: Conflicting values set for option Signed-By regarding source https://nvidia.github.io/"
+                  "libnvidia-container/stable/ubuntu18.04/amd64/ /: /usr/share/keyrings/nvidia-container-toolkit-"
+                  "keyring.gpg !=",),
     ),
 )
