@@ -538,6 +538,13 @@ SPECS: tuple[Spec, ...] = (
          "key changed).",
          wordings=("The repository '%s' is no longer signed.",),
          url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/acquire-item.cc", kind="documented"),
+    # apt's verification of a Release file whose signature is bad or whose key expired (methods/gpgv.cc: KEYEXPIRED,
+    # EXPKEYSIG, BADSIG after it; Azure/acs-engine#3933, the container toolkit's repository key in 2018)
+    Spec("apt.signatures_invalid", "apt (methods/gpgv.cc)",
+         "apt cannot verify the repository's Release file: its signature is invalid or the key that made it has "
+         "expired.",
+         wordings=("The following signatures were invalid:",),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/methods/gpgv.cc", kind="documented"),
     # apt's download error for an index or a package (apt-pkg/acquire-item.cc, "E:Failed to fetch <uri>  <reason>")
     Spec("apt.failed_to_fetch", "apt (apt-pkg/acquire-item.cc)",
          "apt could not download a repository index or a package from that URL (404, hash mismatch, unreachable).",

@@ -321,3 +321,32 @@ def test_the_nvhpc_runtime_without_code_for_the_gpu() -> None:
     application = ("This file was compiled: -acc=gpu -gpu=cc60 -gpu=cc70\n"
                    "Rebuild the application with -gpu=cc86 to use NVIDIA Tesla GPU 0")
     assert top_and_rules(application)[0] == "arch_unsupported"
+
+
+def test_the_set_s_reviews_cases() -> None:
+    """(The second review's cases.) A "Failed to fetch" that is not NVIDIA's repository; apt's warning beside a real
+    failure; an expired key; 1455 as cuDNN's loader and a Chinese Windows print it; NVHPC where the file was compiled
+    for the capability asked for."""
+    for line in ("E: Failed to fetch http://security.ubuntu.com/ubuntu/pool/restricted/n/nvidia-graphics-drivers-515-"
+                 "server/libnvidia-cfg1-515-server_515.86.01-0ubuntu0.22.04.1_amd64.deb  404  Not Found",
+                 "E: Failed to fetch https://ppa.launchpadcontent.net/graphics-drivers/ppa/ubuntu/pool/main/n/nvidia-"
+                 "graphics-drivers-550/nvidia-driver-550_550.54.14-0ubuntu1_amd64.deb  404  Not Found",
+                 "Error: INSTALLATION FAILED: failed to fetch https://helm.ngc.nvidia.com/nvidia/charts/gpu-operator-"
+                 "v24.6.1.tgz : 401 Unauthorized"):
+        assert "installer.nvidia_repository_fetch_failed" not in all_rules(line), line
+    warned = ("W: Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/InRelease  "
+              "Connection timed out\nW: Some index files failed to download. They have been ignored, or old ones used "
+              "instead.\nRuntimeError: CUDA error: no kernel image is available for execution on the device")
+    assert top_and_rules(warned)[0] == "arch_unsupported"
+    # Azure/acs-engine#3933: the toolkit repository's key had expired
+    expired = ("W: GPG error: https://nvidia.github.io/libnvidia-container/ubuntu16.04/amd64  InRelease: The following "
+               "signatures were invalid: KEYEXPIRED 1538166745\nW: Failed to fetch https://nvidia.github.io/"
+               "libnvidia-container/ubuntu16.04/amd64/InRelease  The following signatures were invalid: KEYEXPIRED "
+               "1538166745")
+    assert diagnose(expired)[0].rule == "installer.package_repository_refused"
+    for line in ("Could not load library cudnn_cnn_infer64_8.dll. Error code 1455",
+                 "ImportError: DLL load failed: 页面文件太小，无法完成操作。"):
+        assert top_and_rules(line)[0] == "oom_or_hw", line
+    same = ("Accelerator Fatal Error: This file was compiled: -acc=gpu -gpu=cc90\n"
+            "Rebuild this file with -gpu=cc90 to use NVIDIA Tesla GPU 0")
+    assert "arch.nvhpc_no_code_for_gpu" not in all_rules(same)

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
 
+# "This file was compiled: … -gpu=ccNN …" followed by "Rebuild … with -gpu=ccNN": the same capability (RE2 has no
+# back-references: one alternative per capability NVHPC targets)
+_NVHPC_SAME_CC = "|".join(
+    rf"This file was compiled:[^\n]*-gpu=(?:[\w,]*,)?cc{cc}\b[^\n]*\n[^\n]*Rebuild (?:this file|the application) with "
+    rf"-gpu=cc{cc}\b"
+    for cc in (35, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121))
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="arch.torch_capability_not_compatible",
@@ -221,6 +228,9 @@ RULES: tuple[Rule, ...] = (
         category="arch_unsupported",
         patterns=(),
         messages=("nvhpc.rebuild_for_gpu",),
+        # the file compiled for the very capability the runtime asks for (an H200 run failing on one rank only,
+        # passing with NVCOMPILER_ACC_NOTIFY set): the code is there, the runtime could not load or launch it
+        unless=_NVHPC_SAME_CC,
         confidence=0.88,
         root_cause=("The program (built with the NVIDIA HPC SDK's OpenACC/OpenMP offload) holds device code only for "
                     "other compute capabilities than this GPU's."),

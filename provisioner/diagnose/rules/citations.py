@@ -118,7 +118,7 @@ CITES: dict[str, tuple[str, ...]] = {
                                               "apt.no_installation_candidate", "dnf.no_match_for_argument",
                                               "dnf.unable_to_find_match"),
     "installer.package_repository_refused": ("apt.pubkey_not_available", "apt.repository_not_signed",
-                                             "apt.repository_no_longer_signed",
+                                             "apt.repository_no_longer_signed", "apt.signatures_invalid",
                                              "apt.repository_no_release"),
     "installer.kbuild_failed_in_driver_build": ("kbuild.make_error",),
     "resolver.no_matching_distribution": ("pip.no_matching_distribution", "pip.not_supported_wheel"),

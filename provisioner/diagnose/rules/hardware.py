@@ -214,7 +214,9 @@ RULES: tuple[Rule, ...] = (
         # of its dependencies" (oatsu-gh/enunu_training_kit#8) — the file is there, the memory is not
         name="hw.windows_page_file_too_small",
         category="oom_or_hw",
-        patterns=(r"\bWinError 1455\b",),
+        # the number as Python, cuDNN's loader ("Error code 1455") and Rust ("os error 1455") print it; the text as a
+        # Chinese Windows prints it (szad670401/HyperLPR#49)
+        patterns=(r"\bWinError 1455\b", r"\bError code 1455\b", r"\bos error 1455\b", r"页面文件太小"),
         messages=("windows.commitment_limit",),
         confidence=0.88,
         demotes=("missing_shared_lib",),

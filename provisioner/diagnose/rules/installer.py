@@ -6,6 +6,8 @@ from provisioner.diagnose.model import Rule
 
 #: a package of the NVIDIA driver, CUDA or its libraries, as apt/dnf name it (nvidia-driver-550, cuda-toolkit-12-4,
 #: libcudnn8, libnvinfer10, kmod-nvidia, nvidia-container-toolkit)
+# NVIDIA's package repositories (CUDA's and its mirror for China, the container toolkit's, the DGX/precompiled one)
+_NVIDIA_REPO = r"(?:developer\.download\.nvidia\.(?:com|cn)|nvidia\.github\.io|repo\.download\.nvidia\.com)"
 _GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cublas|cufft|curand|cusolver|cusparse"
             r"|nvrtc|nvjpeg|npp)(?:[-_.\d:=]|\b)")  # the stem ends there: not cudatext, nppes-tools
 
@@ -368,11 +370,13 @@ RULES: tuple[Rule, ...] = (
         # apt names the repository on the line of its refusal ("GPG error: <uri> <suite>: …", "The repository '<uri>
         # <suite>' is not signed."): NVIDIA's CUDA or container-toolkit repository, not another one in a GPU log
         # (NVIDIA's mirror for China, developer.download.nvidia.cn, serves the same repositories)
-        context=(r"(?:developer\.download\.nvidia\.(?:com|cn)|nvidia\.github\.io)[^\n]{0,300}(?:is (?:no longer |not )"
-                 r"signed|does not have a Release file|be verified because|public key is not available|NO_PUBKEY)"),
+        # (an expired key too: "The following signatures were invalid: KEYEXPIRED …", EXPKEYSIG — Azure/acs-engine#3933)
+        context=(rf"{_NVIDIA_REPO}[^\n]{{0,300}}(?:is (?:no longer |not )signed|does not have a Release file|be verified "
+                 r"because|public key is not available|NO_PUBKEY|signatures were invalid|EXPKEYSIG|KEYEXPIRED)"),
         confidence=0.75,
         root_cause=("apt refuses a package repository the install needs: its Release file cannot be verified (the "
-                    "key that signs it is not installed; NVIDIA rotated the CUDA repositories' key in April 2022), "
+                    "key that signs it is not installed or has expired; NVIDIA rotated the CUDA repositories' key in "
+                    "April 2022), "
                     "or there is no Release file at that URL (no repository for this distribution release)."),
         fix=("For NVIDIA's CUDA repository install its current key with the cuda-keyring package (`dpkg -i "
              "cuda-keyring_1.1-1_all.deb` from https://developer.download.nvidia.com/compute/cuda/repos/<distro>/"
@@ -440,8 +444,14 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),
         messages=("apt.failed_to_fetch",),
-        requires=(r"Failed to fetch \S*(?:nvidia|cuda)",),
-        confidence=0.75,
+        # NVIDIA's own repositories on the line of the error (not an Ubuntu archive's nvidia-* package, a PPA, a mirror,
+        # Helm's or a model hub's "failed to fetch"): the CUDA and container-toolkit repositories and their mirror for China
+        requires=(rf"Failed to fetch [^\n]*{_NVIDIA_REPO}|{_NVIDIA_REPO}[^\n]*Failed to fetch",),
+        # a key problem on the same repository is the refusal's finding (installer.package_repository_refused)
+        unless=r"signatures were invalid|EXPKEYSIG|KEYEXPIRED|NO_PUBKEY|is (?:no longer |not )signed",
+        # a warning apt went on past ("ignored, or old ones used instead") beside another failure: that failure leads
+        generic=True,
+        confidence=0.7,
         root_cause=("apt could not download from NVIDIA's package repository (an index or a package: a 404, a hash sum "
                     "mismatch, no answer), so the install could not read or fetch the NVIDIA packages."),
         fix=("Check the repository URL apt uses (`grep -r nvidia /etc/apt/sources.list.d`): https://developer."
