@@ -76,16 +76,21 @@ def schedule(nodes: list[list[int]]) -> list[list[tuple[int, int, str]]]:
     return rounds
 
 
+def _slow_pairs(raw: FabricRaw, backend: str, slow_fraction: float | None) -> set[tuple[int, int]]:
+    """The pairs the verdict would call slow."""
+    return {(int(p["ranks"][0]), int(p["ranks"][1])) for p in evaluate_fabric(raw, backend=backend,
+            slow_fraction=slow_fraction).data.get("pairs", []) if p.get("slow")}
+
+
 def suspect_pairs(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[tuple[int, int]]:
     """The pairs the verdict would call slow, in the order `schedule` measures them."""
-    slow = {(int(p["ranks"][0]), int(p["ranks"][1])) for p in evaluate_fabric(raw, backend=backend,
-            slow_fraction=slow_fraction).data.get("pairs", []) if p.get("slow")}
+    slow = _slow_pairs(raw, backend, slow_fraction)
     return [(a, b) for rnd in schedule([n["ranks"] for n in raw["nodes"]]) for a, b, _ in rnd if (a, b) in slow]
 
 
 def suspect_rounds(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[int]:
     """The rounds of `schedule` that hold a pair the verdict would call slow, in order."""
-    slow = set(suspect_pairs(raw, backend=backend, slow_fraction=slow_fraction))
+    slow = _slow_pairs(raw, backend, slow_fraction)
     rounds = schedule([n["ranks"] for n in raw["nodes"]])
     return [k for k, rnd in enumerate(rounds) if any((a, b) in slow for a, b, _ in rnd)]
 

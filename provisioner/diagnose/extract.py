@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from provisioner.burnin import xid as xid_table
+from provisioner.diagnose.rules.common import DRIVER_ENTRY_NAME, GPU_EXTRA
 from provisioner.diagnose.rx import Regex, compile_rx
 
 _I = 0  # every field regex is case-insensitive and multi-line (rx.compile_rx)
@@ -54,10 +55,10 @@ _FIELD_PATTERNS: tuple[tuple[str, Regex], ...] = (
     # a CUDA driver API / NVML entry point the driver's library lacks (case-sensitive: the upper-case letter after
     # `cu`/`nvml` is the driver API's, not libcudart's `cuda…` or cuFile's)
     ("symbol", _rx(r"undefined\s+symbol:\s+((?-i:cu(?:[A-EG-Z]|F[a-hj-z])\w*|nvml[A-Z]\w*))\b", _I)),
-    ("symbol", _rx(r"entry\s+point\s+(?:named\s+)?[\"'`]?((?-i:cu[A-Z]\w*|nvml[A-Z]\w*))\b", _I)),
+    ("symbol", _rx(rf"entry\s+point\s+(?:named\s+)?[\"'`]?((?-i:{DRIVER_ENTRY_NAME}))\b", _I)),
     # a GPU extra pip/uv say the version does not define
-    ("extra", _rx(r"does\s+not\s+(?:provide\s+the\s+extra|have\s+an\s+extra\s+named)\s*[\"'`]?((?:cuda|cu\d|gpu|cudnn"
-                  r"|nvidia|tensorrt|nccl|and-cuda)[\w.-]*)", _I)),
+    ("extra", _rx(rf"does\s+not\s+(?:provide\s+the\s+extra|have\s+an\s+extra\s+named)\s*[\"'`]?({GPU_EXTRA}[\w.-]*)",
+                  _I)),
     ("vmid", _rx(r"(?:container|CT)\s+[\"']?(\d{3,9})\b", _I)),
     ("package", _rx(r"No\s+matching\s+distribution\s+found\s+for\s+(\S+)", _I)),
     ("package", _rx(r"Distribution\s+`([^`\s]+)", _I)),

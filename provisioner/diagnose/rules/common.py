@@ -52,3 +52,9 @@ GPU_REQUEST_STEPS = (
     "runtime class")
 #: libnvidia-container's debug output on a host that is not WSL
 NOT_WSL = r"continuing assuming a non-WSL environment"
+
+#: a GPU extra of a Python package (`jax[cuda12]`, `…[gpu]`, `…[cu121]`, TensorFlow's `and-cuda`), as pip's "does not
+#: provide the extra" and uv's "does not have an extra named" name it (resolver.gpu_extra_not_provided, its field)
+GPU_EXTRA = r"(?:cuda|cu\d|gpu|cudnn|nvidia|tensorrt|nccl|and-cuda)"
+#: a CUDA driver API or NVML entry point's name as a Windows loader names it (case matters: `(?-i:…)` around it)
+DRIVER_ENTRY_NAME = r"cu[A-Z]\w*|nvml[A-Z]\w*"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from provisioner.diagnose.catalogue import CODE_END
 from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import DRIVER_ENTRY_NAME
 
 # CUDA driver API and NVML entry points newer than any driver still in use (see driver.cuda_driver_symbol_missing)
 _NEW_DRIVER_ENTRY = (
@@ -305,7 +306,7 @@ RULES: tuple[Rule, ...] = (
         messages=("ld.undefined_symbol", "windows.entry_point_not_found"),
         # case-sensitive (patterns are not): the driver API's upper-case letter after `cu`/`nvml` is part of the signal
         requires=(r"undefined symbol: (?-i:" + _NEW_DRIVER_ENTRY + r")\b"
-                  r"|entry point (?-i:cu[A-Z]\w*|nvml[A-Z]\w*) could not be located in the dynamic link library "
+                  rf"|entry point (?-i:{DRIVER_ENTRY_NAME}) could not be located in the dynamic link library "
                   r"[^\n]{0,120}?\b(?:nvcuda|nvml)\.dll"
                   r"|entry point (?:named )?[\"'`]?nvml[A-Z]\w*[\"'`]? in (?:the )?(?:DLL )?[\"'`]?nvml\b",),
         unless=r"\bzluda\b",  # ZLUDA's libcuda is not NVIDIA's driver

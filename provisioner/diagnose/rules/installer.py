@@ -8,6 +8,9 @@ from provisioner.diagnose.model import Rule
 #: libcudnn8, libnvinfer10, kmod-nvidia, nvidia-container-toolkit)
 # NVIDIA's package repositories (CUDA's and its mirror for China, the container toolkit's, the DGX/precompiled one)
 _NVIDIA_REPO = r"(?:developer\.download\.nvidia\.(?:com|cn)|nvidia\.github\.io|repo\.download\.nvidia\.com)"
+# a package name holding "nvidia" or "cuda" anywhere (a module package: linux-cachyos-nvidia-open, linux61-nvidia), as far
+# as its stem (pacman's lines name packages, not paths)
+_STACK_NAME = r"[\w.+-]*(?:nvidia|cuda)"
 _GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cublas|cufft|curand|cusolver|cusparse"
             r"|nvrtc|nvjpeg|npp)(?:[-_.\d:=]|\b)")  # the stem ends there: not cudatext, nppes-tools
 
@@ -399,11 +402,11 @@ RULES: tuple[Rule, ...] = (
         messages=("pacman.broken_dependency",),
         # a package of the GPU stack named on the refusal's own line (a module package such as linux-cachyos-nvidia-open
         # or linux61-nvidia holds "nvidia" inside its name), not anywhere in the log
-        requires=(r"(?:(?:installing|removing) [\w.+-]*(?:nvidia|cuda)[\w.+-]*[^\n]*breaks dependency"
-                  r"|(?:breaks|unable to satisfy) dependency '[\w.+-]*(?:nvidia|cuda)"
-                  r"|(?:breaks|unable to satisfy) dependency '[^'\n]*' required by [\w.+-]*(?:nvidia|cuda)"
-                  r"|cannot resolve \"[^\"\n]*\", a dependency of \"[\w.+-]*(?:nvidia|cuda)"
-                  r"|cannot resolve \"[\w.+-]*(?:nvidia|cuda)[^\"\n]*\", a dependency of)",),
+        requires=(rf"(?:(?:installing|removing) {_STACK_NAME}[\w.+-]*[^\n]*breaks dependency"
+                  rf"|(?:breaks|unable to satisfy) dependency '{_STACK_NAME}"
+                  rf"|(?:breaks|unable to satisfy) dependency '[^'\n]*' required by {_STACK_NAME}"
+                  rf"|cannot resolve \"[^\"\n]*\", a dependency of \"{_STACK_NAME}"
+                  rf"|cannot resolve \"{_STACK_NAME}[^\"\n]*\", a dependency of)",),
         confidence=0.8,
         root_cause=("pacman refuses the transaction: a package of the NVIDIA stack and one that depends on it are out of "
                     "step — a package pinned to an exact version (a prebuilt kernel-module package pins nvidia-utils, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
+from provisioner.diagnose.rules.common import GPU_EXTRA
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -190,8 +191,7 @@ RULES: tuple[Rule, ...] = (
         category="resolver_failure",
         patterns=(),
         messages=("pip.extra_not_provided", "uv.extra_not_provided"),
-        requires=(r"does not (?:provide the extra|have an extra named)\s*[\"'`]?(?:cuda|cu\d|gpu|cudnn|nvidia|tensorrt"
-                  r"|nccl|and-cuda)",),
+        requires=(rf"does not (?:provide the extra|have an extra named)\s*[\"'`]?{GPU_EXTRA}",),
         # the CUDA build installed anyway (a backtracking pip that settled on another version, a +cu wheel itself)
         unless=r"\+cu\d{2,3}\b|\+cuda|\bnvidia-[a-z-]+-cu1\d|\bjax-cuda\d+-(?:plugin|pjrt)",
         confidence=0.8,
