@@ -563,6 +563,44 @@ SPECS: tuple[Spec, ...] = (
          "Visual Studio has no CUDA toolset: the CUDA toolkit's Visual Studio integration is not installed in it.",
          wordings=("No CUDA toolset found.",),
          url=GH + "Kitware/CMake/blob/master/Modules/CMakeDetermineCompilerId.cmake", kind="documented"),
+    # MSBuild's MSB4019 when a project imports a CUDA build customization (BuildCustomizations\CUDA x.y.props/.targets)
+    # that this Visual Studio lacks: that CUDA release, or its Visual Studio integration, is not installed
+    # (brichard19/BitCrack#234, NVIDIA/cuda-samples#119; newer MSBuild names the Import's expression, older its path;
+    # a Chinese Visual Studio prints its translation, dlunion/tensorRTIntegrate#15)
+    Spec("msbuild.imported_project_not_found", "MSBuild (MSB4019, Microsoft.Build Strings.resx)",
+         "A project imports a file that does not exist: for CUDA x.y.props/.targets, that CUDA release's Visual Studio "
+         "integration is not in this Visual Studio.",
+         wordings=('The imported project "%s" was not found. Confirm that the expression in the Import declaration '
+                   '"%s" is correct, and that the file exists on disk.',
+                   'The imported project "%s" was not found. Confirm that the path in the <Import> declaration is '
+                   'correct, and that the file exists on disk.',
+                   "\u672a\u627e\u5230\u5bfc\u5165\u7684\u9879\u76ee\u201c%s\u201d\u3002"),
+         url=GH + "dotnet/msbuild/blob/main/src/Build/Resources/Strings.resx", kind="documented"),
+    # dnf's (and yum's) failure to download a repository's metadata (dnf/base.py, libdnf; dnf5 libdnf5/repo): a 404
+    # for a distribution release the repository does not publish, a typo in the .repo file, no route (negativo17/cuda#27,
+    # NVIDIA/libnvidia-container#203, opendatahub-io/notebooks#1188)
+    Spec("dnf.metadata_download_failed", "dnf 4 / dnf5 / yum (repository metadata download)",
+         "dnf could not download a repository's metadata (repomd.xml or the files it lists): the repository URL is "
+         "wrong for this release, unreachable, or the mirror is mid-sync.",
+         wordings=("Failed to download metadata for repo '%s': %s",
+                   "Errors during downloading metadata for repository '%s':",
+                   'Failed to download metadata (baseurl: "%s") for repository "%s"',
+                   "failure: repodata/repomd.xml from %s: [Errno 256] No more mirrors to try."),
+         url=GH + "rpm-software-management/dnf/blob/master/dnf/base.py", kind="documented"),
+    # apt reading a malformed one-line source (apt-pkg/sourcelist.cc; apt before 1.1 said "Malformed line … in source
+    # list"): NVIDIA's .list fetched for a distribution the repository does not publish holds an HTML 404 page, or an
+    # edited `$(ARCH)` broke it (NVIDIA/nvidia-docker#800)
+    Spec("apt.malformed_list_entry", "apt (apt-pkg/sourcelist.cc)",
+         "A sources.list(.d) entry cannot be parsed: apt reads no source list and updates nothing.",
+         wordings=("Malformed entry %u in list file %s (%s)", "Malformed line %lu in source list %s (%s)",
+                   "Malformed stanza %u in source list %s (%s)"),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/sourcelist.cc", kind="documented"),
+    # apt reading a one-line source whose first word is not deb/deb-src (apt-pkg/sourcelist.cc): an HTML page saved as
+    # the .list ("Type '<!doctype' is not known …") or a line without its type (pjreddie/darknet#1331)
+    Spec("apt.unknown_source_type", "apt (apt-pkg/sourcelist.cc)",
+         "A sources.list(.d) line does not start with a known type (deb, deb-src): apt reads no source list.",
+         wordings=("Type '%s' is not known on line %u in source list %s",),
+         url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/sourcelist.cc", kind="documented"),
     # Windows' ERROR_COMMITMENT_LIMIT (1455), as Python prints it ("[WinError 1455] …"): importing torch maps its CUDA
     # and cuDNN DLLs, which can exceed the commit limit (oatsu-gh/enunu_training_kit#8)
     Spec("windows.commitment_limit", "Windows (ERROR_COMMITMENT_LIMIT, 1455)",

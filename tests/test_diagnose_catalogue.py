@@ -26,7 +26,9 @@ _VALUES = {"d": "1", "i": "1", "u": "4", "o": "7", "x": "3f", "X": "3F", "p": "0
 # aarch64, while building the kernel module
 CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ uname -m\naarch64",
             "DKMS: building the nvidia kernel module for 6.8.12-4-pve",
-            "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |")
+            "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |",
+            # a Visual Studio project's import of CUDA's build customization (the .vcxproj line MSBuild reads)
+            '<Import Project="$(VCTargetsPath)\\BuildCustomizations\\CUDA 12.4.props" />')
 # what a program prints on the message's own line before it: apt names the repository it refuses
 PREFIXES = ("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  InRelease: ",)
 

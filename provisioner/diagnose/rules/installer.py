@@ -485,4 +485,68 @@ RULES: tuple[Rule, ...] = (
                   "libnvidia-container/stable/ubuntu18.04/amd64/ /: /usr/share/keyrings/nvidia-container-toolkit-"
                   "keyring.gpg !=",),
     ),
+    Rule(
+        # MSBuild's MSB4019 for a CUDA build customization a Visual Studio project imports (BuildCustomizations\CUDA
+        # x.y.props/.targets): that CUDA release is not installed, or was installed before this Visual Studio (its
+        # integration never copied in) (brichard19/BitCrack#234, NVIDIA/cuda-samples#119)
+        name="installer.cuda_vs_props_missing",
+        category="installer_failure",
+        patterns=(),
+        messages=("msbuild.imported_project_not_found",),
+        requires=(r"\bCUDA \d+(?:\.\d+)?\.(?:props|targets)\b",),
+        confidence=0.85,
+        root_cause=("The Visual Studio project imports a CUDA build customization (CUDA x.y.props) that this "
+                    "Visual Studio does not have: that CUDA release is not installed, or its Visual Studio "
+                    "integration is not (the toolkit was installed before Visual Studio, or for another Visual Studio)."),
+        fix=("Install the CUDA release the project names with \"Visual Studio Integration\" selected (after Visual "
+             "Studio), or copy `<CUDA>\\extras\\visual_studio_integration\\MSBuildExtensions\\*` into "
+             "`<VS>\\MSBuild\\Microsoft\\VC\\<v160|v170>\\BuildCustomizations`; or retarget the project to the "
+             "installed CUDA (Project → Build Dependencies → Build Customizations, or edit the .vcxproj's "
+             "`CUDA x.y.props`/`.targets` imports)."),
+        examples=('error MSB4019: The imported project "C:\\Program Files (x86)\\Microsoft Visual Studio\\2019\\'
+                  'Community\\MSBuild\\Microsoft\\VC\\v160\\BuildCustomizations\\CUDA 10.1.props" was not found.',),
+    ),
+    Rule(
+        # dnf's/yum's metadata download failure for NVIDIA's (or a third party's NVIDIA) RPM repository: a 404 for a
+        # release the repository does not publish, a typo in the .repo file, a mirror mid-sync (negativo17/cuda#27,
+        # NVIDIA/libnvidia-container#203)
+        name="installer.nvidia_rpm_repository_metadata_failed",
+        category="installer_failure",
+        patterns=(),
+        messages=("dnf.metadata_download_failed",),
+        # the repository the failure names is NVIDIA's or CUDA's (its id, or NVIDIA's hosts beside repodata)
+        requires=(rf"(?:repo(?:sitory)?\s+['\"]|repomd\.xml from\s+)[^'\"\s]*(?:nvidia|cuda)"
+                  rf"|{_NVIDIA_REPO}[^\n]*repodata|repodata[^\n]*{_NVIDIA_REPO}",),
+        # dnf goes on past a repository it skips ("Ignoring repositories: …"): another failure beside it leads
+        generic=True,
+        confidence=0.7,
+        root_cause=("dnf could not download the metadata of the NVIDIA/CUDA package repository (a 404 for a "
+                    "distribution release it does not publish, a wrong URL in the .repo file, no route, a mirror "
+                    "mid-sync), so the NVIDIA packages cannot be read or installed from it."),
+        fix=("Check the repository's baseurl (`dnf repolist -v`, `/etc/yum.repos.d/*.repo`) against NVIDIA's: "
+             "https://developer.download.nvidia.com/compute/cuda/repos/<rhel9|fedora41|…>/<arch>/ (a release NVIDIA "
+             "publishes) or https://nvidia.github.io/libnvidia-container/stable/rpm/; `curl -I` its repodata/"
+             "repomd.xml from the host; then `dnf clean all && dnf makecache`."),
+        examples=("Error: Failed to download metadata for repo 'libnvidia-container': Cannot download repomd.xml: "
+                  "Cannot download repodata/repomd.xml: All mirrors were tried",),
+    ),
+    Rule(
+        # apt's parse error for NVIDIA's one-line source (apt-pkg/sourcelist.cc): the .list fetched for a distribution
+        # the repository does not publish holds an HTML 404 page, or an edit broke `$(ARCH)` (NVIDIA/nvidia-docker#800)
+        name="installer.apt_malformed_nvidia_source",
+        category="installer_failure",
+        patterns=(),
+        messages=("apt.malformed_list_entry", "apt.unknown_source_type"),
+        requires=(r"(?:Malformed (?:entry|line|stanza) \d+ in (?:list file|source list)|is not known on line \d+ in "
+                  r"source list) [^\n]*(?:nvidia|cuda)",),
+        confidence=0.85,
+        root_cause=("apt reads no package list: NVIDIA's repository file in /etc/apt/sources.list.d cannot be parsed "
+                    "(it holds an HTML error page fetched for a distribution the repository does not publish, or an "
+                    "edited entry)."),
+        fix=("Look at the file apt names (`cat /etc/apt/sources.list.d/<file>.list`); remove it and write it again from "
+             "NVIDIA's current instructions (the container toolkit's generic `stable/deb/$(ARCH)` list, or the "
+             "cuda-keyring package for CUDA), then `apt-get update`."),
+        examples=("E: Malformed entry 2 in list file /etc/apt/sources.list.d/nvidia-docker.list (Suite)\n"
+                  "E: The list of sources could not be read.",),
+    ),
 )

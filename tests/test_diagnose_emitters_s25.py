@@ -1,0 +1,105 @@
+"""Issue #35, diagnosis from the emitters' own words (session 25): MSBuild's missing CUDA build customization, dnf's
+metadata download failure for an NVIDIA/CUDA repository, apt's parse errors for NVIDIA's .list. Each case is a real
+report's paste; the URL is beside it."""
+
+from __future__ import annotations
+
+from provisioner.diagnose import diagnose
+from tests.support.diagnosis import all_rules, top_and_rules
+
+# --- MSBuild (MSB4019) ---------------------------------------------------------------------------------------------
+
+# brichard19/BitCrack#234: the Visual Studio error list (tab-separated) for a project that imports CUDA 10.1's
+# customization, CUDA 10.2 installed
+BITCRACK = ("Severity\tCode\tDescription\tProject\tFile\tLine\tSuppression State\n"
+            "Error\tMSB4019\tThe imported project \"C:\\Program Files (x86)\\Microsoft Visual Studio\\2019\\Community\\"
+            "MSBuild\\Microsoft\\VC\\v160\\BuildCustomizations\\CUDA 10.1.props\" was not found. \n"
+            "Confirm that the expression in the Import declaration \"C:\\Program Files (x86)\\Microsoft Visual Studio"
+            "\\2019\\Community\\MSBuild\\Microsoft\\VC\\v160\\\\BuildCustomizations\\CUDA 10.1.props\" is correct, and "
+            "that the file exists on disk.\tcuKeyFinder\tC:\\BitCrack-master\\CudaKeySearchDevice\\"
+            "CudaKeySearchDevice.vcxproj\t59\t")
+# dlunion/tensorRTIntegrate#15: a Chinese Visual Studio 2017
+TENSORRT_ZH = ("\u9519\u8bef\tMSB4019\t\u672a\u627e\u5230\u5bfc\u5165\u7684\u9879\u76ee\u201cC:\\Program Files (x86)\\"
+               "Microsoft Visual Studio\\2017\\Community\\Common7\\IDE\\VC\\VCTargets\\BuildCustomizations\\CUDA "
+               "10.0.props\u201d\u3002\u8bf7\u786e\u8ba4 <Import> \u58f0\u660e\u4e2d\u7684\u8def\u5f84\u6b63\u786e"
+               "\uff0c\u4e14\u78c1\u76d8\u4e0a\u5b58\u5728\u8be5\u6587\u4ef6\u3002\tTensorRT\tD:\\github_prj\\"
+               "tensorRTIntegrate-master\\TensorRT.vcxproj\t128\t")
+
+
+def test_a_cuda_build_customization_visual_studio_lacks_is_the_toolkits_integration() -> None:
+    for log in (BITCRACK, TENSORRT_ZH):
+        category, rules = top_and_rules(log)
+        assert category == "installer_failure" and "installer.cuda_vs_props_missing" in rules, (log[:60], rules)
+    assert "BuildCustomizations" in diagnose(BITCRACK)[0].fix
+    # NVIDIA/cuda-samples#119: MSBuild's own one-line form ("… .vcxproj : error  : The imported project …")
+    samples = ("C:\\cuda-samples\\Samples\\0_Introduction\\simpleTemplates\\simpleTemplates_vs2022.vcxproj : error  : "
+               "The imported project \"C:\\Program Files\\Microsoft Visual Studio\\2022\\Community\\MSBuild\\Microsoft\\"
+               "VC\\v170\\BuildCustomizations\\CUDA 11.6.props\" was not found. Confirm that the expression in the "
+               "Import declaration \"C:\\Program Files\\Microsoft Visual Studio\\2022\\Community\\MSBuild\\Microsoft\\VC"
+               "\\v170\\\\BuildCustomizations\\CUDA 11.6.props\" is correct, and that the file exists on disk.")
+    assert top_and_rules(samples)[0] == "installer_failure"
+
+
+def test_another_missing_import_is_not_cudas() -> None:
+    # the same MSBuild error for a Visual C++ file (a missing workload), in a project that also builds CUDA code
+    log = ("error MSB4019: The imported project \"C:\\Microsoft.Cpp.Default.props\" was not found. Confirm that the "
+           "path in the <Import> declaration is correct, and that the file exists on disk.\n"
+           "nvcc --version: Cuda compilation tools, release 12.4, V12.4.131")
+    assert "installer.cuda_vs_props_missing" not in all_rules(log)
+
+
+# --- dnf / yum -------------------------------------------------------------------------------------------------------
+
+# NVIDIA/libnvidia-container#203: a typo in the .repo file (RHEL 9)
+DNF_TOOLKIT = ("libnvidia-container                                  1.6 kB/s |  81  B     00:00\n"
+               "Errors during downloading metadata for repository 'libnvidia-container':\n"
+               "  - Status code: 404 for https://nvidia.github.io/libnvidia-container/stable/rhel9.0/x86_64/repodata/"
+               "repomd.xml (IP: 185.199.109.153)\n"
+               "Error: Failed to download metadata for repo 'libnvidia-container': Cannot download repomd.xml: Cannot "
+               "download repodata/repomd.xml: All mirrors were tried")
+# negativo17/cuda#27: Fedora 33 after its end of life (the repository no longer publishes it)
+DNF_NEGATIVO = ("Errors during downloading metadata for repository 'fedora-nvidia':\n"
+                "  - Status code: 404 for https://negativo17.org/repos/nvidia/fedora-33/x86_64/repodata/repomd.xml "
+                "(IP: 217.79.184.49)\n"
+                "Error: Failed to download metadata for repo 'fedora-nvidia': Cannot download repomd.xml: Cannot "
+                "download repodata/repomd.xml: All mirrors were tried\n"
+                "Ignoring repositories: fedora-nvidia\n"
+                "Dependencies resolved.\nNothing to do.\nComplete!")
+
+
+def test_dnf_that_cannot_read_an_nvidia_repository_is_the_install() -> None:
+    for log in (DNF_TOOLKIT, DNF_NEGATIVO):
+        category, rules = top_and_rules(log)
+        assert category == "installer_failure" and "installer.nvidia_rpm_repository_metadata_failed" in rules, rules
+    # NVIDIA/libnvidia-container#189: a hand-made repository id named for NVIDIA's host
+    host = ("Errors during downloading metadata for repository 'developer.download.nvidia.com_':\n"
+            "  - Status code: 404 for https://developer.download.nvidia.com/repodata/repomd.xml (IP: 152.195.19.142)")
+    assert top_and_rules(host)[0] == "installer_failure"
+
+
+def test_another_repository_failing_beside_a_cuda_install_is_not_nvidias() -> None:
+    # facebookincubator/velox#10016: CentOS Stream 8's own repositories were switched off while installing CUDA
+    log = ("+ yum install -y cuda-nvcc-11-8 cuda-cudart-devel-11-8\n"
+           "CentOS Stream 8 - AppStream                     429  B/s |  38  B     00:00\n"
+           "Error: Failed to download metadata for repo 'appstream': Cannot prepare internal mirrorlist: No URLs in "
+           "mirrorlist")
+    assert "installer.nvidia_rpm_repository_metadata_failed" not in all_rules(log)
+
+
+# --- apt's source list -----------------------------------------------------------------------------------------------
+
+
+def test_a_malformed_nvidia_list_is_the_install() -> None:
+    # NVIDIA/nvidia-docker#800
+    log = ("E: Malformed entry 2 in list file /etc/apt/sources.list.d/nvidia-docker.list (Suite)\n"
+           "E: The list of sources could not be read.")
+    category, rules = top_and_rules(log)
+    assert category == "installer_failure" and "installer.apt_malformed_nvidia_source" in rules, rules
+    # an HTML page saved as the .list (the form apt gives it: "Type … is not known")
+    html = ("E: Type '<!DOCTYPE' is not known on line 1 in source list /etc/apt/sources.list.d/nvidia-docker.list\n"
+            "E: The list of sources could not be read.")
+    assert "installer.apt_malformed_nvidia_source" in all_rules(html)
+    # pjreddie/darknet#1331: the same error for docker's own list is not NVIDIA's repository
+    docker = ("E: Type 'deb https://apt.dockerproject.org/repo ubuntu-xenial' is not known on line 1 in source list "
+              "/etc/apt/sources.list.d/docker.list\nE: The list of sources could not be read.")
+    assert "installer.apt_malformed_nvidia_source" not in all_rules(docker)
