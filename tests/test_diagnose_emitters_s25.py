@@ -4,6 +4,8 @@ report's paste; the URL is beside it."""
 
 from __future__ import annotations
 
+import textwrap
+
 from provisioner.diagnose import diagnose
 from tests.support.diagnosis import all_rules, top_and_rules
 
@@ -103,3 +105,36 @@ def test_a_malformed_nvidia_list_is_the_install() -> None:
     docker = ("E: Type 'deb https://apt.dockerproject.org/repo ubuntu-xenial' is not known on line 1 in source list "
               "/etc/apt/sources.list.d/docker.list\nE: The list of sources could not be read.")
     assert "installer.apt_malformed_nvidia_source" not in all_rules(docker)
+
+
+# --- a log re-pasted through a wrapper or a terminal keeps its diagnosis (bench/diagnose_repaste.py) ---------------
+
+# facebookresearch/xformers#891: a V100 (7.0) for FlashAttention; no rule knows xformers' words, the layer guess reads
+# "compute capability" in the failing lines
+XFORMERS = ("ValueError: Operator `memory_efficient_attention` does not support inputs:\n"
+            "     query       : shape=(1, 4101, 32, 128) (torch.float16)\n"
+            "     p           : 0.0\n"
+            "`flshattF` is not supported because:\n"
+            "    requires a GPU with compute capability > 7.5")
+
+
+def test_a_wrappers_prefix_is_no_layers_word() -> None:
+    as_pasted = top_and_rules(XFORMERS)
+    assert as_pasted[0] == "arch_unsupported" and as_pasted[1] == {"layer.arch_unsupported"}, as_pasted
+    # torchrun's "[rank3]:" names no NCCL rank fault; Python logging's "- ERROR -" makes no line a failing one
+    for prefix in ("[rank3]: ", "[default0]:", "2024-05-01 12:00:00,123 - worker - ERROR - "):
+        log = "\n".join(prefix + line for line in XFORMERS.splitlines())
+        assert top_and_rules(log) == as_pasted, (prefix, top_and_rules(log))
+
+
+def test_a_requirement_a_terminal_wrapped_is_still_met() -> None:
+    # NVIDIA/ansible-role-nvidia-driver#42 (set s), wrapped at 80 columns the way a terminal or `fold` cuts a long
+    # word: NVIDIA's host name itself is cut in two (the unwrapped view joins it; the rule's requirement is read there)
+    line = ("msg: 'Failed to update apt cache: E:Failed to fetch https://developer.download.nvidia.com/compute/cuda/repos/"
+            "ubuntu2004/x86_64/by-hash/SHA256/751939d95516afc289908a19e447f0acc1506367f72ed356431a2b1a469cc8ca  404  "
+            "Not Found [IP: 152.199.39.144 80]'")
+    wrapped = "\n".join(textwrap.wrap(line, 80, break_on_hyphens=False, drop_whitespace=False))
+    assert "developer.download.nvidia.com" not in wrapped
+    for log in (line, wrapped):
+        category, rules = top_and_rules(log)
+        assert category == "installer_failure" and "installer.nvidia_repository_fetch_failed" in rules, (log, rules)

@@ -114,12 +114,18 @@ class RuleHit:
     lines: list[int] = field(default_factory=list)
 
 
-def _rule_applies(rule: Rule, text: str) -> bool:
-    if rule.context is not None and not compile_pattern(rule.context).search(text):
+def _rule_applies(rule: Rule, texts: tuple[str, ...]) -> bool:
+    """`context`, each of `requires` and `unless` are each looked for in every text (the line-by-line view and the
+    unwrapped one): a requirement a terminal's wrap split over two lines is still met, a stop still stops."""
+    def found(pattern: str) -> bool:
+        rx = compile_pattern(pattern)
+        return any(rx.search(t) is not None for t in texts)
+
+    if rule.context is not None and not found(rule.context):
         return False
-    if not all(compile_pattern(r).search(text) for r in rule.requires):
+    if not all(found(r) for r in rule.requires):
         return False
-    return not (rule.unless is not None and compile_pattern(rule.unless).search(text))
+    return not (rule.unless is not None and found(rule.unless))
 
 
 def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str | None = None) -> list[RuleHit]:
@@ -130,6 +136,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
     # NCCL's plugin probe lines are read only where the log shows a network plugin was asked for (looked up once,
     # at the first probe line a pattern meets: most logs have none)
     plugin_asked: bool | None = None
+    texts = tuple(v.text for v in log.views) if context_text is None else (context_text,)
     for rule in rules:
         lines: list[int] = []
         for pattern in rule_patterns(rule):
@@ -153,7 +160,7 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
                             lines.append(idx)
                 if lines:
                     break  # the plain view matched; the unwrapped view would repeat it
-        if lines and _rule_applies(rule, log.full_text if context_text is None else context_text):
+        if lines and _rule_applies(rule, texts):
             hits.append(RuleHit(rule, sorted(lines)))
     return hits
 

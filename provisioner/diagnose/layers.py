@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from provisioner.diagnose.evidence import RUNTIMES, LogEvidence, negated_mention
 from provisioner.diagnose.model import Category
+from provisioner.diagnose.normalize import fold_typography, strip_prefix
 from provisioner.diagnose.rx import Regex, compile_rx
 
 CONFIDENCE = 0.3  # below every rule's: a layer, not a known message
@@ -326,6 +327,9 @@ def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGue
     last line without a layer's word), or name layers too weakly or two alike, the layer the rest of the log's words
     weigh most for (among those the failing lines named, if any; not its tables or INFO lines), at a lower confidence,
     if a line that is not a warning reports a failure. None: no failure reported, too little weight, or a tie."""
+    # each line as its program printed it: a wrapper's per-line prefix (torchrun's "[rank3]:", Python logging's
+    # "- ERROR -", compose's "svc |", a timestamp) names no layer and reports no failure of its own
+    lines = [strip_prefix(fold_typography(line)) for line in lines]
     cues = [c for c in CUES if _allowed(c, ev)]
     failing = failing_lines(lines)
     score, fed = _weigh(failing, cues)
