@@ -138,3 +138,83 @@ def test_a_requirement_a_terminal_wrapped_is_still_met() -> None:
     for log in (line, wrapped):
         category, rules = top_and_rules(log)
         assert category == "installer_failure" and "installer.nvidia_repository_fetch_failed" in rules, (log, rules)
+
+
+# --- set t's read half --------------------------------------------------------------------------------------------
+
+# void-linux/void-packages#51704: after the 550.107.02 upgrade libnvidia-nvvm.so.4 still pointed at 525.105.17
+VOID_STALE = ("/usr/lib/libnvidia-nvvm.so.4` -> libnvidia-nvvm.so.525.105.17\n"
+              "/home/ati # docker run --rm --runtime=nvidia --gpus all ubuntu nvidia-smi\n"
+              "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI "
+              "runtime create failed: runc create failed: unable to start container process: error during container "
+              "init: error running hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as "
+              "'legacy'\n"
+              "nvidia-container-cli: detection error: open failed: /usr/lib/libnvidia-nvvm.so.525.105.17")
+
+
+def test_a_library_of_another_driver_version_left_behind_is_the_mismatch() -> None:
+    category, rules = top_and_rules(VOID_STALE)
+    assert category == "driver_lib_mismatch" and "mismatch.stale_driver_library" in rules, rules
+    # NVIDIA/nvidia-docker#1610 (one line, through docker's error)
+    tls = ("docker: Error response from daemon: OCI runtime create failed: container_linux.go:380: starting container "
+           "process caused: process_linux.go:545: container init caused: Running hook #0:: error running hook: exit "
+           "status 1, stdout: , stderr: nvidia-container-cli: detection error: open failed: /usr/lib/x86_64-linux-gnu/"
+           "libnvidia-tls.so.470.86: no such file or directory: unknown.")
+    assert top_and_rules(tls)[0] == "driver_lib_mismatch"
+    # a device node or a library without a driver version in its name is not another version's
+    for other in ("nvidia-container-cli: detection error: open failed: /dev/nvidia-uvm: no such file or directory",
+                  "nvidia-container-cli: detection error: open failed: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1: "
+                  "permission denied"):
+        assert "mismatch.stale_driver_library" not in all_rules(other), other
+
+
+# conda-forge/tensorflow-feedstock#365: packages labelled cuda120 built without CUDA
+TF_CPU = (">>> import tensorflow as tf\n"
+          "2023-12-29 16:17:51.727737: I tensorflow/core/platform/cpu_feature_guard.cc:182] This TensorFlow binary is "
+          "optimized to use available CPU instructions in performance-critical operations.\n"
+          ">>> tf.test.is_built_with_cuda()\n"
+          "False\n\n"
+          "tensorflow                2.15.0          cuda120py311h5cbd639_1    conda-forge")
+
+
+def test_tensorflow_saying_it_was_built_without_cuda_is_a_cpu_build() -> None:
+    category, rules = top_and_rules(TF_CPU)
+    assert category == "cpu_only_wheel" and "cpu.tensorflow_built_without_cuda" in rules, rules
+    info = "OrderedDict([('cpu_compiler', '/usr/bin/gcc'), ('is_cuda_build', False), ('is_rocm_build', False)])"
+    assert top_and_rules(info)[0] == "cpu_only_wheel"
+    # the same question answered True (a CUDA build that cannot see the GPU) is not a CPU build
+    cuda = ">>> tf.test.is_built_with_cuda()\nTrue\n>>> tf.config.list_physical_devices('GPU')\n[]"
+    assert "cpu.tensorflow_built_without_cuda" not in all_rules(cuda)
+
+
+# --- CUDA's error codes the catalogue did not hold ----------------------------------------------------------------
+
+
+def test_an_api_the_installed_driver_lacks_is_a_driver_too_old() -> None:
+    # lllyasviel/Fooocus#95 (cudaMallocAsync on an older driver; settled by a newer CUDA driver or no cuda_malloc)
+    fooocus = ("    return t.to(device, dtype if t.is_floating_point() or t.is_complex() else None, non_blocking)\n"
+               "RuntimeError: CUDA error: API call is not supported in the installed CUDA driver\n"
+               "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\ntorch2.0.1+cu117")
+    category, rules = top_and_rules(fooocus)
+    assert category == "driver_too_old" and "driver.insufficient_for_runtime" in rules, rules
+    # NVIDIA/FasterTransformer#406: a GRID T4 guest on R450 (CUDA 11.0) running a newer build
+    ft = ("[FT][ERROR] CUDA runtime error: API call is not supported in the installed CUDA driver\n"
+          "| NVIDIA-SMI 450.102.04   Driver Version: 450.102.04   CUDA Version: 11.0     |")
+    assert top_and_rules(ft)[0] == "driver_too_old"
+    # the number as torch's CUDA initialisation warning prints it
+    assert top_and_rules("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Error 36: "
+                         "API call is not supported in the installed CUDA driver")[0] == "driver_too_old"
+
+
+def test_an_uncorrectable_nvlink_error_is_the_hardware() -> None:
+    # MIC-DKFZ/nnUNet#1519
+    log = "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution"
+    category, rules = top_and_rules(log)
+    assert category == "oom_or_hw" and "hw.nvlink_uncorrectable" in rules, rules
+    # the NCCL error it surfaces as in a distributed job is the link's, not NCCL's configuration (composed from the
+    # programs' formats: c10d's "NCCL error in: …, unhandled cuda error", NCCL's CUDACHECK "Cuda failure '%s'")
+    nccl = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, "
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1\n"
+            "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+            "Last error:\nCuda failure 'uncorrectable NVLink error detected during the execution'")
+    assert top_and_rules(nccl)[0] == "oom_or_hw", diagnose(nccl)[0]

@@ -18,7 +18,7 @@ CITES: dict[str, tuple[str, ...]] = {
                                     "toolchain.nvrtc_invalid_arch"),
     "arch.feature_needs_newer_gpu": ("triton.capability_too_old", "ptxas.feature_requires_target"),
     "arch.legacy_gpu_dropped_by_driver": ("nvrm.legacy_gpu",),
-    "driver.insufficient_for_runtime": ("cuda.insufficient_driver",),
+    "driver.insufficient_for_runtime": ("cuda.insufficient_driver", "cuda.call_requires_newer_driver"),
     "driver.torch_driver_too_old": ("torch.driver_too_old",),
     "driver.forward_compat_unsupported": ("cuda.compat_not_supported",),
     "driver.nvenc_needs_newer_driver": ("ffmpeg.nvenc_driver_too_old",),

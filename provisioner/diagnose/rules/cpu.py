@@ -150,6 +150,25 @@ RULES: tuple[Rule, ...] = (
                   "back to cpu.",),
     ),
     Rule(
+        # TensorFlow's own answer about its build: `tf.test.is_built_with_cuda()` returning False at the prompt, or
+        # get_build_info()'s `is_cuda_build` (conda-forge/tensorflow-feedstock#365: packages labelled cuda120 built
+        # without CUDA; TensorFlow 2.11+ on native Windows, which has no CUDA build)
+        name="cpu.tensorflow_built_without_cuda",
+        category="cpu_only_wheel",
+        patterns=(r"is_built_with_cuda\(\)\)?[ \t]*\n(?:>>>[ \t]*)?[ \t]*False\b",
+                  r"is_built_with_cuda\(\)\)?[ \t]*(?:=|==|:|->|returns?|is)[ \t]*False\b",
+                  r"[\"']is_cuda_build[\"'][ \t]*[,:][ \t]*False\b"),
+        messages=("tf.build_info_not_cuda",),
+        confidence=0.85,
+        root_cause=("The installed TensorFlow is a build without CUDA (`is_built_with_cuda()` is False), so it never "
+                    "uses the GPU, whatever the driver."),
+        fix=("Install a CUDA build: on Linux `pip install \"tensorflow[and-cuda]\"` (2.14+), with conda a `*cuda*` build "
+             "whose `python -c 'import tensorflow as tf; print(tf.sysconfig.get_build_info())'` says is_cuda_build "
+             "True (conda-forge has shipped mislabelled builds: pin an earlier one); on native Windows TensorFlow "
+             "2.11+ has no CUDA build: use WSL 2, or TensorFlow 2.10 with CUDA 11.2/cuDNN 8.1."),
+        examples=(">>> tf.test.is_built_with_cuda()\nFalse",),
+    ),
+    Rule(
         # libraries shipped as CPU-only and GPU builds say so when the GPU is asked of the CPU one (the catalogue:
         # CTranslate2, bitsandbytes, XGBoost, LightGBM, DGL; each read in its source)
         name="cpu.library_built_without_gpu",

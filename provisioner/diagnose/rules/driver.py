@@ -237,6 +237,30 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # libnvidia-container's detection (src/nvc_info.c) opens each driver library the ld cache lists: a file named
+        # for another driver version that is gone is an older driver's link or cache entry left by an upgrade
+        # (NVIDIA/nvidia-docker#1610 and #1404: "libnvidia-tls.so.470.86", "….418.39" beside a newer driver; NVIDIA's
+        # answer there: remove every libnvidia* file of another version; void-linux/void-packages#51704: a stale
+        # libnvidia-nvvm.so.4 link to 525.105.17 after the 550 upgrade)
+        name="mismatch.stale_driver_library",
+        category="driver_lib_mismatch",
+        patterns=(),
+        messages=("nvc.detection_error",),
+        # the file it could not open is a driver library named for a driver version (not a node, not a .so.1 link)
+        requires=(r"detection error: open failed: [^\n:]*?lib(?:nvidia|cuda)[\w-]*\.so\.\d{3}\.\d+(?:\.\d+)?\b",),
+        demotes=("container_device_missing",),
+        confidence=0.86,
+        root_cause=("The NVIDIA container runtime found a driver library of another driver version that is not there "
+                    "any more: a link or ld.so.cache entry of an older driver was left behind by the upgrade, beside "
+                    "the installed driver's libraries."),
+        fix=("On the host list the driver's libraries with their versions (`ls -l /usr/lib/x86_64-linux-gnu/libnvidia* "
+             "/usr/lib64/libnvidia* /usr/lib/libnvidia* 2>/dev/null | grep -v \"$(cat /sys/module/nvidia/version)\"`), "
+             "remove the links and files of the old version (or reinstall the driver packages so they own every "
+             "link), run `ldconfig`, then start the container again."),
+        examples=("nvidia-container-cli: detection error: open failed: /usr/lib/x86_64-linux-gnu/libnvidia-tls.so.470.86: "
+                  "no such file or directory: unknown.",),
+    ),
+    Rule(
         name="mismatch.cuda_803",
         category="driver_lib_mismatch",
         patterns=(

@@ -137,6 +137,22 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # CUDA's cudaErrorNvlinkUncorrectable (220): the fault is on a link between GPUs (or an NVSwitch), not in the
+        # program; nvidia-smi's NVLink counters and the Xids (74 NVLink error, 79 fallen off) name the link
+        name="hw.nvlink_uncorrectable",
+        category="oom_or_hw",
+        patterns=(),
+        messages=("cuda.nvlink_uncorrectable",),
+        confidence=0.85,
+        root_cause=("An uncorrectable NVLink error stopped the work: a link between the GPUs (or an NVSwitch) failed, "
+                    "a hardware or firmware fault rather than the program's."),
+        fix=("Read the link errors (`nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` per GPU; `dmesg | grep -i xid` for "
+             "Xid 74) and, on NVSwitch systems, the fabric manager's log; reset the GPUs or reboot, and if the same "
+             "link fails again have the board/baseboard serviced; until then keep the job off that GPU pair "
+             "(CUDA_VISIBLE_DEVICES) or run NCCL with NCCL_P2P_DISABLE=1 to confirm."),
+        examples=("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",),
+    ),
+    Rule(
         name="hw.cuda_oom",
         category="oom_or_hw",
         patterns=(
