@@ -602,7 +602,10 @@ SPECS: tuple[Spec, ...] = (
          wordings=("Failed to download metadata for repo '%s': %s",
                    "Errors during downloading metadata for repository '%s':",
                    'Failed to download metadata (baseurl: "%s") for repository "%s"',
-                   "failure: repodata/repomd.xml from %s: [Errno 256] No more mirrors to try."),
+                   "failure: repodata/repomd.xml from %s: [Errno 256] No more mirrors to try.",
+                   "Cannot retrieve repository metadata (repomd.xml) for repository: %s. Please verify its path and "
+                   "try again",
+                   "One of the configured repositories failed (%s),"),
          url=GH + "rpm-software-management/dnf/blob/master/dnf/base.py", kind="documented"),
     # apt reading a malformed one-line source (apt-pkg/sourcelist.cc; apt before 1.1 said "Malformed line … in source
     # list"): NVIDIA's .list fetched for a distribution the repository does not publish holds an HTML 404 page, or an
@@ -610,13 +613,17 @@ SPECS: tuple[Spec, ...] = (
     Spec("apt.malformed_list_entry", "apt (apt-pkg/sourcelist.cc)",
          "A sources.list(.d) entry cannot be parsed: apt reads no source list and updates nothing.",
          wordings=("Malformed entry %u in list file %s (%s)", "Malformed line %lu in source list %s (%s)",
-                   "Malformed stanza %u in source list %s (%s)"),
+                   "Malformed stanza %u in source list %s (%s)",
+                   "\u8f6f\u4ef6\u6e90\u5217\u8868 %s \u4e2d\u7b2c %u \u884c\u7684\u5c0f\u8282\u683c\u5f0f"
+                   "\u6709\u8bef (%s)"),
          url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/sourcelist.cc", kind="documented"),
     # apt reading a one-line source whose first word is not deb/deb-src (apt-pkg/sourcelist.cc): an HTML page saved as
     # the .list ("Type '<!doctype' is not known …") or a line without its type (pjreddie/darknet#1331)
     Spec("apt.unknown_source_type", "apt (apt-pkg/sourcelist.cc)",
          "A sources.list(.d) line does not start with a known type (deb, deb-src): apt reads no source list.",
-         wordings=("Type '%s' is not known on line %u in source list %s",),
+         wordings=("Type '%s' is not known on line %u in source list %s",
+                   # apt's Simplified Chinese (po/zh_CN.po), as a zh_CN system prints it
+                   "%s \u7b2c %u \u884c\u4e2d\u7684\u7c7b\u522b \u201c%s\u201d \u65e0\u6cd5\u8bc6\u522b"),
          url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/sourcelist.cc", kind="documented"),
     # Windows' ERROR_COMMITMENT_LIMIT (1455), as Python prints it ("[WinError 1455] …"): importing torch maps its CUDA
     # and cuDNN DLLs, which can exceed the commit limit (oatsu-gh/enunu_training_kit#8)

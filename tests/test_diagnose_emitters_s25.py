@@ -218,3 +218,83 @@ def test_an_uncorrectable_nvlink_error_is_the_hardware() -> None:
             "ncclUnhandledCudaError: Call to CUDA function failed.\n"
             "Last error:\nCuda failure 'uncorrectable NVLink error detected during the execution'")
     assert top_and_rules(nccl)[0] == "oom_or_hw", diagnose(nccl)[0]
+
+
+# --- the review's cases --------------------------------------------------------------------------------------------
+
+
+def test_a_loggers_level_stays_the_programs_word() -> None:
+    # Python logging's "%(asctime)s - %(name)s - %(levelname)s -": an INFO line is information (a healthy run gives
+    # no finding), an ERROR line reports a failure (its layer words are read)
+    healthy = ("2024-06-01 10:00:00,123 - deepspeed - INFO - ds_accelerator: cpu_adam op not compiled with cuda, "
+               "skipping its fused kernel\n"
+               "2024-06-01 10:00:00,200 - deepspeed - INFO - Training started on 8 GPUs\n"
+               "2024-06-01 11:40:00,200 - deepspeed - INFO - Training finished")
+    assert diagnose(healthy) == []
+    failed = ("2024-06-01 10:00:00,123 - vllm.worker - INFO - Initializing the model worker on GPU 0\n"
+              "2024-06-01 10:00:02,456 - vllm.worker - ERROR - The installed NVIDIA driver 470.82.01 is older than "
+              "what CUDA 12.1 requires")
+    assert top_and_rules(failed)[0] == "driver_too_old"
+
+
+def test_a_long_logs_wrapped_requirement_is_met_too() -> None:
+    # NVIDIA/nvidia-docker#1610's error as an 80-column terminal wrapped it, behind a long log (the prefilter's path)
+    wrapped = ("docker: Error response from daemon: OCI runtime create failed: container_linux.g\n"
+               "o:380: starting container process caused: process_linux.go:545: container init c\n"
+               "aused: Running hook #0:: error running hook: exit status 1, stdout: , stderr: nv\n"
+               "idia-container-cli: detection error: open failed: /usr/lib/x86_64-linux-gnu/libn\n"
+               "vidia-tls.so.470.86: no such file or directory: unknown.")
+    filler = "".join(f"#{i} [{i % 7}/9] RUN pip install -r requirements-{i % 13}.txt{' ' * (i % 5)} done\n"
+                     for i in range(6000))
+    assert len(filler) > 256 * 1024
+    for log in (wrapped, filler + wrapped):
+        assert top_and_rules(log)[0] == "driver_lib_mismatch", len(log)
+    # a versioned library the runtime may not open (not a leftover) is not this
+    perm = "nvidia-container-cli: detection error: open failed: /usr/lib64/libnvidia-ml.so.535.104.05: permission denied"
+    assert "mismatch.stale_driver_library" not in all_rules(perm)
+
+
+def test_only_a_missing_cuda_import_is_the_toolkits_integration() -> None:
+    # two projects: Qt's import is the one missing; CUDA 12.1's .targets runs (its integration is there)
+    log = ("2>C:\\src\\app\\gui\\gui.vcxproj(40,3): error MSB4019: The imported project \"C:\\Users\\me\\AppData\\Local\\"
+           "QtMsBuild\\qt_defaults.props\" was not found. Confirm that the expression in the Import declaration "
+           "\"$(QtMsBuild)\\qt_defaults.props\" is correct, and that the file exists on disk.\n"
+           "1>C:\\Program Files\\Microsoft Visual Studio\\2022\\Community\\MSBuild\\Microsoft\\VC\\v170\\"
+           "BuildCustomizations\\CUDA 12.1.targets(799,9): error MSB3721: The command \"nvcc.exe -x cu kernel.cu\" "
+           "exited with code 1.")
+    assert "installer.cuda_vs_props_missing" not in all_rules(log)
+
+
+def test_dnf_names_the_repository_that_failed() -> None:
+    # NVIDIA/nvidia-docker#1403: repomd.xml's signature (the fix speaks of the key too)
+    gpg = ("$ sudo dnf install -y nvidia-docker2\n"
+           "Error: Failed to download metadata for repo 'nvidia-docker': repomd.xml GPG signature verification error: "
+           "Bad GPG signature")
+    found = diagnose(gpg)[0]
+    assert found.rule == "installer.nvidia_rpm_repository_metadata_failed" and "gpg-pubkey" in found.fix
+    # NVIDIA's repository added, another repository failing (velox#10016's with the CUDA repository beside it)
+    other = ("+ dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/"
+             "cuda-rhel8.repo\n"
+             "Errors during downloading metadata for repository 'appstream':\n"
+             "Error: Failed to download metadata for repo 'appstream': Cannot prepare internal mirrorlist: No URLs in "
+             "mirrorlist")
+    assert "installer.nvidia_rpm_repository_metadata_failed" not in all_rules(other)
+
+
+def test_tensorflows_answer_in_the_forms_people_print_it() -> None:
+    # tensorflow/tensorflow#121157 (aarch64: PyPI's wheel is a CPU build) and #68236
+    one_liner = ("(tf.env) [vikren@n502 ~]$ python -c \"import tensorflow as tf; print(tf.test.is_built_with_cuda())\"\n"
+                 "False")
+    labelled = "Is GPU available? []\nIs TensorFlow built with CUDA?: False"
+    for log in (one_liner, labelled, "In [2]: tf.test.is_built_with_cuda()\nOut[2]: False"):
+        assert top_and_rules(log)[0] == "cpu_only_wheel", log
+    assert "aarch64" in diagnose(one_liner)[0].fix
+    # source code comparing the answer is not the answer
+    assert "cpu.tensorflow_built_without_cuda" not in all_rules("    if tf.test.is_built_with_cuda() is False:")
+
+
+def test_apts_chinese_messages_for_an_nvidia_list() -> None:
+    # apt's zh_CN message (as https://wenku.csdn.net/answer/52f163b6go shows it for docker.list), for NVIDIA's list
+    log = "E: /etc/apt/sources.list.d/nvidia-docker.list \u7b2c 1 \u884c\u4e2d\u7684\u7c7b\u522b \u201c<!doctype\u201d " \
+          "\u65e0\u6cd5\u8bc6\u522b\nE: \u65e0\u6cd5\u8bfb\u53d6\u6e90\u5217\u8868\u3002"
+    assert top_and_rules(log) == ("installer_failure", {"installer.apt_malformed_nvidia_source"})

@@ -136,7 +136,8 @@ def match_rules(log: CleanLog, rules: Iterable[Rule] = RULES, context_text: str 
     # NCCL's plugin probe lines are read only where the log shows a network plugin was asked for (looked up once,
     # at the first probe line a pattern meets: most logs have none)
     plugin_asked: bool | None = None
-    texts = tuple(v.text for v in log.views) if context_text is None else (context_text,)
+    # a long log's rules run on the prefilter's windows: the whole log, and the windows' unwrapped view
+    texts = tuple(v.text for v in log.views) if context_text is None else (context_text, *(v.text for v in log.views[1:]))
     for rule in rules:
         lines: list[int] = []
         for pattern in rule_patterns(rule):

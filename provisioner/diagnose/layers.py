@@ -322,14 +322,27 @@ def gpu_failure(lines: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
+_LEVEL = compile_rx(r"(?-i:\b(?:DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE)\b)")
+
+
+def _without_wrapper(line: str) -> str:
+    """`line` without the prefix a wrapper or logger put before it, keeping the log level that prefix held."""
+    folded = fold_typography(line)
+    plain = strip_prefix(folded)
+    if plain == folded:
+        return folded
+    level = _LEVEL.search(folded[: len(folded) - len(plain)])
+    return f"{level.group(0)} {plain}" if level is not None else plain
+
+
 def guess_layer(lines: tuple[str, ...] | list[str], ev: LogEvidence) -> LayerGuess | None:
     """The layer the failing lines of `lines` weigh most for. Where they name none (a bare "it fails", a traceback's
     last line without a layer's word), or name layers too weakly or two alike, the layer the rest of the log's words
     weigh most for (among those the failing lines named, if any; not its tables or INFO lines), at a lower confidence,
     if a line that is not a warning reports a failure. None: no failure reported, too little weight, or a tie."""
-    # each line as its program printed it: a wrapper's per-line prefix (torchrun's "[rank3]:", Python logging's
-    # "- ERROR -", compose's "svc |", a timestamp) names no layer and reports no failure of its own
-    lines = [strip_prefix(fold_typography(line)) for line in lines]
+    # each line as its program printed it: a wrapper's per-line prefix (torchrun's "[rank3]:", compose's "svc |", a
+    # timestamp) names no layer; a log level in it ("- INFO -", "- ERROR -") is the program's own word and stays
+    lines = [_without_wrapper(line) for line in lines]
     cues = [c for c in CUES if _allowed(c, ev)]
     failing = failing_lines(lines)
     score, fed = _weigh(failing, cues)

@@ -267,8 +267,10 @@ def format_regex(fmt: str) -> str:
             out.append(re.escape(tok))
     if label and out:
         out.append(r"\s*:")
-    elif tokens and re.fullmatch(r"\w+", tokens[-1]) and not (tail and CONVERSION_RE.fullmatch(tail[0])):
+    elif tokens and re.fullmatch(r"\w+", tokens[-1]) and tokens[-1][-1].isascii() \
+            and not (tail and CONVERSION_RE.fullmatch(tail[0])):
         # the message's last word is a whole word ("Unsupported SM" is not "Unsupported SMEM size"), unless a value
-        # is printed onto it ("compute_%d", "platform%s")
+        # is printed onto it ("compute_%d", "platform%s"); RE2's \b knows ASCII word characters only, so a message
+        # ending in Chinese ("… 无法识别") has no boundary to ask for
         out.append(r"\b")
     return "".join(out)

@@ -155,8 +155,11 @@ RULES: tuple[Rule, ...] = (
         # without CUDA; TensorFlow 2.11+ on native Windows, which has no CUDA build)
         name="cpu.tensorflow_built_without_cuda",
         category="cpu_only_wheel",
-        patterns=(r"is_built_with_cuda\(\)\)?[ \t]*\n(?:>>>[ \t]*)?[ \t]*False\b",
-                  r"is_built_with_cuda\(\)\)?[ \t]*(?:=|==|:|->|returns?|is)[ \t]*False\b",
+        # the call then its answer on the next line (a REPL, `python -c "…print(…)"`, IPython's "Out[2]:"); a print's
+        # label ("Is TensorFlow built with CUDA?: False"); not source code comparing it ("… is False:")
+        patterns=(r"is_built_with_cuda\(\)[)\"' \t]*\n(?:>>>|Out\[\d+\]:)?[ \t]*False\b",
+                  r"is_built_with_cuda\(\)\)?[ \t]*(?::|->|returns?|=)[ \t]*False\b",
+                  r"\bbuilt with CUDA\W{0,3}[ \t]*False\b",
                   r"[\"']is_cuda_build[\"'][ \t]*[,:][ \t]*False\b"),
         messages=("tf.build_info_not_cuda",),
         confidence=0.85,
@@ -165,7 +168,9 @@ RULES: tuple[Rule, ...] = (
         fix=("Install a CUDA build: on Linux `pip install \"tensorflow[and-cuda]\"` (2.14+), with conda a `*cuda*` build "
              "whose `python -c 'import tensorflow as tf; print(tf.sysconfig.get_build_info())'` says is_cuda_build "
              "True (conda-forge has shipped mislabelled builds: pin an earlier one); on native Windows TensorFlow "
-             "2.11+ has no CUDA build: use WSL 2, or TensorFlow 2.10 with CUDA 11.2/cuDNN 8.1."),
+             "2.11+ has no CUDA build: use WSL 2, or TensorFlow 2.10 with CUDA 11.2/cuDNN 8.1; on aarch64 (Jetson, "
+             "Grace) PyPI's tensorflow is a CPU build whatever extras are installed: use NVIDIA's container or its "
+             "JetPack wheel."),
         examples=(">>> tf.test.is_built_with_cuda()\nFalse",),
     ),
     Rule(

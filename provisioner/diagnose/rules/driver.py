@@ -247,7 +247,9 @@ RULES: tuple[Rule, ...] = (
         patterns=(),
         messages=("nvc.detection_error",),
         # the file it could not open is a driver library named for a driver version (not a node, not a .so.1 link)
-        requires=(r"detection error: open failed: [^\n:]*?lib(?:nvidia|cuda)[\w-]*\.so\.\d{3}\.\d+(?:\.\d+)?\b",),
+        # (not there: "no such file", or nothing after it; a permission error is another cause)
+        requires=(r"detection error: open failed: [^\n:]*?lib(?:nvidia|cuda)[\w-]*\.so\.\d{3}\.\d+(?:\.\d+)?"
+                  r"(?::\s*no such file|[ \t]*(?:$|\n))",),
         demotes=("container_device_missing",),
         confidence=0.86,
         root_cause=("The NVIDIA container runtime found a driver library of another driver version that is not there "

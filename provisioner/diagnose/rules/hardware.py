@@ -143,13 +143,16 @@ RULES: tuple[Rule, ...] = (
         category="oom_or_hw",
         patterns=(),
         messages=("cuda.nvlink_uncorrectable",),
-        confidence=0.85,
-        root_cause=("An uncorrectable NVLink error stopped the work: a link between the GPUs (or an NVSwitch) failed, "
-                    "a hardware or firmware fault rather than the program's."),
+        demotes=("nccl_failure",),  # NCCL reports the link's error as its own CUDA failure
+        confidence=0.75,
+        root_cause=("An uncorrectable NVLink error stopped the work (the error is sticky: every later CUDA call fails): "
+                    "a link between the GPUs or an NVSwitch faulted — hardware or firmware as a rule; a program or "
+                    "library that aborts peer-to-peer transfers mid-flight can leave the same error."),
         fix=("Read the link errors (`nvidia-smi nvlink -s` and `nvidia-smi nvlink -e` per GPU; `dmesg | grep -i xid` for "
              "Xid 74) and, on NVSwitch systems, the fabric manager's log; reset the GPUs or reboot, and if the same "
              "link fails again have the board/baseboard serviced; until then keep the job off that GPU pair "
-             "(CUDA_VISIBLE_DEVICES) or run NCCL with NCCL_P2P_DISABLE=1 to confirm."),
+             "(CUDA_VISIBLE_DEVICES) or run NCCL with NCCL_P2P_DISABLE=1 to confirm. No Xid 74 and no moved counters, "
+             "and only one torch/NCCL release fails: update that release."),
         examples=("RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",),
     ),
     Rule(

@@ -491,9 +491,13 @@ RULES: tuple[Rule, ...] = (
         # integration never copied in) (brichard19/BitCrack#234, NVIDIA/cuda-samples#119)
         name="installer.cuda_vs_props_missing",
         category="installer_failure",
-        patterns=(),
+        # MSBuild prints the code untranslated in every language ("error MSB4019:", a Visual Studio error list's column)
+        patterns=(r"\bMSB4019\b",),
         messages=("msbuild.imported_project_not_found",),
-        requires=(r"\bCUDA \d+(?:\.\d+)?\.(?:props|targets)\b",),
+        # the project imports CUDA's .props (imported first); a CUDA .targets that runs (MSBuild's "…\CUDA 12.1.targets
+        # (799,9): error MSB3721") shows the integration is there, and another import is the one missing
+        requires=(r"\bCUDA \d+(?:\.\d+)?\.props\b",),
+        unless=r"\bCUDA \d+(?:\.\d+)?\.targets\(\d+,\d+\)",
         confidence=0.85,
         root_cause=("The Visual Studio project imports a CUDA build customization (CUDA x.y.props) that this "
                     "Visual Studio does not have: that CUDA release is not installed, or its Visual Studio "
@@ -515,18 +519,22 @@ RULES: tuple[Rule, ...] = (
         patterns=(),
         messages=("dnf.metadata_download_failed",),
         # the repository the failure names is NVIDIA's or CUDA's (its id, or NVIDIA's hosts beside repodata)
-        requires=(rf"(?:repo(?:sitory)?\s+['\"]|repomd\.xml from\s+)[^'\"\s]*(?:nvidia|cuda)"
+        requires=(rf"(?:metadata for repo(?:sitory)?|for repository|repomd\.xml from|repositories failed)\s*:?\s*"
+                  rf"['\"(]?[^'\"\s)]*(?:nvidia|cuda)"
                   rf"|{_NVIDIA_REPO}[^\n]*repodata|repodata[^\n]*{_NVIDIA_REPO}",),
         # dnf goes on past a repository it skips ("Ignoring repositories: …"): another failure beside it leads
         generic=True,
         confidence=0.7,
-        root_cause=("dnf could not download the metadata of the NVIDIA/CUDA package repository (a 404 for a "
+        root_cause=("dnf could not download or verify the metadata of the NVIDIA/CUDA package repository (a 404 for a "
                     "distribution release it does not publish, a wrong URL in the .repo file, no route, a mirror "
-                    "mid-sync), so the NVIDIA packages cannot be read or installed from it."),
+                    "mid-sync; or repomd.xml's signature does not verify with the key dnf holds), so the NVIDIA "
+                    "packages cannot be read or installed from it."),
         fix=("Check the repository's baseurl (`dnf repolist -v`, `/etc/yum.repos.d/*.repo`) against NVIDIA's: "
              "https://developer.download.nvidia.com/compute/cuda/repos/<rhel9|fedora41|…>/<arch>/ (a release NVIDIA "
              "publishes) or https://nvidia.github.io/libnvidia-container/stable/rpm/; `curl -I` its repodata/"
-             "repomd.xml from the host; then `dnf clean all && dnf makecache`."),
+             "repomd.xml from the host; for a GPG/signature error remove the repository's old key (`rpm -q gpg-pubkey "
+             "--qf '%{NAME}-%{VERSION} %{SUMMARY}\\n'`, `rpm -e gpg-pubkey-<id>`) and import its current gpgkey; then "
+             "`dnf clean all && dnf makecache`."),
         examples=("Error: Failed to download metadata for repo 'libnvidia-container': Cannot download repomd.xml: "
                   "Cannot download repodata/repomd.xml: All mirrors were tried",),
     ),
@@ -538,7 +546,10 @@ RULES: tuple[Rule, ...] = (
         patterns=(),
         messages=("apt.malformed_list_entry", "apt.unknown_source_type"),
         requires=(r"(?:Malformed (?:entry|line|stanza) \d+ in (?:list file|source list)|is not known on line \d+ in "
-                  r"source list) [^\n]*(?:nvidia|cuda)",),
+                  r"source list) [^\n]*(?:nvidia|cuda)"
+                  # apt's Simplified Chinese messages name the file first (po/zh_CN.po)
+                  r"|(?:nvidia|cuda)[^\n]*(?:\x{884c}\x{4e2d}\x{7684}\x{7c7b}\x{522b}|\x{884c}\x{7684}\x{5c0f}\x{8282}"
+                  r"\x{683c}\x{5f0f}\x{6709}\x{8bef})",),
         confidence=0.85,
         root_cause=("apt reads no package list: NVIDIA's repository file in /etc/apt/sources.list.d cannot be parsed "
                     "(it holds an HTML error page fetched for a distribution the repository does not publish, or an "
