@@ -625,6 +625,16 @@ SPECS: tuple[Spec, ...] = (
                    # apt's Simplified Chinese (po/zh_CN.po), as a zh_CN system prints it
                    "%s \u7b2c %u \u884c\u4e2d\u7684\u7c7b\u522b \u201c%s\u201d \u65e0\u6cd5\u8bc6\u522b"),
          url="https://salsa.debian.org/apt-team/apt/-/blob/main/apt-pkg/sourcelist.cc", kind="documented"),
+    # NVIDIA's Windows driver installer's system check: the package's INF lists no hardware ID of a GPU in the machine
+    # (a driver for another product line or form factor, a GPU the branch no longer or not yet supports), another
+    # Windows release, or no NVIDIA GPU visible (dartraiden/NVIDIA-patcher#293, arutar/FrankenDriver#110)
+    Spec("nvwin.installer_cannot_continue", "NVIDIA Windows driver installer (setup.exe, system check)",
+         "The driver package refused this machine: no GPU it supports is visible, or this Windows is not one it "
+         "supports.",
+         wordings=("NVIDIA Installer cannot continue", "This graphics driver could not find compatible graphics hardware",
+                   "This NVIDIA graphics driver is not compatible with this version of Windows",
+                   "No NVIDIA GPU is detected on your system"),
+         url=GH + "dartraiden/NVIDIA-patcher/issues/293", kind="recorded"),
     # Windows' ERROR_COMMITMENT_LIMIT (1455), as Python prints it ("[WinError 1455] …"): importing torch maps its CUDA
     # and cuDNN DLLs, which can exceed the commit limit (oatsu-gh/enunu_training_kit#8)
     Spec("windows.commitment_limit", "Windows (ERROR_COMMITMENT_LIMIT, 1455)",

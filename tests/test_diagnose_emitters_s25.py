@@ -298,3 +298,12 @@ def test_apts_chinese_messages_for_an_nvidia_list() -> None:
     log = "E: /etc/apt/sources.list.d/nvidia-docker.list \u7b2c 1 \u884c\u4e2d\u7684\u7c7b\u522b \u201c<!doctype\u201d " \
           "\u65e0\u6cd5\u8bc6\u522b\nE: \u65e0\u6cd5\u8bfb\u53d6\u6e90\u5217\u8868\u3002"
     assert top_and_rules(log) == ("installer_failure", {"installer.apt_malformed_nvidia_source"})
+
+
+def test_nvidias_windows_installer_refusing_the_machine_is_the_install() -> None:
+    # dartraiden/NVIDIA-patcher#293 (a CMP 90HX, Windows 10), the reporter's words for the installer's dialog
+    log = "The same error today on cmp90hx, windows 10.\nNvidia installer cannot continue.\n" \
+          "This nvndia graphics driver is not compatible with your device."
+    category, rules = top_and_rules(log)
+    assert category == "installer_failure" and "installer.windows_driver_refused" in rules, rules
+    assert "Hardware Ids" in diagnose(log)[0].fix

@@ -560,4 +560,23 @@ RULES: tuple[Rule, ...] = (
         examples=("E: Malformed entry 2 in list file /etc/apt/sources.list.d/nvidia-docker.list (Suite)\n"
                   "E: The list of sources could not be read.",),
     ),
+    Rule(
+        # NVIDIA's Windows driver installer stops at its system check (setup.exe): the package does not list the
+        # machine's GPU (its INF's hardware IDs) or this Windows release, or Windows shows it no NVIDIA GPU at all
+        name="installer.windows_driver_refused",
+        category="installer_failure",
+        patterns=(),
+        messages=("nvwin.installer_cannot_continue",),
+        confidence=0.8,
+        root_cause=("NVIDIA's Windows driver installer refused this machine at its system check: the package lists no "
+                    "GPU that is in it (a driver for another product line — GeForce, RTX/Quadro, data-center — or form "
+                    "factor, or a branch that no longer or not yet supports the GPU), not this Windows release, or "
+                    "Windows shows it no NVIDIA GPU at all."),
+        fix=("Look the GPU up in Device Manager (Display adapters → Properties → Details → Hardware Ids: "
+             "PCI\\VEN_10DE&DEV_xxxx; a GPU missing there is a hardware/BIOS matter: seat it, enable it, Above 4G "
+             "decoding for large BARs) and download the driver for exactly that GPU and Windows release from "
+             "https://www.nvidia.com/drivers (a notebook's from its maker); remove the old driver (DDU in safe mode) "
+             "before installing again."),
+        examples=("NVIDIA Installer cannot continue\nThis graphics driver could not find compatible graphics hardware.",),
+    ),
 )
