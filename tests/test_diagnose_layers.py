@@ -128,3 +128,23 @@ def test_a_json_line_that_says_it_failed_is_read() -> None:
               '"time":"2023-03-01T10:00:00.000000000Z"}')
     assert failing_lines([failed]) == [(0, failed)]
     assert failing_lines([docker]) == [(0, docker)]
+
+
+# NVIDIA/nvidia-container-toolkit#394: the container runtime reports the host's driver/library mismatch (the
+# runtime's lines carry it: its words are the messenger's, not the layer)
+RUNTIME_CARRIES_MISMATCH = (
+    "$ docker run --rm --gpus all nvidia/cuda:12.3.2-base-ubuntu22.04 nvidia-smi\n"
+    "docker: Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime "
+    "create failed: runc create failed: unable to start container process: error during container init: error running "
+    "hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+    "nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown.\n"
+)
+
+
+def test_the_runtime_that_carried_a_version_comparison_is_not_its_layer() -> None:
+    guess = guess_layer(clean_log(RUNTIME_CARRIES_MISMATCH).lines, log_evidence(RUNTIME_CARRIES_MISMATCH))
+    assert guess is not None and guess.category == "driver_lib_mismatch", guess
+    # the same runtime's lines with no version comparison beside them are the container's layer
+    alone = RUNTIME_CARRIES_MISMATCH.replace("nvml error: driver/library version mismatch", "mount error: stat failed")
+    guess = guess_layer(clean_log(alone).lines, log_evidence(alone))
+    assert guess is not None and guess.category == "container_device_missing", guess

@@ -89,10 +89,18 @@ class Cue:
     weight: int
     regex: Regex
     needs: str = ""  # "lxc": only where the log shows an LXC context; "runtime": a docker/podman/k8s one
+    # the program that carried the failure, not its layer: its words do not count on a line that compares versions
+    # ("OCI runtime create failed: … nvidia-container-cli: requirement error: … please update your driver" is the
+    # driver's version, reported through the container runtime)
+    messenger: bool = False
 
 
-def _cue(category: Category, weight: int, regex: str, needs: str = "") -> Cue:
-    return Cue(category, weight, compile_rx(regex), needs)
+def _cue(category: Category, weight: int, regex: str, needs: str = "", messenger: bool = False) -> Cue:
+    return Cue(category, weight, compile_rx(regex), needs, messenger)
+
+
+#: the layers whose words on a line are a version comparison the messenger only carries
+_VERSION_LAYERS: frozenset[Category] = frozenset({"driver_too_old", "driver_lib_mismatch"})
 
 
 _GPU_WORDS = r"\b(?:nvidia\S*|gpus?|cuda|/dev/nvidia\S*|nvidia-smi|nvml)\b"
@@ -117,8 +125,8 @@ CUES: tuple[Cue, ...] = (
          r"|\bdriver (?:is )?not (?:loaded|installed|found|running)"),
     # a docker/podman/Kubernetes container without the GPU
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
-         r"|\bnvidia-container\S*|\bcontainer toolkit\b|\bruntime\b|\bnvidia_visible_devices\b|\bdevice plugin\b"
-         r"|\bcapabilit(?:y|ies)\b", needs="runtime"),
+         r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
+    _cue("container_device_missing", 3, r"\bnvidia-container\S*|\bruntime\b", needs="runtime", messenger=True),
     _cue("container_device_missing", 2, _GPU_WORDS, needs="runtime"),
     # LXC/LXD/Incus/Proxmox plumbing
     _cue("proxmox_lxc", 3, r"/dev/(?:nvidia\S*|dri\S*)|\brenderd\d+\b|\bcard\d\b|\bcgroup\S*|\bdevices\.allow\b"
@@ -262,9 +270,13 @@ def _allowed(cue: Cue, ev: LogEvidence) -> bool:
 
 def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
            ) -> tuple[dict[Category, int], dict[Category, list[tuple[int, int, str]]]]:
-    """Each layer's weight over the lines (a line counts once, for its heaviest word of each layer)."""
+    """Each layer's weight over the lines (a line counts once, for its heaviest word of each layer). A messenger's
+    words (the container runtime that reported the failure) count nowhere once a line compares versions: the
+    runtime's lines carry that comparison's failure."""
     score: dict[Category, int] = defaultdict(int)
     fed: dict[Category, list[tuple[int, int, str]]] = defaultdict(list)
+    carried: list[tuple[Category, int, int, str]] = []
+    versions = False
     seen: set[str] = set()
     for index, line in numbered_lines:
         line = line[:MAX_LINE_CHARS]
@@ -272,14 +284,24 @@ def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
             continue  # a line repeated (a retry loop, a pasted log twice) weighs once
         seen.add(line.strip())
         best: dict[Category, int] = {}
+        messenger: dict[Category, int] = {}
         for cue in cues:
-            if cue.weight > best.get(cue.category, 0):
+            into = messenger if cue.messenger else best
+            if cue.weight > into.get(cue.category, 0):
                 m = cue.regex.search(line)
                 if m is not None and not negated_mention(line, m.start()):  # "* No `GPU has fallen off the bus`"
-                    best[cue.category] = cue.weight
+                    into[cue.category] = cue.weight
+        versions = versions or bool(best.keys() & _VERSION_LAYERS)
+        for category, weight in messenger.items():
+            if weight > best.get(category, 0):
+                carried.append((category, weight - best.get(category, 0), index, line.strip()))
         for category, weight in best.items():
             score[category] += weight
             fed[category].append((weight, index, line.strip()))
+    if not versions:
+        for category, extra, index, text in carried:
+            score[category] += extra
+            fed[category].append((extra, index, text))
     return score, fed
 
 
