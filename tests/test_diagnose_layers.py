@@ -148,3 +148,27 @@ def test_the_runtime_that_carried_a_version_comparison_is_not_its_layer() -> Non
     alone = RUNTIME_CARRIES_MISMATCH.replace("nvml error: driver/library version mismatch", "mount error: stat failed")
     guess = guess_layer(clean_log(alone).lines, log_evidence(alone))
     assert guess is not None and guess.category == "container_device_missing", guess
+
+
+# NVIDIA/NVSentinel#155 (dmesg: a GPU fallen off the bus, no Xid) and NVIDIA/open-gpu-kernel-modules#688 (a DGX
+# Station's lost GPU): the kernel module's "NVRM:" is on every line it prints, the hardware's words are the layer
+FALLEN_OFF_NO_XID = (
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+    "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+    "               NVRM: fallen off the bus and is not responding to commands.\n"
+    "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+    "[ 1843.439669] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  570.158.01  Release Build  "
+    "(dvs-builder@U22-I3-B10-02-5)  Mon Jun  2 13:13:04 UTC 2025\n"
+)
+GPU_LOST_ASSERT = (
+    "Feb 17 08:00:34 abggdna-DGX-Station-A100 kernel: NVRM: nvAssertOkFailedNoLog: Assertion failed: GPU lost from the "
+    "bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from rmStatus @ kernel_ce_gv100.c:106\n"
+    "Feb 17 08:00:34 abggdna-DGX-Station-A100 kernel: NVRM: _issueRpcAndWait: rpcSendMessage failed with status "
+    "0x0000000f for fn 76!\n"
+)
+
+
+@pytest.mark.parametrize("text", [FALLEN_OFF_NO_XID, GPU_LOST_ASSERT])
+def test_the_kernel_modules_prefix_is_not_the_layer_of_a_hardware_fault(text: str) -> None:
+    guess = guess_layer(clean_log(text).lines, log_evidence(text))
+    assert guess is not None and guess.category == "oom_or_hw", guess

@@ -40,7 +40,9 @@ _FAILURE = compile_rx(
     r"incompatible|not compatible|timed? ?out|abort(?:ed|ing)?|fatal|panic|segmentation fault|crash(?:ed|es)?|"
     r"missing|not (?:available|detected|loaded|compiled|working|recognized|found)|doesn't work|does not work|"
     r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck|"
-    r"stall(?:s|ed|ing)?|freez(?:es|ing)|froze)\b"
+    r"stall(?:s|ed|ing)?|freez(?:es|ing)|froze|"
+    # the hardware's own words for a fault: the kernel module's "fallen off the bus", "not responding", a lost GPU
+    r"fallen off the bus|off the bus|not responding|(?:gpu|device) (?:is )?lost|lost from the bus|reset required)\b"
     r"|\w+(?:Error|Exception)\b"
 )
 #: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"
@@ -93,10 +95,14 @@ class Cue:
     # ("OCI runtime create failed: … nvidia-container-cli: requirement error: … please update your driver" is the
     # driver's version, reported through the container runtime)
     messenger: bool = False
+    # a prefix the program puts on every line it prints (the kernel module's "NVRM:"): it names the layer only on a
+    # line that names no other ("NVRM: GPU … has fallen off the bus" is the hardware's)
+    alone: bool = False
 
 
-def _cue(category: Category, weight: int, regex: str, needs: str = "", messenger: bool = False) -> Cue:
-    return Cue(category, weight, compile_rx(regex), needs, messenger)
+def _cue(category: Category, weight: int, regex: str, needs: str = "", messenger: bool = False,
+         alone: bool = False) -> Cue:
+    return Cue(category, weight, compile_rx(regex), needs, messenger, alone)
 
 
 #: the layers whose words on a line are a version comparison the messenger only carries
@@ -121,8 +127,9 @@ CUES: tuple[Cue, ...] = (
          r"don't) match\b"),
     # the kernel driver itself
     _cue("no_driver_loaded", 2, r"\bnvidia-smi\b|\bnvidia (?:kernel )?(?:module|driver)\b|\bnvidia\.ko\b|\bmodprobe\b"
-         r"|\bnouveau\b|\bsecure ?boot\b|\bnvrm\b|\bkernel module\b|\bno devices were found\b|\binsmod\b"
+         r"|\bnouveau\b|\bsecure ?boot\b|\bkernel module\b|\bno devices were found\b|\binsmod\b"
          r"|\bdriver (?:is )?not (?:loaded|installed|found|running)"),
+    _cue("no_driver_loaded", 2, r"\bnvrm\b", alone=True),
     # a docker/podman/Kubernetes container without the GPU
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
          r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
@@ -158,7 +165,8 @@ CUES: tuple[Cue, ...] = (
     _cue("resolver_failure", 1, r"\bpip3?\b|\buv\b|\bconda\b|\bmamba\b|\bpoetry\b|\bpdm\b|\bpixi\b|\bwheels?\b"
          r"|\bindex-url\b|\bpypi\b|\bdependenc(?:y|ies)\b|\bresolv\w*"),
     # the hardware, or its memory
-    _cue("oom_or_hw", 4, r"\bxid\b|\bfallen off\b|\boff the bus\b|\bout of memory\b"),
+    _cue("oom_or_hw", 4, r"\bxid\b|\bfallen off\b|\boff the bus\b|\bout of memory\b|\blost from the bus\b|\bgpu is lost\b"
+         r"|\breset required\b"),
     _cue("oom_or_hw", 3, r"\becc\b|\boom\b|\baer\b|\buncorrect\w*|\bthermal\b|\boverheat\w*|\bpower (?:cap|limit|supply|brake)|\billegal (?:memory|address)"
          r"|\bnvlink\b|\bretired pages\b|\brow remap|\bgsp\b"),
     _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware\b|\bunknown error\b|\bmemory access\b"),
@@ -285,12 +293,16 @@ def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
         seen.add(line.strip())
         best: dict[Category, int] = {}
         messenger: dict[Category, int] = {}
+        alone: dict[Category, int] = {}
         for cue in cues:
-            into = messenger if cue.messenger else best
+            into = messenger if cue.messenger else alone if cue.alone else best
             if cue.weight > into.get(cue.category, 0):
                 m = cue.regex.search(line)
                 if m is not None and not negated_mention(line, m.start()):  # "* No `GPU has fallen off the bus`"
                     into[cue.category] = cue.weight
+        for category, weight in alone.items():
+            if not best.keys() - {category} and weight > best.get(category, 0):
+                best[category] = weight
         versions = versions or bool(best.keys() & _VERSION_LAYERS)
         for category, weight in messenger.items():
             if weight > best.get(category, 0):
