@@ -172,3 +172,25 @@ GPU_LOST_ASSERT = (
 def test_the_kernel_modules_prefix_is_not_the_layer_of_a_hardware_fault(text: str) -> None:
     guess = guess_layer(clean_log(text).lines, log_evidence(text))
     assert guess is not None and guess.category == "oom_or_hw", guess
+
+
+# ray-project/ray#42246 (an image's CUDA 11.8 requirement on an older driver, reported by the container runtime) and
+# NVIDIA/nvidia-docker#68 (nvidia-docker 1's own comparison)
+RUNTIME_CARRIES_REQUIREMENT = (
+    "2023-12-23 03:00:43,078 VINFO command_runner.py:371 -- Running `docker run --rm --name ray_nvidia_docker -d -it  "
+    "-e LC_ALL=C.UTF-8 -e LANG=C.UTF-8 --shm-size='2301055426.56b' --runtime=nvidia --net=host "
+    "rayproject/ray:latest-gpu bash`\n"
+    "docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: "
+    "unable to start container process: error during container init: error running hook #0: error running hook: exit "
+    "status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n"
+    "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=11.8, please update your driver to a newer "
+    "version, or use an earlier cuda container: unknown.\n"
+)
+NVIDIA_DOCKER1_CUDA = ("$ nvidia-docker run --rm nvidia/cuda nvidia-smi\n"
+                       "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5\n")
+
+
+@pytest.mark.parametrize("text", [RUNTIME_CARRIES_REQUIREMENT, NVIDIA_DOCKER1_CUDA])
+def test_a_cuda_requirement_the_runtime_reports_is_the_drivers_layer(text: str) -> None:
+    guess = guess_layer(clean_log(text).lines, log_evidence(text))
+    assert guess is not None and guess.category == "driver_too_old", guess

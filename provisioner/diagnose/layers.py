@@ -119,7 +119,9 @@ CUES: tuple[Cue, ...] = (
     # a driver older than the CUDA asked for
     _cue("driver_too_old", 3, r"\bdriver\b[^\n]{0,80}\b(?:too old|older|insufficient|outdated|update|upgrade|newer|"
          r"at least|minimum|requires?|required)\b|\b(?:too old|insufficient|outdated|newer|minimum|at least|update|"
-         r"upgrade)\b[^\n]{0,80}\bdriver\b|\bnvidia_require_cuda\b|\bforward compatib"),
+         r"upgrade)\b[^\n]{0,80}\bdriver\b|\bnvidia_require_cuda\b|\bforward compatib"
+         # a requirement on the driver's CUDA that is not met (nvidia-container-cli's, nvidia-docker 1's)
+         r"|\bunsatisfied condition:\s*cuda\b|\bunsupported cuda version\b"),
     # the kernel module against the userspace
     _cue("driver_lib_mismatch", 4, r"\bmismatch\w*\b[^\n]{0,80}\b(?:drivers?|librar\w*|nvml|api|client|kernel|"
          r"modules?|versions?)\b|\b(?:drivers?|librar\w*|nvml|api|client|kernel|modules?|versions?)\b[^\n]{0,80}"
@@ -134,7 +136,7 @@ CUES: tuple[Cue, ...] = (
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
          r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
     _cue("container_device_missing", 3, r"\bnvidia-container\S*|\bruntime\b", needs="runtime", messenger=True),
-    _cue("container_device_missing", 2, _GPU_WORDS, needs="runtime"),
+    _cue("container_device_missing", 2, _GPU_WORDS, needs="runtime", messenger=True),
     # LXC/LXD/Incus/Proxmox plumbing
     _cue("proxmox_lxc", 3, r"/dev/(?:nvidia\S*|dri\S*)|\brenderd\d+\b|\bcard\d\b|\bcgroup\S*|\bdevices\.allow\b"
          r"|\bmount\.entry\b|\bidmap|\bdev\d+:|\bpermission denied\b|\bpassthrough\b|\bhook\b|\bunprivileged\b"
