@@ -194,3 +194,28 @@ NVIDIA_DOCKER1_CUDA = ("$ nvidia-docker run --rm nvidia/cuda nvidia-smi\n"
 def test_a_cuda_requirement_the_runtime_reports_is_the_drivers_layer(text: str) -> None:
     guess = guess_layer(clean_log(text).lines, log_evidence(text))
     assert guess is not None and guess.category == "driver_too_old", guess
+
+
+# Project-HAMi/HAMi#704: a container started without the NVIDIA runtime (the driver's libcuda is the runtime's to
+# mount), and microsoft/WSL#4326 (the .run installer inside WSL 2)
+DRIVER_LIB_IN_CONTAINER = (
+    "root@xzx-G3-3579:/home/xzx# docker run ${LIBRARY_MOUNTS} ${DEVICE_MOUNTS} -it\n"
+    "-e CUDA_DEVICE_MEMORY_LIMIT=2g\n-e LD_PRELOAD=/libvgpu/build/libvgpu.so\ncuda_vmem:tf1.8-cu90\nnvidia-smi\n"
+    "/bin/bash: error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or "
+    "directory\n"
+)
+INSTALLING_THE_DRIVER = (
+    "Installing NVIDIA Driver on WSL 2: unable to find kernel source tree for currently running kernel.\n\n"
+    "* When I try to install NVIDIA driver on WSL 2, the driver yields an error: cannot find the current kernel tree.\n"
+)
+
+
+@pytest.mark.parametrize(("text", "category"), [
+    (DRIVER_LIB_IN_CONTAINER, "container_device_missing"),
+    (INSTALLING_THE_DRIVER, "installer_failure"),
+    # a toolkit library missing in a container is the image's, not the runtime's
+    (DRIVER_LIB_IN_CONTAINER.replace("libcuda.so.1", "libcublas.so.9.0"), "missing_shared_lib"),
+])
+def test_whose_library_and_whose_install(text: str, category: str) -> None:
+    guess = guess_layer(clean_log(text).lines, log_evidence(text))
+    assert guess is not None and guess.category == category, guess

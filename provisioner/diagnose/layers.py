@@ -136,6 +136,8 @@ CUES: tuple[Cue, ...] = (
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
          r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
     _cue("container_device_missing", 3, r"\bnvidia-container\S*|\bruntime\b", needs="runtime", messenger=True),
+    # a library of the driver's (not the toolkit's) missing in a container: the runtime mounts those from the host
+    _cue("container_device_missing", 4, r"\blib(?:cuda|nvidia-[\w-]+|nvcuvid)\.so\b", needs="runtime"),
     _cue("container_device_missing", 2, _GPU_WORDS, needs="runtime", messenger=True),
     # LXC/LXD/Incus/Proxmox plumbing
     _cue("proxmox_lxc", 3, r"/dev/(?:nvidia\S*|dri\S*)|\brenderd\d+\b|\bcard\d\b|\bcgroup\S*|\bdevices\.allow\b"
@@ -156,7 +158,9 @@ CUES: tuple[Cue, ...] = (
     # installing the driver or CUDA packages
     _cue("installer_failure", 3, r"\bnvidia-installer\b|\bdkms\b|\bkernel (?:headers|sources?|source tree)\b"
          r"|\bmodpost\b|\bakmods?\b|\bkmod\b|\bnvidia-[\w.-]*\.run\b|\bunmet dependencies\b|\bheld broken packages\b"
-         r"|\bbuilding (?:the )?(?:kernel )?modules?\b|\bbad return status for module build\b"),
+         r"|\bbuilding (?:the )?(?:kernel )?modules?\b|\bbad return status for module build\b"
+         # installing the driver itself, in the installer's and people's words
+         r"|\binstall(?:ing|ation|er)?\b[^\n]{0,20}\bnvidia (?:graphics )?driver\b|\bappears? to already be loaded\b"),
     _cue("installer_failure", 1, r"\bmake(?:\[\d+\])?:|\bgcc\b|\bcompiler\b|\bapt(?:-get)?\b|\bdpkg\b|\bdnf\b"
          r"|\byum\b|\bzypper\b|\bpacman\b"),
     # finding a build the package manager can install
