@@ -219,3 +219,24 @@ INSTALLING_THE_DRIVER = (
 def test_whose_library_and_whose_install(text: str, category: str) -> None:
     guess = guess_layer(clean_log(text).lines, log_evidence(text))
     assert guess is not None and guess.category == category, guess
+
+
+# pytorch/pytorch#108607: a nightly that resolved to a CPU build; the check's answer and collect_env's lines say so,
+# and no line holds a failure word
+CPU_NIGHTLY = (
+    "> mamba install pytorch torchvision torchaudio pytorch-cuda=11.8 -c pytorch-nightly -c nvidia\n"
+    "> python\n>>> import torch\n>>> torch.cuda.is_available()\nFalse # should be True, no??\n\n"
+    "Collecting environment information...\nPyTorch version: 2.1.0.dev20230905\nIs debug build: False\n"
+    "CUDA used to build PyTorch: Could not collect\nROCM used to build PyTorch: N/A\n\n"
+    "OS: Ubuntu 22.04.3 LTS (x86_64)\nIs CUDA available: False\nCUDA runtime version: 11.8.89\n"
+)
+
+
+def test_a_check_that_answers_no_is_a_failure_and_collect_env_names_the_cpu_build() -> None:
+    lines = clean_log(CPU_NIGHTLY).lines
+    assert any("is_available() -> False" in text for _, text in failing_lines(lines))
+    guess = guess_layer(lines, log_evidence(CPU_NIGHTLY))
+    assert guess is not None and guess.category == "cpu_only_wheel", guess
+    # the same check answering yes is no failure
+    healthy = ">>> import torch\n>>> torch.cuda.is_available()\nTrue\n>>> torch.cuda.device_count()\n8\n"
+    assert failing_lines(clean_log(healthy).lines) == []

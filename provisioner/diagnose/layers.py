@@ -44,7 +44,14 @@ _FAILURE = compile_rx(
     # the hardware's own words for a fault: the kernel module's "fallen off the bus", "not responding", a lost GPU
     r"fallen off the bus|off the bus|not responding|(?:gpu|device) (?:is )?lost|lost from the bus|reset required)\b"
     r"|\w+(?:Error|Exception)\b"
+    # a check of the GPU answered no on its own line: "is_available() returns False", collect_env's "Is CUDA
+    # available: False", "CUDA available: False"
+    r"|\b(?:is_available|is_built_with_cuda)\(\)\)?\W{0,3}\s*(?:returns?|->|:|=|is)?\s*False\b"
+    r"|\bcuda\b[^\n]{0,20}\bavailable\b\W{0,3}\s*False\b"
 )
+#: the answer a REPL prints on the line after the check ("torch.cuda.is_available()" / "False")
+_CHECK_CALL = compile_rx(r"\b(?:is_available|is_built_with_cuda|device_count)\(\)")
+_NO_ANSWER = compile_rx(r"^\s*(?:>>>\s*|Out\[\d+\]:\s*)?(?:False|0)\s*(?:#[^\n]*)?$")  # a pasted "# should be True"
 #: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"
 _HEALTHY = compile_rx(
     r"\b(?:errors?|failures?|failed)\s*[:=]?\s*(?:0|none|n/a)\b|\b(?:0|no|zero)\s+(?:errors?|failures?|failed)\b"
@@ -150,7 +157,9 @@ CUES: tuple[Cue, ...] = (
          r"missing|(?:cannot|could not|can't|couldn't) be (?:found|loaded)|failed to load)"),
     # a CPU-only build
     _cue("cpu_only_wheel", 4, r"\bcompiled with (?:cuda|gpu)|\+cpu\b|\bcpu[- ]only\b|\bcpuonly\b|\bnot compiled with\b"
-         r"|\bbuilt without (?:cuda|gpu)|\bwithout (?:cuda|gpu) support|\bcpuexecutionprovider\b"),
+         r"|\bbuilt without (?:cuda|gpu)|\bwithout (?:cuda|gpu) support|\bcpuexecutionprovider\b"
+         # collect_env's line for a build without CUDA
+         r"|\bcuda used to build pytorch:\s*(?:none|could not collect)\b|\bpy3\d*_cpu_\d"),
     # NCCL and the collectives
     _cue("nccl_failure", 3, r"\bnccl\w*|\bprocessgroupnccl\b"),
     _cue("nccl_failure", 1, r"\bc10d\b|\ball_?reduce\b|\ball_?gather\b|\bbarrier\b|\bcollective\b|\bwatchdog\b"
@@ -259,8 +268,13 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
     """The lines that report a failure (index, text), the last MAX_FAILING_LINES of them: not the ones whose
     failure word counts nothing ("ECC errors: 0"), nor the ones their program prints as information."""
     out: list[tuple[int, str]] = []
+    previous = ""
     for i, raw in enumerate(lines):
         line = raw[:MAX_LINE_CHARS]
+        asked, previous = previous, (line if line.strip() else previous)
+        if line.strip() and _NO_ANSWER.search(line) is not None and _CHECK_CALL.search(asked) is not None:
+            out.append((i, f"{asked.strip()} -> {line.strip()}"))  # the check and its answer, read as one line
+            continue
         if not line.strip() or _FAILURE.search(line) is None:
             continue
         if _JSON_LINE.search(line) is not None and _JSON_FAILED.search(line) is None \
