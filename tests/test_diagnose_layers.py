@@ -240,3 +240,17 @@ def test_a_check_that_answers_no_is_a_failure_and_collect_env_names_the_cpu_buil
     # the same check answering yes is no failure
     healthy = ">>> import torch\n>>> torch.cuda.is_available()\nTrue\n>>> torch.cuda.device_count()\n8\n"
     assert failing_lines(clean_log(healthy).lines) == []
+
+
+# secureblue/secureblue#1043 (a module signature the kernel refuses: a reporter's words) and damomine/aleominer#14
+# (a Rust NVML binding's panic): the driver absent or refused, in the words of the layers above it
+SIG_REJECTED = ("After a clean install, when using `module.sig_enforce=1`, the Nvidia module keys are rejected. This "
+                "happens with both proprietary and open source drivers.\nThe nvidia modules are rejected\n")
+RUST_NVML = ("thread 'main' panicked at 'Failed to initialize nvml: DriverNotLoaded', src/environment/mod.rs:37:31\n"
+             "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\nAborted (core dumped)\n")
+
+
+@pytest.mark.parametrize("text", [SIG_REJECTED, RUST_NVML])
+def test_the_driver_absent_or_refused_in_other_layers_words(text: str) -> None:
+    guess = guess_layer(clean_log(text).lines, log_evidence(text))
+    assert guess is not None and guess.category == "no_driver_loaded", guess

@@ -42,7 +42,9 @@ _FAILURE = compile_rx(
     r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck|"
     r"stall(?:s|ed|ing)?|freez(?:es|ing)|froze|"
     # the hardware's own words for a fault: the kernel module's "fallen off the bus", "not responding", a lost GPU
-    r"fallen off the bus|off the bus|not responding|(?:gpu|device) (?:is )?lost|lost from the bus|reset required)\b"
+    r"fallen off the bus|off the bus|not responding|(?:gpu|device) (?:is )?lost|lost from the bus|reset required|"
+    # a kernel's refusal: a module's key, a probe another driver took
+    r"rejected|was not called)\b"
     r"|\w+(?:Error|Exception)\b"
     # a check of the GPU answered no on its own line: "is_available() returns False", collect_env's "Is CUDA
     # available: False", "CUDA available: False"
@@ -139,6 +141,12 @@ CUES: tuple[Cue, ...] = (
          r"|\bnouveau\b|\bsecure ?boot\b|\bkernel module\b|\bno devices were found\b|\binsmod\b"
          r"|\bdriver (?:is )?not (?:loaded|installed|found|running)"),
     _cue("no_driver_loaded", 2, r"\bnvrm\b", alone=True),
+    # the driver absent or refused, in the words every layer above it uses (NVML's "Driver Not Loaded", nvidia-smi's
+    # "couldn't communicate with the NVIDIA driver", modprobe's "Module nvidia not found", a module signature refused)
+    _cue("no_driver_loaded", 4, r"\bcommunicate with the nvidia driver\b|\bfound no nvidia driver\b|\bdriver ?not ?loaded\b"
+         r"|\bnvidia driver (?:is )?not (?:loaded|installed|running)\b|\bmodule nvidia[\w-]* not found\b"
+         r"|\bkey was rejected\b|\brequired key not available\b|\bmodule verification failed\b|\bsig_enforce\b"
+         r"|\bprobe routine was not called\b"),
     # a docker/podman/Kubernetes container without the GPU
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
          r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
