@@ -254,3 +254,23 @@ RUST_NVML = ("thread 'main' panicked at 'Failed to initialize nvml: DriverNotLoa
 def test_the_driver_absent_or_refused_in_other_layers_words(text: str) -> None:
     guess = guess_layer(clean_log(text).lines, log_evidence(text))
     assert guess is not None and guess.category == "no_driver_loaded", guess
+
+
+# facebookresearch/detectron2#233 (built on a K80, run on a P100): c10's stack frames name libraries on the way, they
+# report no failure of their own
+STACK_FRAMES = (
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device (ROIAlign_forward_cuda at "
+    "/net/mraid11/export/data/Projects/detectron2/detectron2_repo/detectron2/layers/csrc/ROIAlign/ROIAlign_cuda.cu:361)\n"
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string const&) + 0x47 (0x2af4cfc99687 in "
+    "/home/data/Software/Anaconda3_2018/envs/detectron2/lib/python3.7/site-packages/torch/lib/libc10.so)\n"
+    "frame #1: detectron2::ROIAlign_forward_cuda(at::Tensor const&, at::Tensor const&, float, int, int, int, bool) + "
+    "0x9f7 (0x2af4eab00151 in /net/mraid11/export/data/Projects/detectron2/detectron2_repo/detectron2/"
+    "_C.cpython-37m-x86_64-linux-gnu.so)\n"
+)
+
+
+def test_stack_frames_are_not_failing_lines() -> None:
+    lines = clean_log(STACK_FRAMES).lines
+    assert [i for i, _ in failing_lines(lines)] == [0]
+    guess = guess_layer(lines, log_evidence(STACK_FRAMES))
+    assert guess is not None and guess.category == "arch_unsupported", guess

@@ -51,6 +51,9 @@ _FAILURE = compile_rx(
     r"|\b(?:is_available|is_built_with_cuda)\(\)\)?\W{0,3}\s*(?:returns?|->|:|=|is)?\s*False\b"
     r"|\bcuda\b[^\n]{0,20}\bavailable\b\W{0,3}\s*False\b"
 )
+#: a stack frame (c10's "frame #0: c10::Error::Error(…) + 0xe0 (0x… in /…/libc10.so)", gdb's "#3 0x… in f () from
+#: /…/libcuda.so.1", a JVM's "at org.…(…)"): where the failure passed, not a failure of its own
+_FRAME = compile_rx(r"^\s*(?:frame #\d+:|#\d+\s+0x[0-9a-f]+ in |at [\w.$<>]+\([^)\n]*\)\s*$)")
 #: the answer a REPL prints on the line after the check ("torch.cuda.is_available()" / "False")
 _CHECK_CALL = compile_rx(r"\b(?:is_available|is_built_with_cuda|device_count)\(\)")
 _NO_ANSWER = compile_rx(r"^\s*(?:>>>\s*|Out\[\d+\]:\s*)?(?:False|0)\s*(?:#[^\n]*)?$")  # a pasted "# should be True"
@@ -122,7 +125,7 @@ _GPU_WORDS = r"\b(?:nvidia\S*|gpus?|cuda|/dev/nvidia\S*|nvidia-smi|nvml)\b"
 
 CUES: tuple[Cue, ...] = (
     # the GPU's architecture against what was built for it
-    _cue("arch_unsupported", 3, r"\bsm_?\d{2,3}[a-z]?\b|\bcompute[ _]capabilit|\bcuda capabilit|\bkernel image\b"
+    _cue("arch_unsupported", 3, r"\bsm_?\d{2,3}[a-z]?\b|\bcompute[ _]capabilit|\bcuda capabilit|\bkernel image\b|\bunsupported sm\b"
          r"|\bcompute_\d{2,3}\b|\bgpu arch|\barch(?:itecture)?s? (?:list|not|is not|are not|un)"),
     _cue("arch_unsupported", 2, r"\b(?:gpu|device|card)\b[^\n]{0,60}\b(?:too old|no longer supported|not supported)"),
     # a driver older than the CUDA asked for
@@ -283,7 +286,7 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
         if line.strip() and _NO_ANSWER.search(line) is not None and _CHECK_CALL.search(asked) is not None:
             out.append((i, f"{asked.strip()} -> {line.strip()}"))  # the check and its answer, read as one line
             continue
-        if not line.strip() or _FAILURE.search(line) is None:
+        if not line.strip() or _FAILURE.search(line) is None or _FRAME.search(line) is not None:
             continue
         if _JSON_LINE.search(line) is not None and _JSON_FAILED.search(line) is None \
                 and _DOCKER_JSON.search(line) is None:
@@ -364,7 +367,7 @@ _TABLE_ROW = compile_rx(r"^\s*[|+\x{2502}\x{2503}\x{250f}\x{2517}\x{2523}\x{2521
 def _context_line(line: str) -> bool:
     """A line the whole-log reading weighs: not a table row, not a line its program marks as information, not one
     whose failure word counts nothing ("ECC errors: 0")."""
-    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line))
+    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line) or _FRAME.search(line))
 
 
 #: a failure of the GPU stack, in its own words: what shows the failure a version comparison needs beside it
