@@ -274,3 +274,37 @@ def test_stack_frames_are_not_failing_lines() -> None:
     assert [i for i, _ in failing_lines(lines)] == [0]
     guess = guess_layer(lines, log_evidence(STACK_FRAMES))
     assert guess is not None and guess.category == "arch_unsupported", guess
+
+
+# NVIDIA/k8s-device-plugin#480: the failure is helm's template; the dmesg beside it is a driver that loaded (unsigned,
+# signatures not enforced: "module verification failed … tainting kernel")
+HELM_BESIDE_A_LOADED_DRIVER = (
+    "$ helm upgrade -i nvdp nvdp/nvidia-device-plugin --namespace nvidia-device-plugin --create-namespace --version "
+    "0.14.4\n"
+    "Error: parse error at (nvidia-device-plugin/templates/daemonset-device-plugin.yml:154): undefined variable "
+    "\"$hasServiceAccount\"\n"
+    "sudo dmesg |grep -i nvidia\n"
+    "[    2.829492] nvidia: loading out-of-tree module taints kernel.\n"
+    "[    2.846803] nvidia: module verification failed: signature and/or required key missing - tainting kernel\n"
+    "[    2.961803] nvidia-nvlink: Nvlink Core is being initialized, major device number 239\n"
+    "[    3.011519] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  525.147.05  Wed Oct 25 20:27:35 UTC 2023\n"
+    "[    3.246521] [drm] Initialized nvidia-drm 0.0.0 20160202 for 0000:01:00.0 on minor 0\n"
+)
+
+
+@pytest.mark.parametrize("text", [
+    HELM_BESIDE_A_LOADED_DRIVER,
+    # nvidia-smi -q's reset fields on a healthy GPU (R530+; R570+ words the first as deprecated)
+    "    GPU Reset Status\n        Reset Required                    : No\n"
+    "        Drain and Reset Recommended       : N/A\n",
+    "        Reset Required                    : Requested functionality has been deprecated\n",
+    # a healthy collect_env (its "Could not collect" fields, conda's included)
+    "CUDA used to build PyTorch: 12.1\nIs CUDA available: True\nCUDA runtime version: Could not collect\n"
+    "cuDNN version: Could not collect\n[pip3] torch==2.3.0\n[conda] Could not collect\n",
+    # pytest skipping what the runner has not got; another backend's check answering no
+    "SKIPPED [2] tests/test_distributed.py:14: NCCL is not available\n",
+    "In [4]: torch.backends.mps.is_available()\nOut[4]: False\n",
+])
+def test_what_is_not_a_failure_gets_no_layer(text: str) -> None:
+    assert guess_layer(clean_log(text).lines, log_evidence(text)) is None
+    assert diagnose(text) == []

@@ -48,14 +48,27 @@ _FAILURE = compile_rx(
     r"|\w+(?:Error|Exception)\b"
     # a check of the GPU answered no on its own line: "is_available() returns False", collect_env's "Is CUDA
     # available: False", "CUDA available: False"
-    r"|\b(?:is_available|is_built_with_cuda)\(\)\)?\W{0,3}\s*(?:returns?|->|:|=|is)?\s*False\b"
+    r"|\b(?:cuda\.is_available|is_built_with_cuda)\(\)\)?\W{0,3}\s*(?:returns?|->|:|=|is)?\s*False\b"
     r"|\bcuda\b[^\n]{0,20}\bavailable\b\W{0,3}\s*False\b"
 )
 #: a stack frame (c10's "frame #0: c10::Error::Error(…) + 0xe0 (0x… in /…/libc10.so)", gdb's "#3 0x… in f () from
 #: /…/libcuda.so.1", a JVM's "at org.…(…)"): where the failure passed, not a failure of its own
 _FRAME = compile_rx(r"^\s*(?:frame #\d+:|#\d+\s+0x[0-9a-f]+ in |at [\w.$<>]+\([^)\n]*\)\s*$)")
+#: a field whose value says nothing is wrong (nvidia-smi -q's "Reset Required : No" or its 570+ "… : Requested
+#: functionality has been deprecated"; collect_env's "[conda] Could not collect", "GPU models and configuration: No
+#: CUDA"); a test runner's skipped test; ldconfig's notice about WSL's libcuda (printed by every healthy WSL 2 container)
+_QUIET_FIELD = compile_rx(r"^(?:[^:\n]{1,60}:|\s*\[\w+\])\s*(?:no|n/a|none|could not collect|no cuda|requested "
+                          r"functionality has been deprecated)\.?\s*$")
+_NOT_RUN = compile_rx(r"(?-i:\bSKIPPED\b|\bSKIP\b|\bXFAIL(?:ED)?\b)|\bis not a symbolic link\b"
+                     # the kernel loading an out-of-tree or unsigned module where signatures are not enforced: it loads
+                     r"|\btaint(?:s|ing) kernel\b")
+#: collect_env's line for a build without CUDA: its value is the finding, not a quiet field
+_BUILT_WITHOUT_CUDA = compile_rx(r"\bcuda used to build pytorch:\s*(?:none|could not collect)\b")
+#: a line saying its part came up ("NVRM: loading NVIDIA UNIX … Kernel Module", "[drm] Initialized nvidia-drm", "Nvlink
+#: Core is being initialized"): that layer works, the whole-log reading does not weigh it
+_SUCCEEDED = compile_rx(r"\b(?:loading|loaded|initiali[sz]ed|being initiali[sz]ed|registered|successfully|succeeded)\b")
 #: the answer a REPL prints on the line after the check ("torch.cuda.is_available()" / "False")
-_CHECK_CALL = compile_rx(r"\b(?:is_available|is_built_with_cuda|device_count)\(\)")
+_CHECK_CALL = compile_rx(r"\bcuda\.(?:is_available|device_count)\(\)|\bis_built_with_cuda\(\)")
 _NO_ANSWER = compile_rx(r"^\s*(?:>>>\s*|Out\[\d+\]:\s*)?(?:False|0)\s*(?:#[^\n]*)?$")  # a pasted "# should be True"
 #: the same words where they count nothing: "ECC errors: 0", "0 errors", "errors: none", "no errors"
 _HEALTHY = compile_rx(
@@ -102,7 +115,7 @@ class Cue:
     category: Category
     weight: int
     regex: Regex
-    needs: str = ""  # "lxc": only where the log shows an LXC context; "runtime": a docker/podman/k8s one
+    needs: str = ""  # "lxc": only where the log shows an LXC context; "runtime": a docker/podman/k8s one; "host": not one
     # the program that carried the failure, not its layer: its words do not count on a line that compares versions
     # ("OCI runtime create failed: … nvidia-container-cli: requirement error: … please update your driver" is the
     # driver's version, reported through the container runtime)
@@ -146,10 +159,13 @@ CUES: tuple[Cue, ...] = (
     _cue("no_driver_loaded", 2, r"\bnvrm\b", alone=True),
     # the driver absent or refused, in the words every layer above it uses (NVML's "Driver Not Loaded", nvidia-smi's
     # "couldn't communicate with the NVIDIA driver", modprobe's "Module nvidia not found", a module signature refused)
+    # (in a docker/k8s log an application's "no driver" is the container's missing GPU; the runtime's own NVML
+    # "driver not loaded" is the host's)
+    _cue("no_driver_loaded", 4, r"\bnvml error: driver not loaded\b|\bfailed to initialize nvml: driver not loaded\b"),
     _cue("no_driver_loaded", 4, r"\bcommunicate with the nvidia driver\b|\bfound no nvidia driver\b|\bdriver ?not ?loaded\b"
          r"|\bnvidia driver (?:is )?not (?:loaded|installed|running)\b|\bmodule nvidia[\w-]* not found\b"
-         r"|\bkey was rejected\b|\brequired key not available\b|\bmodule verification failed\b|\bsig_enforce\b"
-         r"|\bprobe routine was not called\b"),
+         r"|\bkey was rejected\b|\brequired key not available\b|\bsig_enforce\b"
+         r"|\bprobe routine was not called\b", needs="host"),
     # a docker/podman/Kubernetes container without the GPU
     _cue("container_device_missing", 3, r"--gpus\b|\bnvidia\.com/gpu\b|\bdevice driver\b|\bdevice request|\bcdi\b"
          r"|\bcontainer toolkit\b|\bnvidia_visible_devices\b|\bdevice plugin\b|\bcapabilit(?:y|ies)\b", needs="runtime"),
@@ -170,7 +186,7 @@ CUES: tuple[Cue, ...] = (
     _cue("cpu_only_wheel", 4, r"\bcompiled with (?:cuda|gpu)|\+cpu\b|\bcpu[- ]only\b|\bcpuonly\b|\bnot compiled with\b"
          r"|\bbuilt without (?:cuda|gpu)|\bwithout (?:cuda|gpu) support|\bcpuexecutionprovider\b"
          # collect_env's line for a build without CUDA
-         r"|\bcuda used to build pytorch:\s*(?:none|could not collect)\b|\bpy3\d*_cpu_\d"),
+         r"|\bcuda used to build pytorch:\s*(?:none|could not collect)\b|\bpy3(?:\.?\d+)?_cpu_\d"),
     # NCCL and the collectives
     _cue("nccl_failure", 3, r"\bnccl\w*|\bprocessgroupnccl\b"),
     _cue("nccl_failure", 1, r"\bc10d\b|\ball_?reduce\b|\ball_?gather\b|\bbarrier\b|\bcollective\b|\bwatchdog\b"
@@ -180,7 +196,9 @@ CUES: tuple[Cue, ...] = (
          r"|\bmodpost\b|\bakmods?\b|\bkmod\b|\bnvidia-[\w.-]*\.run\b|\bunmet dependencies\b|\bheld broken packages\b"
          r"|\bbuilding (?:the )?(?:kernel )?modules?\b|\bbad return status for module build\b"
          # installing the driver itself, in the installer's and people's words
-         r"|\binstall(?:ing|ation|er)?\b[^\n]{0,20}\bnvidia (?:graphics )?driver\b|\bappears? to already be loaded\b"),
+         r"|\binstall(?:ing|ation|er)?\b[^\n]{0,20}\bnvidia (?:graphics )?driver\b[^\n]{0,60}\b(?:fail\w*|error|unable|"
+         r"cannot|can't)|\b(?:fail\w*|unable|cannot|can't|could not)\b[^\n]{0,40}\binstall\w*[^\n]{0,20}\bnvidia "
+         r"(?:graphics )?driver\b|\bappears? to already be loaded\b"),
     _cue("installer_failure", 1, r"\bmake(?:\[\d+\])?:|\bgcc\b|\bcompiler\b|\bapt(?:-get)?\b|\bdpkg\b|\bdnf\b"
          r"|\byum\b|\bzypper\b|\bpacman\b"),
     # finding a build the package manager can install
@@ -286,7 +304,9 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
         if line.strip() and _NO_ANSWER.search(line) is not None and _CHECK_CALL.search(asked) is not None:
             out.append((i, f"{asked.strip()} -> {line.strip()}"))  # the check and its answer, read as one line
             continue
-        if not line.strip() or _FAILURE.search(line) is None or _FRAME.search(line) is not None:
+        if not line.strip() or _FAILURE.search(line) is None or _FRAME.search(line) is not None \
+                or _NOT_RUN.search(line) is not None \
+                or (_QUIET_FIELD.search(line) is not None and _BUILT_WITHOUT_CUDA.search(line) is None):
             continue
         if _JSON_LINE.search(line) is not None and _JSON_FAILED.search(line) is None \
                 and _DOCKER_JSON.search(line) is None:
@@ -304,6 +324,8 @@ def _allowed(cue: Cue, ev: LogEvidence) -> bool:
         return ev.lxc_context
     if cue.needs == "runtime":
         return any(p in RUNTIMES for p in ev.places) and not ev.lxc_context
+    if cue.needs == "host":
+        return not (any(p in RUNTIMES for p in ev.places) and not ev.lxc_context)
     return True
 
 
@@ -334,7 +356,9 @@ def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
         for category, weight in alone.items():
             if not best.keys() - {category} and weight > best.get(category, 0):
                 best[category] = weight
-        versions = versions or bool(best.keys() & _VERSION_LAYERS)
+        # a version compared, the host's driver absent or the hardware failing, carried by the runtime
+        versions = versions or bool(best.keys() & _VERSION_LAYERS) or best.get("no_driver_loaded", 0) >= 4 \
+            or best.get("oom_or_hw", 0) >= 4
         for category, weight in messenger.items():
             if weight > best.get(category, 0):
                 carried.append((category, weight - best.get(category, 0), index, line.strip()))
@@ -367,7 +391,9 @@ _TABLE_ROW = compile_rx(r"^\s*[|+\x{2502}\x{2503}\x{250f}\x{2517}\x{2523}\x{2521
 def _context_line(line: str) -> bool:
     """A line the whole-log reading weighs: not a table row, not a line its program marks as information, not one
     whose failure word counts nothing ("ECC errors: 0")."""
-    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line) or _FRAME.search(line))
+    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line) or _FRAME.search(line)
+                or _NOT_RUN.search(line) or (_QUIET_FIELD.search(line) and not _BUILT_WITHOUT_CUDA.search(line))
+                or _SUCCEEDED.search(line))
 
 
 #: a failure of the GPU stack, in its own words: what shows the failure a version comparison needs beside it
