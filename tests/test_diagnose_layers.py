@@ -6,6 +6,8 @@ Each log is a real paste from the public thread named beside it (bench/heldout-2
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from provisioner.diagnose import diagnose
@@ -307,4 +309,12 @@ HELM_BESIDE_A_LOADED_DRIVER = (
 ])
 def test_what_is_not_a_failure_gets_no_layer(text: str) -> None:
     assert guess_layer(clean_log(text).lines, log_evidence(text)) is None
+    assert diagnose(text) == []
+
+
+def test_a_successful_nvidia_installer_log_gets_no_finding() -> None:
+    # the reference host's userspace install (tests/fixtures/outputs, README there): its "-> " lines are the installer's
+    # progress ("-> Unable to scan initramfs: no tool found" included); it ends "… is now complete."
+    text = (Path(__file__).parent / "fixtures/outputs/nvidia_installer_success_userspace.log").read_text()
+    assert "-> Unable to scan initramfs" in text
     assert diagnose(text) == []

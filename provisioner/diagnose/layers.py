@@ -105,7 +105,9 @@ _INXI_X_DRIVERS = compile_rx(r"(?:\bdriver:|\b(?:un)?loaded:) [\w,-]+ (?:(?:un)?
 _STEP_SUCCEEDED = compile_rx(r"^\s*\d+\.\s[^\n]{0,160}?:\s*(?:ok|changed|skipped|will change|no change)"
                              r"(?:\s*\(\d+(?:\.\d+)?s\)|\s{2}|$)")
 #: a line its program marks as information, not as a failure ("NCCL INFO NET/IB : No device found.", level=info)
-_INFO = compile_rx(r"(?-i:\b(?:INFO|DEBUG|TRACE|NOTICE)\b)|\blevel=(?:info|debug|trace)\b|^\s*\[?[IDT]\d{4} ")
+_INFO = compile_rx(r"(?-i:\b(?:INFO|DEBUG|TRACE|NOTICE)\b)|\blevel=(?:info|debug|trace)\b|^\s*\[?[IDT]\d{4} "
+                   # nvidia-installer's log marks its progress messages "-> " (its errors "ERROR:", warnings "WARNING:")
+                   r"|^\s*-> ")
 
 
 @dataclass(frozen=True)
