@@ -318,3 +318,23 @@ def test_a_successful_nvidia_installer_log_gets_no_finding() -> None:
     text = (Path(__file__).parent / "fixtures/outputs/nvidia_installer_success_userspace.log").read_text()
     assert "-> Unable to scan initramfs" in text
     assert diagnose(text) == []
+
+
+# pytorch/pytorch#41005 (a 32-bit Python) and ByteDance-Seed/VeOmni#147 (uv on aarch64): the `+cpu` in a resolver's
+# failure is the version asked for, not a CPU build installed
+PIP_ASKED_FOR_CPU = (
+    "C:\\Python\\Python37-32\\Scripts>pip install torch==1.5.1+cpu torchvision==0.6.1+cpu -f "
+    "https://download.pytorch.org/whl/torch_stable.html\n"
+    "ERROR: Could not find a version that satisfies the requirement torch==1.5.1+cpu (from versions: 0.1.2, 0.1.2.post1, "
+    "0.1.2.post2)\nERROR: No matching distribution found for torch==1.5.1+cpu\n"
+)
+UV_ASKED_FOR_CPU = (
+    "error: Distribution `torchaudio==2.6.0+cpu @ registry+https:/download.pytorch.org/whl/` can't be installed because "
+    "it doesn't have a source distribution or wheel for the current platform\n"
+)
+
+
+@pytest.mark.parametrize("text", [PIP_ASKED_FOR_CPU, UV_ASKED_FOR_CPU])
+def test_a_cpu_version_a_resolver_cannot_find_is_the_resolvers(text: str) -> None:
+    guess = guess_layer(clean_log(text).lines, log_evidence(text))
+    assert guess is not None and guess.category == "resolver_failure", guess

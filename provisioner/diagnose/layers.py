@@ -185,10 +185,12 @@ CUES: tuple[Cue, ...] = (
          r"|\bld_library_path\b|\bldconfig\b|\bdynamic (?:library|link)|\blibrar(?:y|ies)\b[^\n]{0,30}\b(?:not found|"
          r"missing|(?:cannot|could not|can't|couldn't) be (?:found|loaded)|failed to load)"),
     # a CPU-only build
-    _cue("cpu_only_wheel", 4, r"\bcompiled with (?:cuda|gpu)|\+cpu\b|\bcpu[- ]only\b|\bcpuonly\b|\bnot compiled with\b"
+    _cue("cpu_only_wheel", 4, r"\bcompiled with (?:cuda|gpu)|\bcpu[- ]only\b|\bcpuonly\b|\bnot compiled with\b"
          r"|\bbuilt without (?:cuda|gpu)|\bwithout (?:cuda|gpu) support|\bcpuexecutionprovider\b"
          # collect_env's line for a build without CUDA
-         r"|\bcuda used to build pytorch:\s*(?:none|could not collect)\b|\bpy3(?:\.?\d+)?_cpu_\d"),
+         r"|\bcuda used to build pytorch:\s*(?:none|could not collect)\b"),
+    # a CPU build's version or build string: what is installed, unless the line is a resolver's failure to find it
+    _cue("cpu_only_wheel", 4, r"\+cpu\b|\bpy3(?:\.?\d+)?_cpu_\d", alone=True),
     # NCCL and the collectives
     _cue("nccl_failure", 3, r"\bnccl\w*|\bprocessgroupnccl\b"),
     _cue("nccl_failure", 1, r"\bc10d\b|\ball_?reduce\b|\ball_?gather\b|\bbarrier\b|\bcollective\b|\bwatchdog\b"
@@ -207,7 +209,9 @@ CUES: tuple[Cue, ...] = (
     _cue("resolver_failure", 4, r"\bno matching distribution\b|\bcould not find a version\b|\bfrom versions\b"
          r"|\bresolutionimpossible\b|\bunsatisfiable\b|\bno solution found\b|\bconflicting (?:dependencies|requirements)"
          r"|\brequires-python\b|\bnot a supported wheel\b|\bnothing provides\b|\bno (?:matching |compatible )?"
-         r"(?:wheel|distribution|version)s?\b|\bnot available for (?:this|your) platform\b"),
+         r"(?:wheel|distribution|version)s?\b|\bnot available for (?:this|your) platform\b"
+         # uv's "can't be installed because it doesn't have a source distribution or wheel for the current platform"
+         r"|\bcan't be installed because\b|\bdoesn't have a (?:source distribution or )?wheel\b"),
     _cue("resolver_failure", 1, r"\bpip3?\b|\buv\b|\bconda\b|\bmamba\b|\bpoetry\b|\bpdm\b|\bpixi\b|\bwheels?\b"
          r"|\bindex-url\b|\bpypi\b|\bdependenc(?:y|ies)\b|\bresolv\w*"),
     # the hardware, or its memory
