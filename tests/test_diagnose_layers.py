@@ -13,8 +13,14 @@ import pytest
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.engine import fact_text_candidates
 from provisioner.diagnose.evidence import log_evidence
-from provisioner.diagnose.layers import CONFIDENCE, failing_lines, guess_layer
+from provisioner.diagnose.layers import CONFIDENCE, LayerGuess, failing_lines, guess_layer
 from provisioner.diagnose.normalize import clean_log
+
+
+def _guess(text: str) -> LayerGuess | None:
+    """The layer guess alone on a log, as `diagnose` makes it where no rule matched."""
+    return guess_layer(clean_log(text).lines, log_evidence(text))
+
 
 # https://github.com/PaddlePaddle/Paddle/issues/26892 (Paddle's allocator, no rule knows its wording)
 PADDLE_OOM = (
@@ -99,8 +105,8 @@ def test_context_decides_the_container_layers() -> None:
              "Failed to initialize NVML: Unknown Error"]  # nvidia-smi's nvmlErrorString(999)
     lxc = "root@pve:~# pct enter 105\n" + "\n".join(lines)
     docker = "$ docker exec -it jellyfin bash\n" + "\n".join(lines)
-    g_lxc = guess_layer(clean_log(lxc).lines, log_evidence(lxc))
-    g_docker = guess_layer(clean_log(docker).lines, log_evidence(docker))
+    g_lxc = _guess(lxc)
+    g_docker = _guess(docker)
     assert g_lxc is not None and g_lxc.category == "proxmox_lxc"
     assert g_docker is not None and g_docker.category == "container_device_missing"
 
@@ -109,9 +115,9 @@ def test_a_tie_between_layers_is_no_guess() -> None:
     libs = "error: libcudnn.so.9 not found\nerror: libcublas.so.12 not found\n"  # missing_shared_lib: 3 + 3
     nccl = "NCCL failed: unhandled system error\nNCCL WARN Bootstrap failed\n"  # nccl_failure: 3 + 3
     tie = libs + nccl
-    assert guess_layer(clean_log(tie).lines, log_evidence(tie)) is None
+    assert _guess(tie) is None
     more = tie + "error: libcufft.so.11 not found\n"
-    g = guess_layer(clean_log(more).lines, log_evidence(more))
+    g = _guess(more)
     assert g is not None and (g.category, g.score, g.runner_up, g.runner_up_score) == ("missing_shared_lib", 9,
                                                                                      "nccl_failure", 6)
 
@@ -144,11 +150,11 @@ RUNTIME_CARRIES_MISMATCH = (
 
 
 def test_the_runtime_that_carried_a_version_comparison_is_not_its_layer() -> None:
-    guess = guess_layer(clean_log(RUNTIME_CARRIES_MISMATCH).lines, log_evidence(RUNTIME_CARRIES_MISMATCH))
+    guess = _guess(RUNTIME_CARRIES_MISMATCH)
     assert guess is not None and guess.category == "driver_lib_mismatch", guess
     # the same runtime's lines with no version comparison beside them are the container's layer
     alone = RUNTIME_CARRIES_MISMATCH.replace("nvml error: driver/library version mismatch", "mount error: stat failed")
-    guess = guess_layer(clean_log(alone).lines, log_evidence(alone))
+    guess = _guess(alone)
     assert guess is not None and guess.category == "container_device_missing", guess
 
 
@@ -170,12 +176,6 @@ GPU_LOST_ASSERT = (
 )
 
 
-@pytest.mark.parametrize("text", [FALLEN_OFF_NO_XID, GPU_LOST_ASSERT])
-def test_the_kernel_modules_prefix_is_not_the_layer_of_a_hardware_fault(text: str) -> None:
-    guess = guess_layer(clean_log(text).lines, log_evidence(text))
-    assert guess is not None and guess.category == "oom_or_hw", guess
-
-
 # ray-project/ray#42246 (an image's CUDA 11.8 requirement on an older driver, reported by the container runtime) and
 # NVIDIA/nvidia-docker#68 (nvidia-docker 1's own comparison)
 RUNTIME_CARRIES_REQUIREMENT = (
@@ -192,12 +192,6 @@ NVIDIA_DOCKER1_CUDA = ("$ nvidia-docker run --rm nvidia/cuda nvidia-smi\n"
                        "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5\n")
 
 
-@pytest.mark.parametrize("text", [RUNTIME_CARRIES_REQUIREMENT, NVIDIA_DOCKER1_CUDA])
-def test_a_cuda_requirement_the_runtime_reports_is_the_drivers_layer(text: str) -> None:
-    guess = guess_layer(clean_log(text).lines, log_evidence(text))
-    assert guess is not None and guess.category == "driver_too_old", guess
-
-
 # Project-HAMi/HAMi#704: a container started without the NVIDIA runtime (the driver's libcuda is the runtime's to
 # mount), and microsoft/WSL#4326 (the .run installer inside WSL 2)
 DRIVER_LIB_IN_CONTAINER = (
@@ -210,17 +204,6 @@ INSTALLING_THE_DRIVER = (
     "Installing NVIDIA Driver on WSL 2: unable to find kernel source tree for currently running kernel.\n\n"
     "* When I try to install NVIDIA driver on WSL 2, the driver yields an error: cannot find the current kernel tree.\n"
 )
-
-
-@pytest.mark.parametrize(("text", "category"), [
-    (DRIVER_LIB_IN_CONTAINER, "container_device_missing"),
-    (INSTALLING_THE_DRIVER, "installer_failure"),
-    # a toolkit library missing in a container is the image's, not the runtime's
-    (DRIVER_LIB_IN_CONTAINER.replace("libcuda.so.1", "libcublas.so.9.0"), "missing_shared_lib"),
-])
-def test_whose_library_and_whose_install(text: str, category: str) -> None:
-    guess = guess_layer(clean_log(text).lines, log_evidence(text))
-    assert guess is not None and guess.category == category, guess
 
 
 # pytorch/pytorch#108607: a nightly that resolved to a CPU build; the check's answer and collect_env's lines say so,
@@ -250,12 +233,6 @@ SIG_REJECTED = ("After a clean install, when using `module.sig_enforce=1`, the N
                 "happens with both proprietary and open source drivers.\nThe nvidia modules are rejected\n")
 RUST_NVML = ("thread 'main' panicked at 'Failed to initialize nvml: DriverNotLoaded', src/environment/mod.rs:37:31\n"
              "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\nAborted (core dumped)\n")
-
-
-@pytest.mark.parametrize("text", [SIG_REJECTED, RUST_NVML])
-def test_the_driver_absent_or_refused_in_other_layers_words(text: str) -> None:
-    guess = guess_layer(clean_log(text).lines, log_evidence(text))
-    assert guess is not None and guess.category == "no_driver_loaded", guess
 
 
 # facebookresearch/detectron2#233 (built on a K80, run on a P100): c10's stack frames name libraries on the way, they
@@ -308,7 +285,7 @@ HELM_BESIDE_A_LOADED_DRIVER = (
     "In [4]: torch.backends.mps.is_available()\nOut[4]: False\n",
 ])
 def test_what_is_not_a_failure_gets_no_layer(text: str) -> None:
-    assert guess_layer(clean_log(text).lines, log_evidence(text)) is None
+    assert _guess(text) is None
     assert diagnose(text) == []
 
 
@@ -334,7 +311,27 @@ UV_ASKED_FOR_CPU = (
 )
 
 
-@pytest.mark.parametrize("text", [PIP_ASKED_FOR_CPU, UV_ASKED_FOR_CPU])
-def test_a_cpu_version_a_resolver_cannot_find_is_the_resolvers(text: str) -> None:
-    guess = guess_layer(clean_log(text).lines, log_evidence(text))
-    assert guess is not None and guess.category == "resolver_failure", guess
+@pytest.mark.parametrize(("text", "category"), [
+    # the kernel module's "NVRM:" is on every line it prints: the hardware's words are the layer
+    pytest.param(FALLEN_OFF_NO_XID, "oom_or_hw", id="fallen-off-the-bus-no-xid"),
+    pytest.param(GPU_LOST_ASSERT, "oom_or_hw", id="gpu-lost-assert"),
+    # a CUDA requirement the container runtime reports is the driver's version
+    pytest.param(RUNTIME_CARRIES_REQUIREMENT, "driver_too_old", id="runtime-carries-a-cuda-requirement"),
+    pytest.param(NVIDIA_DOCKER1_CUDA, "driver_too_old", id="nvidia-docker-1-cuda-version"),
+    # whose library, whose install: the driver's libcuda in a container is the runtime's to mount, a toolkit library is
+    # the image's; installing the driver is the installer's layer
+    pytest.param(DRIVER_LIB_IN_CONTAINER, "container_device_missing", id="driver-library-in-a-container"),
+    pytest.param(DRIVER_LIB_IN_CONTAINER.replace("libcuda.so.1", "libcublas.so.9.0"), "missing_shared_lib",
+                 id="toolkit-library-in-a-container"),
+    pytest.param(INSTALLING_THE_DRIVER, "installer_failure", id="installing-the-driver"),
+    # the driver absent or refused in the words of the layers above it
+    pytest.param(SIG_REJECTED, "no_driver_loaded", id="module-key-rejected"),
+    pytest.param(RUST_NVML, "no_driver_loaded", id="nvml-driver-not-loaded"),
+    # a `+cpu` a resolver cannot find is the version asked for
+    pytest.param(PIP_ASKED_FOR_CPU, "resolver_failure", id="pip-asked-for-cpu"),
+    pytest.param(UV_ASKED_FOR_CPU, "resolver_failure", id="uv-asked-for-cpu"),
+])
+def test_the_layer_of_wordings_no_rule_knows(text: str, category: str) -> None:
+    guess = _guess(text)
+    assert guess is not None and guess.category == category, guess
+
