@@ -307,3 +307,13 @@ def test_nvidias_windows_installer_refusing_the_machine_is_the_install() -> None
     category, rules = top_and_rules(log)
     assert category == "installer_failure" and "installer.windows_driver_refused" in rules, rules
     assert "Hardware Ids" in diagnose(log)[0].fix
+
+
+def test_a_module_not_found_is_no_alias_to_off() -> None:
+    # kmod's "Module %s not found" names any module: only the module "off" is nvidia-prime's `alias nvidia off` (the
+    # review's case: a DKMS build that failed, then modprobe finds no nvidia module)
+    log = ("Error! Bad return status for module build on kernel: 6.8.0-45-generic (x86_64)\n"
+           "$ sudo modprobe nvidia\nmodprobe: FATAL: Module nvidia not found in directory /lib/modules/6.8.0-45-generic")
+    assert "nodriver.module_aliased_off" not in all_rules(log)
+    assert "nodriver.module_aliased_off" in all_rules("modprobe: FATAL: Module off not found in directory "
+                                                      "/lib/modules/5.15.0-91-generic")

@@ -372,7 +372,9 @@ RULES: tuple[Rule, ...] = (
             r"not signed by a key that is trusted by the kernel",
             r"Kernel module load error: (?:Operation not permitted|Key was rejected)",
         ),
-        confidence=0.88,
+        # above a GPU the driver branch dropped (0.92 with its consequences): the kernel refuses the module before the
+        # driver looks at any GPU, so the refusal is what to fix first
+        confidence=0.9,
         context=r"secure ?boot|sig_enforce|\bMOK\b|mokutil|Key was rejected by service|Required key not available",
         demotes=("installer_failure",),
         root_cause=(
@@ -399,6 +401,8 @@ RULES: tuple[Rule, ...] = (
         # add) turns the request into the module "off", which kmod then reports as it reports any module:
         # "could not insert 'off'" / "Module off not found"
         patterns=(r"could not insert [\"'`]?off[\"'`]?", r"\bModule off not found\b"),
+        # kmod's messages it cites name any module: only the module "off" is the alias
+        requires=(r"could not insert [\"'`]?off[\"'`]?|\bModule off not found\b",),
         confidence=0.88,
         root_cause=(
             "The nvidia module is aliased to `off` in modprobe.d (nvidia-prime's `prime-select intel` writes `alias "
