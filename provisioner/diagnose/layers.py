@@ -67,6 +67,12 @@ _BUILT_WITHOUT_CUDA = compile_rx(r"\bcuda used to build pytorch:\s*(?:none|could
 #: a line saying its part came up ("NVRM: loading NVIDIA UNIX … Kernel Module", "[drm] Initialized nvidia-drm", "Nvlink
 #: Core is being initialized"): that layer works, the whole-log reading does not weigh it
 _SUCCEEDED = compile_rx(r"\b(?:loading|loaded|initiali[sz]ed|being initiali[sz]ed|registered|successfully|succeeded)\b")
+def _says_nothing_wrong(line: str) -> bool:
+    """A stack frame, a test not run, a benign notice, or a field whose value is quiet (not collect_env's CPU build)."""
+    return _FRAME.search(line) is not None or _NOT_RUN.search(line) is not None \
+        or (_QUIET_FIELD.search(line) is not None and _BUILT_WITHOUT_CUDA.search(line) is None)
+
+
 #: the answer a REPL prints on the line after the check ("torch.cuda.is_available()" / "False")
 _CHECK_CALL = compile_rx(r"\bcuda\.(?:is_available|device_count)\(\)|\bis_built_with_cuda\(\)")
 _NO_ANSWER = compile_rx(r"^\s*(?:>>>\s*|Out\[\d+\]:\s*)?(?:False|0)\s*(?:#[^\n]*)?$")  # a pasted "# should be True"
@@ -118,9 +124,9 @@ class Cue:
     weight: int
     regex: Regex
     needs: str = ""  # "lxc": only where the log shows an LXC context; "runtime": a docker/podman/k8s one; "host": not one
-    # the program that carried the failure, not its layer: its words do not count on a line that compares versions
-    # ("OCI runtime create failed: … nvidia-container-cli: requirement error: … please update your driver" is the
-    # driver's version, reported through the container runtime)
+    # the program that carried the failure, not its layer: its words count nowhere in a log where a failing line names
+    # a cause it carries (_CARRIED: "OCI runtime create failed: … nvidia-container-cli: requirement error: … please
+    # update your driver" is the driver's version, reported through the container runtime)
     messenger: bool = False
     # a prefix the program puts on every line it prints (the kernel module's "NVRM:"): it names the layer only on a
     # line that names no other ("NVRM: GPU … has fallen off the bus" is the hardware's)
@@ -132,8 +138,9 @@ def _cue(category: Category, weight: int, regex: str, needs: str = "", messenger
     return Cue(category, weight, compile_rx(regex), needs, messenger, alone)
 
 
-#: the layers whose words on a line are a version comparison the messenger only carries
-_VERSION_LAYERS: frozenset[Category] = frozenset({"driver_too_old", "driver_lib_mismatch"})
+#: the causes a messenger only carries, by the least weight a failing line's words must have for each: a version
+#: compared (any word), the host's driver absent or the hardware failing (their strong words only)
+_CARRIED: dict[Category, int] = {"driver_too_old": 1, "driver_lib_mismatch": 1, "no_driver_loaded": 4, "oom_or_hw": 4}
 
 
 _GPU_WORDS = r"\b(?:nvidia\S*|gpus?|cuda|/dev/nvidia\S*|nvidia-smi|nvml)\b"
@@ -310,9 +317,7 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
         if line.strip() and _NO_ANSWER.search(line) is not None and _CHECK_CALL.search(asked) is not None:
             out.append((i, f"{asked.strip()} -> {line.strip()}"))  # the check and its answer, read as one line
             continue
-        if not line.strip() or _FAILURE.search(line) is None or _FRAME.search(line) is not None \
-                or _NOT_RUN.search(line) is not None \
-                or (_QUIET_FIELD.search(line) is not None and _BUILT_WITHOUT_CUDA.search(line) is None):
+        if not line.strip() or _FAILURE.search(line) is None or _says_nothing_wrong(line):
             continue
         if _JSON_LINE.search(line) is not None and _JSON_FAILED.search(line) is None \
                 and _DOCKER_JSON.search(line) is None:
@@ -328,22 +333,23 @@ def failing_lines(lines: tuple[str, ...] | list[str]) -> list[tuple[int, str]]:
 def _allowed(cue: Cue, ev: LogEvidence) -> bool:
     if cue.needs == "lxc":
         return ev.lxc_context
+    runtime = any(p in RUNTIMES for p in ev.places) and not ev.lxc_context
     if cue.needs == "runtime":
-        return any(p in RUNTIMES for p in ev.places) and not ev.lxc_context
+        return runtime
     if cue.needs == "host":
-        return not (any(p in RUNTIMES for p in ev.places) and not ev.lxc_context)
+        return not runtime
     return True
 
 
 def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
            ) -> tuple[dict[Category, int], dict[Category, list[tuple[int, int, str]]]]:
     """Each layer's weight over the lines (a line counts once, for its heaviest word of each layer). A messenger's
-    words (the container runtime that reported the failure) count nowhere once a line compares versions: the
-    runtime's lines carry that comparison's failure."""
+    words (the container runtime that reported the failure) count nowhere once a line names a cause it carries
+    (`_CARRIED`); an `alone` cue's only on a line that names no other layer."""
     score: dict[Category, int] = defaultdict(int)
     fed: dict[Category, list[tuple[int, int, str]]] = defaultdict(list)
     carried: list[tuple[Category, int, int, str]] = []
-    versions = False
+    cause_carried = False
     seen: set[str] = set()
     for index, line in numbered_lines:
         line = line[:MAX_LINE_CHARS]
@@ -362,16 +368,14 @@ def _weigh(numbered_lines: list[tuple[int, str]], cues: list[Cue]
         for category, weight in alone.items():
             if not best.keys() - {category} and weight > best.get(category, 0):
                 best[category] = weight
-        # a version compared, the host's driver absent or the hardware failing, carried by the runtime
-        versions = versions or bool(best.keys() & _VERSION_LAYERS) or best.get("no_driver_loaded", 0) >= 4 \
-            or best.get("oom_or_hw", 0) >= 4
+        cause_carried = cause_carried or any(best.get(c, 0) >= w for c, w in _CARRIED.items())
         for category, weight in messenger.items():
             if weight > best.get(category, 0):
                 carried.append((category, weight - best.get(category, 0), index, line.strip()))
         for category, weight in best.items():
             score[category] += weight
             fed[category].append((weight, index, line.strip()))
-    if not versions:
+    if not cause_carried:
         for category, extra, index, text in carried:
             score[category] += extra
             fed[category].append((extra, index, text))
@@ -397,8 +401,7 @@ _TABLE_ROW = compile_rx(r"^\s*[|+\x{2502}\x{2503}\x{250f}\x{2517}\x{2523}\x{2521
 def _context_line(line: str) -> bool:
     """A line the whole-log reading weighs: not a table row, not a line its program marks as information, not one
     whose failure word counts nothing ("ECC errors: 0")."""
-    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line) or _FRAME.search(line)
-                or _NOT_RUN.search(line) or (_QUIET_FIELD.search(line) and not _BUILT_WITHOUT_CUDA.search(line))
+    return not (_TABLE_ROW.search(line) or _INFO.search(line) or _HEALTHY.search(line) or _says_nothing_wrong(line)
                 or _SUCCEEDED.search(line))
 
 
