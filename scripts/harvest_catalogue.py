@@ -351,6 +351,16 @@ SPECS: tuple[Spec, ...] = (
                    "Legacy drivers. Please\nNVRM:   visit http://www.nvidia.com/object/unix.html for more\nNVRM:   "
                    "information.  The %s NVIDIA driver will ignore this GPU."),
          url="https://download.nvidia.com/XFree86/Linux-x86_64/", kind="documented"),
+    # nvidia-xconfig --query-gpu-info (query_gpu_info.c): find_devices() (multiple_screens.c) dlopens libnvidia-cfg.so.1
+    # and asks it for the NVIDIA GPUs; NULL (the library missing, the driver not answering, no GPU bound to it) is
+    # nv_error_msg("Unable to query GPU information"), a failure inside nv_warning_msg("Unable to use the nvidia-cfg
+    # library to query NVIDIA hardware."). prime-select scripts (openSUSE's SUSEPrime) run it to find the BusID
+    Spec("nvxconfig.query_gpu_failed", "nvidia-xconfig (query_gpu_info.c, multiple_screens.c)",
+         "nvidia-xconfig could not list the NVIDIA GPUs through the driver's libnvidia-cfg: the driver is not loaded "
+         "or not installed completely, or no GPU is bound to it.",
+         wordings=("ERROR: Unable to query GPU information",
+                   "WARNING: Unable to use the nvidia-cfg library to query NVIDIA hardware."),
+         url=GH + "NVIDIA/nvidia-xconfig/blob/main/query_gpu_info.c", kind="documented"),
     Spec("kernel.pcie_aer", "Linux kernel (drivers/pci/pcie/aer.c)", "A PCIe Advanced Error Reporting event.",
          wordings=("PCIe Bus Error: severity=%s, type=%s, (%s)",),
          url=GH + "torvalds/linux/blob/master/drivers/pci/pcie/aer.c", kind="documented"),
@@ -364,6 +374,14 @@ SPECS: tuple[Spec, ...] = (
          wordings=("modprobe: ERROR: could not insert '%s': Operation not permitted",
                    "modprobe: ERROR: could not insert '%s': Key was rejected by service"),
          url="https://git.kernel.org/pub/scm/utils/kernel/kmod/kmod.git/tree/tools/modprobe.c", kind="documented"),
+    # module-init-tools' modprobe (kmod's predecessor: RHEL/CentOS 5-6, Ubuntu to 11.10), modprobe.c insmod():
+    # `error("Error inserting %s (%s): %s\n", mod->modname, mod->filename, insert_moderror(errno))`, its error()
+    # printing "FATAL: "; kmod prints the same refusal as "could not insert '%s': %s" (tools/modprobe.c)
+    Spec("kernel.insert_no_device", "module-init-tools / kmod (modprobe)",
+         "The module's init returned ENODEV: the driver found no device it drives.",
+         wordings=("FATAL: Error inserting %s (%s): No such device",
+                   "modprobe: ERROR: could not insert '%s': No such device"),
+         url=GH + "vadmium/module-init-tools/blob/master/modprobe.c", kind="documented"),
     Spec("kernel.unsigned_module", "Linux kernel (module signing)", "Secure Boot rejected an unsigned module.",
          wordings=("Loading of unsigned module is rejected", "Loading of module with unavailable key is rejected"),
          url=GH + "torvalds/linux/blob/master/kernel/module/signing.c", kind="documented"),
@@ -785,6 +803,14 @@ SPECS: tuple[Spec, ...] = (
          "The library file exists but is not a usable shared object: empty or truncated (an interrupted copy, a "
          "placeholder bind-mounted or left where the real file should be), or not an ELF file at all.",
          wordings=("%s: file too short", "%s: invalid ELF header"), url=GLIBC, kind="documented"),
+    # GNU ld linking against the same kind of file: bfd's bfd_error_file_truncated ("file truncated"; "File truncated"
+    # before binutils 2.31) after ld's "%s: file not recognized: %s" (ld/ldfile.c). A CUDA driver library left empty
+    # in an image built without the NVIDIA runtime (NVIDIA/nvidia-docker#1504: docker buildkit, libcuda.so)
+    Spec("binutils.file_truncated", "GNU ld (binutils, bfd)",
+         "The linker was given a library file that is empty or cut short: an interrupted copy, or a placeholder where "
+         "the real library should have been mounted.",
+         wordings=("%s: file not recognized: file truncated",),
+         url="https://sourceware.org/git/?p=binutils-gdb.git;a=blob;f=bfd/bfd.c", kind="documented"),
     Spec("ld.version_not_found", "glibc ld.so (elf/dl-version.c)", "A library needs a newer glibc/libstdc++ symbol version.",
          wordings=("version `%s' not found (required by %s)",), url=GLIBC, kind="documented"),
     Spec("ld.undefined_symbol", "glibc ld.so (elf/dl-lookup.c)", "Libraries from different builds are mixed.",

@@ -255,12 +255,18 @@ def _merge(a: Candidate, b: Candidate) -> Candidate:
 
 
 def _apply_demotions(cands: list[Candidate]) -> None:
-    """A category some finding explains (its rule `demotes` it) ranks below that finding."""
+    """A category some finding explains (its rule `demotes` it) ranks below that finding. Two findings that each
+    claim to explain the other: the claim of the more confident one stands (the other's would only undo it)."""
+    first = {id(c): c.confidence for c in cands}
+
+    def overruled(c: Candidate, o: Candidate) -> bool:
+        return c.category in o.demotes and first[id(o)] > first[id(c)]
+
     for _ in range(len(cands)):  # demotions can chain; a fixed point is reached quickly
         changed = False
         for c in cands:
             for o in cands:
-                if o is not c and o.category in c.demotes and o.confidence >= c.confidence:
+                if o is not c and o.category in c.demotes and o.confidence >= c.confidence and not overruled(c, o):
                     o.confidence = max(0.05, c.confidence - DEMOTE_MARGIN)
                     changed = True
         if not changed:

@@ -30,7 +30,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "cpu.conda_cpu_build": ("torch.not_compiled_with_cuda",),
     "resolver.conda_constraint_conflict": ("libsolv.constraint_conflict",),
     "container.stale_driver_mounts": ("cdi.host_device_missing",),
-    "libs.library_file_broken": ("ld.not_an_elf_object",),
+    "libs.library_file_broken": ("ld.not_an_elf_object", "binutils.file_truncated"),
     "arch.ggml_no_device_code": ("ggml.no_device_code",),
     "libs.ctranslate2_cuda_library": ("ctranslate2.library_not_loaded",),
     "libs.windows_entry_point_missing": ("windows.entry_point_not_found",),

@@ -519,5 +519,38 @@ RULES: tuple[Rule, ...] = (
                   "runtime create failed: runc create failed: unable to start container process: error during container "
                   "init: failed to fulfil mount request: open /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.580.159.04: no "
                   "such file or directory",),
+    ),    Rule(
+        # An empty driver library in a container: libnvidia-container creates each file it bind-mounts from the host
+        # as an empty file first; an image built or committed under the NVIDIA runtime keeps those zero-byte files
+        # (NVIDIA/libnvidia-container#140, its maintainer; docker buildkit: NVIDIA/nvidia-docker#1504), and a container
+        # run without the runtime sees them instead of the host's libraries (Thinklab-SJTU/R3Det_Tensorflow#78). On
+        # Jetson (JetPack 4, the runtime's CSV mode) CUDA, cuDNN and TensorRT come from the device the same way
+        # (dusty-nv/jetson-inference#1733, #1290). Not nvidia-container-cli's own "load library failed": that file is
+        # the host's.
+        name="container.placeholder_driver_library",
+        category="container_device_missing",
+        patterns=(),
+        messages=("ld.not_an_elf_object", "binutils.file_truncated"),
+        requires=(r"(?:\blib(?:cuda|nvidia-[\w-]+|nvcuvid)|(?:/usr/lib/aarch64-linux-gnu/(?:tegra/)?|/usr/local/cuda[\w.-]*"
+                  r"/targets/aarch64-linux/lib/)lib(?:cublas\w*|cudart|cudnn\w*|nvinfer\w*|nvonnxparser|nvparsers|cufft\w*"
+                  r"|curand|cusolver\w*|cusparse|nvrtc\w*|npp\w*|nvToolsExt|nvdla\w*))\.so[\w.]*:?\s+(?:file too short"
+                  r"|file not recognized: file truncated)",),
+        unless=r"load library failed: [^\n]{0,300}(?:file too short|file not recognized)",
+        context=RUNTIME_CONTEXT + r"|\bl4t\b|\bjetpack\b|\bDockerfile\b",
+        demotes=("missing_shared_lib",),
+        confidence=0.92,
+        root_cause=("A driver library in the container is an empty placeholder: the NVIDIA container runtime mounts "
+                    "the host's libraries over such files (on Jetson with JetPack 4 also CUDA, cuDNN and TensorRT), "
+                    "and here it did not — the container or the build step ran without the NVIDIA runtime, the image "
+                    "was built or committed under it and kept the empty files, or (Jetson) the device itself lacks the "
+                    "libraries the runtime mounts."),
+        fix=("Run the container with the NVIDIA runtime (`docker run --gpus all` / `--runtime nvidia`); for `docker "
+             "build` steps that need the libraries set `\"default-runtime\": \"nvidia\"` in /etc/docker/daemon.json "
+             "(buildkit does not use it: `DOCKER_BUILDKIT=0`), or link against the toolkit's stubs "
+             "(/usr/local/cuda/lib64/stubs); rebuild an image that has zero-byte libnvidia-*/libcuda files in it from "
+             "a clean base. On Jetson with JetPack 4 install CUDA, cuDNN and TensorRT on the device itself (SDK "
+             "Manager or the SD-card image): the runtime mounts them from there."),
+        examples=("root@2705d68d0852:/# make\n/usr/lib/aarch64-linux-gnu/libcublas.so  file not recognized: File "
+                  "truncated",),  # dusty-nv/jetson-inference#1290
     ),
 )

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
-from provisioner.diagnose.rules.common import CONTAINER_CONTEXT, GPU_PV_GUEST, IN_CONTAINER, NOT_WSL, WSL_CONTEXT
+from provisioner.diagnose.rules.common import (
+    CONTAINER_CONTEXT,
+    GPU_PV_GUEST,
+    IN_CONTAINER,
+    NOT_WSL,
+    RUNTIME_CONTEXT,
+    WSL_CONTEXT,
+)
 
 #: the steps where the GPU is a Windows host's, reached from WSL 2, as a clause other fixes lead into
 WSL_STEPS = ("in Windows: install the current NVIDIA driver for the GPU (its WSL support puts libcuda and nvidia-smi in "
@@ -115,6 +122,9 @@ RULES: tuple[Rule, ...] = (
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
             r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
+            # module-init-tools' modprobe (before kmod): "FATAL: Error inserting nvidia (/lib/modules/…/nvidia.ko): …"
+            r"Error inserting nvidia[\w-]* \([^)\n]{0,200}\): (?:Invalid module format|Exec format error|Unknown symbol "
+            r"in module|Invalid argument)",
             NVML_DRIVER_NOT_LOADED,
         ),
         confidence=0.85,
@@ -415,5 +425,44 @@ RULES: tuple[Rule, ...] = (
             "`update-initramfs -u`, then `modprobe nvidia` or reboot."
         ),
         examples=("modprobe: ERROR: could not insert 'off': Unknown symbol in module, or unknown parameter (see dmesg)",),
+    ),
+    Rule(
+        # the kernel's ENODEV from the module's init: nvidia.ko's PCI probe found no GPU it drives. modprobe prints
+        # it in module-init-tools' words ("FATAL: Error inserting nvidia_current (…nvidia-current.ko): No such
+        # device") or kmod's ("could not insert 'nvidia': No such device"); the messages name any module
+        name="nodriver.module_found_no_device",
+        category="no_driver_loaded",
+        patterns=(),
+        messages=("kernel.insert_no_device",),
+        requires=(r"(?:Error inserting|could not insert) [\"'`]?nvidia",),
+        confidence=0.86,
+        root_cause=("The nvidia kernel module refused to load because it found no GPU it can drive: the discrete GPU "
+                    "is powered off (an Optimus/hybrid laptop's switch — bbswitch, ironhide, prime — or the BIOS), "
+                    "another driver (nouveau, vfio-pci) holds it, this driver branch does not support it, or no NVIDIA "
+                    "GPU is visible (a VM without passthrough)."),
+        fix=("Read the kernel log right after `modprobe nvidia` (`dmesg | grep -iE 'nvrm|nvidia|nouveau'`): power the "
+             "discrete GPU on in the switcher's settings (or `prime-select`), blacklist nouveau and rebuild the "
+             "initramfs, or install the branch that supports the GPU (`lspci -nn | grep -i nvidia` names it); then "
+             "`modprobe nvidia`."),
+        examples=("FATAL: Error inserting nvidia_current (/lib/modules/3.0.0-12-generic/updates/dkms/nvidia-current.ko): "
+                  "No such device",),  # MrMEEE/ironhide#149
+    ),
+    Rule(
+        # nvidia-xconfig --query-gpu-info (query_gpu_info.c): libnvidia-cfg lists no NVIDIA GPU (find_devices(),
+        # multiple_screens.c) — the driver is not loaded or broken. prime-select (openSUSE's SUSEPrime) runs it to find
+        # the GPU's BusID. In a docker/Kubernetes container the same is the container not given the GPU.
+        name="nodriver.xconfig_found_no_gpu",
+        category="no_driver_loaded",
+        patterns=(),
+        messages=("nvxconfig.query_gpu_failed",),
+        unless=RUNTIME_CONTEXT,
+        generic=True,
+        confidence=0.72,
+        root_cause=("nvidia-xconfig could not list the NVIDIA GPUs through the driver (libnvidia-cfg): the driver is "
+                    "not loaded, its installation is incomplete or broken, or no GPU is bound to it."),
+        fix=("Check the driver on the host: `nvidia-smi`, `lsmod | grep nvidia`, `dmesg | grep -i nvrm`; reinstall the "
+             "driver packages of one version (module and userspace) and reboot; on a hybrid laptop power the NVIDIA "
+             "GPU on first."),
+        examples=("TW-WEDC:~ # prime-select nvidia\nERROR: Unable to query GPU information",),  # openSUSE/SUSEPrime#31
     ),
 )

@@ -1,0 +1,103 @@
+"""Issue #35, diagnosis from the emitters' own words (session 26): an empty driver library left in a container where
+the NVIDIA runtime should have mounted the host's, the kernel's "No such device" for nvidia.ko in module-init-tools'
+words, nvidia-xconfig finding no GPU, and two findings that each claim to explain the other. Each case is a real
+report's paste; the URL is beside it."""
+
+from __future__ import annotations
+
+from provisioner.diagnose import diagnose
+from tests.support.diagnosis import all_rules, top_and_rules
+
+# --- an empty driver library in a container (libnvidia-container's mount targets) ---------------------------------
+
+# dusty-nv/jetson-inference#1290: a docker build on JetPack 4 under runc (the maintainer: make nvidia the default
+# runtime so that builds get the CSV mounts)
+JETSON_BUILD = (
+    "/usr/lib/aarch64-linux-gnu/libcublas.so  file not recognized: File truncated\n"
+    "root@2705d68d0852:/# ll /usr/lib/aarch64-linux-gnu/libcublas.so.10.2.2.89 \n"
+    "-rw-r--r-- 1 root root 0 Jul  1  2020 /usr/lib/aarch64-linux-gnu/libcublas.so.10.2.2.89\n"
+    "root@2705d68d0852:/# file /usr/lib/aarch64-linux-gnu/libcublas.so.10.2.2.89 \n"
+    "**/usr/lib/aarch64-linux-gnu/libcublas.so.10.2.2.89: empty**")
+# NVIDIA/nvidia-docker#1504: docker buildkit does not run build steps under the NVIDIA runtime
+BUILDKIT = ("When building a container (docker 19.03) that should use CUDA it should bind the nvidia driver libraries\n"
+            " /usr/lib/x86_64-linux-gnu/libcuda.so: file not recognized: File truncated\n"
+            " collect2: error: ld returned 1 exit status")
+# Thinklab-SJTU/R3Det_Tensorflow#78: a container started with plain `docker run` (answer: use nvidia-docker)
+PLAIN_RUN = ("ImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short\n"
+             "\u6211\u7684docker \u5bb9\u5668\u542f\u52a8\u65b9\u5f0f\uff1a\ndocker run -it f2808fb1dfe9 bash")
+
+
+def test_an_empty_driver_library_in_a_container_is_the_runtime_not_mounting_it() -> None:
+    for log in (JETSON_BUILD, BUILDKIT, PLAIN_RUN):
+        category, rules = top_and_rules(log)
+        assert (category, rules) == ("container_device_missing", {"container.placeholder_driver_library"}), \
+            (log[:60], category, rules)
+    assert "default-runtime" in diagnose(BUILDKIT)[0].fix
+
+
+def test_a_broken_library_that_is_not_a_runtime_mount_stays_a_broken_library() -> None:
+    # nvidia-container-cli loading the host's own libnvidia-ml (the example of libs.library_file_broken): the host's file
+    host = ("nvidia-container-cli: initialization error: load library failed: "
+            "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1: file too short\n"
+            "docker: Error response from daemon: OCI runtime create failed")
+    # ggml-org/llama.cpp#14813: an image's own library, not one the runtime mounts
+    curl = ("docker compose up\n/app/llama-server: error while loading shared libraries: "
+            "/lib/x86_64-linux-gnu/libcurl.so.4: file too short")
+    # no container at all: the host's libcuda is broken
+    bare = "$ python -c 'import torch'\nImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short"
+    for log in (host, curl, bare):
+        assert top_and_rules(log)[0] == "missing_shared_lib", log[:60]
+        assert "container.placeholder_driver_library" not in all_rules(log), log[:60]
+
+
+# --- the kernel's ENODEV for nvidia.ko -------------------------------------------------------------------------------
+
+# MrMEEE/ironhide#149: module-init-tools' modprobe on Ubuntu 11.10, the Optimus GPU switched off
+IRONHIDE = ("  ironhide could not be started - optirun cannot be executed.\n"
+            "I tried running sudo modprobe nvidia-current, and it gave me this:\n"
+            "FATAL: Error inserting nvidia_current (/lib/modules/3.0.0-12-generic/updates/dkms/nvidia-current.ko): "
+            "No such device")
+
+
+def test_module_init_tools_no_such_device_is_no_gpu_for_the_driver() -> None:
+    category, rules = top_and_rules(IRONHIDE)
+    assert category == "no_driver_loaded" and "nodriver.module_found_no_device" in rules, rules
+    assert "powered off" in diagnose(IRONHIDE)[0].root_cause
+    # kmod's wording of the same refusal
+    assert "nodriver.module_found_no_device" in all_rules("modprobe: ERROR: could not insert 'nvidia': No such device")
+
+
+def test_another_modules_no_such_device_is_not_nvidias() -> None:
+    log = ("FATAL: Error inserting snd_hda_intel (/lib/modules/3.2.0-23-generic/kernel/sound/pci/hda/snd-hda-intel.ko): "
+           "No such device")
+    assert "nodriver.module_found_no_device" not in all_rules(log)
+
+
+def test_module_init_tools_invalid_module_format_is_a_module_for_another_kernel() -> None:
+    log = ("FATAL: Error inserting nvidia (/lib/modules/2.6.32-5-amd64/kernel/drivers/video/nvidia.ko): "
+           "Invalid module format")
+    assert top_and_rules(log) == ("no_driver_loaded", {"nodriver.module_missing"})
+
+
+# --- nvidia-xconfig --query-gpu-info ---------------------------------------------------------------------------------
+
+# openSUSE/SUSEPrime#31: prime-select runs nvidia-xconfig --query-gpu-info to find the BusID
+SUSEPRIME = ("TW-WEDC:~ # prime-select nvidia\nERROR: Unable to query GPU information\n"
+             "TW-WEDC:~ # prime-select nvidia\nnvidia driver already in use!")
+
+
+def test_nvidia_xconfig_finding_no_gpu_is_the_driver() -> None:
+    assert top_and_rules(SUSEPRIME) == ("no_driver_loaded", {"nodriver.xconfig_found_no_gpu"})
+    # in a docker container the same answer is the container not given the GPU
+    docker = "docker run --rm cuda-img nvidia-xconfig --query-gpu-info\nERROR: Unable to query GPU information"
+    assert "nodriver.xconfig_found_no_gpu" not in all_rules(docker)
+
+
+# --- two findings that each explain the other ------------------------------------------------------------------------
+
+def test_the_more_confident_of_two_mutual_explanations_stands() -> None:
+    # libs.library_file_broken demotes container_device_missing (a runtime passing on a broken library) and the
+    # placeholder rule demotes missing_shared_lib: the second, more confident, claim stands whatever order they meet
+    findings = diagnose(PLAIN_RUN)
+    assert findings[0].rule == "container.placeholder_driver_library"
+    assert any(r.rule == "libs.library_file_broken" for r in findings[0].also_possible)
