@@ -361,6 +361,13 @@ SPECS: tuple[Spec, ...] = (
          wordings=("ERROR: Unable to query GPU information",
                    "WARNING: Unable to use the nvidia-cfg library to query NVIDIA hardware."),
          url=GH + "NVIDIA/nvidia-xconfig/blob/main/query_gpu_info.c", kind="documented"),
+    # Arch's makepkg (scripts/makepkg.sh.in error_function): a PKGBUILD function (prepare, build, package_*) failed;
+    # its "==> ERROR: " prefix and "Aborting..." after it. NVIDIA's driver packages are built so on Arch and its
+    # derivatives (the AUR's legacy branches, Frogging-Family/nvidia-all)
+    Spec("makepkg.function_failed", "makepkg (pacman)",
+         "Building a package failed in one of its PKGBUILD functions; the lines before it say why.",
+         wordings=("==> ERROR: A failure occurred in %s().",),
+         url="https://gitlab.archlinux.org/pacman/pacman/-/blob/master/scripts/makepkg.sh.in", kind="documented"),
     Spec("kernel.pcie_aer", "Linux kernel (drivers/pci/pcie/aer.c)", "A PCIe Advanced Error Reporting event.",
          wordings=("PCIe Bus Error: severity=%s, type=%s, (%s)",),
          url=GH + "torvalds/linux/blob/master/drivers/pci/pcie/aer.c", kind="documented"),
@@ -382,6 +389,13 @@ SPECS: tuple[Spec, ...] = (
          wordings=("FATAL: Error inserting %s (%s): No such device",
                    "modprobe: ERROR: could not insert '%s': No such device"),
          url=GH + "vadmium/module-init-tools/blob/master/modprobe.c", kind="documented"),
+    # FreeBSD's (and DragonFly's) kernel linker, sys/kern/kern_linker.c linker_load_dependencies(): a module built
+    # against another kernel (its MODULE_DEPEND on "kernel" unmet); kldload then says "an error occurred while loading
+    # the module" (trueos/trueos-core#271: nvidia.ko after a kernel update)
+    Spec("freebsd.kld_depends_mismatch", "FreeBSD kernel linker (kern_linker.c)",
+         "A kernel module was built for another kernel (or a module it needs is missing): it does not load.",
+         wordings=("KLD %s: depends on %s - not available or version mismatch",),
+         url=GH + "freebsd/freebsd-src/blob/main/sys/kern/kern_linker.c", kind="documented"),
     Spec("kernel.unsigned_module", "Linux kernel (module signing)", "Secure Boot rejected an unsigned module.",
          wordings=("Loading of unsigned module is rejected", "Loading of module with unavailable key is rejected"),
          url=GH + "torvalds/linux/blob/master/kernel/module/signing.c", kind="documented"),

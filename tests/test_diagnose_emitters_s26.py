@@ -101,3 +101,83 @@ def test_the_more_confident_of_two_mutual_explanations_stands() -> None:
     findings = diagnose(PLAIN_RUN)
     assert findings[0].rule == "container.placeholder_driver_library"
     assert any(r.rule == "libs.library_file_broken" for r in findings[0].also_possible)
+
+
+# --- the CUDA runtime a program carries against the driver's, as one log prints them ----------------------------------
+
+# sp-hash/TeamBlackMiner#285: a miner built with the CUDA 11.4 runtime on a 460.32 driver (CUDA 11.2); the maintainer:
+# "cuda 11.4 or newer"
+MINER = ("00:00:00 [2022-05-03 15:10:57.638] OpenCL driver version: 460.32\n"
+         "00:00:00 [2022-05-03 15:10:57.644] Cuda driver version: 11.2\n"
+         "00:00:00 [2022-05-03 15:10:57.644] Cuda runtime API version: 11.4\n"
+         "00:00:00 [2022-05-03 15:10:57.644] Welcome to Team Black Miner 1.62\n"
+         "00:00:00 [2022-05-03 15:10:57.644] No devices are set\n"
+         "00:00:00 [2022-05-03 15:10:57.644] Shutting down threads")
+
+
+def test_a_runtime_newer_than_the_drivers_cuda_is_the_driver_too_old() -> None:
+    assert top_and_rules(MINER) == ("driver_too_old", {"evidence.runtime_cuda_newer_than_driver"})
+    # deviceQuery's pair and the API's integers (cudaDriverGetVersion 11020, cudaRuntimeGetVersion 12020): another
+    # major needs no failure beside it
+    assert top_and_rules("  CUDA Driver Version / Runtime Version          11.2 / 12.2\n") == \
+        ("driver_too_old", {"evidence.runtime_cuda_newer_than_driver"})
+    assert top_and_rules("CUDA Driver Version  : 11020\nCUDA Runtime Version : 12020")[0] == "driver_too_old"
+
+
+def test_versions_that_run_are_no_finding() -> None:
+    # within one major and nothing failed (minor-version compatibility), or a runtime older than the driver's CUDA
+    assert diagnose("  CUDA Driver Version / Runtime Version          12.2 / 12.4\nResult = PASS") == []
+    assert "evidence.runtime_cuda_newer_than_driver" not in all_rules(
+        "Cuda driver version: 12.4\nCuda runtime API version: 11.8\nNo devices are set")
+    # the runtime's refusal message itself is not a version
+    assert "evidence.runtime_cuda_newer_than_driver" not in all_rules(
+        "CUDA driver version is insufficient for CUDA runtime version")
+
+
+# --- dkms status: the nvidia module left behind by a kernel upgrade ---------------------------------------------------
+
+# Bumblebee-Project/Bumblebee#965: Debian stretch moved to the backports 4.16 kernel; nvidia-current 375.82 stayed at 4.9
+BACKPORTS = ("Cannot access secondary GPU - error: Could not load GPU driver\n\n"
+             "[ERROR]Aborting because fallback start is disabled.\n"
+             "bbswitch, 0.8, 4.16.0-0.bpo.1-amd64, x86_64: installed\n"
+             "bbswitch, 0.8, 4.9.0-6-amd64, x86_64: installed\n"
+             "nvidia-current, 375.82, 4.9.0-6-amd64, x86_64: installed")
+
+
+def test_dkms_building_other_modules_for_a_newer_kernel_than_nvidia() -> None:
+    assert top_and_rules(BACKPORTS) == ("no_driver_loaded", {"evidence.dkms_nvidia_not_built_for_kernel"})
+    assert "4.16.0-0.bpo.1-amd64" in diagnose(BACKPORTS)[0].fix
+    # dkms 3's "module/version" form, nvidia built for the newest kernel too: nothing left behind
+    ok = ("nvidia/535.183.01, 6.8.0-45-generic, x86_64: installed\nnvidia/535.183.01, 6.8.0-40-generic, x86_64: installed\n"
+          "v4l2loopback/0.12.7, 6.8.0-45-generic, x86_64: installed\nError: could not load GPU driver")
+    assert "evidence.dkms_nvidia_not_built_for_kernel" not in all_rules(ok)
+    # a listing alone, nothing failed: no finding
+    assert diagnose(BACKPORTS.split("\n", 3)[3]) == []
+
+
+# --- FreeBSD's kernel linker, makepkg ---------------------------------------------------------------------------------
+
+# trueos/trueos-core#271: nvidia.ko from the package, built for the kernel before an update
+FREEBSD = ("$ kldload nvidia\nkldload: an error occurred while loading the module. Please check dmesg(8) for more details.\n"
+           "KLD nvidia.ko: depends on kernel - not available or version mismatch\n"
+           "linker_load_file: Unsupported file type\n$ pkg info nvidia-driver\nnvidia-driver-367.44_3")
+
+
+def test_freebsd_refusing_nvidia_ko_built_for_another_kernel() -> None:
+    assert top_and_rules(FREEBSD) == ("no_driver_loaded", {"nodriver.freebsd_module_for_other_kernel"})
+    assert "nodriver.freebsd_module_for_other_kernel" not in all_rules(
+        "KLD zfs.ko: depends on kernel - not available or version mismatch")
+
+
+# Frogging-Family/nvidia-all#71: the driver package built from a path with "(1)" in it
+NVIDIA_ALL = ("> ==> Starting package_nvidia-utils-tkg()...\n"
+              "> readelf: Error: '/home/liam/.local/share/Trash/files/nvidia-all' is not an ordinary file\n"
+              "> readelf: Error: '(1)/nvidia-all/pkg/nvidia-utils-tkg/usr/lib/libcuda.so.495.44': No such file\n"
+              "> ln: failed to create symbolic link '(1)/nvidia-all/pkg/nvidia-utils-tkg/usr/lib/': No such file or "
+              "directory\n> ==> ERROR: A failure occurred in package_nvidia-utils-tkg().\n>     Aborting...")
+
+
+def test_makepkg_failing_in_an_nvidia_package_is_the_install() -> None:
+    assert top_and_rules(NVIDIA_ALL) == ("installer_failure", {"installer.makepkg_nvidia_package_failed"})
+    other = "==> Making package: yay 12.3.5-1\n==> ERROR: A failure occurred in build().\n    Aborting..."
+    assert "installer.makepkg_nvidia_package_failed" not in all_rules(other)

@@ -19,6 +19,7 @@ that failed installed nothing, so a `+cpu` inside the unsatisfiable requirement 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
@@ -53,6 +54,7 @@ class LogEvidence(BaseModel):
     cuda_version: str | None = None  # the driver's CUDA version
     torch_version: str | None = None
     torch_cuda: str | None = None
+    runtime_cuda: str | None = None  # the CUDA runtime a program says it carries (deviceQuery, CuPy, a miner's banner)
     image_cuda: str | None = None  # the CUDA of the container image the log runs (its tag, its CUDA_VERSION)
     arch_list: list[str] = Field(default_factory=list)
     installer_phase: Phase | None = None
@@ -63,6 +65,7 @@ class LogEvidence(BaseModel):
     kernel_upgraded: bool = False
     kernels: list[str] = Field(default_factory=list)  # kernel packages a listing shows (version-release)
     kernel_devel: list[str] = Field(default_factory=list)  # kernel-devel packages it shows
+    dkms: list[tuple[str, str]] = Field(default_factory=list)  # (module, kernel) pairs `dkms status` shows built
     cuda_ran: bool = False  # the log shows an error only an initialised CUDA context returns (a launch, an allocation)
     insufficient_driver: bool = False  # the CUDA runtime said the driver is insufficient (cudaErrorInsufficientDriver)
     gpus: list[str] = Field(default_factory=list)  # the GPU models the log names (nvidia-smi, collect_env, lspci)
@@ -170,6 +173,11 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # module (DKMS, akmods, the .run installer) is built against the running kernel's kernel-devel
     ("pkg:kernel", ("kernel",),
      r"^\s*kernel(?:-core)?(?:\.(?:x86_64|aarch64)\s+|-)(\d+\.\d+\.\d+-[\w.]+?)(?:\.(?:x86_64|aarch64))?(?:\s|$)"),
+    # `dkms status`: "module, version, kernel, arch: installed" (dkms 2) or "module/version, kernel, arch: installed"
+    # (dkms 3) — the kernels each module is built for
+    ("dkms", ("installed", "built"),
+     r"^\s*([\w.+-]+)(?:,\s*|/)[\w.+~:-]+,\s*(\d+\.\d+[\w.+~-]*),\s*(?:x86_64|amd64|aarch64|arm64|ppc64le|i[3-6]86)\s*:"
+     r"\s*(?:installed|built)\b"),
     ("pkg:kernel-devel", ("kernel-devel",),
      r"^\s*kernel-devel(?:\.(?:x86_64|aarch64)\s+|-)(\d+\.\d+\.\d+-[\w.]+?)(?:\.(?:x86_64|aarch64))?(?:\s|$)"),
     ("userspace_missing", ("nvidia-smi", "libnvidia-ml", "nvml", "libcuda.so", "libnvidia-"),
@@ -226,6 +234,16 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      r"|(?:driver component|client)[^\n]{0,40}? has (?:the )?version \"?(\d{3}\.\d+(?:\.\d+)?)"
      r"|DSO version (\d{3}\.\d+(?:\.\d+)?)|\blib(?:nvidia-ml|cuda)\.so\.(\d{3}\.\d+(?:\.\d+)?)\b"),
     ("driver_cuda", ("cuda version",), r"CUDA (?:UMD )?Version:\s*(\d{2}\.\d)"),
+    # the driver's CUDA and the runtime's, as programs print the pair: deviceQuery's "CUDA Driver Version / Runtime
+    # Version  11.2 / 11.4" (cuda-samples), CuPy's show_config() "CUDA Driver Version : 11020" / "CUDA Runtime Version :
+    # 11040", an application's banner "Cuda driver version: 11.2" / "Cuda runtime API version: 11.4" — the values of
+    # cudaDriverGetVersion / cudaRuntimeGetVersion (1000 × major + 10 × minor)
+    ("api_versions", ("runtime version",),
+     r"\bCUDA Driver Version\s*/\s*Runtime Version\s*:?\s*(\d{1,2}\.\d)\s*/\s*(\d{1,2}\.\d)\b"),
+    ("api_driver_cuda", ("cuda driver version", "cuda driver api version"),
+     r"\bCUDA driver (?:API )?version\s*[:=]?\s*(\d{1,2}\.\d|\d{4,5})\b"),
+    ("runtime_cuda", ("cuda runtime version", "cuda runtime api version"),
+     r"\bCUDA runtime (?:API )?version\s*[:=]?\s*(\d{1,2}\.\d|\d{4,5})\b"),
     # the CUDA runtime refusing the driver it found (cudaErrorInsufficientDriver, 35): what libcudart says when the
     # driver's libcuda is older than it, and also when no libcuda is reachable at all
     ("insufficient_driver", ("insufficient",),
@@ -453,6 +471,19 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         ev.see(f"node_missing:{node}", line, number)
     elif key == "torch_cuda_named":
         ev.see(key, line, number)
+    elif key == "api_versions":
+        if "driver_cuda" not in ev.lines:
+            ev.cuda_version = group(1)
+            ev.see("driver_cuda", line, number)
+        if "runtime_cuda" not in ev.lines:
+            ev.runtime_cuda = group(2)
+            ev.see("runtime_cuda", line, number)
+    elif key in ("api_driver_cuda", "runtime_cuda"):
+        value = _api_cuda(group(1))
+        fact = "driver_cuda" if key == "api_driver_cuda" else key
+        if fact not in ev.lines:
+            setattr(ev, "cuda_version" if fact == "driver_cuda" else fact, value)
+            ev.see(fact, line, number)
     elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda", "image_cuda"):
         value = _first(m)
         if key == "torch_cuda" and "." not in value:  # a wheel's local tag: cu128 -> 12.8
@@ -493,6 +524,9 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
         ev.see("installer_phase", line, number)
     elif key == "nccl":
         _add_once(ev.nccl_errors, group(1))
+    elif key == "dkms":
+        _add_once(ev.dkms, (group(1).lower(), group(2)))
+        ev.see(f"dkms:{group(1).lower()}:{group(2)}", line, number)
     elif key in ("pkg:kernel", "pkg:kernel-devel"):
         _add_once(ev.kernel_devel if key == "pkg:kernel-devel" else ev.kernels, group(1))
         ev.see(key, line, number)
@@ -516,6 +550,14 @@ class EvidenceHit:
 #: the driver branch that first supports each CUDA minor (NVIDIA's CUDA release notes, table 3): the fix names it
 _FIRST_BRANCH = {(11, 8): 520, (12, 0): 525, (12, 1): 530, (12, 2): 535, (12, 3): 545, (12, 4): 550, (12, 5): 555,
                  (12, 6): 560, (12, 8): 570, (12, 9): 575, (13, 0): 580, (13, 1): 590}
+
+
+def _api_cuda(value: str) -> str:
+    """A CUDA version as the driver/runtime API returns it (11040) or as printed (11.4): '11.4'."""
+    if "." in value:
+        return value
+    n = int(value)
+    return f"{n // 1000}.{(n % 1000) // 10}"
 
 
 def _cuda(v: str | None) -> tuple[int, int] | None:
@@ -572,6 +614,37 @@ def _compare_kernel_devel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         ))
 
 
+def _kernel_key(release: str) -> tuple[int, ...]:
+    """A kernel release's numbers in order ("4.16.0-0.bpo.1-amd64" -> (4, 16, 0, 0, 1)), for "which is newer"."""
+    return tuple(int(n) for n in re.findall(r"\d+", release)[:6])
+
+
+def _dkms_missing_kernel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
+    """`dkms status` shows other modules built for a kernel newer than every kernel the nvidia module is built for: a
+    kernel upgrade the NVIDIA module did not follow (it failed to build there, or the driver does not support it)."""
+    nvidia = {k for m, k in ev.dkms if m.startswith("nvidia")}
+    others = {k for m, k in ev.dkms if not m.startswith("nvidia")}
+    if not nvidia:
+        return
+    newest = max(nvidia, key=_kernel_key)
+    missing = sorted((k for k in others - nvidia if _kernel_key(k) > _kernel_key(newest)), key=_kernel_key)
+    if not missing:
+        return
+    keys = [f"dkms:{m}:{k}" for m, k in ev.dkms if k in missing or (m.startswith("nvidia") and k == newest)]
+    hits.append(EvidenceHit(
+        name="evidence.dkms_nvidia_not_built_for_kernel", category="no_driver_loaded", confidence=0.82,
+        root_cause=(f"DKMS has the nvidia module built for {newest} only, while other modules are built for the newer "
+                    f"{', '.join(missing)}: the NVIDIA module did not follow the kernel upgrade, so under the new kernel "
+                    "no NVIDIA driver loads."),
+        fix=(f"Boot {newest} for now, or build the module for the new kernel: install its headers and run `dkms "
+             f"autoinstall -k {missing[-1]}` (read its make.log if it fails: the driver release may predate the kernel, "
+             "then install a newer driver from the distribution's updates)."),
+        evidence=_lines(ev, *keys),
+        line_of=_line_of(ev, *keys),
+        needs_symptom=True,  # a listing of builds is a cause only beside a failure
+    ))
+
+
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """Versions one log prints, compared: the torch build's CUDA against the driver's, the userspace against the
     kernel module."""
@@ -597,6 +670,27 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
             line_of=_line_of(ev, "torch_cuda", "driver_cuda"),
             demotes=("no_driver_loaded", "cpu_only_wheel"),
             # within one major, CUDA's minor-version compatibility runs most of the build: a cause only beside a failure
+            needs_symptom=same_major,
+        ))
+    runtime = _cuda(ev.runtime_cuda)
+    if runtime and supported and runtime > supported and "runtime_cuda" in ev.lines and "driver_cuda" in ev.lines \
+            and not (built and built > supported):  # the torch build's comparison says it already
+        branch = _FIRST_BRANCH.get(runtime)
+        same_major = runtime[0] == supported[0]
+        hits.append(EvidenceHit(
+            name="evidence.runtime_cuda_newer_than_driver", category="driver_too_old",
+            confidence=0.9 if not same_major else 0.8,
+            root_cause=(f"The program carries the CUDA {ev.runtime_cuda} runtime but the driver supports CUDA "
+                        f"{ev.cuda_version} at most, as the same log prints them: the driver is too old for this "
+                        "build."),
+            fix=((f"Upgrade the NVIDIA driver to R{branch} or newer (CUDA {ev.runtime_cuda}), " if branch else
+                  f"Upgrade the NVIDIA driver to a branch that supports CUDA {ev.runtime_cuda}, ")
+                 + f"or use the program's build for CUDA {ev.cuda_version} or older."),
+            evidence=_lines(ev, "runtime_cuda", "driver_cuda"),
+            line_of=_line_of(ev, "runtime_cuda", "driver_cuda"),
+            demotes=("no_driver_loaded",),
+            # within one major, CUDA's minor-version compatibility runs much of such a build: a cause only beside a
+            # failure
             needs_symptom=same_major,
         ))
     image = _cuda(ev.image_cuda)
@@ -794,6 +888,7 @@ def decide(ev: LogEvidence) -> list[EvidenceHit]:
     _compare_versions(ev, hits)
     _insufficient_yet_recent_in_container(ev, hits)
     _compare_kernel_devel(ev, hits)
+    _dkms_missing_kernel(ev, hits)
     _build_predates_gpu(ev, hits)
     _hardware_over_generic(ev, hits)
     return [h if h.line_of else replace(h, line_of=_line_of_texts(ev, h.evidence)) for h in hits]

@@ -39,7 +39,7 @@ _FAILURE = compile_rx(
     r"not found|no such|denied|refused|invalid|mismatch\w*|insufficient|too old|not supported|unsupported|"
     r"incompatible|not compatible|timed? ?out|abort(?:ed|ing)?|fatal|panic|segmentation fault|crash(?:ed|es)?|"
     r"missing|not (?:available|detected|loaded|compiled|working|recognized|found)|doesn't work|does not work|"
-    r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected)|hang(?:s|ing)?|stuck|"
+    r"no (?:gpus?|cuda|devices?|nvidia)\b[\w ]{0,20}(?:found|available|detected|usable|selected|set)|hang(?:s|ing)?|stuck|"
     r"stall(?:s|ed|ing)?|freez(?:es|ing)|froze|"
     # the hardware's own words for a fault: the kernel module's "fallen off the bus", "not responding", a lost GPU
     r"fallen off the bus|off the bus|not responding|(?:gpu|device) (?:is )?lost|lost from the bus|reset required|"
@@ -406,7 +406,7 @@ def _context_line(line: str) -> bool:
 
 
 #: a failure of the GPU stack, in its own words: what shows the failure a version comparison needs beside it
-_GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|driver|device)\b")
+_GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|drivers?|devices?)\b")
 
 
 def _reported(failing: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -578,5 +578,21 @@ RULES: tuple[Rule, ...] = (
              "https://www.nvidia.com/drivers (a notebook's from its maker); remove the old driver (DDU in safe mode) "
              "before installing again."),
         examples=("NVIDIA Installer cannot continue\nThis graphics driver could not find compatible graphics hardware.",),
+    ),    Rule(
+        # makepkg's error_function: a PKGBUILD function of an NVIDIA driver package failed (the AUR's legacy branches,
+        # nvidia-all's nvidia-utils-tkg/nvidia-dkms-tkg)
+        name="installer.makepkg_nvidia_package_failed",
+        category="installer_failure",
+        patterns=(),
+        messages=("makepkg.function_failed",),
+        requires=(r"A failure occurred in \w*?[-_]?nvidia|Making package: [\w.+-]*nvidia",),
+        confidence=0.82,
+        root_cause=("Building an NVIDIA driver package with makepkg failed in one of its PKGBUILD functions (the "
+                    "lines just above name the command that failed), so the driver was not installed."),
+        fix=("Read the first error above makepkg's \"A failure occurred\": build from a plain directory (no spaces or "
+             "parentheses in its path), with the headers of every installed kernel (`linux-headers`) and an up-to-date "
+             "system; for a legacy branch use the PKGBUILD's current version or the distribution's packaged driver."),
+        examples=("==> ERROR: A failure occurred in package_nvidia-utils-tkg().\n    Aborting...",),
+        # Frogging-Family/nvidia-all#71
     ),
 )

@@ -464,5 +464,23 @@ RULES: tuple[Rule, ...] = (
              "driver packages of one version (module and userspace) and reboot; on a hybrid laptop power the NVIDIA "
              "GPU on first."),
         examples=("TW-WEDC:~ # prime-select nvidia\nERROR: Unable to query GPU information",),  # openSUSE/SUSEPrime#31
+    ),    Rule(
+        # FreeBSD's kernel linker refusing a module built for another kernel (kern_linker.c); the nvidia-driver
+        # package's nvidia.ko (or nvidia-modeset.ko) after a kernel update it was not rebuilt for
+        name="nodriver.freebsd_module_for_other_kernel",
+        category="no_driver_loaded",
+        patterns=(),
+        messages=("freebsd.kld_depends_mismatch",),
+        requires=(r"KLD nvidia[\w-]*(?:\.ko)?\s*:\s*depends on",),
+        confidence=0.86,
+        root_cause=("FreeBSD's kernel refused the NVIDIA module: it was built for another kernel version than the one "
+                    "running (the kernel was updated, the nvidia-driver package or its kmod port was not), so no NVIDIA "
+                    "driver loads."),
+        fix=("Rebuild or reinstall the driver for the running kernel (the nvidia-driver port/package built against "
+             "this kernel's sources, or `pkg upgrade` when the package repository matches this kernel), or boot the "
+             "kernel the module was built for; then `kldload nvidia-modeset`."),
+        examples=("$ kldload nvidia\nkldload: an error occurred while loading the module. Please check dmesg(8) for "
+                  "more details.\nKLD nvidia.ko: depends on kernel - not available or version mismatch",),
+        # trueos/trueos-core#271
     ),
 )
