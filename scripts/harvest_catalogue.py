@@ -261,6 +261,11 @@ SPECS: tuple[Spec, ...] = (
     Spec("torch.cuda_oom", "PyTorch (c10/cuda/CUDACachingAllocator.cpp)", "The caching allocator ran out of device memory.",
          wordings=("CUDA out of memory. Tried to allocate %s", "torch.OutOfMemoryError: CUDA out of memory"),
          url=TORCH + "c10/cuda/CUDACachingAllocator.cpp", kind="documented"),
+    # CuPy's memory pool (cupy/cuda/memory.pyx, class OutOfMemoryError): "Out of memory allocating {:,} bytes (allocated
+    # so far: {:,} bytes)."
+    Spec("cupy.out_of_memory", "CuPy (cupy/cuda/memory.pyx)", "CuPy's memory pool could not allocate device memory.",
+         wordings=("OutOfMemoryError: Out of memory allocating %s bytes (allocated so far: %s bytes).",),
+         url=GH + "cupy/cupy/blob/main/cupy/cuda/memory.pyx", kind="documented"),
     Spec("torch.watchdog_timeout", "PyTorch (ProcessGroupNCCL.cpp)", "A collective did not finish within the timeout.",
          wordings=("Watchdog caught collective operation timeout: WorkNCCL(%s) ran for %d milliseconds before timing out.",),
          url=TORCH + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", kind="documented"),
@@ -358,8 +363,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("nvxconfig.query_gpu_failed", "nvidia-xconfig (query_gpu_info.c, multiple_screens.c)",
          "nvidia-xconfig could not list the NVIDIA GPUs through the driver's libnvidia-cfg: the driver is not loaded "
          "or not installed completely, or no GPU is bound to it.",
-         wordings=("ERROR: Unable to query GPU information",
-                   "WARNING: Unable to use the nvidia-cfg library to query NVIDIA hardware."),
+         wordings=("ERROR: Unable to query GPU information",),
          url=GH + "NVIDIA/nvidia-xconfig/blob/main/query_gpu_info.c", kind="documented"),
     # Arch's makepkg (scripts/makepkg.sh.in error_function): a PKGBUILD function (prepare, build, package_*) failed;
     # its "==> ERROR: " prefix and "Aborting..." after it. NVIDIA's driver packages are built so on Arch and its
@@ -387,14 +391,18 @@ SPECS: tuple[Spec, ...] = (
     Spec("kernel.insert_no_device", "module-init-tools / kmod (modprobe)",
          "The module's init returned ENODEV: the driver found no device it drives.",
          wordings=("FATAL: Error inserting %s (%s): No such device",
-                   "modprobe: ERROR: could not insert '%s': No such device"),
+                   "modprobe: ERROR: could not insert '%s': No such device",
+                   # the insmod of each: module-init-tools' (insmod.c, "-1" and strerror) and kmod's (tools/insmod.c)
+                   "insmod: error inserting '%s': -1 No such device",
+                   "insmod: ERROR: could not insert module %s: No such device"),
          url=GH + "vadmium/module-init-tools/blob/master/modprobe.c", kind="documented"),
     # FreeBSD's (and DragonFly's) kernel linker, sys/kern/kern_linker.c linker_load_dependencies(): a module built
     # against another kernel (its MODULE_DEPEND on "kernel" unmet); kldload then says "an error occurred while loading
     # the module" (trueos/trueos-core#271: nvidia.ko after a kernel update)
     Spec("freebsd.kld_depends_mismatch", "FreeBSD kernel linker (kern_linker.c)",
-         "A kernel module was built for another kernel (or a module it needs is missing): it does not load.",
-         wordings=("KLD %s: depends on %s - not available or version mismatch",),
+         "A kernel module was built for another kernel version than the running one: it does not load.",
+         # the instance for the kernel itself (the format's second %s is the module depended on: "kernel")
+         wordings=("KLD %s: depends on kernel - not available or version mismatch",),
          url=GH + "freebsd/freebsd-src/blob/main/sys/kern/kern_linker.c", kind="documented"),
     Spec("kernel.unsigned_module", "Linux kernel (module signing)", "Secure Boot rejected an unsigned module.",
          wordings=("Loading of unsigned module is rejected", "Loading of module with unavailable key is rejected"),

@@ -181,3 +181,87 @@ def test_makepkg_failing_in_an_nvidia_package_is_the_install() -> None:
     assert top_and_rules(NVIDIA_ALL) == ("installer_failure", {"installer.makepkg_nvidia_package_failed"})
     other = "==> Making package: yay 12.3.5-1\n==> ERROR: A failure occurred in build().\n    Aborting..."
     assert "installer.makepkg_nvidia_package_failed" not in all_rules(other)
+
+
+# --- the review's cases (each would have been a false finding or a miss) -----------------------------------------------
+
+def test_collect_envs_cuda_runtime_line_is_nvcc_not_a_runtime() -> None:
+    # collect_env prints nvcc's release as "CUDA runtime version: 12.1.105" (pytorch/pytorch#78489)
+    log = ("PyTorch version: 1.13.1+cu117\nCUDA runtime version: 12.1.105\n"
+           "| NVIDIA-SMI 515.65.01    Driver Version: 515.65.01    CUDA Version: 11.7 |\n"
+           "ModuleNotFoundError: No module named 'mmcv._ext'")
+    assert "evidence.runtime_cuda_newer_than_driver" not in all_rules(log)
+
+
+def test_other_printed_forms_of_the_two_versions_are_read() -> None:
+    from provisioner.diagnose.evidence import log_evidence
+    # PaddlePaddle's device line (PaddlePaddle/Paddle#39090), numba -s's tuples
+    paddle = log_evidence("W0112 GPU Device 0: Tesla T4, Compute Capability: 7.5, Driver API Version: 10.2, Runtime API "
+                          "Version: 11.2")
+    assert (paddle.cuda_version, paddle.runtime_cuda) == ("10.2", "11.2")
+    numba = log_evidence("CUDA Driver Version                           : (11, 4)\n"
+                         "CUDA Runtime Version                          : (12, 1)")
+    assert (numba.cuda_version, numba.runtime_cuda) == ("11.4", "12.1")
+
+
+def test_a_runtime_that_ran_is_not_blamed_on_the_driver() -> None:
+    # within one major, CUDA ran (an illegal address, CuPy's pool out of memory): that error is the cause
+    head = "CUDA Driver Version : 12020\nCUDA Runtime Version : 12040\n"
+    assert diagnose(head + "cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorIllegalAddress: an illegal "
+                           "memory access was encountered")[0].category == "oom_or_hw"
+    assert top_and_rules(head + "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 23,622,320,128 bytes "
+                                "(allocated so far: 23,622,320,128 bytes).") == ("oom_or_hw", {"hw.cuda_oom"})
+
+
+def test_dkms_kernels_are_compared_within_one_flavour_and_release_order() -> None:
+    fail = "\nRuntimeError: No CUDA GPUs are available"
+    for listing in (
+        # RHEL: 513.5.1.el8_9 is newer than 513.el8
+        "nvidia/550.54.15, 4.18.0-513.5.1.el8_9.x86_64, x86_64: installed\n"
+        "zfs/2.1.14, 4.18.0-513.5.1.el8_9.x86_64, x86_64: installed\nzfs/2.1.14, 4.18.0-513.el8.x86_64, x86_64: installed",
+        # a release candidate is older than its release
+        "nvidia/535.54.03, 6.1.0, x86_64: installed\nzfs/2.1.9, 6.1.0-rc1, x86_64: installed",
+        # another flavour is another series
+        "nvidia/535.54.03, 5.15.0-91-generic, x86_64: installed\nv4l2loopback/0.12, 5.15.0-1050-azure, x86_64: installed",
+    ):
+        assert "evidence.dkms_nvidia_not_built_for_kernel" not in all_rules(listing + fail), listing
+
+
+def test_a_truncated_object_file_is_no_library() -> None:
+    log = "CMakeFiles/foo.dir/src/bar.cpp.o: file not recognized: file truncated\ncollect2: error: ld returned 1 exit status"
+    assert "libs.library_file_broken" not in all_rules(log)
+
+
+def test_makepkg_reads_the_nvidia_package_that_failed() -> None:
+    # another package failed after the NVIDIA one finished; the container toolkit is no driver package
+    batch = ("==> Making package: nvidia-470xx-utils 470.223.02-1\n==> Finished making: nvidia-470xx-utils 470.223.02-1\n"
+             "==> Making package: python-torchvision-cuda 0.16-1\n==> ERROR: A failure occurred in build().\n    Aborting...")
+    toolkit = ("==> Making package: nvidia-container-toolkit 1.14.3-1\ndial tcp: i/o timeout\n"
+               "==> ERROR: A failure occurred in build().\n    Aborting...")
+    for log in (batch, toolkit):
+        assert "installer.makepkg_nvidia_package_failed" not in all_rules(log), log[:40]
+    dkms = ("==> Making package: nvidia-470xx-dkms 470.223.02-1\nmake: *** [Makefile:80: modules] Error 2\n"
+            "==> ERROR: A failure occurred in build().\n    Aborting...")
+    assert "installer.makepkg_nvidia_package_failed" in all_rules(dkms)
+
+
+def test_nvidia_xconfig_in_a_container_or_warning_alone_is_not_the_driver() -> None:
+    # NVIDIA/nvidia-xconfig#2: Xorg inside a container; a warning in a run that wrote its file
+    for log in ("running xorg inside a container\nERROR: Unable to query GPU information",
+                "WARNING: Unable to use the nvidia-cfg library to query NVIDIA hardware.\n"
+                "New X configuration file written to '/etc/X11/xorg.conf'"):
+        assert "nodriver.xconfig_found_no_gpu" not in all_rules(log), log[:40]
+
+
+def test_freebsds_other_dependencies_are_not_the_kernel() -> None:
+    # linux.ko not loaded (forums.freebsd.org/threads/nvidia-drivers.55216)
+    assert "nodriver.freebsd_module_for_other_kernel" not in all_rules(
+        "KLD nvidia.ko: depends on linux - not available or version mismatch")
+
+
+def test_insmods_own_wordings_and_not_nvidiafb() -> None:
+    for log in ("insmod: ERROR: could not insert module nvidia.ko: No such device",  # utcs-scea/LAKE#10
+                "insmod: error inserting 'nvidia.ko': -1 No such device"):
+        assert top_and_rules(log) == ("no_driver_loaded", {"nodriver.module_found_no_device"}), log
+    assert top_and_rules("insmod: error inserting 'nvidia.ko': -1 Invalid module format")[1] == {"nodriver.module_missing"}
+    assert "nodriver.module_found_no_device" not in all_rules("modprobe: ERROR: could not insert 'nvidiafb': No such device")

@@ -166,9 +166,12 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # (cudaErrorNoKernelImageForDevice, cudaErrorInvalidDeviceFunction), a launched kernel's fault
     # (cudaErrorIllegalAddress), an allocation on the device (PyTorch's caching allocator's "CUDA out of memory").
     # An insufficient driver fails cuInit/cudaGetDeviceCount before any of these (CUDA runtime API, error types).
-    ("cuda_ran", ("kernel image", "device function", "illegal memory access", "out of memory"),
+    ("cuda_ran", ("kernel image", "device function", "illegal memory access", "out of memory", "illegaladdress",
+                  "illegal_address"),
      r"no kernel image is available for execution|invalid device function|an illegal memory access was encountered"
-     r"|CUDA out of memory\. Tried to allocate"),
+     r"|CUDA out of memory\. Tried to allocate|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS"
+     # CuPy's memory pool (cupy/cuda/memory.pyx OutOfMemoryError): "Out of memory allocating 1,024 bytes"
+     r"|Out of memory allocating [\d,]+ bytes"),
     # the kernels and the kernel-devel trees a package listing shows (`yum/dnf list installed`, `rpm -qa`): the NVIDIA
     # module (DKMS, akmods, the .run installer) is built against the running kernel's kernel-devel
     ("pkg:kernel", ("kernel",),
@@ -239,11 +242,16 @@ _EXTRACTORS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # 11040", an application's banner "Cuda driver version: 11.2" / "Cuda runtime API version: 11.4" — the values of
     # cudaDriverGetVersion / cudaRuntimeGetVersion (1000 × major + 10 × minor)
     ("api_versions", ("runtime version",),
-     r"\bCUDA Driver Version\s*/\s*Runtime Version\s*:?\s*(\d{1,2}\.\d)\s*/\s*(\d{1,2}\.\d)\b"),
-    ("api_driver_cuda", ("cuda driver version", "cuda driver api version"),
-     r"\bCUDA driver (?:API )?version\s*[:=]?\s*(\d{1,2}\.\d|\d{4,5})\b"),
-    ("runtime_cuda", ("cuda runtime version", "cuda runtime api version"),
-     r"\bCUDA runtime (?:API )?version\s*[:=]?\s*(\d{1,2}\.\d|\d{4,5})\b"),
+     r"\bCUDA Driver Version\s*/\s*Runtime Version\s*:?\s*(\d{1,2}\.\d{1,2})\s*/\s*(\d{1,2}\.\d{1,2})(?:\s|$)"),
+    # the value alone, not a longer version (collect_env's "CUDA runtime version: 12.1.105" is nvcc's release, not a
+    # runtime the program carries); numba -s prints a tuple, "CUDA Driver Version : (11, 4)"; PaddlePaddle's device
+    # line "Driver API Version: 11.4, Runtime API Version: 10.2"
+    ("api_driver_cuda", ("cuda driver version", "cuda driver api version", "driver api version"),
+     r"\b(?:CUDA driver (?:API )?version|Driver API Version)\s*[:=]?\s*(\d{1,2}\.\d{1,2}|\d{4,5}"
+     r"|\(\s*\d{1,2}\s*,\s*\d{1,2}\s*\))(?:[\s,;)\]]|$)"),
+    ("runtime_cuda", ("cuda runtime version", "cuda runtime api version", "runtime api version"),
+     r"\b(?:CUDA runtime (?:API )?version|Runtime API Version)\s*[:=]?\s*(\d{1,2}\.\d{1,2}|\d{4,5}"
+     r"|\(\s*\d{1,2}\s*,\s*\d{1,2}\s*\))(?:[\s,;)\]]|$)"),
     # the CUDA runtime refusing the driver it found (cudaErrorInsufficientDriver, 35): what libcudart says when the
     # driver's libcuda is older than it, and also when no libcuda is reachable at all
     ("insufficient_driver", ("insufficient",),
@@ -553,7 +561,11 @@ _FIRST_BRANCH = {(11, 8): 520, (12, 0): 525, (12, 1): 530, (12, 2): 535, (12, 3)
 
 
 def _api_cuda(value: str) -> str:
-    """A CUDA version as the driver/runtime API returns it (11040) or as printed (11.4): '11.4'."""
+    """A CUDA version as the driver/runtime API returns it (11040), as numba prints it ("(11, 4)") or as printed
+    (11.4): '11.4'."""
+    if value.startswith("("):
+        major, _, minor = value.strip("() ").partition(",")
+        return f"{int(major)}.{int(minor)}"
     if "." in value:
         return value
     n = int(value)
@@ -614,20 +626,41 @@ def _compare_kernel_devel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         ))
 
 
+def _kernel_flavour(release: str) -> str:
+    """A kernel release's flavour: its last dash-separated part when that is a word ("generic", "azure", "amd64",
+    "pve", "lts"), else "" (RHEL's "513.el8.x86_64", Arch's "arch1-1")."""
+    last = release.rsplit("-", 1)[-1] if "-" in release else ""
+    return last.lower() if last[:1].isalpha() else ""
+
+
 def _kernel_key(release: str) -> tuple[int, ...]:
-    """A kernel release's numbers in order ("4.16.0-0.bpo.1-amd64" -> (4, 16, 0, 0, 1)), for "which is newer"."""
-    return tuple(int(n) for n in re.findall(r"\d+", release)[:6])
+    """A kernel release's numbers up to its first word ("4.16.0-0.bpo.1-amd64" -> (4, 16, 0, 0); RHEL's
+    "4.18.0-513.5.1.el8_9.x86_64" -> (4, 18, 0, 513, 5, 1)), for "which is newer" within one flavour."""
+    out: list[int] = []
+    for part in re.split(r"[-.+~_]", release):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
+
+
+def _comparable_kernel(release: str) -> bool:
+    """A release whose order the numbers tell: not a release candidate (6.1.0-rc1, Ubuntu's 060100rc1)."""
+    return re.search(r"rc\d", release, re.IGNORECASE) is None
 
 
 def _dkms_missing_kernel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """`dkms status` shows other modules built for a kernel newer than every kernel the nvidia module is built for: a
     kernel upgrade the NVIDIA module did not follow (it failed to build there, or the driver does not support it)."""
-    nvidia = {k for m, k in ev.dkms if m.startswith("nvidia")}
-    others = {k for m, k in ev.dkms if not m.startswith("nvidia")}
-    if not nvidia:
-        return
-    newest = max(nvidia, key=_kernel_key)
-    missing = sorted((k for k in others - nvidia if _kernel_key(k) > _kernel_key(newest)), key=_kernel_key)
+    nvidia = {k for m, k in ev.dkms if m.startswith("nvidia") and _comparable_kernel(k)}
+    others = {k for m, k in ev.dkms if not m.startswith("nvidia") and _comparable_kernel(k)}
+    missing: list[str] = []
+    newest = ""
+    for flavour in sorted({_kernel_flavour(k) for k in nvidia}):
+        built = max((k for k in nvidia if _kernel_flavour(k) == flavour), key=_kernel_key)
+        later = [k for k in others - nvidia if _kernel_flavour(k) == flavour and _kernel_key(k) > _kernel_key(built)]
+        if later:
+            newest, missing = built, sorted(later, key=_kernel_key)
     if not missing:
         return
     keys = [f"dkms:{m}:{k}" for m, k in ev.dkms if k in missing or (m.startswith("nvidia") and k == newest)]
@@ -679,7 +712,9 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
         same_major = runtime[0] == supported[0]
         hits.append(EvidenceHit(
             name="evidence.runtime_cuda_newer_than_driver", category="driver_too_old",
-            confidence=0.9 if not same_major else 0.8,
+            # within one major, a log where CUDA then launched kernels or allocated memory shows the driver was not
+            # refused: its own error is the cause (even a generic one), the versions only "also possible"
+            confidence=0.9 if not same_major else 0.4 if ev.cuda_ran else 0.8,
             root_cause=(f"The program carries the CUDA {ev.runtime_cuda} runtime but the driver supports CUDA "
                         f"{ev.cuda_version} at most, as the same log prints them: the driver is too old for this "
                         "build."),

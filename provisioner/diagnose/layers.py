@@ -406,7 +406,9 @@ def _context_line(line: str) -> bool:
 
 
 #: a failure of the GPU stack, in its own words: what shows the failure a version comparison needs beside it
-_GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|drivers?|devices?)\b")
+_GPU_FAILURE = compile_rx(r"\b(?:cuda\w*|cu\w*init|gpus?|nvidia\w*|nvml|nccl|cudnn|cublas|torch|driver|device)\b"
+                          # a program finding no device to run on ("No devices are set", "no CUDA devices found")
+                          r"|\bno (?:cuda |gpu )?devices (?:are |were )?(?:found|available|detected|set|selected|usable)\b")
 
 
 def _reported(failing: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -585,7 +585,13 @@ RULES: tuple[Rule, ...] = (
         category="installer_failure",
         patterns=(),
         messages=("makepkg.function_failed",),
-        requires=(r"A failure occurred in \w*?[-_]?nvidia|Making package: [\w.+-]*nvidia",),
+        # the driver's own packages (nvidia, nvidia-dkms, nvidia-utils, nvidia-470xx-*, nvidia-open, nvidia-all's
+        # *-tkg), not nvidia-container-toolkit, nvidia-settings or libva-nvidia-driver; and not where the NVIDIA
+        # package finished and another package of the same run failed
+        requires=(r"A failure occurred in (?:package_)?(?:lib32-)?nvidia(?:\d+|-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)"
+                  r"[\w-]*)?\(\)"
+                  r"|Making package: (?:lib32-)?nvidia(?:-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)[\w-]*)?\s",),
+        unless=r"Finished making: (?:lib32-)?nvidia(?:-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)[\w-]*)?\s",
         confidence=0.82,
         root_cause=("Building an NVIDIA driver package with makepkg failed in one of its PKGBUILD functions (the "
                     "lines just above name the command that failed), so the driver was not installed."),

@@ -191,6 +191,9 @@ RULES: tuple[Rule, ...] = (
         category="missing_shared_lib",
         patterns=(r"\blib[\w.+-]*\.so[\w.]*: (?:file too short|invalid ELF header)",),
         messages=("ld.not_an_elf_object", "binutils.file_truncated"),
+        # ld's "file truncated" on an object file or a static archive is a build's own output cut short (a parallel
+        # make's race, a full disk), not a library the program loads
+        unless=r"\.(?:o|a|obj|lo)\s*:\s*file not recognized",
         demotes=("container_device_missing", "no_driver_loaded"),
         confidence=0.85,
         root_cause=("A library file is there but is not a usable shared object (empty, truncated, or not ELF): an "

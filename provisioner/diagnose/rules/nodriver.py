@@ -8,7 +8,6 @@ from provisioner.diagnose.rules.common import (
     GPU_PV_GUEST,
     IN_CONTAINER,
     NOT_WSL,
-    RUNTIME_CONTEXT,
     WSL_CONTEXT,
 )
 
@@ -125,6 +124,9 @@ RULES: tuple[Rule, ...] = (
             # module-init-tools' modprobe (before kmod): "FATAL: Error inserting nvidia (/lib/modules/…/nvidia.ko): …"
             r"Error inserting nvidia[\w-]* \([^)\n]{0,200}\): (?:Invalid module format|Exec format error|Unknown symbol "
             r"in module|Invalid argument)",
+            # module-init-tools' insmod: "insmod: error inserting 'nvidia.ko': -1 Invalid module format"
+            r"error inserting [\"'`]?(?:[^\s'\"`]*/)?nvidia(?:[-_][\w-]+)?\.ko[\"'`]?: -1 (?:Invalid module format|Unknown "
+            r"symbol in module|Invalid argument|Exec format error)",
             NVML_DRIVER_NOT_LOADED,
         ),
         confidence=0.85,
@@ -434,7 +436,10 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(),
         messages=("kernel.insert_no_device",),
-        requires=(r"(?:Error inserting|could not insert) [\"'`]?nvidia",),
+        # nvidia.ko and its companions, named or as a path (kmod's insmod names the file); not nvidiafb (the kernel's
+        # framebuffer driver for pre-GeForce FX cards)
+        requires=(r"(?:Error inserting|could not insert(?: module)?) [\"'`]?(?:[^\s'\"`]*/)?nvidia(?:\d+|[-_][\w-]+)?"
+                  r"(?:\.ko)?[\"'`]?\s*[:(]",),
         confidence=0.86,
         root_cause=("The nvidia kernel module refused to load because it found no GPU it can drive: the discrete GPU "
                     "is powered off (an Optimus/hybrid laptop's switch — bbswitch, ironhide, prime — or the BIOS), "
@@ -455,7 +460,7 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(),
         messages=("nvxconfig.query_gpu_failed",),
-        unless=RUNTIME_CONTEXT,
+        unless=CONTAINER_CONTEXT,
         generic=True,
         confidence=0.72,
         root_cause=("nvidia-xconfig could not list the NVIDIA GPUs through the driver (libnvidia-cfg): the driver is "
@@ -471,7 +476,9 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(),
         messages=("freebsd.kld_depends_mismatch",),
-        requires=(r"KLD nvidia[\w-]*(?:\.ko)?\s*:\s*depends on",),
+        # on the kernel itself (linux.ko or agp.ko not loaded, or nvidia-modeset.ko beside another nvidia.ko, are
+        # other causes)
+        requires=(r"KLD nvidia[\w-]*(?:\.ko)?\s*:\s*depends on kernel\b",),
         confidence=0.86,
         root_cause=("FreeBSD's kernel refused the NVIDIA module: it was built for another kernel version than the one "
                     "running (the kernel was updated, the nvidia-driver package or its kmod port was not), so no NVIDIA "
