@@ -265,3 +265,25 @@ def test_insmods_own_wordings_and_not_nvidiafb() -> None:
         assert top_and_rules(log) == ("no_driver_loaded", {"nodriver.module_found_no_device"}), log
     assert top_and_rules("insmod: error inserting 'nvidia.ko': -1 Invalid module format")[1] == {"nodriver.module_missing"}
     assert "nodriver.module_found_no_device" not in all_rules("modprobe: ERROR: could not insert 'nvidiafb': No such device")
+
+
+# --- set x's read half ---------------------------------------------------------------------------------------------------
+
+def test_macos_dyld_and_cudarc_not_finding_a_cuda_library() -> None:
+    # pjreddie/darknet#366 (dyld 2 on macOS), chelsea0x3b/cudarc#246 (Windows, CUDA 12.5's nvrtc64_120_0.dll)
+    dyld = ("\u279c  darknet git:(master) \u2717 ./darknet\ndyld: Library not loaded: @rpath/libcudart.9.0.dylib\n"
+            "  Referenced from: /Users/turbo/darknet/./darknet\n  Reason: image not found\n[1]    16092 abort      ./darknet")
+    cudarc = ("thread 'main' panicked at C:\\Users\\Brandon\\.cargo\\registry\\src\\index.crates.io-6f17d22bba15001f\\"
+              "cudarc-0.11.4\\src\\nvrtc\\sys\\mod.rs:51:9:\nUnable to find nvrtc lib under the names [\"nvrtc\", "
+              "\"nvrtc64\", \"nvrtc64_12\", \"nvrtc64_125\", \"nvrtc64_125_0\", \"nvrtc64_120_5\", \"nvrtc64_10\"]. Please "
+              "open GitHub issue.")
+    for log in (dyld, cudarc):
+        assert top_and_rules(log) == ("missing_shared_lib", {"lib.cannot_open_shared_object"}), log[:40]
+
+
+def test_a_programs_own_capability_check_is_the_architecture() -> None:
+    # heterodb/pg-strom#262: PG-Strom needs compute capability 3.5; nothing the tool knows by its words
+    log = ("LOG:  CUDA Runtime version: 8.0.0\nLOG:  NVIDIA driver version: 367.57\n"
+           "LOG:  GPU0 Quadro K600 (1 SMs, 875MHz), L2 256KB, RAM 980MB (128bits, 891MHz), capability 3.0, NOT SUPPORTED\n"
+           "FATAL:  No supported CUDA devices, PG-Strom was disabled")
+    assert top_and_rules(log) == ("arch_unsupported", {"layer.arch_unsupported"})
