@@ -678,6 +678,22 @@ def _dkms_missing_kernel(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     ))
 
 
+def _cuda_newer_than_driver(ev: LogEvidence, key: str, version: str, *, name: str, confidence: float, root_cause: str,
+                            upgrade: str, build: str, needs_symptom: bool) -> EvidenceHit:
+    """A CUDA that something carries (a program's runtime, an image's toolkit) newer than the driver's CUDA, as one log
+    prints both: the driver is too old for it."""
+    branch = _FIRST_BRANCH.get(_cuda(version) or (0, 0))
+    return EvidenceHit(
+        name=name, category="driver_too_old", confidence=confidence, root_cause=root_cause,
+        fix=((f"Upgrade {upgrade} to R{branch} or newer (CUDA {version}), " if branch else
+              f"Upgrade {upgrade} to a branch that supports CUDA {version}, ")
+             + f"or use {build} for CUDA {ev.cuda_version} or older."),
+        evidence=_lines(ev, key, "driver_cuda"),
+        line_of=_line_of(ev, key, "driver_cuda"),
+        demotes=("no_driver_loaded",),
+        needs_symptom=needs_symptom,
+    )
+
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """Versions one log prints, compared: the torch build's CUDA against the driver's, the userspace against the
     kernel module."""
@@ -705,51 +721,37 @@ def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
             # within one major, CUDA's minor-version compatibility runs most of the build: a cause only beside a failure
             needs_symptom=same_major,
         ))
+    torch_said = bool(built and supported and built > supported)  # the torch build's comparison says it already
     runtime = _cuda(ev.runtime_cuda)
     if runtime and supported and runtime > supported and "runtime_cuda" in ev.lines and "driver_cuda" in ev.lines \
-            and not (built and built > supported):  # the torch build's comparison says it already
-        branch = _FIRST_BRANCH.get(runtime)
+            and not torch_said:
         same_major = runtime[0] == supported[0]
-        hits.append(EvidenceHit(
-            name="evidence.runtime_cuda_newer_than_driver", category="driver_too_old",
+        hits.append(_cuda_newer_than_driver(
+            ev, "runtime_cuda", ev.runtime_cuda or "", name="evidence.runtime_cuda_newer_than_driver",
             # within one major, a log where CUDA then launched kernels or allocated memory shows the driver was not
             # refused: its own error is the cause (even a generic one), the versions only "also possible"
             confidence=0.9 if not same_major else 0.4 if ev.cuda_ran else 0.8,
             root_cause=(f"The program carries the CUDA {ev.runtime_cuda} runtime but the driver supports CUDA "
                         f"{ev.cuda_version} at most, as the same log prints them: the driver is too old for this "
                         "build."),
-            fix=((f"Upgrade the NVIDIA driver to R{branch} or newer (CUDA {ev.runtime_cuda}), " if branch else
-                  f"Upgrade the NVIDIA driver to a branch that supports CUDA {ev.runtime_cuda}, ")
-                 + f"or use the program's build for CUDA {ev.cuda_version} or older."),
-            evidence=_lines(ev, "runtime_cuda", "driver_cuda"),
-            line_of=_line_of(ev, "runtime_cuda", "driver_cuda"),
-            demotes=("no_driver_loaded",),
+            upgrade="the NVIDIA driver", build="the program's build",
             # within one major, CUDA's minor-version compatibility runs much of such a build: a cause only beside a
             # failure
-            needs_symptom=same_major,
-        ))
+            needs_symptom=same_major))
     image = _cuda(ev.image_cuda)
     if image and supported and image > supported and "image_cuda" in ev.lines and "driver_cuda" in ev.lines \
-            and any(p in RUNTIMES for p in ev.places) \
-            and not (built and built > supported):  # the torch build's comparison says it already
-        branch = _FIRST_BRANCH.get(image)
+            and any(p in RUNTIMES for p in ev.places) and not torch_said:
         same_major = image[0] == supported[0]
-        hits.append(EvidenceHit(
-            name="evidence.image_cuda_newer_than_driver", category="driver_too_old",
+        hits.append(_cuda_newer_than_driver(
+            ev, "image_cuda", ev.image_cuda or "", name="evidence.image_cuda_newer_than_driver",
             confidence=0.88 if not same_major else 0.6 if ev.cuda_ran else 0.8,
             root_cause=(f"The container image carries CUDA {ev.image_cuda} but the host's driver supports CUDA "
                         f"{ev.cuda_version} at most (nvidia-smi's `CUDA Version`): a container uses the host's driver, "
                         "which is too old for this image."),
-            fix=((f"Upgrade the host's NVIDIA driver to R{branch} or newer (CUDA {ev.image_cuda}), " if branch else
-                  f"Upgrade the host's NVIDIA driver to a branch that supports CUDA {ev.image_cuda}, ")
-                 + f"or use the image's build for CUDA {ev.cuda_version} or older."),
-            evidence=_lines(ev, "image_cuda", "driver_cuda"),
-            line_of=_line_of(ev, "image_cuda", "driver_cuda"),
-            demotes=("no_driver_loaded",),
+            upgrade="the host's NVIDIA driver", build="the image's build",
             # an image names its CUDA whether or not it ran: a cause only beside a failure (NVIDIA's images refuse
             # to start on an older driver; within one major, minor-version compatibility runs most of one)
-            needs_symptom=True,
-        ))
+            needs_symptom=True))
     module, lib = ev.module_version, ev.library_version
     if module and lib and module != lib and "module_version" in ev.lines and "library_version" in ev.lines:
         if ev.lxc_context:
