@@ -266,6 +266,22 @@ SPECS: tuple[Spec, ...] = (
     Spec("cupy.out_of_memory", "CuPy (cupy/cuda/memory.pyx)", "CuPy's memory pool could not allocate device memory.",
          wordings=("OutOfMemoryError: Out of memory allocating %s bytes (allocated so far: %s bytes).",),
          url=GH + "cupy/cupy/blob/main/cupy/cuda/memory.pyx", kind="documented"),
+    # PyTorch's dispatcher (aten/src/ATen/core/dispatch/OperatorEntry.cpp reportError): an operator with no kernel for
+    # the inputs' backend — for torchvision's/torchaudio's ops and the CUDA backend, a CPU-only build of that package
+    # beside a CUDA torch (ksugar/qupath-extension-sam#6: PyPI's torchvision 0.15.2 beside torch 2.0.1+cu118 on Windows)
+    Spec("torch.op_missing_for_backend", "PyTorch (OperatorEntry.cpp)",
+         "A torchvision/torchaudio operator has no CUDA kernel in the installed build of that package.",
+         # the format's instances for torchvision's and torchaudio's operators and the CUDA backend
+         wordings=("Could not run 'torchvision::%s' with arguments from the 'CUDA' backend.",
+                   "Could not run 'torchaudio::%s' with arguments from the 'CUDA' backend."),
+         url=TORCH + "aten/src/ATen/core/dispatch/OperatorEntry.cpp", kind="documented"),
+    # PaddlePaddle's CPU package asked for a GPU: paddle/fluid/pybind/place.cc (CUDAPlace without CUDA) and
+    # python/paddle/device/__init__.py set_device
+    Spec("paddle.cpu_version_installed", "PaddlePaddle (pybind/place.cc, paddle.device)",
+         "The installed PaddlePaddle is the CPU package (paddlepaddle, not paddlepaddle-gpu).",
+         wordings=("Cannot use GPU because you have installed CPU version PaddlePaddle.",
+                   "The device should not be %s, since PaddlePaddle is not compiled with CUDA"),
+         url=GH + "PaddlePaddle/Paddle/blob/develop/paddle/fluid/pybind/place.cc", kind="documented"),
     Spec("torch.watchdog_timeout", "PyTorch (ProcessGroupNCCL.cpp)", "A collective did not finish within the timeout.",
          wordings=("Watchdog caught collective operation timeout: WorkNCCL(%s) ran for %d milliseconds before timing out.",),
          url=TORCH + "torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp", kind="documented"),

@@ -287,3 +287,30 @@ def test_a_programs_own_capability_check_is_the_architecture() -> None:
            "LOG:  GPU0 Quadro K600 (1 SMs, 875MHz), L2 256KB, RAM 980MB (128bits, 891MHz), capability 3.0, NOT SUPPORTED\n"
            "FATAL:  No supported CUDA devices, PG-Strom was disabled")
     assert top_and_rules(log) == ("arch_unsupported", {"layer.arch_unsupported"})
+
+
+# --- set y's read half ---------------------------------------------------------------------------------------------------
+
+def test_a_cpu_only_torchvision_beside_a_cuda_torch() -> None:
+    # ksugar/qupath-extension-sam#6 (Windows: PyPI's torchvision 0.15.2 beside torch 2.0.1+cu118)
+    log = ("ERROR:    Exception in ASGI application\nNotImplementedError: Could not run 'torchvision::nms' with arguments "
+           "from the 'CUDA' backend. \nRequirement already satisfied: torchvision in c:\\users\\jeanb\\anaconda3\\envs\\"
+           "samapi\\lib\\site-packages (0.15.2)\nRequirement already satisfied: torch==2.0.1 in c:\\users\\jeanb\\"
+           "anaconda3\\envs\\samapi\\lib\\site-packages (from torchvision) (2.0.1+cu118)")
+    assert top_and_rules(log) == ("cpu_only_wheel", {"cpu.torchvision_cpu_build"})
+    # another operator missing for CUDA (a custom op not built for it) is not torchvision's CPU build
+    assert "cpu.torchvision_cpu_build" not in all_rules(
+        "NotImplementedError: Could not run 'aten::_foo' with arguments from the 'CUDA' backend.")
+
+
+def test_paddles_cpu_package() -> None:
+    # PaddlePaddle/PaddleOCR#16093: the CPU package beside a V100 and its driver, inference on the CPU
+    log = ("paddleocr==3.1.0\npaddlepaddle==3.1.0\nuse cpu for inference , has someone same problem? how to solve it?\n\n"
+           "NVIDIA-SMI 525.60.13   \nDriver Version: 525.60.13    \nCUDA Version: 12.0      \nV100/16GB")
+    assert top_and_rules(log) == ("cpu_only_wheel", {"cpu.paddle_cpu_package"})
+    # the CPU package's own refusal (paddle/fluid/pybind/place.cc)
+    assert "cpu.paddle_cpu_package" in all_rules("Cannot use GPU because you have installed CPU version PaddlePaddle.\n"
+                                                  "If you want to use GPU, please try to install GPU version")
+    # the package listed beside a working GPU, nothing said about the CPU: no finding; the GPU package listed: no finding
+    assert "cpu.paddle_cpu_package" not in all_rules("paddlepaddle==2.6.1\nDriver Version: 535.104.05")
+    assert "cpu.paddle_cpu_package" not in all_rules("paddlepaddle==2.6.1\npaddlepaddle-gpu==2.6.1\nuse cpu")

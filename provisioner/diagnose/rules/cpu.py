@@ -310,5 +310,46 @@ RULES: tuple[Rule, ...] = (
              "print(torch.version.cuda)'` prints a CUDA version, not None."),
         examples=("ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory",
                   "OSError: libc10_cuda.so: cannot open shared object file: No such file or directory"),
+    ),    Rule(
+        # PyTorch's dispatcher finds no CUDA kernel for a torchvision/torchaudio operator: that package is a CPU-only
+        # build (PyPI's torchvision on Windows, or one installed without the PyTorch index) beside a CUDA torch
+        name="cpu.torchvision_cpu_build",
+        category="cpu_only_wheel",
+        patterns=(),
+        messages=("torch.op_missing_for_backend",),
+        requires=(r"Could not run [\"'`]?(?:torchvision|torchaudio)::\w+[\"'`]? with arguments from the [\"'`]?CUDA",),
+        confidence=0.85,
+        root_cause=("torchvision (or torchaudio) is a CPU-only build beside a CUDA build of torch: its operators have no "
+                    "CUDA kernels, so running them on the GPU fails."),
+        fix=("Install torchvision/torchaudio from the same index and CUDA variant as torch, at the versions that pair "
+             "with it (`pip install --force-reinstall torchvision==<pair> --index-url "
+             "https://download.pytorch.org/whl/cu118`, the cuXXX of `torch.version.cuda`); check "
+             "`python -c 'import torchvision; print(torchvision.__version__)'` ends in the same +cuXXX as torch."),
+        examples=("NotImplementedError: Could not run 'torchvision::nms' with arguments from the 'CUDA' backend.",),
+        # ksugar/qupath-extension-sam#6
+    ),
+    Rule(
+        # PaddlePaddle ships its CPU build as `paddlepaddle` and the CUDA one as `paddlepaddle-gpu`; the CPU package
+        # refuses a GPU in its own words (the catalogue entry), or the program quietly runs on the CPU with the CPU
+        # package listed beside a working NVIDIA driver
+        name="cpu.paddle_cpu_package",
+        category="cpu_only_wheel",
+        patterns=(
+            r"^\s*paddlepaddle\s*(?:==\s*|\s+)\d+\.\d+[^\n]*$",
+        ),
+        messages=("paddle.cpu_version_installed",),
+        # the package listed is a finding only where the program is said to run on the CPU (or refuses the GPU)
+        requires=(r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
+                  r"|\b(?:use|using|uses|runs? on|running on|fall(?:s|ing)? back to)\s+(?:the\s+)?cpu\b",),
+        unless=r"\bpaddlepaddle-gpu\s*(?:==|\s+\d)",
+        confidence=0.8,
+        root_cause=("The installed PaddlePaddle is the CPU package (`paddlepaddle`): it has no CUDA, so Paddle and the "
+                    "programs on it (PaddleOCR, PaddleNLP, PaddleDetection) run on the CPU or refuse the GPU."),
+        fix=("Replace it with the GPU package of the same version for the CUDA in use: `pip uninstall -y paddlepaddle && "
+             "pip install paddlepaddle-gpu==<version> -i https://www.paddlepaddle.org.cn/packages/stable/cu118/` (the "
+             "cuXXX the driver supports); check `python -c 'import paddle; print(paddle.is_compiled_with_cuda())'` "
+             "prints True."),
+        examples=("paddleocr==3.1.0\npaddlepaddle==3.1.0\nuse cpu for inference , has someone same problem?\n"
+                  "Driver Version: 525.60.13",),  # PaddlePaddle/PaddleOCR#16093
     ),
 )
