@@ -835,13 +835,14 @@ SPECS: tuple[Spec, ...] = (
     Spec("ld.cannot_open_shared_object", "glibc ld.so (elf/dl-load.c)", "A shared library is not on the loader's path.",
          wordings=("error while loading shared libraries: %s: cannot open shared object file: No such file or directory",
                    "%s: cannot open shared object file: No such file or directory"), url=GLIBC, kind="documented"),
-    # dl-load.c open_verify(): a file that is there but is no usable ELF object (empty, truncated, a text file or a
-    # placeholder where the library should be)
     # macOS's loader (dyld): "dyld: Library not loaded: @rpath/libcudart.9.0.dylib" / "Referenced from:" / "Reason: image
     # not found" (dyld 2); dyld 3/4 print "dyld[<pid>]: Library not loaded: …" and the paths tried (pjreddie/darknet#366)
     Spec("dyld.library_not_loaded", "macOS dyld", "A dynamic library is not on the loader's search path (rpath, "
          "DYLD_LIBRARY_PATH).",
-         wordings=("dyld: Library not loaded: %s", "dyld[%d]: Library not loaded: %s"),
+         # Python's dlopen on macOS quotes dyld's reason after its own prefix ("OSError: dlopen(…, 0x0006): Library not
+         # loaded: @rpath/libomp.dylib")
+         wordings=("dyld: Library not loaded: %s", "dyld[%d]: Library not loaded: %s",
+                   "dlopen(%s, %s): Library not loaded: %s"),
          url=GH + "apple-oss-distributions/dyld", kind="documented"),
     # cudarc (Rust; candle's CUDA backend) loads CUDA's libraries by name at run time and panics with the names it
     # tried (chelsea0x3b/cudarc#246: CUDA 12.5's nvrtc64_120_0.dll not in 0.11.4's list)
@@ -849,6 +850,8 @@ SPECS: tuple[Spec, ...] = (
          "library.",
          wordings=("Unable to find %s lib under the names %s. Please open GitHub issue.",),
          url=GH + "chelsea0x3b/cudarc/issues/246", kind="recorded"),
+    # dl-load.c open_verify(): a file that is there but is no usable ELF object (empty, truncated, a text file or a
+    # placeholder where the library should be)
     Spec("ld.not_an_elf_object", "glibc ld.so (elf/dl-load.c open_verify)",
          "The library file exists but is not a usable shared object: empty or truncated (an interrupted copy, a "
          "placeholder bind-mounted or left where the real file should be), or not an ELF file at all.",

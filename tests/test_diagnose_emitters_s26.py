@@ -277,8 +277,8 @@ def test_macos_dyld_and_cudarc_not_finding_a_cuda_library() -> None:
               "cudarc-0.11.4\\src\\nvrtc\\sys\\mod.rs:51:9:\nUnable to find nvrtc lib under the names [\"nvrtc\", "
               "\"nvrtc64\", \"nvrtc64_12\", \"nvrtc64_125\", \"nvrtc64_125_0\", \"nvrtc64_120_5\", \"nvrtc64_10\"]. Please "
               "open GitHub issue.")
-    for log in (dyld, cudarc):
-        assert top_and_rules(log) == ("missing_shared_lib", {"lib.cannot_open_shared_object"}), log[:40]
+    assert top_and_rules(dyld) == ("missing_shared_lib", {"lib.macos_dylib_not_loaded"})
+    assert top_and_rules(cudarc) == ("missing_shared_lib", {"lib.cudarc_library_not_found"})
 
 
 def test_a_programs_own_capability_check_is_the_architecture() -> None:
@@ -314,3 +314,43 @@ def test_paddles_cpu_package() -> None:
     # the package listed beside a working GPU, nothing said about the CPU: no finding; the GPU package listed: no finding
     assert "cpu.paddle_cpu_package" not in all_rules("paddlepaddle==2.6.1\nDriver Version: 535.104.05")
     assert "cpu.paddle_cpu_package" not in all_rules("paddlepaddle==2.6.1\npaddlepaddle-gpu==2.6.1\nuse cpu")
+
+
+# --- the second review's cases -------------------------------------------------------------------------------------------
+
+def test_paddles_cpu_package_needs_an_nvidia_gpu_in_the_log() -> None:
+    for log in ("paddlepaddle 2.6.1\nI use cpu on purpose (laptop has no GPU). OCR works fine",
+                "macOS 14.4 (Apple M2)\npaddlepaddle==2.6.1\nRunning on CPU",
+                "paddlepaddle 2.6.1\ntorch 2.2.0+cu121\nDevice set to use cpu"):
+        assert "cpu.paddle_cpu_package" not in all_rules(log), log[:30]
+
+
+def test_a_cuda_torchvision_that_does_not_pair_is_no_cpu_build() -> None:
+    log = ("torch 2.1.0+cu121\ntorchvision 0.16.0+cu118\nNotImplementedError: Could not run 'torchvision::nms' with "
+           "arguments from the 'CUDA' backend.")
+    assert "cpu.torchvision_cpu_build" not in all_rules(log)
+
+
+def test_macos_and_cudarc_libraries_get_their_own_fixes() -> None:
+    brew = ("dyld: Library not loaded: /usr/local/opt/libpng/lib/libpng16.16.dylib\n"
+            "  Referenced from: /usr/local/bin/convert\n  Reason: image not found")
+    finding = diagnose(brew)[0]
+    assert finding.rule == "lib.macos_dylib_not_loaded" and "libpng16.16.dylib" in finding.root_cause
+    assert "otool" in finding.fix and "nvidia-" not in finding.fix
+    # Python's dlopen on macOS quotes dyld after its own prefix
+    assert "lib.macos_dylib_not_loaded" in all_rules(
+        "OSError: dlopen(/opt/venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.dylib, 0x0006): Library not "
+        "loaded: @rpath/libomp.dylib")
+    cudarc = diagnose('Unable to find nvrtc lib under the names ["nvrtc64_120"]. Please open GitHub issue.')[0]
+    assert cudarc.rule == "lib.cudarc_library_not_found" and "upgrade cudarc" in cudarc.fix
+
+
+def test_a_healthy_capability_line_is_no_architecture_word() -> None:
+    from provisioner.diagnose.evidence import log_evidence
+    from provisioner.diagnose.layers import guess_layer
+    from provisioner.diagnose.normalize import clean_log
+    for log in ("Device 0: NVIDIA GeForce RTX 3090, capability 8.6 (minimum supported: 3.5)\n"
+                "Error: failed to open model file /models/x.gguf: No such file or directory",
+                "Error: GPU0 RTX 3090 capability 8.6, free memory 20 GB less than the required 40 GB"):
+        guess = guess_layer(clean_log(log).lines, log_evidence(log))
+        assert guess is None or guess.category != "arch_unsupported", (log[:40], guess)

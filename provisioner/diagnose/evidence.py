@@ -694,6 +694,7 @@ def _cuda_newer_than_driver(ev: LogEvidence, key: str, version: str, *, name: st
         needs_symptom=needs_symptom,
     )
 
+
 def _compare_versions(ev: LogEvidence, hits: list[EvidenceHit]) -> None:
     """Versions one log prints, compared: the torch build's CUDA against the driver's, the userspace against the
     kernel module."""

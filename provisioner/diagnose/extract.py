@@ -47,6 +47,9 @@ _FIELD_PATTERNS: tuple[tuple[str, Regex], ...] = (
     ("torch_cuda_tag", _rx(r"\btorch[-=]=?\s*\d+\.\d+(?:\.\d+)?(?:\.dev\d+)?\+(cu\d{3})", _I)),
     ("library", _rx(r"\b(lib[\w.+-]+?\.so(?:\.[\d.]+)?):\s+cannot\s+open\s+shared\s+object", _I)),
     ("library", _rx(r"`((?:GLIBCXX|GLIBC|CXXABI)_[\d.]+)'\s+not\s+found", _I)),
+    # macOS dyld: "Library not loaded: @rpath/libcudart.9.0.dylib"; cudarc: "Unable to find nvrtc lib under the names"
+    ("library", _rx(r"Library\s+not\s+loaded:\s+(?:@rpath/|@loader_path/|@executable_path/|/\S*/)?([\w.+-]+\.dylib)", _I)),
+    ("library", _rx(r"Unable\s+to\s+find\s+(\w+)\s+lib\s+under\s+the\s+names", _I)),
     ("library", _rx(r"Could\s+not\s+load\s+(?:dynamic\s+)?library\s+'?([\w.+-]+\.so[\d.]*)", _I)),
     # CTranslate2's loader, FFmpeg's nv-codec-headers loader, glibc's open_verify on a broken file
     ("library", _rx(r"\bLibrary\s+(lib[\w.+-]+?\.so(?:\.[\d.]+)?)\s+is\s+not\s+found", _I)),

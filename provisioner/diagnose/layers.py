@@ -152,8 +152,9 @@ CUES: tuple[Cue, ...] = (
     _cue("arch_unsupported", 2, r"\b(?:gpu|device|card)\b[^\n]{0,60}\b(?:too old|no longer supported|not supported)"),
     # a program's own check of the GPU's capability ("GPU0 Quadro K600 … capability 3.0, NOT SUPPORTED", "compute
     # capability 3.0 is below the minimum 3.5")
-    _cue("arch_unsupported", 3, r"\bcapability\s*:?\s*\d{1,2}\.\d\b[^\n]{0,60}\b(?:not supported|unsupported|too old|below|"
-         r"less than|minimum)\b|\b(?:not supported|unsupported)\b[^\n]{0,40}\bcapability\s*:?\s*\d{1,2}\.\d\b"),
+    _cue("arch_unsupported", 3, r"\bcapability\s*:?\s*\d{1,2}\.\d\b[^\n]{0,60}\b(?:not supported|unsupported|too old"
+         r"|(?:is |are )?(?:below|less than) (?:the )?(?:minimum )?(?:of )?(?:\w+ )?\d{1,2}\.\d\b)"
+         r"|\b(?:not supported|unsupported)\b[^\n]{0,40}\bcapability\s*:?\s*\d{1,2}\.\d\b"),
     # a driver older than the CUDA asked for
     _cue("driver_too_old", 3, r"\bdriver\b[^\n]{0,80}\b(?:too old|older|insufficient|outdated|update|upgrade|newer|"
          r"at least|minimum|requires?|required)\b|\b(?:too old|insufficient|outdated|newer|minimum|at least|update|"

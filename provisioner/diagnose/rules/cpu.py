@@ -310,7 +310,8 @@ RULES: tuple[Rule, ...] = (
              "print(torch.version.cuda)'` prints a CUDA version, not None."),
         examples=("ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory",
                   "OSError: libc10_cuda.so: cannot open shared object file: No such file or directory"),
-    ),    Rule(
+    ),
+    Rule(
         # PyTorch's dispatcher finds no CUDA kernel for a torchvision/torchaudio operator: that package is a CPU-only
         # build (PyPI's torchvision on Windows, or one installed without the PyTorch index) beside a CUDA torch
         name="cpu.torchvision_cpu_build",
@@ -318,12 +319,14 @@ RULES: tuple[Rule, ...] = (
         patterns=(),
         messages=("torch.op_missing_for_backend",),
         requires=(r"Could not run [\"'`]?(?:torchvision|torchaudio)::\w+[\"'`]? with arguments from the [\"'`]?CUDA",),
+        # a CUDA build of torchvision shown beside it: the two builds do not pair (another CUDA variant or release)
+        unless=r"\btorch(?:vision|audio)(?:==|-|:?\s+)\d+\.\d+(?:\.\d+)?\+cu\d{2,3}",
         confidence=0.85,
         root_cause=("torchvision (or torchaudio) is a CPU-only build beside a CUDA build of torch: its operators have no "
                     "CUDA kernels, so running them on the GPU fails."),
         fix=("Install torchvision/torchaudio from the same index and CUDA variant as torch, at the versions that pair "
              "with it (`pip install --force-reinstall torchvision==<pair> --index-url "
-             "https://download.pytorch.org/whl/cu118`, the cuXXX of `torch.version.cuda`); check "
+             "https://download.pytorch.org/whl/cuXXX`, the +cuXXX of torch's own version); check "
              "`python -c 'import torchvision; print(torchvision.__version__)'` ends in the same +cuXXX as torch."),
         examples=("NotImplementedError: Could not run 'torchvision::nms' with arguments from the 'CUDA' backend.",),
         # ksugar/qupath-extension-sam#6
@@ -339,8 +342,12 @@ RULES: tuple[Rule, ...] = (
         ),
         messages=("paddle.cpu_version_installed",),
         # the package listed is a finding only where the program is said to run on the CPU (or refuses the GPU)
+        # the package listed is a finding only where the program is said to run on the CPU (or refuses the GPU) and
+        # the log shows an NVIDIA GPU with its driver (a CPU-only machine runs the CPU package on purpose)
         requires=(r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
-                  r"|\b(?:use|using|uses|runs? on|running on|fall(?:s|ing)? back to)\s+(?:the\s+)?cpu\b",),
+                  r"|\b(?:use|using|uses|runs? on|running on|fall(?:s|ing)? back to)\s+(?:the\s+)?cpu\b",
+                  r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
+                  r"|Driver Version\s*:\s*\d|NVIDIA-SMI\s+\d|CUDA Version\s*:\s*\d"),
         unless=r"\bpaddlepaddle-gpu\s*(?:==|\s+\d)",
         confidence=0.8,
         root_cause=("The installed PaddlePaddle is the CPU package (`paddlepaddle`): it has no CUDA, so Paddle and the "

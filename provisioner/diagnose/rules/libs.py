@@ -261,5 +261,38 @@ RULES: tuple[Rule, ...] = (
              "directory (e.g. /usr/lib/x86_64-linux-gnu) in LD_LIBRARY_PATH."),
         examples=("Jan 06 21:52:42 faolin .atopgpud-wrapp[771782]: atopgpud ERROR: Shared lib 'libnvidia-ml' probably not "
                   "installed!\n/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/atopgpud",),
+    ),    Rule(
+        # macOS's loader: the binary names a dylib by an rpath or install name the loader cannot resolve (dyld 2's
+        # "Reason: image not found", dyld 3/4's list of paths tried; Python's dlopen quotes it)
+        name="lib.macos_dylib_not_loaded",
+        category="missing_shared_lib",
+        patterns=(),
+        messages=("dyld.library_not_loaded",),
+        confidence=0.85,
+        root_cause=("macOS's loader (dyld) could not find a dynamic library the program links[ ({library})]: it is not "
+                    "installed, or it is not where the binary's install name or rpath points."),
+        fix=("Find the dylib (`mdfind -name <name>`, `find / -name '<name>' 2>/dev/null`) and see where the binary "
+             "looks (`otool -L <binary>`, `otool -l <binary> | grep -A2 LC_RPATH`): reinstall the package that ships it "
+             "(Homebrew: `brew reinstall <formula>`), add its directory to the rpath (`install_name_tool -add_rpath "
+             "<dir> <binary>`) or to DYLD_LIBRARY_PATH (CUDA on macOS, 10.2 and older: /usr/local/cuda/lib)."),
+        examples=("dyld: Library not loaded: @rpath/libcudart.9.0.dylib\n  Referenced from: /Users/turbo/darknet/./darknet"
+                  "\n  Reason: image not found",),  # pjreddie/darknet#366
+    ),
+    Rule(
+        # cudarc (Rust; candle's CUDA backend) dlopens CUDA's libraries by a list of file names; none loaded: the
+        # library is not installed or not on the search path, or this cudarc predates the installed CUDA's file name
+        name="lib.cudarc_library_not_found",
+        category="missing_shared_lib",
+        patterns=(),
+        messages=("cudarc.lib_not_found",),
+        confidence=0.82,
+        root_cause=("cudarc found none of the file names it tries for the CUDA library[ ({library})]: the library is not "
+                    "installed or not on the loader's path, or this cudarc release does not know the installed CUDA's "
+                    "file name for it (CUDA 12.5's Windows NVRTC is nvrtc64_120_0.dll)."),
+        fix=("Check the CUDA toolkit's library is there and on the path (Windows: the CUDA `bin` directory on PATH; Linux: "
+             "`lib64` on LD_LIBRARY_PATH or in ld.so.conf); if it is, upgrade cudarc (or candle, which pins it) to a "
+             "release whose name list includes the installed CUDA version."),
+        examples=("Unable to find nvrtc lib under the names [\"nvrtc\", \"nvrtc64\", \"nvrtc64_12\", \"nvrtc64_125\"]. "
+                  "Please open GitHub issue.",),  # chelsea0x3b/cudarc#246
     ),
 )
