@@ -6,7 +6,7 @@ report's paste; the URL is beside it."""
 from __future__ import annotations
 
 from provisioner.diagnose import diagnose
-from tests.support.diagnosis import all_rules, top_and_rules
+from tests.support.diagnosis import all_rules, layer_guess, top_and_rules
 
 # --- an empty driver library in a container (libnvidia-container's mount targets) ---------------------------------
 
@@ -346,11 +346,8 @@ def test_macos_and_cudarc_libraries_get_their_own_fixes() -> None:
 
 
 def test_a_healthy_capability_line_is_no_architecture_word() -> None:
-    from provisioner.diagnose.evidence import log_evidence
-    from provisioner.diagnose.layers import guess_layer
-    from provisioner.diagnose.normalize import clean_log
     for log in ("Device 0: NVIDIA GeForce RTX 3090, capability 8.6 (minimum supported: 3.5)\n"
                 "Error: failed to open model file /models/x.gguf: No such file or directory",
                 "Error: GPU0 RTX 3090 capability 8.6, free memory 20 GB less than the required 40 GB"):
-        guess = guess_layer(clean_log(log).lines, log_evidence(log))
+        guess = layer_guess(log)
         assert guess is None or guess.category != "arch_unsupported", (log[:40], guess)

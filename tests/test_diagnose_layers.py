@@ -13,14 +13,9 @@ import pytest
 from provisioner.diagnose import diagnose
 from provisioner.diagnose.engine import fact_text_candidates
 from provisioner.diagnose.evidence import log_evidence
-from provisioner.diagnose.layers import CONFIDENCE, LayerGuess, failing_lines, guess_layer
+from provisioner.diagnose.layers import CONFIDENCE, failing_lines, guess_layer
 from provisioner.diagnose.normalize import clean_log
-
-
-def _guess(text: str) -> LayerGuess | None:
-    """The layer guess alone on a log, as `diagnose` makes it where no rule matched."""
-    return guess_layer(clean_log(text).lines, log_evidence(text))
-
+from tests.support.diagnosis import layer_guess
 
 # https://github.com/PaddlePaddle/Paddle/issues/26892 (Paddle's allocator, no rule knows its wording)
 PADDLE_OOM = (
@@ -105,8 +100,8 @@ def test_context_decides_the_container_layers() -> None:
              "Failed to initialize NVML: Unknown Error"]  # nvidia-smi's nvmlErrorString(999)
     lxc = "root@pve:~# pct enter 105\n" + "\n".join(lines)
     docker = "$ docker exec -it jellyfin bash\n" + "\n".join(lines)
-    g_lxc = _guess(lxc)
-    g_docker = _guess(docker)
+    g_lxc = layer_guess(lxc)
+    g_docker = layer_guess(docker)
     assert g_lxc is not None and g_lxc.category == "proxmox_lxc"
     assert g_docker is not None and g_docker.category == "container_device_missing"
 
@@ -115,9 +110,9 @@ def test_a_tie_between_layers_is_no_guess() -> None:
     libs = "error: libcudnn.so.9 not found\nerror: libcublas.so.12 not found\n"  # missing_shared_lib: 3 + 3
     nccl = "NCCL failed: unhandled system error\nNCCL WARN Bootstrap failed\n"  # nccl_failure: 3 + 3
     tie = libs + nccl
-    assert _guess(tie) is None
+    assert layer_guess(tie) is None
     more = tie + "error: libcufft.so.11 not found\n"
-    g = _guess(more)
+    g = layer_guess(more)
     assert g is not None and (g.category, g.score, g.runner_up, g.runner_up_score) == ("missing_shared_lib", 9,
                                                                                      "nccl_failure", 6)
 
@@ -150,11 +145,11 @@ RUNTIME_CARRIES_MISMATCH = (
 
 
 def test_the_runtime_that_carried_a_version_comparison_is_not_its_layer() -> None:
-    guess = _guess(RUNTIME_CARRIES_MISMATCH)
+    guess = layer_guess(RUNTIME_CARRIES_MISMATCH)
     assert guess is not None and guess.category == "driver_lib_mismatch", guess
     # the same runtime's lines with no version comparison beside them are the container's layer
     alone = RUNTIME_CARRIES_MISMATCH.replace("nvml error: driver/library version mismatch", "mount error: stat failed")
-    guess = _guess(alone)
+    guess = layer_guess(alone)
     assert guess is not None and guess.category == "container_device_missing", guess
 
 
@@ -285,7 +280,7 @@ HELM_BESIDE_A_LOADED_DRIVER = (
     "In [4]: torch.backends.mps.is_available()\nOut[4]: False\n",
 ])
 def test_what_is_not_a_failure_gets_no_layer(text: str) -> None:
-    assert _guess(text) is None
+    assert layer_guess(text) is None
     assert diagnose(text) == []
 
 
@@ -332,6 +327,6 @@ UV_ASKED_FOR_CPU = (
     pytest.param(UV_ASKED_FOR_CPU, "resolver_failure", id="uv-asked-for-cpu"),
 ])
 def test_the_layer_of_wordings_no_rule_knows(text: str, category: str) -> None:
-    guess = _guess(text)
+    guess = layer_guess(text)
     assert guess is not None and guess.category == category, guess
 

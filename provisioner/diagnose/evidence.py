@@ -26,6 +26,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from provisioner.diagnose.extract import cuda_from_driver_int
 from provisioner.diagnose.model import Category
 from provisioner.diagnose.rules.common import DOCKER_HOSTNAME, GPU_REQUEST_STEPS, WSL_CONTEXT
 from provisioner.diagnose.rx import Match, Regex, compile_rx, literal_regex
@@ -440,6 +441,13 @@ def _first(m: Match) -> str:
     return next((g for g in m.groups() if g), "")
 
 
+def _version(ev: LogEvidence, fact: str, value: str, line: str, number: int | None) -> None:
+    """A version fact's first value in the log, with its line (`driver_cuda` is the field `cuda_version`)."""
+    if fact not in ev.lines:
+        setattr(ev, "cuda_version" if fact == "driver_cuda" else fact, value)
+        ev.see(fact, line, number)
+
+
 def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = None) -> None:
     group = m.group
     if key in _FLAGS:
@@ -480,25 +488,16 @@ def _apply(ev: LogEvidence, key: str, m: Match, line: str, number: int | None = 
     elif key == "torch_cuda_named":
         ev.see(key, line, number)
     elif key == "api_versions":
-        if "driver_cuda" not in ev.lines:
-            ev.cuda_version = group(1)
-            ev.see("driver_cuda", line, number)
-        if "runtime_cuda" not in ev.lines:
-            ev.runtime_cuda = group(2)
-            ev.see("runtime_cuda", line, number)
+        _version(ev, "driver_cuda", group(1), line, number)
+        _version(ev, "runtime_cuda", group(2), line, number)
     elif key in ("api_driver_cuda", "runtime_cuda"):
-        value = _api_cuda(group(1))
-        fact = "driver_cuda" if key == "api_driver_cuda" else key
-        if fact not in ev.lines:
-            setattr(ev, "cuda_version" if fact == "driver_cuda" else fact, value)
-            ev.see(fact, line, number)
+        _version(ev, "driver_cuda" if key == "api_driver_cuda" else key, _api_cuda(group(1)), line, number)
     elif key in ("module_version", "library_version", "driver_cuda", "torch_cuda", "image_cuda"):
         value = _first(m)
         if key == "torch_cuda" and "." not in value:  # a wheel's local tag: cu128 -> 12.8
             value = f"{value[:-1]}.{value[-1]}"
-        if value and key not in ev.lines:
-            setattr(ev, {"driver_cuda": "cuda_version"}.get(key, key), value)
-            ev.see(key, line, number)
+        if value:
+            _version(ev, key, value, line, number)
     elif key == "blackwell":
         ev.blackwell_gpu = ev.blackwell_gpu or " ".join(group(1).split())
         ev.see(key, line, number)
@@ -566,10 +565,7 @@ def _api_cuda(value: str) -> str:
     if value.startswith("("):
         major, _, minor = value.strip("() ").partition(",")
         return f"{int(major)}.{int(minor)}"
-    if "." in value:
-        return value
-    n = int(value)
-    return f"{n // 1000}.{(n % 1000) // 10}"
+    return value if "." in value else cuda_from_driver_int(value)
 
 
 def _cuda(v: str | None) -> tuple[int, int] | None:

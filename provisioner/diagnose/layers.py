@@ -67,6 +67,8 @@ _BUILT_WITHOUT_CUDA = compile_rx(r"\bcuda used to build pytorch:\s*(?:none|could
 #: a line saying its part came up ("NVRM: loading NVIDIA UNIX … Kernel Module", "[drm] Initialized nvidia-drm", "Nvlink
 #: Core is being initialized"): that layer works, the whole-log reading does not weigh it
 _SUCCEEDED = compile_rx(r"\b(?:loading|loaded|initiali[sz]ed|being initiali[sz]ed|registered|successfully|succeeded)\b")
+
+
 def _says_nothing_wrong(line: str) -> bool:
     """A stack frame, a test not run, a benign notice, or a field whose value is quiet (not collect_env's CPU build)."""
     return _FRAME.search(line) is not None or _NOT_RUN.search(line) is not None \

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from provisioner.diagnose.model import Rule
 
+#: PaddlePaddle's CPU package refusing the GPU in its own words (the catalogue's paddle.cpu_version_installed)
+_PADDLE_REFUSAL = r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
+
 AARCH64 = (
     r"(?:^|[^a-z0-9])(?:aarch64|arm64|sbsa|GH200|GB200|GB300|GB10|Grace Hopper|Grace Blackwell|DGX Spark|Jetson|Orin"
     r"|Xavier|L4T|JetPack)(?:[^a-z0-9]|$)"
@@ -344,10 +347,8 @@ RULES: tuple[Rule, ...] = (
         # the package listed is a finding only where the program is said to run on the CPU (or refuses the GPU)
         # the package listed is a finding only where the program is said to run on the CPU (or refuses the GPU) and
         # the log shows an NVIDIA GPU with its driver (a CPU-only machine runs the CPU package on purpose)
-        requires=(r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
-                  r"|\b(?:use|using|uses|runs? on|running on|fall(?:s|ing)? back to)\s+(?:the\s+)?cpu\b",
-                  r"Cannot use GPU because you have installed CPU version|not compiled with CUDA"
-                  r"|Driver Version\s*:\s*\d|NVIDIA-SMI\s+\d|CUDA Version\s*:\s*\d"),
+        requires=(_PADDLE_REFUSAL + r"|\b(?:use|using|uses|runs? on|running on|fall(?:s|ing)? back to)\s+(?:the\s+)?cpu\b",
+                  _PADDLE_REFUSAL + r"|Driver Version\s*:\s*\d|NVIDIA-SMI\s+\d|CUDA Version\s*:\s*\d"),
         unless=r"\bpaddlepaddle-gpu\s*(?:==|\s+\d)",
         confidence=0.8,
         root_cause=("The installed PaddlePaddle is the CPU package (`paddlepaddle`): it has no CUDA, so Paddle and the "

@@ -10,6 +10,9 @@ from provisioner.diagnose.model import Rule
 _NVIDIA_REPO = r"(?:developer\.download\.nvidia\.(?:com|cn)|nvidia\.github\.io|repo\.download\.nvidia\.com)"
 # a package name holding "nvidia" or "cuda" anywhere (a module package: linux-cachyos-nvidia-open, linux61-nvidia), as far
 # as its stem (pacman's lines name packages, not paths)
+#: an NVIDIA driver package's name after "nvidia" as Arch and the AUR name them (nvidia-dkms, nvidia-utils, nvidia-open,
+#: nvidia-lts, nvidia-beta, nvidia-all's *-tkg, the legacy branches' nvidia-470xx-*)
+_DRIVER_PKG_SUFFIX = r"-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)[\w-]*"
 _STACK_NAME = r"[\w.+-]*(?:nvidia|cuda)"
 _GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cublas|cufft|curand|cusolver|cusparse"
             r"|nvrtc|nvjpeg|npp)(?:[-_.\d:=]|\b)")  # the stem ends there: not cudatext, nppes-tools
@@ -588,10 +591,9 @@ RULES: tuple[Rule, ...] = (
         # the driver's own packages (nvidia, nvidia-dkms, nvidia-utils, nvidia-470xx-*, nvidia-open, nvidia-all's
         # *-tkg), not nvidia-container-toolkit, nvidia-settings or libva-nvidia-driver; and not where the NVIDIA
         # package finished and another package of the same run failed
-        requires=(r"A failure occurred in (?:package_)?(?:lib32-)?nvidia(?:\d+|-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)"
-                  r"[\w-]*)?\(\)"
-                  r"|Making package: (?:lib32-)?nvidia(?:-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)[\w-]*)?\s",),
-        unless=r"Finished making: (?:lib32-)?nvidia(?:-(?:dkms|utils|open|lts|beta|tkg|\d{3}xx)[\w-]*)?\s",
+        requires=(rf"A failure occurred in (?:package_)?(?:lib32-)?nvidia(?:\d+|{_DRIVER_PKG_SUFFIX})?\(\)"
+                  rf"|Making package: (?:lib32-)?nvidia(?:{_DRIVER_PKG_SUFFIX})?\s",),
+        unless=rf"Finished making: (?:lib32-)?nvidia(?:{_DRIVER_PKG_SUFFIX})?\s",
         confidence=0.82,
         root_cause=("Building an NVIDIA driver package with makepkg failed in one of its PKGBUILD functions (the "
                     "lines just above name the command that failed), so the driver was not installed."),
