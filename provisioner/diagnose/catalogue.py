@@ -60,7 +60,13 @@ def code_regex(family: str, code: int) -> str:
     `cuda` (the runtime's cudaError_t and the driver API's CUresult agree on every code the catalogue holds): "CUDA
     error 209 at ggml-cuda.cu:…" (ggml and llama.cpp before they printed the text), "CUDA error: 209", "CUDA error
     code 100", "cuInit err: 999" / "nvcuda init failure: 999" (ollama's GPU discovery), "cudaGetDeviceCount failed:
-    35", "cudaSetDevice returned 100".
+    35", "cudaSetDevice returned 100", and TensorRT's check of CUDA before it builds or runs an engine, over its
+    versions: "Cuda initialization failure with error 35. Please check cuda installation" (5.x, 6.x), "CUDA
+    initialization failure with error 222. Please check your CUDA installation" (7.x; "[runtime.cpp::
+    isCudaInstalledCorrectly::41] Error Code 6: Internal Error (CUDA initialization failure with error 2. …)" in
+    8.x), "CUDA initialization failure with error: 35. … In checkCudaInstalledAndPrintMemoryUsage at
+    optimizer/api/builder.cpp:1238" (8.6 and later) — reported in NVIDIA/TensorRT#149 and #1052,
+    onnx/onnx-tensorrt#91, apache/mxnet#14618.
     `nvml` (nvmlReturn_t): "nvmlInit_v2 err: 18" (ollama), "NVML error 9", "nvmlInit() failed with 12",
     "nvmlDeviceGetHandleByIndex returned 15", "nvml vram init failure: 17" (ollama's GPU discovery, gpu/gpu_info_nvml.c
     and gpu_info_cuda.c: `snprintf(buf, buflen, "nvml vram init failure: %d", ret)`; a later one prints
@@ -75,7 +81,8 @@ def code_regex(family: str, code: int) -> str:
                 + r"|\bnvml\s+vram\s+init\s+failure:\s*(?:nvml\s+error\s*)?" + n + CODE_END)
     return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + CODE_END
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
-            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + CODE_END)
+            r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + CODE_END
+            + r"|\bCUDA initiali[sz]ation failure with error\s*:?\s*" + n + CODE_END)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's

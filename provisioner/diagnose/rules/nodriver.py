@@ -22,6 +22,10 @@ WSL_FIX = WSL_STEPS[0].upper() + WSL_STEPS[1:]
 #: NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error: driver not
 #: loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110), Rust nvml-wrapper's "Failed
 #: to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
+#: the NVIDIA kernel modules' names as modprobe and insmod print them: nvidia, nvidia_current / nvidia-current (Ubuntu's
+#: packaging before 14.04), nvidia_uvm, nvidia-drm, nvidia340 and nvidia-340xx (branch packages) — not nvidiafb, the
+#: kernel's framebuffer driver for pre-GeForce FX cards, whose failure to load says nothing about nvidia.ko
+NV_MODULE = r"nvidia(?:\d+|[-_][\w-]+)?"
 NVML_DRIVER_NOT_LOADED = r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b"
 
 #: nodriver.probe_conflict's and nodriver.no_gpu_probed's cause and fix: another driver holds the GPUs
@@ -84,10 +88,10 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.secure_boot",
         category="no_driver_loaded",
         patterns=(
-            r"could not insert 'nvidia[\w-]*': Operation not permitted",
+            r"could not insert '" + NV_MODULE + "': Operation not permitted",
             r"Loading of (?:unsigned )?module with unavailable key is rejected",
             r"Loading of unsigned module is rejected",
-            r"could not insert 'nvidia[\w-]*': (?:Key was rejected by service|Required key not available)",
+            r"could not insert '" + NV_MODULE + "': (?:Key was rejected by service|Required key not available)",
             r"Lockdown: [^\n]{0,60}unsigned module loading is restricted",
             r"\bMOK (?:enrollment|management)",
             r"Secure Boot (?:is )?enabled",
@@ -119,13 +123,13 @@ RULES: tuple[Rule, ...] = (
             r"nvidia(?:_\w+)?: disagrees about version of symbol",
             r"NVIDIA kernel module missing",
             r"modprobe: FATAL: Module nvidia\S* not found in directory",
-            r"could not insert 'nvidia[\w-]*': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
+            r"could not insert '" + NV_MODULE + "': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
             # module-init-tools' modprobe (before kmod): "FATAL: Error inserting nvidia (/lib/modules/…/nvidia.ko): …"
-            r"Error inserting nvidia[\w-]* \([^)\n]{0,200}\): (?:Invalid module format|Exec format error|Unknown symbol "
+            r"Error inserting " + NV_MODULE + r" \([^)\n]{0,200}\): (?:Invalid module format|Exec format error|Unknown symbol "
             r"in module|Invalid argument)",
             # module-init-tools' insmod: "insmod: error inserting 'nvidia.ko': -1 Invalid module format"
-            r"error inserting [\"'`]?(?:[^\s'\"`]*/)?nvidia(?:[-_][\w-]+)?\.ko[\"'`]?: -1 (?:Invalid module format|Unknown "
+            r"error inserting [\"'`]?(?:[^\s'\"`]*/)?" + NV_MODULE + r"\.ko[\"'`]?: -1 (?:Invalid module format|Unknown "
             r"symbol in module|Invalid argument|Exec format error)",
             NVML_DRIVER_NOT_LOADED,
         ),
@@ -377,7 +381,7 @@ RULES: tuple[Rule, ...] = (
         category="no_driver_loaded",
         patterns=(
             r"Unable to load the (?:kernel module )?'?nvidia[\w-]*(?:\.ko)?'?(?: kernel module)?",
-            r"could not insert 'nvidia[\w-]*'",
+            r"could not insert '" + NV_MODULE + "'",
             r"(?:nvidia|nvidia-open)? ?modules?(?: keys?)? (?:are|is|were|was|got) rejected",
             r"Key was rejected by service",
             r"Required key not available",
@@ -438,7 +442,7 @@ RULES: tuple[Rule, ...] = (
         messages=("kernel.insert_no_device",),
         # nvidia.ko and its companions, named or as a path (kmod's insmod names the file); not nvidiafb (the kernel's
         # framebuffer driver for pre-GeForce FX cards)
-        requires=(r"(?:Error inserting|could not insert(?: module)?) [\"'`]?(?:[^\s'\"`]*/)?nvidia(?:\d+|[-_][\w-]+)?"
+        requires=(r"(?:Error inserting|could not insert(?: module)?) [\"'`]?(?:[^\s'\"`]*/)?" + NV_MODULE +
                   r"(?:\.ko)?[\"'`]?\s*[:(]",),
         confidence=0.86,
         root_cause=("The nvidia kernel module refused to load because it found no GPU it can drive: the discrete GPU "
