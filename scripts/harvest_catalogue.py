@@ -923,6 +923,27 @@ SPECS: tuple[Spec, ...] = (
          wordings=("Target GPU SM %d is not supported by this TensorRT release.", "Unsupported SM: %s",
                    "Assertion failed: Unsupported SM."),
          url=GH + "NVIDIA/TensorRT/issues/2332", kind="documented"),
+    # The CUDA libraries' status for a GPU that lacks what the call needs (cudnnStatus_t CUDNN_STATUS_ARCH_MISMATCH = 6
+    # through cuDNN 8; cublasStatus_t CUBLAS_STATUS_ARCH_MISMATCH = 8; cusolverStatus_t/cusparseStatus_t … = 4): the
+    # name as cudnnGetErrorString / PyTorch's "cuDNN error: %s" / TensorFlow and helper_cuda print it, and the
+    # documented sentence the bindings print (CUDA.jl, JCuda, managedCuda, cudnn-rs; the cuDNN guide's "The function
+    # requires a feature absent from the current GPU device", quoted in pluskid/Mocha.jl#57; Torch7's cudnn.torch
+    # "Error in CuDNN: CUDNN_STATUS_ARCH_MISMATCH", nagadomi/waifu2x#176; cuBLAS's on a Kepler GPU:
+    # NVIDIA/DeepLearningExamples#147, laekov/fastmoe#134's helper_cuda "code=8(CUBLAS_STATUS_ARCH_MISMATCH)")
+    Spec("cudnn.arch_mismatch", "cuDNN (cudnnStatus_t CUDNN_STATUS_ARCH_MISMATCH = 6)",
+         "The cuDNN call needs a feature the GPU's architecture lacks: the GPU is older than this cuDNN supports "
+         "(compute capability 3.0 through cuDNN 7, 3.5 in cuDNN 8, 5.0 in cuDNN 9).",
+         wordings=("CUDNN_STATUS_ARCH_MISMATCH", "The function requires a feature absent from the current GPU device."),
+         url="https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-graph-library.html#cudnnstatus-t",
+         kind="documented", extra_programs=("PyTorch (cuDNN error: %s)", "TensorFlow", "cudnn.torch", "Mocha.jl")),
+    Spec("cublas.arch_mismatch", "cuBLAS (cublasStatus_t CUBLAS_STATUS_ARCH_MISMATCH = 8)",
+         "The cuBLAS (or cuSOLVER/cuSPARSE) call needs a feature the GPU's architecture lacks: cublasGemmEx and the "
+         "tensor-op paths need compute capability 5.0 or later, older releases' double precision 1.3.",
+         wordings=("CUBLAS_STATUS_ARCH_MISMATCH", "CUSOLVER_STATUS_ARCH_MISMATCH", "CUSPARSE_STATUS_ARCH_MISMATCH",
+                   "The function requires a feature absent from the device architecture"),
+         url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
+         extra_programs=("cuSOLVER (CUSOLVER_STATUS_ARCH_MISMATCH = 4)", "cuSPARSE (CUSPARSE_STATUS_ARCH_MISMATCH = 4)",
+                         "CUDA.jl", "PyTorch")),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),

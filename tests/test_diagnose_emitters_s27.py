@@ -4,7 +4,8 @@ real report's paste; the URL is beside it."""
 
 from __future__ import annotations
 
-from tests.support.diagnosis import top_and_rules
+from provisioner.diagnose import diagnose
+from tests.support.diagnosis import all_rules, top_and_rules
 
 # --- TensorRT's "CUDA initialization failure with error N" over its versions ----------------------------------------
 
@@ -67,3 +68,38 @@ def test_the_nvidia_modules_names_in_each_packagings_words_still_read_as_nvidia_
     for line, rule in cases:
         category, rules = top_and_rules(line)
         assert category == "no_driver_loaded" and rule in rules, (line, category, rules)
+
+
+# --- the CUDA libraries' ARCH_MISMATCH status ------------------------------------------------------------------------
+
+ARCH_MISMATCH = (
+    # pluskid/Mocha.jl#57: Mocha's own text for cuDNN's status (the maintainer quoted the cuDNN guide: capability 3.0+)
+    "julia>init(backend)\n16-Mar 23:11:13:INFO:root:Initializing CuDNN backend...\nERROR: Arch mismatch\n"
+    " in create at /home/b/.julia/v0.3/Mocha/src/cuda/cudnn.jl:43\n in init at /home/b/.julia/v0.3/Mocha/src/cuda/"
+    "backend.jl:139",
+    # nagadomi/waifu2x#176: Torch7's cudnn.torch on a GPU below capability 3.0
+    "/home/zhixin/torch/install/share/lua/5.1/cudnn/init.lua:145: Error in CuDNN: CUDNN_STATUS_ARCH_MISMATCH\n"
+    "stack traceback:\n\t[C]: in function 'error'",
+    # NVIDIA/DeepLearningExamples#147: FasterTransformer's cublasGemmEx on a Tesla K40m (capability 3.5)
+    "Device Tesla K40m\nterminate called after throwing an instance of 'std::runtime_error'\n"
+    "  what():  [FT][ERROR] CUDA runtime error: CUBLAS_STATUS_ARCH_MISMATCH "
+    "/workspace/tf_case/FasterTransformer/fastertransformer/cuda/open_attention.h:171 \n\nAborted (core dumped)",
+    # laekov/fastmoe#134: helper_cuda's "code=%d(%s)" form
+    "CUDA error at /home/jovyan/data/tmp/fastmoe-megatron-patch/cuda/moe_compute_kernel.cu:132 "
+    "code=8(CUBLAS_STATUS_ARCH_MISMATCH) \"cublasXgemm( smgr->handle(i), CUBLAS_OP_T, CUBLAS_OP_N )\"",
+)
+
+
+def test_a_cuda_librarys_arch_mismatch_is_the_gpu_too_old_for_it() -> None:
+    for log in ARCH_MISMATCH:
+        category, rules = top_and_rules(log)
+        assert (category, rules) == ("arch_unsupported", {"arch.cuda_library_arch_mismatch"}), (log[:60], rules)
+    fix = diagnose(ARCH_MISMATCH[1])[0].fix
+    assert "cuDNN 9" in fix and "5.0+" in fix, fix  # the support floors of the libraries that refuse
+
+
+def test_another_programs_arch_mismatch_is_not_a_cuda_librarys() -> None:
+    for log in ("ERROR: wheel arch mismatch: expected x86_64, got aarch64",
+                "Initializing cuDNN\nplatform arch mismatch for package foo",
+                "docker: image arch mismatch (linux/arm64 on linux/amd64)"):
+        assert "arch.cuda_library_arch_mismatch" not in all_rules(log), log

@@ -99,6 +99,31 @@ RULES: tuple[Rule, ...] = (
                   "[caskBuilderUtils.cpp::trtSmToCaskCCV::548] Error Code 1: Internal Error (Unsupported SM: 0x809)"),
     ),
     Rule(
+        # a CUDA library refusing a call the GPU's architecture cannot run: cuDNN's, cuBLAS's, cuSOLVER's, cuSPARSE's,
+        # cuRAND's, cuTENSOR's and nvJPEG's ARCH_MISMATCH status, by its name or the documented sentence bindings print
+        name="arch.cuda_library_arch_mismatch",
+        category="arch_unsupported",
+        patterns=(
+            r"\b(?:CUDNN|CUBLAS(?:LT)?|CUSOLVER|CUSPARSE(?:LT)?|CURAND|CUTENSOR|NVJPEG(?:2K)?)_STATUS_"
+            r"(?:NOT_SUPPORTED_)?ARCH_MISMATCH\b",
+            # a binding's own short text for the status (Mocha.jl's "ERROR: Arch mismatch" after "Initializing CuDNN
+            # backend", nvJPEG wrappers' "Arch Mismatch") where the line or the one before names the library
+            r"\b(?:cudnn|cublas|cusolver|cusparse|nvjpeg)\w*(?:error|exception)?\s*[:=(]\s*(?:error\s*:?\s*)?"
+            r"arch mismatch\b",
+            r"\b(?:cudnn|cublas|cusolver|cusparse|nvjpeg)\w*\b[^\n]{0,100}\n\s*(?:error\s*:?\s*)?arch mismatch\W*(?:\n|$)",
+        ),
+        messages=("cudnn.arch_mismatch", "cublas.arch_mismatch"),
+        confidence=0.85,
+        root_cause=("A CUDA library (cuDNN, cuBLAS or another) refused the call with ARCH_MISMATCH: {gpu_cc} "
+                    "lacks a feature the call needs — the GPU is older than this library release supports."),
+        fix=("Check the GPU's compute capability against the library release's support matrix (cuDNN: 3.0+ through "
+             "cuDNN 7, 3.5+ in cuDNN 8, 5.0+ in cuDNN 9; cuBLAS's GemmEx and tensor-op paths: 5.0+): run on a newer "
+             "GPU, or use a framework build with a library release (or a code path, such as disabling cuDNN) that "
+             "still supports this one."),
+        examples=("/home/u/torch/install/share/lua/5.1/cudnn/init.lua:145: Error in CuDNN: CUDNN_STATUS_ARCH_MISMATCH",
+                  "CUDA error at moe_compute_kernel.cu:132 code=8(CUBLAS_STATUS_ARCH_MISMATCH) \"cublasXgemm(...)\""),
+    ),
+    Rule(
         name="arch.toolchain_unknown_arch",
         category="arch_unsupported",
         patterns=(

@@ -32,6 +32,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "container.stale_driver_mounts": ("cdi.host_device_missing",),
     "libs.library_file_broken": ("ld.not_an_elf_object", "binutils.file_truncated"),
     "arch.ggml_no_device_code": ("ggml.no_device_code",),
+    "arch.cuda_library_arch_mismatch": ("cudnn.arch_mismatch", "cublas.arch_mismatch"),
     "libs.ctranslate2_cuda_library": ("ctranslate2.library_not_loaded",),
     "libs.windows_entry_point_missing": ("windows.entry_point_not_found",),
     "resolver.package_needs_other_python": ("pip.requires_different_python",),
