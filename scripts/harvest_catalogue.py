@@ -944,6 +944,19 @@ SPECS: tuple[Spec, ...] = (
          url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
          extra_programs=("cuSOLVER (CUSOLVER_STATUS_ARCH_MISMATCH = 4)", "cuSPARSE (CUSPARSE_STATUS_ARCH_MISMATCH = 4)",
                          "CUDA.jl", "PyTorch")),
+    # The CUDA libraries' status for an allocation of device memory that failed inside the library (the docs: "Resource
+    # allocation failed inside the cuBLAS library. This is usually caused by a cudaMalloc() failure"): cuBLAS = 3, cuDNN
+    # = 2, cuSOLVER/cuSPARSE = 2, cuFFT's CUFFT_ALLOC_FAILED = 2, cuRAND's CURAND_STATUS_ALLOCATION_FAILED = 102, as
+    # PyTorch prints them ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cuDNN error:
+    # %s", "cuFFT error: %s") and TensorFlow ("Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED")
+    Spec("cudalib.alloc_failed", "CUDA libraries (cuBLAS, cuDNN, cuSOLVER, cuSPARSE, cuFFT, cuRAND)",
+         "A CUDA library could not allocate the device memory it needs (its handle or workspace): the GPU's memory is "
+         "exhausted.",
+         wordings=("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUSOLVER_STATUS_ALLOC_FAILED",
+                   "CUSPARSE_STATUS_ALLOC_FAILED", "CUFFT_ALLOC_FAILED", "CURAND_STATUS_ALLOCATION_FAILED",
+                   "Resource allocation failed inside the cuBLAS library."),
+         url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
+         extra_programs=("PyTorch", "TensorFlow", "CuPy")),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),

@@ -103,3 +103,20 @@ def test_another_programs_arch_mismatch_is_not_a_cuda_librarys() -> None:
                 "Initializing cuDNN\nplatform arch mismatch for package foo",
                 "docker: image arch mismatch (linux/arm64 on linux/amd64)"):
         assert "arch.cuda_library_arch_mismatch" not in all_rules(log), log
+
+
+def test_a_cuda_librarys_alloc_failed_status_is_the_gpu_out_of_memory() -> None:
+    # the status names as PyTorch ("CUDA error: %s when calling `%s`", "cuDNN error: %s", "cuFFT error: %s") and
+    # TensorFlow ("Could not create cudnn handle: %s") print them; each library's own name for the status
+    for line in ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                 "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+                 "E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn handle: "
+                 "CUDNN_STATUS_ALLOC_FAILED",
+                 "RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
+                 "RuntimeError: cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate(handle)`",
+                 "curandGenerateNormal failed: CURAND_STATUS_ALLOCATION_FAILED"):
+        category, rules = top_and_rules(line)
+        assert category == "oom_or_hw" and "hw.cuda_oom" in rules, (line, category, rules)
+    # a status that several causes share (memory taken, a library that does not match the GPU or driver) is not read
+    # as memory
+    assert "hw.cuda_oom" not in all_rules("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")

@@ -131,7 +131,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "hw.ecc_xid_fallen_off": ("nvrm.fallen_off_bus", "nvrm.gpu_off_bus_short", "nvml.gpu_is_lost", "cuda.ecc_uncorrectable"),
     "hw.gsp_timeout": ("nvrm.gsp_rpc_timeout", "nvrm.gsp_heartbeat"),
     "hw.xid_other": ("nvrm.xid", "kernel.pcie_aer"),
-    "hw.cuda_oom": ("torch.cuda_oom", "cupy.out_of_memory"),
+    "hw.cuda_oom": ("torch.cuda_oom", "cupy.out_of_memory", "cudalib.alloc_failed"),
     "hw.host_oom_or_shm": ("kernel.oom_kill",),
     "hw.thermal_or_power": ("smi.hw_slowdown", "cuda.launch_failure"),
     "hw.illegal_memory_access": ("cuda.illegal_address",),
