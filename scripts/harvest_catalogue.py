@@ -957,6 +957,31 @@ SPECS: tuple[Spec, ...] = (
                    "Resource allocation failed inside the cuBLAS library."),
          url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
          extra_programs=("PyTorch", "TensorFlow", "CuPy")),
+    # Blender's window system (intern/ghost/intern/GHOST_WindowX11.cpp) when no GLX visual can be had: the X11 call it
+    # checks (glXQueryVersion() through 2.7x, glXChooseVisual() from 2.8) and the initial window's own line (", exit!"
+    # dropped in 2.8); Xlib's own notice before it. Inside a Flatpak sandbox whose org.freedesktop.Platform.GL.nvidia-*
+    # extension is not the host driver's version (flathub/org.blender.Blender#97), or a nix-built Blender on another
+    # distribution, the GL driver the X server's NVIDIA GLX needs is not there.
+    Spec("blender.glx_unavailable", "Blender (GHOST_WindowX11.cpp)",
+         "Blender found no working OpenGL (GLX) visual: the GL userspace it loaded does not work with the X server's "
+         "driver (missing, or another version than the display driver).",
+         wordings=("X11 glXChooseVisual() failed, verify working openGL system!",
+                   "X11 glXQueryVersion() failed, verify working openGL system!",
+                   "initial window could not find the GLX extension, exit!",
+                   "initial window could not find the GLX extension"),
+         url=GH + "blender/blender/blob/main/intern/ghost/intern/GHOST_WindowX11.cc", kind="documented"),
+    # The JVM's loader (java/lang/ClassLoader.java loadLibrary; HotSpot's os_windows.cpp for ERROR_MOD_NOT_FOUND) and
+    # JCuda's LibUtils when a native library or a DLL it needs is not found (jcuda/jcuda-main#17: JCublas2's natives
+    # built for another CUDA release than the installed one)
+    Spec("java.unsatisfied_link", "Java (java.lang.UnsatisfiedLinkError)",
+         "The JVM could not load a native library: it, or a library it links (a CUDA runtime of another release), is "
+         "not on java.library.path / the loader's path.",
+         wordings=("java.lang.UnsatisfiedLinkError: no %s in java.library.path",
+                   "java.lang.UnsatisfiedLinkError: Can't load library: %s",
+                   "java.lang.UnsatisfiedLinkError: %s: Can't find dependent libraries",
+                   'Error while loading native library "%s"'),
+         url=GH + "openjdk/jdk/blob/master/src/java.base/share/classes/java/lang/ClassLoader.java", kind="documented",
+         extra_programs=("JCuda (jcuda.LibUtils)", "HotSpot (os_windows.cpp)")),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),

@@ -23,12 +23,14 @@ _CONV = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L|q
 _VALUES = {"d": "1", "i": "1", "u": "4", "o": "7", "x": "3f", "X": "3F", "p": "0x1f", "f": "1.5", "g": "1.5",
            "e": "1.5", "E": "1.5", "c": "x"}
 # what a log says beside a message that a rule reads only in some setting (its `context`): in a container, on
-# aarch64, while building the kernel module
+# aarch64, while building the kernel module, in a Flatpak sandbox
 CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ uname -m\naarch64",
             "DKMS: building the nvidia kernel module for 6.8.12-4-pve",
             "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |",
             # a Visual Studio project's import of CUDA's build customization (the .vcxproj line MSBuild reads)
-            '<Import Project="$(VCTargetsPath)\\BuildCustomizations\\CUDA 12.4.props" />')
+            '<Import Project="$(VCTargetsPath)\\BuildCustomizations\\CUDA 12.4.props" />',
+            # an app run in a Flatpak sandbox
+            "$ flatpak run org.blender.Blender")
 # what a program prints on the message's own line before it: apt names the repository it refuses
 PREFIXES = ("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  InRelease: ",)
 

@@ -120,3 +120,49 @@ def test_a_cuda_librarys_alloc_failed_status_is_the_gpu_out_of_memory() -> None:
     # a status that several causes share (memory taken, a library that does not match the GPU or driver) is not read
     # as memory
     assert "hw.cuda_oom" not in all_rules("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
+
+
+# --- a Flatpak sandbox's NVIDIA GL extension, a JVM's CUDA binding -------------------------------------------------
+
+# flathub/org.blender.Blender#97: host driver 510.54, no org.freedesktop.Platform.GL.nvidia-510-54 installed
+FLATPAK_BLENDER = (
+    "$ flatpak run org.blender.Blender \n"
+    "Read prefs: /home/micha/.var/app/org.blender.Blender/config/blender/3.0/config/userpref.blend\n"
+    "intern/ghost/intern/GHOST_WindowX11.cpp:206: X11 glXChooseVisual() failed, verify working openGL system!\n"
+    "initial window could not find the GLX extension\nWriting: /tmp/blender.crash.txt")
+
+
+def test_no_glx_in_a_flatpak_sandbox_is_its_nvidia_gl_extension_not_matching_the_host_driver() -> None:
+    category, rules = top_and_rules(FLATPAK_BLENDER)
+    assert (category, rules) == ("driver_lib_mismatch", {"mismatch.flatpak_nvidia_gl_extension"}), (category, rules)
+    assert "org.freedesktop.Platform.GL.nvidia-" in diagnose(FLATPAK_BLENDER)[0].fix
+
+
+def test_no_glx_outside_a_flatpak_sandbox_is_not_read_as_its_extension() -> None:
+    # Ubuntu Forums (2011): Blender 2.58 from the distribution, Xlib's notice and 2.5x's glXQueryVersion wording
+    distro = ('Xlib:  extension "GLX" missing on display ":0".\n'
+              "/build/buildd/blender-2.58-svn37702/intern/ghost/intern/GHOST_WindowX11.cpp:194: X11 glXQueryVersion() "
+              "failed, verify working openGL system!\ninitial window could not find the GLX extension, exit!")
+    # a nix-built Blender on Ubuntu (no host GL driver in its closure): the same lines, no sandbox
+    nix = ("$ nix run nixpkgs#blender\nintern/ghost/intern/GHOST_WindowX11.cpp:206: X11 glXChooseVisual() failed, "
+           "verify working openGL system!\ninitial window could not find the GLX extension\n"
+           "[1]    190094 segmentation fault  blender")
+    for log in (distro, nix):
+        assert "mismatch.flatpak_nvidia_gl_extension" not in all_rules(log), log[:40]
+
+
+# jcuda/jcuda-main#17: JCuda 0.8.0's JCublas2 natives on Windows with another CUDA toolkit than 8.0 installed
+JCUDA = ('java.lang.UnsatisfiedLinkError: Error while loading native library "JCublas2-0.8.0-windows-x86_64"\n'
+         "Operating system name: Windows 10\nArchitecture         : amd64\n"
+         "---(start of nested stack traces)---\nStack trace from the attempt to load the library as a file:\n"
+         "java.lang.UnsatisfiedLinkError: no JCublas2-0.8.0-windows-x86_64 in java.library.path\n"
+         "\tat java.lang.ClassLoader.loadLibrary(Unknown Source)\n\tat jcuda.LibUtils.loadLibrary(LibUtils.java:143)")
+
+
+def test_a_jvm_not_loading_a_cuda_bindings_native_library_is_a_library_not_found() -> None:
+    category, rules = top_and_rules(JCUDA)
+    assert (category, rules) == ("missing_shared_lib", {"lib.java_native_cuda_library"}), (category, rules)
+    # another native library in a log about nothing CUDA
+    assert "lib.java_native_cuda_library" not in all_rules(
+        "Exception in thread \"main\" java.lang.UnsatisfiedLinkError: no opencv_java320 in java.library.path\n"
+        "\tat java.lang.ClassLoader.loadLibrary(ClassLoader.java:1867)")

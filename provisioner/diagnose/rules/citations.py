@@ -33,6 +33,8 @@ CITES: dict[str, tuple[str, ...]] = {
     "libs.library_file_broken": ("ld.not_an_elf_object", "binutils.file_truncated"),
     "arch.ggml_no_device_code": ("ggml.no_device_code",),
     "arch.cuda_library_arch_mismatch": ("cudnn.arch_mismatch", "cublas.arch_mismatch"),
+    "mismatch.flatpak_nvidia_gl_extension": ("blender.glx_unavailable",),
+    "lib.java_native_cuda_library": ("java.unsatisfied_link",),
     "libs.ctranslate2_cuda_library": ("ctranslate2.library_not_loaded",),
     "libs.windows_entry_point_missing": ("windows.entry_point_not_found",),
     "resolver.package_needs_other_python": ("pip.requires_different_python",),

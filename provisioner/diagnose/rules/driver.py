@@ -157,6 +157,31 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        # Flatpak gives a sandboxed app the NVIDIA userspace (libGL, libcuda, libnvidia-*) as the runtime extension
+        # org.freedesktop.Platform.GL.nvidia-<version>, which works only at exactly the host driver's version; after a
+        # host driver update without the matching extension, GL finds no NVIDIA GLX (flathub/org.blender.Blender#97:
+        # host 510.54, no GL.nvidia-510-54)
+        name="mismatch.flatpak_nvidia_gl_extension",
+        category="driver_lib_mismatch",
+        patterns=(
+            r"extension \"?GLX\"? missing on display",
+            r"libGL error: No matching fbConfigs or visuals found",
+            r"libGL error: failed to load driver: (?:swrast|nvidia)",
+        ),
+        messages=("blender.glx_unavailable",),
+        context=r"\bflatpak (?:run|install|update|info)\b|/\.var/app/[\w.-]+/|\borg\.freedesktop\.Platform\.GL",
+        confidence=0.8,
+        root_cause=("A Flatpak app found no working NVIDIA GL userspace in its sandbox: Flatpak provides it as the "
+                    "org.freedesktop.Platform.GL.nvidia-<version> extension, which must be exactly the host driver's "
+                    "version[ ({driver})], and the one installed is not (or none is)."),
+        fix=("Install the extension for the host's driver version (dots as dashes): `flatpak install flathub "
+             "org.freedesktop.Platform.GL.nvidia-<major>-<minor>` (and `…GL32.nvidia-…` for 32-bit apps), system-wide "
+             "if the app is; `flatpak update` after every host driver update installs it; check with `cat "
+             "/sys/module/nvidia/version` and `flatpak list --runtime | grep nvidia`."),
+        examples=("$ flatpak run org.blender.Blender\nintern/ghost/intern/GHOST_WindowX11.cpp:206: X11 glXChooseVisual() "
+                  "failed, verify working openGL system!\ninitial window could not find the GLX extension",),
+    ),
+    Rule(
         name="mismatch.nvml",
         category="driver_lib_mismatch",
         patterns=(

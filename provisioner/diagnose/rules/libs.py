@@ -261,7 +261,31 @@ RULES: tuple[Rule, ...] = (
              "directory (e.g. /usr/lib/x86_64-linux-gnu) in LD_LIBRARY_PATH."),
         examples=("Jan 06 21:52:42 faolin .atopgpud-wrapp[771782]: atopgpud ERROR: Shared lib 'libnvidia-ml' probably not "
                   "installed!\n/nix/store/arn1wq05k8is8j99kfflp20vvhwbvb2b-atop-2.7.1/bin/atopgpud",),
-    ),    Rule(
+    ),
+    Rule(
+        # the JVM's loader for a CUDA binding's native library (JCuda, JCublas2, JCudnn, a JNI wrapper of cuBLAS/cuDNN):
+        # the library, or the CUDA release's DLL/.so it links, is not where the loader looks
+        name="lib.java_native_cuda_library",
+        category="missing_shared_lib",
+        patterns=(
+            r"UnsatisfiedLinkError:[^\n]{0,200}(?:cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nvrtc|nvml|nccl"
+            r"|nvinfer|jcu\w+)",
+            r"Error while loading native library \"J?Cu\w+",
+        ),
+        messages=("java.unsatisfied_link",),
+        # the JVM's own wordings name any library: a CUDA one, or a log about the GPU stack
+        context=r"cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nvrtc|nvml|nccl|nvinfer|nvidia",
+        confidence=0.8,
+        root_cause=("The JVM could not load a CUDA binding's native library[ ({library})]: it is not on "
+                    "java.library.path, or a CUDA library it links (from the CUDA release it was built for) is not "
+                    "installed or not on the loader's path."),
+        fix=("Install the CUDA toolkit release the binding's natives were built for (JCuda's release notes name it; "
+             "JCuda 0.8.0: CUDA 8.0), put its bin (Windows) or lib64 (Linux) directory on PATH / LD_LIBRARY_PATH, or "
+             "use the binding's release built for the installed CUDA."),
+        examples=('java.lang.UnsatisfiedLinkError: Error while loading native library "JCublas2-0.8.0-windows-x86_64"\n'
+                  "java.lang.UnsatisfiedLinkError: no JCublas2-0.8.0-windows-x86_64 in java.library.path",),
+    ),
+    Rule(
         # macOS's loader: the binary names a dylib by an rpath or install name the loader cannot resolve (dyld 2's
         # "Reason: image not found", dyld 3/4's list of paths tried; Python's dlopen quotes it)
         name="lib.macos_dylib_not_loaded",
