@@ -982,6 +982,18 @@ SPECS: tuple[Spec, ...] = (
                    'Error while loading native library "%s"'),
          url=GH + "openjdk/jdk/blob/master/src/java.base/share/classes/java/lang/ClassLoader.java", kind="documented",
          extra_programs=("JCuda (jcuda.LibUtils)", "HotSpot (os_windows.cpp)")),
+    # cuBLAS's CUBLAS_STATUS_NOT_SUPPORTED (15; cublasGetStatusString: "the requested functionality is not supported")
+    # as CTranslate2 ("cuBLAS failed with status %s"), PyTorch ("CUDA error: %s when calling `cublasGemmEx(…)`") and
+    # ggml ("cuBLAS error %d at %s:%d: %s") print it: reported for a GPU newer than the cuBLAS a program bundles
+    # (RTX 50-series with CTranslate2's CUDA 12.x cuBLAS: coaxk/subarr#163, Purfview/whisper-standalone-win#403) or
+    # older than the operation (fp16 GEMM on a GTX 980, ggml-org/llama.cpp#4395; a Tesla M40, OpenBMB/BMInf#13)
+    Spec("cublas.not_supported", "cuBLAS (cublasStatus_t CUBLAS_STATUS_NOT_SUPPORTED = 15)",
+         "cuBLAS has no implementation of the requested operation for this GPU: the GPU is newer than that cuBLAS "
+         "release, or older than the operation's data type needs.",
+         wordings=("cuBLAS failed with status CUBLAS_STATUS_NOT_SUPPORTED",
+                   "cuBLAS error %d at %s:%d: the requested functionality is not supported"),
+         url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
+         extra_programs=("CTranslate2", "PyTorch", "ggml / llama.cpp")),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),

@@ -166,3 +166,45 @@ def test_a_jvm_not_loading_a_cuda_bindings_native_library_is_a_library_not_found
     assert "lib.java_native_cuda_library" not in all_rules(
         "Exception in thread \"main\" java.lang.UnsatisfiedLinkError: no opencv_java320 in java.library.path\n"
         "\tat java.lang.ClassLoader.loadLibrary(ClassLoader.java:1867)")
+
+
+# --- cuBLAS's NOT_SUPPORTED; PaddlePaddle 1.x's CUDA error code; "hardware" encoders are no hardware fault ----------
+
+
+def test_cublas_not_supported_is_a_weak_reading_of_the_gpu_against_the_build() -> None:
+    # coaxk/subarr#163 (CTranslate2's cuBLAS on an RTX 50-series), ggml-org/llama.cpp#4395 (fp16 GEMM on a GTX 980)
+    for log in ("ERROR:root:Error processing ASR (ID: asr-e7c80ca31037c2f1): cuBLAS failed with status "
+                "CUBLAS_STATUS_NOT_SUPPORTED\nRuntimeError: cuBLAS failed with status CUBLAS_STATUS_NOT_SUPPORTED",
+                "cuBLAS error 15 at ggml-cuda.cu:7956: the requested functionality is not supported"):
+        category, rules = top_and_rules(log)
+        assert (category, rules) == ("arch_unsupported", {"arch.cublas_not_supported"}), (log[:50], rules)
+    # generic: the GPU's memory running out beside it is the finding
+    assert top_and_rules("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                         "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx(...)`")[0] \
+        == "oom_or_hw"
+
+
+def test_paddle_names_the_cuda_call_then_its_error_code() -> None:
+    # PaddlePaddle/Paddle#22576: paddlepaddle-gpu 1.6.3.post107 (CUDA 10.0) on a driver for CUDA 9.2
+    log = ("paddle.fluid.core_avx.EnforceNotMet: \nError Message Summary:\n----------------------\n"
+           "Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35, Please see "
+           "detail in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html#group__CUDART__TYPES_1g3f5"
+           "1e3575c2178246db0a94a430e0038 at (/paddle/paddle/fluid/platform/gpu_info.cc:67)")
+    category, rules = top_and_rules(log)
+    assert category == "driver_too_old" and "driver.insufficient_for_runtime" in rules, (category, rules)
+    # a word that only begins like a CUDA call ("current", "Cuda compilation") is not one
+    for other in ("current version mismatch, error code: 35", "Cuda compilation failed, error code: 35"):
+        assert "driver.insufficient_for_runtime" not in all_rules(other), other
+
+
+def test_hardware_encoding_unavailable_is_not_a_hardware_fault() -> None:
+    # sam-dumont/immich-video-memory-generator#936: NVENC libraries not mounted into a Kubernetes pod (the video
+    # capability): an application's "hardware encoder/acceleration" lines name the GPU's engines, not a fault
+    log = ("Hardware encoder probe failed for ['-c:v', 'h264_nvenc']: ... Terminating thread with return code -22 "
+           "(Invalid argument)\nHardware encoding is unavailable: libva could not open a device. Check that /dev/dri is "
+           "passed into the container and that the container user is in the render group\n"
+           "No hardware acceleration detected, using software encoding")
+    assert top_and_rules(log)[0] != "oom_or_hw"
+    # the kernel's hardware error still is
+    assert top_and_rules("NVRM: GPU at PCI:0000:01:00: GPU-1234\nkernel: mce: [Hardware Error]: Machine check events "
+                         "logged\nGPU hardware error detected, the GPU fell off the bus")[0] == "oom_or_hw"

@@ -66,7 +66,9 @@ def code_regex(family: str, code: int) -> str:
     isCudaInstalledCorrectly::41] Error Code 6: Internal Error (CUDA initialization failure with error 2. …)" in
     8.x), "CUDA initialization failure with error: 35. … In checkCudaInstalledAndPrintMemoryUsage at
     optimizer/api/builder.cpp:1238" (8.6 and later) — reported in NVIDIA/TensorRT#149 and #1052,
-    onnx/onnx-tensorrt#91, apache/mxnet#14618.
+    onnx/onnx-tensorrt#91, apache/mxnet#14618. PaddlePaddle 1.x names the call and then the code: "cudaGetDeviceCount
+    failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35, Please see detail in https://docs.nvidia.com/…"
+    (paddle/fluid/platform/gpu_info.cc; PaddlePaddle/Paddle#22576).
     `nvml` (nvmlReturn_t): "nvmlInit_v2 err: 18" (ollama), "NVML error 9", "nvmlInit() failed with 12",
     "nvmlDeviceGetHandleByIndex returned 15", "nvml vram init failure: 17" (ollama's GPU discovery, gpu/gpu_info_nvml.c
     and gpu_info_cuda.c: `snprintf(buf, buflen, "nvml vram init failure: %d", ret)`; a later one prints
@@ -82,7 +84,10 @@ def code_regex(family: str, code: int) -> str:
     return (r"\bCUDA error\s*:?\s*(?:code\s*[:=]?\s*)?" + n + CODE_END
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
             r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + CODE_END
-            + r"|\bCUDA initiali[sz]ation failure with error\s*:?\s*" + n + CODE_END)
+            + r"|\bCUDA initiali[sz]ation failure with error\s*:?\s*" + n + CODE_END
+            # a CUDA call named by its case (cudaGetDeviceCount, cuInit), then the code on that line: PaddlePaddle 1.x's
+            # "cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35"
+            + r"|(?-i:\bcu(?:da)?[A-Z]\w+)[^\n]{0,80}?\berror code\s*[:=]?\s*" + n + CODE_END)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's

@@ -233,7 +233,10 @@ CUES: tuple[Cue, ...] = (
          r"|\breset required\b"),
     _cue("oom_or_hw", 3, r"\becc\b|\boom\b|\baer\b|\buncorrect\w*|\bthermal\b|\boverheat\w*|\bpower (?:cap|limit|supply|brake)|\billegal (?:memory|address)"
          r"|\bnvlink\b|\bretired pages\b|\brow remap|\bgsp\b"),
-    _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware\b|\bunknown error\b|\bmemory access\b"),
+    # "hardware" as a fault ("hardware error", "faulty hardware"), not the GPU's video or compute engines ("hardware
+    # encoder/decoding/acceleration unavailable": a library or device the program did not get)
+    _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware (?:error|fault|failure|problem|issue|defect)s?\b|\b(?:faulty|bad|"
+         r"broken|defective) hardware\b|\bunknown error\b|\bmemory access\b"),
 )
 
 #: what each layer's finding says, in the words of the layer

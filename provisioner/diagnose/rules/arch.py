@@ -124,6 +124,25 @@ RULES: tuple[Rule, ...] = (
                   "CUDA error at moe_compute_kernel.cu:132 code=8(CUBLAS_STATUS_ARCH_MISMATCH) \"cublasXgemm(...)\""),
     ),
     Rule(
+        # cuBLAS without a kernel for the requested GEMM on this GPU: reported most for a GPU newer than the cuBLAS a
+        # program or image bundles, or older than the data type; a shape or type cuBLAS never supports says it too,
+        # so a weak, generic reading
+        name="arch.cublas_not_supported",
+        category="arch_unsupported",
+        patterns=(r"\bCUBLAS_STATUS_NOT_SUPPORTED\b",),
+        messages=("cublas.not_supported",),
+        generic=True,
+        confidence=0.6,
+        root_cause=("cuBLAS refused the operation as not supported on {gpu_cc}: most often the GPU is newer than the "
+                    "cuBLAS the program or image carries (RTX 50-series / RTX PRO Blackwell need CUDA 12.8+ builds), or "
+                    "older than the operation's data type (fp16/bf16 GEMMs on Maxwell and Pascal)."),
+        fix=("Use a build or image of the program made with a CUDA release that supports this GPU (for Blackwell: CUDA "
+             "12.8 or later — a cu128+ PyTorch, a CTranslate2/faster-whisper built on CUDA 12.8); on an old GPU choose "
+             "a compute type it supports (float32 or int8 instead of float16/bfloat16)."),
+        examples=("RuntimeError: cuBLAS failed with status CUBLAS_STATUS_NOT_SUPPORTED",
+                  "cuBLAS error 15 at ggml-cuda.cu:7956: the requested functionality is not supported"),
+    ),
+    Rule(
         name="arch.toolchain_unknown_arch",
         category="arch_unsupported",
         patterns=(
