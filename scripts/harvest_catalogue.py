@@ -994,6 +994,14 @@ SPECS: tuple[Spec, ...] = (
                    "cuBLAS error %d at %s:%d: the requested functionality is not supported"),
          url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",
          extra_programs=("CTranslate2", "PyTorch", "ggml / llama.cpp")),
+    # candle (huggingface/candle, candle-core's CUDA backend: "{cuda:?} when loading {module_name}") compiles its bf16
+    # kernels only for compute capability 8.0+ (`#if __CUDA_ARCH__ >= 800`): on an older GPU the function is not in the
+    # module and the driver says CUDA_ERROR_NOT_FOUND (huggingface/candle#1911; spiceai/spiceai#4470 on a T4, 7.5)
+    Spec("candle.kernel_not_found", "candle (candle-core CUDA backend)",
+         "The kernel candle asked for is not in its compiled module for this GPU: its bf16 (and f8) kernels exist only "
+         "for compute capability 8.0 and later.",
+         wordings=('DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading %s',),
+         url=GH + "huggingface/candle/issues/1911", kind="documented"),
     Spec("ptxas.feature_requires_target", "ptxas (CUDA toolkit)",
          "Code uses a PTX feature the GPU's architecture does not have: the GPU is older than the code needs.",
          wordings=("Feature '%s' requires .target sm_%d or higher",),
@@ -1038,6 +1046,14 @@ SPECS: tuple[Spec, ...] = (
          wordings=("ERROR: Package %s requires a different Python: %s not in %s",),
          url=PIP + "exceptions.py", kind="documented"),
     # --- dnf (dnf/cli/main.py; dnf5 main.cpp): the hints it prints under an unresolvable transaction
+    # dnf-plugins-core's config-manager (`dnf config-manager --add-repo URL`, yum-config-manager): the .repo file could
+    # not be downloaded (librepo's "Status code: 404 for URL (IP: …)" or "Curl error (22): … for URL" before it), so no
+    # repository was added (ollama/ollama#1993: NVIDIA published no CUDA repository for Fedora 39 yet)
+    Spec("dnf.config_manager_add_repo_failed", "dnf-plugins-core config-manager (plugins/config_manager.py)",
+         "`dnf config-manager --add-repo` could not download the .repo file: the URL is wrong or not published for "
+         "this release, or unreachable; no repository was added.",
+         wordings=("Configuration of repo failed", "Configuration of repos failed"),
+         url=GH + "rpm-software-management/dnf-plugins-core/blob/master/plugins/config_manager.py", kind="documented"),
     Spec("dnf.depsolve_failed", "dnf 4 (dnf/cli/main.py) / dnf5 (dnf5/main.cpp)",
          "dnf could not resolve the transaction: a dependency no enabled repository provides, or packages that "
          "conflict; the lines under `Problem:` say which.",

@@ -30,7 +30,9 @@ CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ 
             # a Visual Studio project's import of CUDA's build customization (the .vcxproj line MSBuild reads)
             '<Import Project="$(VCTargetsPath)\\BuildCustomizations\\CUDA 12.4.props" />',
             # an app run in a Flatpak sandbox
-            "$ flatpak run org.blender.Blender")
+            "$ flatpak run org.blender.Blender",
+            # dnf's config-manager adding NVIDIA's CUDA repository
+            "Adding repo from: https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo")
 # what a program prints on the message's own line before it: apt names the repository it refuses
 PREFIXES = ("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  InRelease: ",)
 

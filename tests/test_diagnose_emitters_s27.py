@@ -208,3 +208,41 @@ def test_hardware_encoding_unavailable_is_not_a_hardware_fault() -> None:
     # the kernel's hardware error still is
     assert top_and_rules("NVRM: GPU at PCI:0000:01:00: GPU-1234\nkernel: mce: [Hardware Error]: Machine check events "
                          "logged\nGPU hardware error detected, the GPU fell off the bus")[0] == "oom_or_hw"
+
+
+# --- set ac's read half: dnf config-manager adding NVIDIA's repository, NCCL 2.2/2.3's prefix, candle's kernels -----
+
+
+def test_dnf_config_manager_failing_to_add_nvidias_repository_is_the_installer() -> None:
+    # ollama/ollama#1993: no CUDA repository for Fedora 39 yet (librepo's "Status code: 404 for …")
+    log = (">>> Installing NVIDIA repository...\n"
+           "Adding repo from: https://developer.download.nvidia.com/compute/cuda/repos/fedora39/x86_64/cuda-fedora39.repo"
+           "\nStatus code: 404 for https://developer.download.nvidia.com/compute/cuda/repos/fedora39/x86_64/"
+           "cuda-fedora39.repo (IP: 152.195.19.142)\nError: Configuration of repo failed")
+    category, rules = top_and_rules(log)
+    assert category == "installer_failure" and "installer.nvidia_rpm_repository_metadata_failed" in rules, rules
+    # Docker's repository failing the same way is not NVIDIA's
+    docker = ("Adding repo from: https://download.docker.com/linux/centos/docker-ce.repo\nCurl error (35): SSL connect "
+              "error for https://download.docker.com/linux/centos/docker-ce.repo\nError: Configuration of repo failed")
+    assert "installer.nvidia_rpm_repository_metadata_failed" not in all_rules(docker)
+
+
+def test_nccl_2_3s_warning_without_its_name_is_nccls() -> None:
+    # horovod/horovod#666: NCCL 2.2/2.3's prefix has no "NCCL"; AWS Neuron's fork of the same code says "CCOM WARN"
+    log = ("seyun:17283:17549 [3] include/socket.h:371 WARN Connection closed by remote peer\n"
+           "seyun:17283:17549 [3] INFO transport/net_socket.cu:166 -> 2\n"
+           "seyun:17281:17552 [1] INFO bootstrap.cu:45 -> 2 [Net]")
+    category, rules = top_and_rules(log)
+    assert (category, rules) == ("nccl_failure", {"nccl.warn"}), (category, rules)
+    neuron = "2024-Sep-23 00:09:01.0809 1:26 [1] include/socket.h:270 CCOM WARN Skipping IPv6 loopback adddress"
+    assert "nccl.warn" not in all_rules(neuron)
+
+
+def test_candle_finding_no_bf16_kernel_is_the_gpu_below_compute_capability_8() -> None:
+    # spiceai/spiceai#4470 (a T4, 7.5); huggingface/candle#1911
+    log = ("2025-01-21T21:00:37.333131Z  WARN runtime::init::model: Failed to load LLM: hf_local_model.\n"
+           "Failed to load the model.\nAn error occurred: DriverError(CUDA_ERROR_NOT_FOUND, \"named symbol not "
+           "found\") when loading cast_bf16_f16")
+    category, rules = top_and_rules(log)
+    assert (category, rules) == ("arch_unsupported", {"arch.candle_kernel_not_compiled"}), (category, rules)
+    assert "f16" in diagnose(log)[0].fix

@@ -143,6 +143,20 @@ RULES: tuple[Rule, ...] = (
                   "cuBLAS error 15 at ggml-cuda.cu:7956: the requested functionality is not supported"),
     ),
     Rule(
+        # candle's kernels for a dtype the GPU lacks (bf16 below compute capability 8.0) are compiled out: loading one
+        # finds no such function in the module
+        name="arch.candle_kernel_not_compiled",
+        category="arch_unsupported",
+        patterns=(),
+        messages=("candle.kernel_not_found",),
+        confidence=0.8,
+        root_cause=("candle found no compiled CUDA kernel for the operation on {gpu_cc}: its bf16 (and f8) kernels are "
+                    "built only for compute capability 8.0 (Ampere) and later."),
+        fix=("Run the model in a dtype this GPU has kernels for (f16 or f32: the program's `--dtype f16`/`--use-f32`, "
+             "or the model's config), or use a GPU of compute capability 8.0 or later."),
+        examples=('Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading cast_u32_bf16',),
+    ),
+    Rule(
         name="arch.toolchain_unknown_arch",
         category="arch_unsupported",
         patterns=(

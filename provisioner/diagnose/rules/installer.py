@@ -520,15 +520,19 @@ RULES: tuple[Rule, ...] = (
         name="installer.nvidia_rpm_repository_metadata_failed",
         category="installer_failure",
         patterns=(),
-        messages=("dnf.metadata_download_failed",),
-        # the repository the failure names is NVIDIA's or CUDA's (its id, or NVIDIA's hosts beside repodata)
+        messages=("dnf.metadata_download_failed", "dnf.config_manager_add_repo_failed"),
+        # the repository the failure names is NVIDIA's or CUDA's (its id, or NVIDIA's hosts beside repodata), or the
+        # .repo file config-manager was adding is NVIDIA's (librepo's "Status code: 404 for URL", "Curl error (22): …")
         requires=(rf"(?:metadata for repo(?:sitory)?|for repository|repomd\.xml from|repositories failed)\s*:?\s*"
                   rf"['\"(]?[^'\"\s)]*(?:nvidia|cuda)"
-                  rf"|{_NVIDIA_REPO}[^\n]*repodata|repodata[^\n]*{_NVIDIA_REPO}",),
+                  rf"|{_NVIDIA_REPO}[^\n]*repodata|repodata[^\n]*{_NVIDIA_REPO}"
+                  rf"|Adding repo from:\s*\S*{_NVIDIA_REPO}|(?:Status code: \d+|Curl error \(\d+\)[^\n]*) for "
+                  rf"\S*{_NVIDIA_REPO}",),
         # dnf goes on past a repository it skips ("Ignoring repositories: …"): another failure beside it leads
         generic=True,
         confidence=0.7,
-        root_cause=("dnf could not download or verify the metadata of the NVIDIA/CUDA package repository (a 404 for a "
+        root_cause=("dnf could not download or verify the metadata (or, adding it, the .repo file) of the NVIDIA/CUDA "
+                    "package repository (a 404 for a "
                     "distribution release it does not publish, a wrong URL in the .repo file, no route, a mirror "
                     "mid-sync; or repomd.xml's signature does not verify with the key dnf holds), so the NVIDIA "
                     "packages cannot be read or installed from it."),

@@ -113,6 +113,9 @@ RULES: tuple[Rule, ...] = (
         category="nccl_failure",
         patterns=(
             r"\bNCCL WARN\b",
+            # NCCL 2.2/2.3 printed no "NCCL" in its prefix: "host:pid:tid [dev] include/socket.h:371 WARN …" (horovod/
+            # horovod#666); AWS Neuron's fork says "CCOM WARN", not NCCL's
+            r"\S+:\d+:\d+ \[\d+\] [\w/.-]+\.(?:h|cc?|cu|cpp):\d+ WARN\b",
             r"socketStartConnect: Connect to [^\n]{0,60} failed",
             r"\[Proxy Service\][^\n]{0,40}Failed",
         ),
