@@ -931,8 +931,8 @@ SPECS: tuple[Spec, ...] = (
     # "Error in CuDNN: CUDNN_STATUS_ARCH_MISMATCH", nagadomi/waifu2x#176; cuBLAS's on a Kepler GPU:
     # NVIDIA/DeepLearningExamples#147, laekov/fastmoe#134's helper_cuda "code=8(CUBLAS_STATUS_ARCH_MISMATCH)")
     Spec("cudnn.arch_mismatch", "cuDNN (cudnnStatus_t CUDNN_STATUS_ARCH_MISMATCH = 6)",
-         "The cuDNN call needs a feature the GPU's architecture lacks: the GPU is older than this cuDNN supports "
-         "(compute capability 3.0 through cuDNN 7, 3.5 in cuDNN 8, 5.0 in cuDNN 9).",
+         "The cuDNN call needs a feature the GPU's architecture lacks: the GPU is older than this cuDNN release (or "
+         "the operation) supports; the floor is the release's support matrix.",
          wordings=("CUDNN_STATUS_ARCH_MISMATCH", "The function requires a feature absent from the current GPU device."),
          url="https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-graph-library.html#cudnnstatus-t",
          kind="documented", extra_programs=("PyTorch (cuDNN error: %s)", "TensorFlow", "cudnn.torch", "Mocha.jl")),
@@ -946,13 +946,15 @@ SPECS: tuple[Spec, ...] = (
                          "CUDA.jl", "PyTorch")),
     # The CUDA libraries' status for an allocation of device memory that failed inside the library (the docs: "Resource
     # allocation failed inside the cuBLAS library. This is usually caused by a cudaMalloc() failure"): cuBLAS = 3, cuDNN
-    # = 2, cuSOLVER/cuSPARSE = 2, cuFFT's CUFFT_ALLOC_FAILED = 2, cuRAND's CURAND_STATUS_ALLOCATION_FAILED = 102, as
+    # = 2 (cuDNN 9: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED = 4004, …_HOST_ALLOCATION_FAILED = 4003),
+    # cuSOLVER/cuSPARSE = 2, cuFFT's CUFFT_ALLOC_FAILED = 2, cuRAND's CURAND_STATUS_ALLOCATION_FAILED = 102, as
     # PyTorch prints them ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cuDNN error:
     # %s", "cuFFT error: %s") and TensorFlow ("Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED")
     Spec("cudalib.alloc_failed", "CUDA libraries (cuBLAS, cuDNN, cuSOLVER, cuSPARSE, cuFFT, cuRAND)",
          "A CUDA library could not allocate the device memory it needs (its handle or workspace): the GPU's memory is "
          "exhausted.",
-         wordings=("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUSOLVER_STATUS_ALLOC_FAILED",
+         wordings=("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                   "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED", "CUSOLVER_STATUS_ALLOC_FAILED",
                    "CUSPARSE_STATUS_ALLOC_FAILED", "CUFFT_ALLOC_FAILED", "CURAND_STATUS_ALLOCATION_FAILED",
                    "Resource allocation failed inside the cuBLAS library."),
          url="https://docs.nvidia.com/cuda/cublas/index.html#cublasstatus-t", kind="documented",

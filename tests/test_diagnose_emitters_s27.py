@@ -5,7 +5,7 @@ real report's paste; the URL is beside it."""
 from __future__ import annotations
 
 from provisioner.diagnose import diagnose
-from tests.support.diagnosis import all_rules, top_and_rules
+from tests.support.diagnosis import all_rules, layer_guess, top_and_rules
 
 # --- TensorRT's "CUDA initialization failure with error N" over its versions ----------------------------------------
 
@@ -51,7 +51,12 @@ def test_nvidiafb_failing_to_load_is_not_the_nvidia_module() -> None:
     # nvidiafb is the kernel's framebuffer driver for pre-GeForce FX cards: its refusal says nothing about nvidia.ko
     for line in ("modprobe: ERROR: could not insert 'nvidiafb': No such device",
                  "FATAL: Error inserting nvidiafb (/lib/modules/3.2.0-4-amd64/kernel/drivers/video/nvidia/nvidiafb.ko):"
-                 " Invalid module format"):
+                 " Invalid module format",
+                 "modprobe: FATAL: Module nvidiafb not found in directory /lib/modules/6.8.0-45-generic",
+                 "nvidiafb: disagrees about version of symbol module_layout",
+                 # another module altogether: modprobe's and the kernel's wordings name any
+                 "modprobe: FATAL: Module vfio_pci not found in directory /lib/modules/6.8.0-45-generic",
+                 "zfs: Unknown symbol spl_panic (err 0)"):
         rules = top_and_rules(line)[1]
         assert not rules & {"nodriver.module_missing", "nodriver.module_found_no_device"}, (line, rules)
 
@@ -63,6 +68,8 @@ def test_the_nvidia_modules_names_in_each_packagings_words_still_read_as_nvidia_
         ("modprobe: ERROR: could not insert 'nvidia_uvm': Exec format error", "nodriver.module_missing"),
         ("modprobe: ERROR: could not insert 'nvidia-340xx': Key was rejected by service", "nodriver.secure_boot"),
         ("insmod: error inserting 'nvidia.ko': -1 Invalid module format", "nodriver.module_missing"),
+        ("modprobe: FATAL: Module nvidia_drm not found in directory /lib/modules/6.8.12-4-pve", "nodriver.module_missing"),
+        ("[    5.120] nvidia: Unknown symbol drm_open (err 0)", "nodriver.module_missing"),
         ("modprobe: ERROR: could not insert 'nvidia': No such device", "nodriver.module_found_no_device"),
     )
     for line, rule in cases:
@@ -95,7 +102,26 @@ def test_a_cuda_librarys_arch_mismatch_is_the_gpu_too_old_for_it() -> None:
         category, rules = top_and_rules(log)
         assert (category, rules) == ("arch_unsupported", {"arch.cuda_library_arch_mismatch"}), (log[:60], rules)
     fix = diagnose(ARCH_MISMATCH[1])[0].fix
-    assert "cuDNN 9" in fix and "5.0+" in fix, fix  # the support floors of the libraries that refuse
+    assert "support matrix" in fix and "compute capability" in fix, fix
+
+
+def test_a_build_without_the_gpus_kernels_leads_over_a_librarys_arch_mismatch_beside_it() -> None:
+    # the build has no kernel for this GPU (often a GPU newer than the build): that finding, not "the GPU is too old"
+    log = ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+           "cuDNN error: CUDNN_STATUS_ARCH_MISMATCH")
+    assert diagnose(log)[0].rule == "arch.no_kernel_image"
+
+
+def test_cudnn_frontends_engine_rejections_and_cpu_architecture_mismatches_are_not_read() -> None:
+    # cudnn_frontend warns CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH for each engine it skips while choosing one; a
+    # package's CPU architecture is no GPU's
+    for log in ("Warning: CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH; Reason: FORT_NATIVE_8X engine requires Ampere or "
+                "newer (device compute capability below 800)\nTraining step 100 loss 0.23",
+                "Downloading cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz\nerror: arch mismatch",
+                "Collecting nvidia-cudnn-cu12\nERROR: arch mismatch",
+                "cudnn: arch mismatch (package built for aarch64, host is x86_64)",
+                "cudnn_version=8\n  ARCH MISMATCH"):
+        assert "arch.cuda_library_arch_mismatch" not in all_rules(log), log[:50]
 
 
 def test_another_programs_arch_mismatch_is_not_a_cuda_librarys() -> None:
@@ -117,6 +143,10 @@ def test_a_cuda_librarys_alloc_failed_status_is_the_gpu_out_of_memory() -> None:
                  "curandGenerateNormal failed: CURAND_STATUS_ALLOCATION_FAILED"):
         category, rules = top_and_rules(line)
         assert category == "oom_or_hw" and "hw.cuda_oom" in rules, (line, category, rules)
+    # cuDNN 9's names for the same status
+    for line in ("RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+                 "cudnnCreate failed: CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED"):
+        assert top_and_rules(line) == ("oom_or_hw", {"hw.cuda_oom"}), line
     # a status that several causes share (memory taken, a library that does not match the GPU or driver) is not read
     # as memory
     assert "hw.cuda_oom" not in all_rules("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED")
@@ -147,7 +177,13 @@ def test_no_glx_outside_a_flatpak_sandbox_is_not_read_as_its_extension() -> None
     nix = ("$ nix run nixpkgs#blender\nintern/ghost/intern/GHOST_WindowX11.cpp:206: X11 glXChooseVisual() failed, "
            "verify working openGL system!\ninitial window could not find the GLX extension\n"
            "[1]    190094 segmentation fault  blender")
-    for log in (distro, nix):
+    # in a sandbox, but another GPU's Mesa driver, a display forwarded over ssh, or Mesa's own GL extension
+    amd = ("$ flatpak run com.valvesoftware.Steam\nlibGL error: MESA-LOADER: failed to open radeonsi: "
+           "/usr/lib/dri/radeonsi_dri.so\nlibGL error: failed to load driver: swrast")
+    forwarded = "$ ssh -X server\n$ flatpak run org.kde.krita\nlibGL error: No matching fbConfigs or visuals found"
+    mesa = ("$ flatpak list --runtime\nMesa  org.freedesktop.Platform.GL.default  23.08\n$ glxgears\n"
+            "libGL error: No matching fbConfigs or visuals found")
+    for log in (distro, nix, amd, forwarded, mesa):
         assert "mismatch.flatpak_nvidia_gl_extension" not in all_rules(log), log[:40]
 
 
@@ -162,10 +198,19 @@ JCUDA = ('java.lang.UnsatisfiedLinkError: Error while loading native library "JC
 def test_a_jvm_not_loading_a_cuda_bindings_native_library_is_a_library_not_found() -> None:
     category, rules = top_and_rules(JCUDA)
     assert (category, rules) == ("missing_shared_lib", {"lib.java_native_cuda_library"}), (category, rules)
-    # another native library in a log about nothing CUDA
-    assert "lib.java_native_cuda_library" not in all_rules(
-        "Exception in thread \"main\" java.lang.UnsatisfiedLinkError: no opencv_java320 in java.library.path\n"
-        "\tat java.lang.ClassLoader.loadLibrary(ClassLoader.java:1867)")
+    # HotSpot's Windows wording for a DLL whose own dependencies (the CUDA release's DLLs) are missing
+    assert top_and_rules("java.lang.UnsatisfiedLinkError: C:\\Users\\u\\AppData\\Local\\Temp\\JCublas2-0.8.0-"
+                         "windows-x86_64.dll: Can't find dependent libraries")[1] == {"lib.java_native_cuda_library"}
+    # another native library, also where the log names NVIDIA or CUDA elsewhere (a GL renderer line, JDK 11+'s search
+    # path after the message)
+    for other in ("Exception in thread \"main\" java.lang.UnsatisfiedLinkError: no opencv_java320 in "
+                  "java.library.path\n\tat java.lang.ClassLoader.loadLibrary(ClassLoader.java:1867)",
+                  "[LWJGL] GL_RENDERER: NVIDIA GeForce GTX 1060/PCIe/SSE2\n"
+                  "java.lang.UnsatisfiedLinkError: no lwjgl64 in java.library.path",
+                  "java.lang.UnsatisfiedLinkError: no opencv_java455 in java.library.path: /usr/local/cuda/lib64:/usr/lib",
+                  "java.lang.UnsatisfiedLinkError: Error while loading native library \"custom_native-1.0\"\n"
+                  "GPU: NVIDIA GeForce RTX 3080"):
+        assert "lib.java_native_cuda_library" not in all_rules(other), other[:50]
 
 
 # --- cuBLAS's NOT_SUPPORTED; PaddlePaddle 1.x's CUDA error code; "hardware" encoders are no hardware fault ----------
@@ -192,9 +237,14 @@ def test_paddle_names_the_cuda_call_then_its_error_code() -> None:
            "1e3575c2178246db0a94a430e0038 at (/paddle/paddle/fluid/platform/gpu_info.cc:67)")
     category, rules = top_and_rules(log)
     assert category == "driver_too_old" and "driver.insufficient_for_runtime" in rules, (category, rules)
-    # a word that only begins like a CUDA call ("current", "Cuda compilation") is not one
-    for other in ("current version mismatch, error code: 35", "Cuda compilation failed, error code: 35"):
-        assert "driver.insufficient_for_runtime" not in all_rules(other), other
+    # a word that only begins like a CUDA call ("current", "Cuda compilation"), a library's name (cuDF, cuRAND,
+    # cuTENSOR) or a CUDA call with another program's code later on its line is not a CUDA error code
+    for other in ("current version mismatch, error code: 35", "Cuda compilation failed, error code: 35",
+                  "cuDF: reader failed, error code: 35", "cudaMalloc ok (123 MB) -- pip: error code: 35",
+                  "cuRAND error code: 100 (CURAND_STATUS_VERSION_MISMATCH)",
+                  "cuTENSOR handle create failed, error code: 999"):
+        assert not all_rules(other) & {"driver.insufficient_for_runtime", "nodriver.no_device_generic",
+                                       "container.cuda_unknown_error"}, other
 
 
 def test_hardware_encoding_unavailable_is_not_a_hardware_fault() -> None:
@@ -205,9 +255,13 @@ def test_hardware_encoding_unavailable_is_not_a_hardware_fault() -> None:
            "passed into the container and that the container user is in the render group\n"
            "No hardware acceleration detected, using software encoding")
     assert top_and_rules(log)[0] != "oom_or_hw"
-    # the kernel's hardware error still is
-    assert top_and_rules("NVRM: GPU at PCI:0000:01:00: GPU-1234\nkernel: mce: [Hardware Error]: Machine check events "
-                         "logged\nGPU hardware error detected, the GPU fell off the bus")[0] == "oom_or_hw"
+    # "hardware" as a fault still is (no other hardware word beside it: the cue alone decides)
+    for fault in ("GPU 0: hardware malfunction detected\ntraining crashed: failing hardware?\n"
+                  "error: hardware-error reported by the GPU",
+                  "job failed: hardware failure on the GPU\nfaulty GPU hardware, the vendor says\n"
+                  "cannot continue: hardware error"):
+        guess = layer_guess(fault)
+        assert guess is not None and guess.category == "oom_or_hw", (fault[:40], guess)
 
 
 # --- set ac's read half: dnf config-manager adding NVIDIA's repository, NCCL 2.2/2.3's prefix, candle's kernels -----

@@ -85,9 +85,10 @@ def code_regex(family: str, code: int) -> str:
             + r"|\b(?:cuInit|nvcuda init|cu(?:da)?(?:GetDeviceCount|SetDevice|Malloc|DeviceGet|CtxCreate)\w*)"
             r"(?:\(\))?\s*(?:err(?:or)?|failed|failure|returned)(?: with)?(?: error)?(?: code)?[^\w-]{0,3}" + n + CODE_END
             + r"|\bCUDA initiali[sz]ation failure with error\s*:?\s*" + n + CODE_END
-            # a CUDA call named by its case (cudaGetDeviceCount, cuInit), then the code on that line: PaddlePaddle 1.x's
-            # "cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35"
-            + r"|(?-i:\bcu(?:da)?[A-Z]\w+)[^\n]{0,80}?\berror code\s*[:=]?\s*" + n + CODE_END)
+            # PaddlePaddle 1.x's "cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35":
+            # the CUDA call by its case, the Paddle function it failed in, then the code (not a library's name, cuDNN or
+            # cuDF, with some other code later on its line)
+            + r"|(?-i:\bcu(?:da)?[A-Z]\w+) failed in [\w:]+, error code\s*:\s*" + n + CODE_END)
 
 
 # A message printed over several lines is printed one line per call (the kernel's printk per `NVRM:` line, PyTorch's

@@ -235,8 +235,8 @@ CUES: tuple[Cue, ...] = (
          r"|\bnvlink\b|\bretired pages\b|\brow remap|\bgsp\b"),
     # "hardware" as a fault ("hardware error", "faulty hardware"), not the GPU's video or compute engines ("hardware
     # encoder/decoding/acceleration unavailable": a library or device the program did not get)
-    _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware (?:error|fault|failure|problem|issue|defect)s?\b|\b(?:faulty|bad|"
-         r"broken|defective) hardware\b|\bunknown error\b|\bmemory access\b"),
+    _cue("oom_or_hw", 1, r"\bpcie?\b|\bhardware[- ](?:error|fault|failure|problem|issue|defect|malfunction)s?\b"
+         r"|\b(?:faulty|bad|broken|defective|failing)(?: gpu)? hardware\b|\bunknown error\b|\bmemory access\b"),
 )
 
 #: what each layer's finding says, in the words of the layer

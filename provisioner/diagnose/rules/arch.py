@@ -104,22 +104,24 @@ RULES: tuple[Rule, ...] = (
         name="arch.cuda_library_arch_mismatch",
         category="arch_unsupported",
         patterns=(
-            r"\b(?:CUDNN|CUBLAS(?:LT)?|CUSOLVER|CUSPARSE(?:LT)?|CURAND|CUTENSOR|NVJPEG(?:2K)?)_STATUS_"
-            r"(?:NOT_SUPPORTED_)?ARCH_MISMATCH\b",
-            # a binding's own short text for the status (Mocha.jl's "ERROR: Arch mismatch" after "Initializing CuDNN
-            # backend", nvJPEG wrappers' "Arch Mismatch") where the line or the one before names the library
-            r"\b(?:cudnn|cublas|cusolver|cusparse|nvjpeg)\w*(?:error|exception)?\s*[:=(]\s*(?:error\s*:?\s*)?"
-            r"arch mismatch\b",
-            r"\b(?:cudnn|cublas|cusolver|cusparse|nvjpeg)\w*\b[^\n]{0,100}\n\s*(?:error\s*:?\s*)?arch mismatch\W*(?:\n|$)",
+            # the status itself (cuDNN 9's CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH is also what cudnn_frontend warns
+            # for each engine it rejects while choosing one: not read)
+            r"\b(?:CUDNN|CUBLAS|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVJPEG(?:2K)?)_STATUS_ARCH_MISMATCH\b",
+            # a binding's own short text for the status: its error type and the text ("CUBLASError: arch mismatch"),
+            # or Mocha.jl's "ERROR: Arch mismatch" right after "Initializing CuDNN backend..."
+            r"\b(?:cudnn|cublas|cusolver|cusparse)\w*(?:error|exception)\s*[:=(]\s*arch mismatch\b",
+            r"\bcudnn backend\b[^\n]{0,20}\n\s*error\s*:?\s*arch mismatch\W*(?:\n|$)",
         ),
         messages=("cudnn.arch_mismatch", "cublas.arch_mismatch"),
-        confidence=0.85,
+        # below arch.no_kernel_image's: where the build has no kernel for the GPU, that is the finding
+        confidence=0.7,
         root_cause=("A CUDA library (cuDNN, cuBLAS or another) refused the call with ARCH_MISMATCH: {gpu_cc} "
-                    "lacks a feature the call needs — the GPU is older than this library release supports."),
-        fix=("Check the GPU's compute capability against the library release's support matrix (cuDNN: 3.0+ through "
-             "cuDNN 7, 3.5+ in cuDNN 8, 5.0+ in cuDNN 9; cuBLAS's GemmEx and tensor-op paths: 5.0+): run on a newer "
-             "GPU, or use a framework build with a library release (or a code path, such as disabling cuDNN) that "
-             "still supports this one."),
+                    "lacks a feature the call needs — the GPU is older than this library release, or this "
+                    "operation or data type, supports."),
+        fix=("Check the GPU's compute capability against the support matrix of the cuDNN/cuBLAS release the program "
+             "uses (the floor rose over the releases: early cuDNN ran from 3.0, cuDNN 8.9 from 5.0; cuBLAS's GemmEx "
+             "and tensor-op paths need 5.0+): run on a newer GPU, or use a framework build with a library release (or "
+             "a code path, such as disabling cuDNN, or another data type) that still supports this one."),
         examples=("/home/u/torch/install/share/lua/5.1/cudnn/init.lua:145: Error in CuDNN: CUDNN_STATUS_ARCH_MISMATCH",
                   "CUDA error at moe_compute_kernel.cu:132 code=8(CUBLAS_STATUS_ARCH_MISMATCH) \"cublasXgemm(...)\""),
     ),
@@ -133,12 +135,14 @@ RULES: tuple[Rule, ...] = (
         messages=("cublas.not_supported",),
         generic=True,
         confidence=0.6,
-        root_cause=("cuBLAS refused the operation as not supported on {gpu_cc}: most often the GPU is newer than the "
-                    "cuBLAS the program or image carries (RTX 50-series / RTX PRO Blackwell need CUDA 12.8+ builds), or "
-                    "older than the operation's data type (fp16/bf16 GEMMs on Maxwell and Pascal)."),
+        root_cause=("cuBLAS refused the operation as not supported on {gpu_cc}. Reported most for a GPU newer than the "
+                    "cuBLAS the program or image carries (RTX 50-series / RTX PRO Blackwell need CUDA 12.8+ builds) and "
+                    "for a data type the GPU lacks (bf16 before Ampere, fp16 GEMMs on Maxwell); a parameter combination "
+                    "that cuBLAS release does not implement says the same on any GPU."),
         fix=("Use a build or image of the program made with a CUDA release that supports this GPU (for Blackwell: CUDA "
-             "12.8 or later — a cu128+ PyTorch, a CTranslate2/faster-whisper built on CUDA 12.8); on an old GPU choose "
-             "a compute type it supports (float32 or int8 instead of float16/bfloat16)."),
+             "12.8 or later — a cu128+ PyTorch, a CTranslate2/faster-whisper built on CUDA 12.8); on an older GPU "
+             "choose a compute type it supports (float32, or float16/int8 instead of bfloat16); if neither applies, "
+             "the operation's types or layout are the program's to change."),
         examples=("RuntimeError: cuBLAS failed with status CUBLAS_STATUS_NOT_SUPPORTED",
                   "cuBLAS error 15 at ggml-cuda.cu:7956: the requested functionality is not supported"),
     ),

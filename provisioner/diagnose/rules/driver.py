@@ -169,13 +169,18 @@ RULES: tuple[Rule, ...] = (
             r"libGL error: failed to load driver: (?:swrast|nvidia)",
         ),
         messages=("blender.glx_unavailable",),
-        context=r"\bflatpak (?:run|install|update|info)\b|/\.var/app/[\w.-]+/|\borg\.freedesktop\.Platform\.GL",
-        confidence=0.8,
+        # in a Flatpak sandbox (its run, its per-app data, its NVIDIA GL extension; not GL.default, Mesa's)
+        context=r"\bflatpak (?:run|install|update|info)\b|/\.var/app/[\w.-]+/|\borg\.freedesktop\.Platform\.GL(?:32)?\.nvidia",
+        # another GPU's Mesa driver (an AMD or Intel host), or a display forwarded over ssh (its GLX is the client's)
+        unless=(r"MESA-LOADER|\bradeonsi\b|\bamdgpu\b|\biris\b|\bi965\b|\bnouveau\b|\bssh -[XY]\b"
+                r"|DISPLAY=localhost:|\bX11 forwarding\b"),
+        confidence=0.75,
         root_cause=("A Flatpak app found no working NVIDIA GL userspace in its sandbox: Flatpak provides it as the "
                     "org.freedesktop.Platform.GL.nvidia-<version> extension, which must be exactly the host driver's "
                     "version[ ({driver})], and the one installed is not (or none is)."),
-        fix=("Install the extension for the host's driver version (dots as dashes): `flatpak install flathub "
-             "org.freedesktop.Platform.GL.nvidia-<major>-<minor>` (and `…GL32.nvidia-…` for 32-bit apps), system-wide "
+        fix=("Install the extension for the host's driver version, every part of it with dots as dashes (510.54 → "
+             "`org.freedesktop.Platform.GL.nvidia-510-54`, 545.29.06 → `…GL.nvidia-545-29-06`): `flatpak install "
+             "flathub org.freedesktop.Platform.GL.nvidia-<version>` (and `…GL32.nvidia-…` for 32-bit apps), system-wide "
              "if the app is; `flatpak update` after every host driver update installs it; check with `cat "
              "/sys/module/nvidia/version` and `flatpak list --runtime | grep nvidia`."),
         examples=("$ flatpak run org.blender.Blender\nintern/ghost/intern/GHOST_WindowX11.cpp:206: X11 glXChooseVisual() "

@@ -166,7 +166,8 @@ RULES: tuple[Rule, ...] = (
             r"torch\.(?:cuda\.)?OutOfMemoryError",
             r"CUDA error: out of memory",
             r"Cuda failure '?out of memory",
-            r"\b(?:CUBLAS(?:LT)?|CUDNN|CUSOLVER|CUSPARSE(?:LT)?|CUTENSOR)_STATUS_ALLOC_FAILED\b",
+            r"\b(?:CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUTENSOR)_STATUS_ALLOC_FAILED\b",
+            r"\bCUDNN_STATUS_INTERNAL_ERROR_(?:DEVICE|HOST)_ALLOCATION_FAILED\b",  # cuDNN 9's names
             r"\bCUFFT_ALLOC_FAILED\b",
             r"\bCURAND_STATUS_ALLOCATION_FAILED\b",
             r"cudaErrorMemoryAllocation",

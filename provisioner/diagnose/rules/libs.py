@@ -267,16 +267,17 @@ RULES: tuple[Rule, ...] = (
         # the library, or the CUDA release's DLL/.so it links, is not where the loader looks
         name="lib.java_native_cuda_library",
         category="missing_shared_lib",
-        patterns=(
-            r"UnsatisfiedLinkError:[^\n]{0,200}(?:cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nvrtc|nvml|nccl"
-            r"|nvinfer|jcu\w+)",
-            r"Error while loading native library \"J?Cu\w+",
-        ),
+        patterns=(),
         messages=("java.unsatisfied_link",),
-        # the JVM's own wordings name any library: a CUDA one, or a log about the GPU stack
-        context=r"cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nvrtc|nvml|nccl|nvinfer|nvidia",
+        # the JVM's and JCuda's wordings name any library: the one they name is a CUDA one (JCuda's JCublas2-…, a
+        # cudart/cublas/cudnn/nvrtc/nvcuda/nvml/nccl/nvinfer or NVIDIA's own library), not a path listed after it, not lwjgl or
+        # opencv
+        requires=(r"(?:UnsatisfiedLinkError\s*:\s*(?:no\s+|Can.t\s+load\s+library\s*:\s*)?|Error\s+while\s+loading\s+"
+                  r"native\s+library\s*[\"\x{201c}])"
+                  r"(?:\S*[/\\])?(?:lib)?(?:jcu\w*|j?cu(?:da|blas|dnn|fft|rand|sparse|solver)\w*|nvrtc\w*|nvcuda\w*|"
+                  r"nvml\w*|nccl\w*|nvinfer\w*|nvidia[\w-]*)",),
         confidence=0.8,
-        root_cause=("The JVM could not load a CUDA binding's native library[ ({library})]: it is not on "
+        root_cause=("The JVM could not load a CUDA binding's native library: it is not on "
                     "java.library.path, or a CUDA library it links (from the CUDA release it was built for) is not "
                     "installed or not on the loader's path."),
         fix=("Install the CUDA toolkit release the binding's natives were built for (JCuda's release notes name it; "

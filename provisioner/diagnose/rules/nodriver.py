@@ -19,13 +19,13 @@ WSL_STEPS = ("in Windows: install the current NVIDIA driver for the GPU (its WSL
              "driver's libraries).")
 #: the same, as a fix of its own
 WSL_FIX = WSL_STEPS[0].upper() + WSL_STEPS[1:]
-#: NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error: driver not
-#: loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110), Rust nvml-wrapper's "Failed
-#: to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
 #: the NVIDIA kernel modules' names as modprobe and insmod print them: nvidia, nvidia_current / nvidia-current (Ubuntu's
 #: packaging before 14.04), nvidia_uvm, nvidia-drm, nvidia340 and nvidia-340xx (branch packages) — not nvidiafb, the
 #: kernel's framebuffer driver for pre-GeForce FX cards, whose failure to load says nothing about nvidia.ko
 NV_MODULE = r"nvidia(?:\d+|[-_][\w-]+)?"
+#: NVML's NVML_ERROR_DRIVER_NOT_LOADED in each binding's wording: nvidia-container-cli's "nvml error: driver not
+#: loaded", pynvml's "NVMLError_DriverNotLoaded: Driver Not Loaded" (wookayin/gpustat#110), Rust nvml-wrapper's "Failed
+#: to initialize nvml: DriverNotLoaded" (damomine/aleominer#14)
 NVML_DRIVER_NOT_LOADED = r"\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded\b"
 
 #: nodriver.probe_conflict's and nodriver.no_gpu_probed's cause and fix: another driver holds the GPUs
@@ -119,10 +119,10 @@ RULES: tuple[Rule, ...] = (
         name="nodriver.module_missing",
         category="no_driver_loaded",
         patterns=(
-            r"nvidia(?:_\w+)?: Unknown symbol \w+",
-            r"nvidia(?:_\w+)?: disagrees about version of symbol",
+            NV_MODULE + r": Unknown symbol \w+",
+            NV_MODULE + r": disagrees about version of symbol",
             r"NVIDIA kernel module missing",
-            r"modprobe: FATAL: Module nvidia\S* not found in directory",
+            r"modprobe: FATAL: Module " + NV_MODULE + r" not found in directory",
             r"could not insert '" + NV_MODULE + "': (?:No such device|Exec format error|Unknown symbol in module|Invalid "
             r"argument)",
             # module-init-tools' modprobe (before kmod): "FATAL: Error inserting nvidia (/lib/modules/…/nvidia.ko): …"
@@ -133,6 +133,10 @@ RULES: tuple[Rule, ...] = (
             r"symbol in module|Invalid argument|Exec format error)",
             NVML_DRIVER_NOT_LOADED,
         ),
+        # the kernel's and modprobe's catalogue wordings name any module ("Module %s not found", "%s: Unknown symbol"):
+        # the module on the message's line is an NVIDIA one (not vfio_pci, zfs or nvidiafb), or NVML says it
+        requires=(r"(?:^|[\s'\"`/\]\x{2018}\x{201c}])" + NV_MODULE + r"(?:\.ko)?[\"'`\x{2019}\x{201d}]?(?:\s*:|\s+not\s+found|\s+\()"
+                  r"|\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded|NVIDIA kernel module missing",),
         confidence=0.85,
         root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
         fix=(
