@@ -523,6 +523,16 @@ SPECS: tuple[Spec, ...] = (
     # was not restarted. containerd's CRI plugin (v1.2 vendor/…/cri/pkg/server/sandbox_run.go, v1.6 pkg/cri/server,
     # HEAD internal/cri/config/config.go; wrapped "failed to get sandbox runtime: %w"); CRI-O's (oci/oci.go 1.14,
     # internal/oci/oci.go 1.20-HEAD).
+    # docker-compose 1.x's schema validation (compose/config/validation.py, jsonschema's "Additional properties are not
+    # allowed (%s was unexpected)" and Compose's "Unsupported config option for %s: %s"): a GPU request the installed
+    # Compose or the file's format version cannot express — `deploy.resources.reservations.devices` before 1.28.0
+    # (docker/compose#6691 added it; a distribution's 1.17.1 refuses it), `runtime:` outside file formats 2.3/2.4
+    Spec("compose.gpu_key_rejected", "docker-compose 1.x (compose/config/validation.py)",
+         "The installed docker-compose (or the Compose file's format version) has no key for the GPU request: the "
+         "file is refused and no container gets a GPU.",
+         wordings=("%s value Additional properties are not allowed ('devices' was unexpected)",
+                   "Unsupported config option for %s: 'runtime'", "Unsupported config option for %s: 'gpus'"),
+         url=GH + "docker/compose/blob/1.29.2/compose/config/validation.py", kind="documented"),
     Spec("cri.containerd_no_runtime", "containerd (CRI plugin)",
          "The pod's runtime handler (e.g. nvidia) is not configured in containerd's CRI runtimes.",
          repo="containerd/containerd", locate="no runtime for %q is configured",

@@ -300,3 +300,23 @@ def test_candle_finding_no_bf16_kernel_is_the_gpu_below_compute_capability_8() -
     category, rules = top_and_rules(log)
     assert (category, rules) == ("arch_unsupported", {"arch.candle_kernel_not_compiled"}), (category, rules)
     assert "f16" in diagnose(log)[0].fix
+
+
+# --- docker-compose 1.x refusing the file's GPU request -----------------------------------------------------------
+
+
+def test_docker_compose_without_the_gpu_keys_refuses_the_request() -> None:
+    # docker/compose (a read log): a distribution's docker-compose 1.17.1 and deploy.resources.reservations.devices,
+    # which came in 1.28.0; `runtime:` in a format 3.x file
+    for log in ("ERROR: The Compose file './docker-compose.yml' is invalid because:\nservices.testserver.deploy."
+                "resources.reservations value Additional properties are not allowed ('devices' was unexpected)",
+                "ERROR: The Compose file './docker-compose.yml' is invalid because:\n"
+                "Unsupported config option for services.app: 'runtime'"):
+        category, rules = top_and_rules(log)
+        assert (category, rules) == ("container_device_missing", {"container.compose_cannot_request_gpu"}), rules
+    assert "1.28.0" in diagnose("Unsupported config option for services.app: 'runtime'")[0].fix
+    # another key the same Compose refuses is no GPU request
+    for other in ("ERROR: The Compose file './docker-compose.yml' is invalid because:\n"
+                  "Unsupported config option for services.db: 'platform'",
+                  "services.web.ports value Additional properties are not allowed ('published' was unexpected)"):
+        assert "container.compose_cannot_request_gpu" not in all_rules(other), other

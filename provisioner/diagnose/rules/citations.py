@@ -35,6 +35,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "arch.cuda_library_arch_mismatch": ("cudnn.arch_mismatch", "cublas.arch_mismatch"),
     "arch.cublas_not_supported": ("cublas.not_supported",),
     "arch.candle_kernel_not_compiled": ("candle.kernel_not_found",),
+    "container.compose_cannot_request_gpu": ("compose.gpu_key_rejected",),
     "mismatch.flatpak_nvidia_gl_extension": ("blender.glx_unavailable",),
     "lib.java_native_cuda_library": ("java.unsatisfied_link",),
     "libs.ctranslate2_cuda_library": ("ctranslate2.library_not_loaded",),

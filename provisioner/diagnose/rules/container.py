@@ -218,6 +218,23 @@ RULES: tuple[Rule, ...] = (
                   "http://www.nvidia.com/Download/index.aspx",),
     ),
     Rule(
+        # Compose refusing the file's GPU request: docker-compose 1.x before 1.28.0 has no
+        # deploy.resources.reservations.devices, and `runtime:` exists only in file formats 2.3/2.4
+        name="container.compose_cannot_request_gpu",
+        category="container_device_missing",
+        patterns=(),
+        messages=("compose.gpu_key_rejected",),
+        confidence=0.85,
+        root_cause=("docker-compose refused the Compose file's GPU request: this docker-compose (1.x before 1.28.0) or "
+                    "the file's format version has no such key, so the service cannot be given the GPU."),
+        fix=("Use Compose v2 (`docker compose`, the Docker CLI plugin) or docker-compose 1.28.0 or later, and request "
+             "the GPU under `deploy.resources.reservations.devices` (`driver: nvidia`, `count: all` or `device_ids`, "
+             "`capabilities: [gpu]`); with an older docker-compose, `runtime: nvidia` works only in a file of format "
+             "version 2.3 or 2.4."),
+        examples=("ERROR: The Compose file './docker-compose.yml' is invalid because:\nservices.testserver.deploy."
+                  "resources.reservations value Additional properties are not allowed ('devices' was unexpected)",),
+    ),
+    Rule(
         # the log's own `docker run`/`podman run` asks for no GPU (no --gpus, no nvidia runtime, no CDI or /dev/nvidia
         # device, no NVIDIA_VISIBLE_DEVICES) and CUDA then sees none: a GPU image does not bring the GPU by itself, the
         # runtime injects it only when asked (floydhub/dockerfiles#3: `docker run … floydhub/pytorch:…-gpu-py3`,
