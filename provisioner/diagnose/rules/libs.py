@@ -270,8 +270,8 @@ RULES: tuple[Rule, ...] = (
         patterns=(),
         messages=("java.unsatisfied_link",),
         # the JVM's and JCuda's wordings name any library: the one they name is a CUDA one (JCuda's JCublas2-…, a
-        # cudart/cublas/cudnn/nvrtc/nvcuda/nvml/nccl/nvinfer or NVIDIA's own library), not a path listed after it, not lwjgl or
-        # opencv
+        # cudart/cublas/cudnn/nvrtc/nvcuda/nvml/nccl/nvinfer or NVIDIA's own library), not a path listed after it, not
+        # lwjgl or opencv
         requires=(r"(?:UnsatisfiedLinkError\s*:\s*(?:no\s+|Can.t\s+load\s+library\s*:\s*)?|Error\s+while\s+loading\s+"
                   r"native\s+library\s*[\"\x{201c}])"
                   r"(?:\S*[/\\])?(?:lib)?(?:jcu\w*|j?cu(?:da|blas|dnn|fft|rand|sparse|solver)\w*|nvrtc\w*|nvcuda\w*|"

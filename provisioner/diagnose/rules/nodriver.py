@@ -135,8 +135,9 @@ RULES: tuple[Rule, ...] = (
         ),
         # the kernel's and modprobe's catalogue wordings name any module ("Module %s not found", "%s: Unknown symbol"):
         # the module on the message's line is an NVIDIA one (not vfio_pci, zfs or nvidiafb), or NVML says it
-        requires=(r"(?:^|[\s'\"`/\]\x{2018}\x{201c}])" + NV_MODULE + r"(?:\.ko)?[\"'`\x{2019}\x{201d}]?(?:\s*:|\s+not\s+found|\s+\()"
-                  r"|\bnvml\w*[^\n]{0,40}?driver[ _]?not[ _]?loaded|NVIDIA kernel module missing",),
+        requires=(r"(?:^|[\s'\"`/\]\x{2018}\x{201c}])" + NV_MODULE
+                  + r"(?:\.ko)?[\"'`\x{2019}\x{201d}]?(?:\s*:|\s+not\s+found|\s+\()"
+                  + "|" + NVML_DRIVER_NOT_LOADED + "|NVIDIA kernel module missing",),
         confidence=0.85,
         root_cause="The NVIDIA kernel module is not available or cannot load for the running kernel.",
         fix=(
