@@ -34,7 +34,9 @@ from provisioner.burnin.fabric_eval import (
     INTER,
     INTRA,
     RECHECKS,
+    alone_plan,
     evaluate_fabric,
+    merge_alone,
     merge_recheck,
     schedule,
     suspect_rounds,
@@ -265,6 +267,33 @@ def test_a_pair_slow_only_beside_others_is_measured_alone_and_names_nothing(two_
 
 
 @pytest.mark.slow
+def test_a_load_on_the_whole_machine_while_pairs_are_measured_alone_names_nothing(two_nodes: TwoNodes,
+                                                                                    tmp_path: Path) -> None:
+    """Suite runs 88 and 90 of session 27: the pair still slow was measured alone while the other xdist worker's
+    burn-in loaded both cores, and was named. Every rank slowed in that window (`burst`, on all four) slows the pair
+    and its reference measured alone right after it: the verdict names nothing, and says what it compared."""
+    burst = ";".join(f"burst:rank={r}:ms=60" for r in range(4))
+    job = run_job(tmp_path, two_nodes, "506",
+                  faults={0: burst, 1: f"crowded:rank=1:ms=60;crowded:rank=3:ms=60;{burst}"})
+    doc = job.doc
+    assert doc is not None, job.describe()
+    crowded = planted_rank(doc)
+    fabric = doc["phases"]["fabric"]
+    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
+    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
+    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    # alone, each ran as slow as its reference (60 ms per exchange of 256 KiB: under 0.005 GB/s, both), far
+    # below the other pairs' earlier best times: judged against those, the pair would have been named
+    for p in mine:
+        alone = p["alone"]
+        assert alone["reference_ranks"] and not set(alone["reference_ranks"]) & set(p["ranks"]), p
+        assert alone["busbw"] < 0.01 and alone["reference_busbw"] < 0.01, p
+        assert p["busbw"] < 0.1 * p["reference_busbw"], p
+    assert any("measured alone" in n and "not slow beside each other" in n for n in fabric["notes"]), fabric["notes"]
+    assert any("beside a reference pair" in log for log in job.logs.values()), job.describe()
+    assert job.rc == 0 and doc["verdict"]["failed_phases"] == [], job.describe()
+
+@pytest.mark.slow
 def test_corrupting_rank_on_one_node_is_named(two_nodes: TwoNodes, tmp_path: Path) -> None:
     job = run_job(tmp_path, two_nodes, "503", faults={1: "corrupt:rank=1;corrupt:rank=3"})
     assert job.rc == 1, job.describe()
@@ -343,6 +372,56 @@ def test_only_rounds_that_look_slow_are_measured_again_and_the_best_time_is_kept
     pairs = {tuple(p["ranks"]): p for p in raw["pairs"]}
     assert pairs[(2, 3)]["seconds"] == pytest.approx(raw["size"] / 1e9) and pairs[(0, 1)].get("rechecked") == 1
 
+
+def test_a_pair_alone_is_judged_against_its_reference_measured_alone_beside_it() -> None:
+    """Suite runs 88 and 90 of session 27: pair 1-3, measured alone while the other xdist worker's burn-in loaded
+    both cores, ran at a tenth of the other pairs' earlier times and was named. Alone, a pair is compared with its
+    reference pair measured alone right after it: a load on the whole machine slows both; a slow rank only its own."""
+    nodes = [[0, 1], [2, 3]]
+    size = 1 << 20
+    raw = synthetic(nodes, {(1, 3): 0.05, (2, 3): 0.05})  # rank 3 looked slow in every whole-round measurement
+    plan = alone_plan(raw, backend="gloo", slow_fraction=0.1)
+    # each suspect in schedule order, with the first pair of its kind that shares none of its ranks
+    assert plan == [((2, 3), (0, 1)), ((1, 3), (0, 2))]
+    loaded = [(pair, size / 1e9 / 0.08, ref, size / 1e9 / 0.09) for pair, ref in plan if ref is not None]
+    merge_alone(raw, loaded)  # alone, the pair and its reference both at a twelfth of the earlier speed
+    res = evaluate_fabric(raw, backend="gloo", slow_fraction=0.1)
+    assert res.status == "pass" and res.data["slow_ranks"] == [] and res.data["slow_links"] == [], res.reasons
+    pairs = {tuple(p["ranks"]): p for p in res.data["pairs"]}
+    assert pairs[(1, 3)]["busbw"] == pytest.approx(0.08) and pairs[(1, 3)]["reference_busbw"] == pytest.approx(1.0)
+    assert pairs[(1, 3)]["alone"] == {"busbw": pytest.approx(0.08), "reference_ranks": [0, 2],
+                                      "reference_busbw": pytest.approx(0.09)}
+    assert not pairs[(1, 3)]["slow"] and pairs[(1, 3)]["rechecked"] == 1 and "alone" not in pairs[(0, 2)]
+    assert any("pair 1-3 measured alone" in n and "pair 0-2" in n and "not slow" in n for n in res.notes), res.notes
+    # the same window with the reference at full speed: rank 3 is slow, whatever its earlier times
+    raw = synthetic(nodes, {(1, 3): 0.05, (2, 3): 0.05})
+    merge_alone(raw, [(pair, size / 1e9 / 0.08, ref, size / 1e9) for pair, ref in plan if ref is not None])
+    res = evaluate_fabric(raw, backend="gloo", slow_fraction=0.1)
+    assert res.data["slow_ranks"] == [3] and res.status == "fail", res.reasons
+    # no reference measured (nothing measured, or no pair to compare with): the best time against the others
+    raw = synthetic(nodes, {(1, 3): 0.05, (2, 3): 0.05})
+    merge_alone(raw, [(pair, size / 1e9 / 0.08, None, 0.0) for pair, _ in plan])
+    res = evaluate_fabric(raw, backend="gloo", slow_fraction=0.1)
+    assert res.data["slow_ranks"] == [3], res.reasons
+    assert all(p["alone"]["reference_busbw"] is None for p in res.data["pairs"] if 3 in p["ranks"])
+
+
+def test_the_reference_alone_is_a_pair_not_judged_slow_where_there_is_one() -> None:
+    nodes = [[0, 1], [2, 3], [4, 5]]
+    raw = synthetic(nodes, {(0, 4): 0.1, (1, 5): 0.1})  # the link n0 <-> n2 is slow: its other pair is no reference
+    plan = dict(alone_plan(raw, backend="nccl"))
+    assert set(plan) == {(0, 4), (1, 5)}
+    for (a, b), ref in plan.items():
+        assert ref is not None and ref not in plan and not {a, b} & set(ref), plan
+    # measured alone, the slow link's pairs stay slow against references at full speed, and the link is named
+    merge_alone(raw, [(pair, raw["size"] / 1e9 / 0.1, ref, raw["size"] / 1e9) for pair, ref in plan.items()])
+    res = evaluate_fabric(raw, backend="nccl")
+    assert res.data["slow_links"] == [["n0", "n2"]] and res.data["slow_ranks"] == [], res.reasons
+    # one node of one pair: nothing of its kind to measure beside it
+    assert alone_plan(synthetic([[0], [1]], {}), backend="nccl") == []
+    lone = synthetic([[0, 1], [2]], {(0, 1): 0.01})
+    assert evaluate_fabric(lone, backend="nccl").data["pairs"][0]["reference_busbw"] is None
+    assert alone_plan(lone, backend="nccl") == []  # the verdict cannot call it slow: no pair to compare with
 
 def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
     nodes = [[0, 1], [2, 3], [4, 5]]
@@ -492,6 +571,8 @@ def test_slow_fault_grammar() -> None:
     assert find(faults, "slow", 1, "fabric") is None and find(faults, "corrupt", 1, "fabric") is not None
     stall = find(parse_faults("stall:rank=2:ms=40"), "stall", 2, "fabric")
     assert stall is not None and stall.ms == 40.0
-    for bad in ("slow:rank=1:ms=fast", "slow:ms=5", "slow:rank=1:speed=2", "stall:rank=x"):
+    burst = find(parse_faults("burst:rank=0:ms=60"), "burst", 0, "fabric")
+    assert burst is not None and burst.ms == 60.0
+    for bad in ("slow:rank=1:ms=fast", "slow:ms=5", "slow:rank=1:speed=2", "stall:rank=x", "bursts:rank=1"):
         with pytest.raises(ValueError):
             parse_faults(bad)

@@ -6,13 +6,15 @@ nodes at once), then the pairs of `fabric_eval.schedule` exchange a buffer both 
 round (the other ranks wait at the barrier). Each side times `iters` exchanges three times and
 keeps the best; then one exchange on fresh data is compared bit-exactly with the partner's
 pattern. The rounds whose pairs look slow are timed again, whole, up to `fabric_eval.RECHECKS`
-times (`fabric_eval.suspect_rounds`), the last time each still-slow pair alone
-(`fabric_eval.suspect_pairs`), before the verdict.
+times (`fabric_eval.suspect_rounds`), the last time each still-slow pair alone, each followed by
+its reference pair alone (`fabric_eval.alone_plan`), before the verdict.
 
 Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before each
 exchange of that rank, `stall:rank=N[:ms=M]` the same in the first measurement only,
 `crowded:rank=N[:ms=M]` the same while other pairs of its round run beside it (not alone), and
-`corrupt:rank=N` damages what that rank sends in the checked exchange.
+`burst:rank=N[:ms=M]` the same in the last recheck only (a load on the whole machine while the still-slow
+pairs and their references are measured alone: plant it on every rank), and `corrupt:rank=N` damages what
+that rank sends in the checked exchange.
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ import torch.distributed as dist
 
 from provisioner.burnin import patterns
 from provisioner.burnin.collectives import Runtime
-from provisioner.burnin.fabric_eval import RECHECKS, merge_recheck, schedule, suspect_pairs, suspect_rounds
+from provisioner.burnin.fabric_eval import (
+    RECHECKS,
+    Pair,
+    alone_plan,
+    merge_alone,
+    merge_recheck,
+    schedule,
+    suspect_rounds,
+)
 from provisioner.burnin.faults import ENV as FAULT_ENV
 from provisioner.burnin.faults import find
 from provisioner.burnin.shapes import (
@@ -127,6 +137,7 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     delay = _fault_delay(rt, "slow")
     first_delay = delay + _fault_delay(rt, "stall")  # a stall that passes: the first measurement only
     crowd = _fault_delay(rt, "crowded")  # contention: only while other pairs of the round run beside this one
+    burst = _fault_delay(rt, "burst")  # a load on the whole machine: only in the last recheck, alone
     rt.log(f"fabric: {len(nodes)} node(s), {rt.world} ranks, {size} bytes per exchange")
 
     # per-node all_reduce (every node at once, each in its own group), then the global one
@@ -176,11 +187,16 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     for attempt in range(RECHECKS):
         # every rank holds the same raw document, so every rank picks the same rounds and pairs
         alone = attempt == RECHECKS - 1  # the last time, each still-slow pair with no other pair beside it
-        batches: list[tuple[str, list[tuple[int, int]]]]
+        batches: list[tuple[str, list[Pair]]] = []
+        plan: list[tuple[Pair, int, Pair | None, int]] = []  # (pair, its batch, reference, its batch)
         if alone:
-            slow_pairs = suspect_pairs(raw, backend=cfg.backend, slow_fraction=slow_fraction)
-            batches = [(f"pair {a}-{b} alone", [(a, b)]) for a, b in slow_pairs]
-            what = f"pairs {', '.join(f'{a}-{b}' for a, b in slow_pairs)} look slow, measuring each alone"
+            for (a, b), ref in alone_plan(raw, backend=cfg.backend, slow_fraction=slow_fraction):
+                batches.append((f"pair {a}-{b} alone", [(a, b)]))
+                if ref is not None:  # right after it, so both are measured in the same window
+                    batches.append((f"pair {ref[0]}-{ref[1]} alone, the reference of {a}-{b}", [ref]))
+                plan.append(((a, b), len(batches) - (2 if ref else 1), ref, len(batches) - 1 if ref else -1))
+            what = (f"pairs {', '.join(f'{a}-{b}' for (a, b), _, _, _ in plan)} look slow, measuring each alone "
+                    "beside a reference pair")
         else:
             ks = suspect_rounds(raw, backend=cfg.backend, slow_fraction=slow_fraction)
             batches = [(f"round {k}", [(a, b) for a, b, _ in rounds[k]]) for k in ks]
@@ -188,8 +204,8 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
         if not batches:
             break
         rt.log(f"fabric: {what} ({attempt + 1} of {RECHECKS})")
-        timed: dict[tuple[int, int], float] = {}
-        for label, batch in batches:
+        timed: dict[tuple[int, int, int], float] = {}  # (batch, rank, rank) -> seconds
+        for i, (label, batch) in enumerate(batches):
             rt.barrier()
             mate = next(((a, b) for a, b in batch if me in (a, b)), None)
             if mate is None:
@@ -197,17 +213,21 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
             a, b = mate
             with rt.dog.guard(f"fabric pair {a}-{b} ({label}, again)", cfg.timeout + rt.guard_slack):
                 patterns.fill(send, my_base)
-                timed[(a, b)] = _time_pair(rt, send, recv, b if me == a else a,
-                                           delay + (crowd if len(batch) > 1 else 0.0))
+                timed[(i, a, b)] = _time_pair(rt, send, recv, b if me == a else a,
+                                              delay + (crowd if len(batch) > 1 else 0.0) + (burst if alone else 0.0))
         rt.barrier()
         with rt.dog.guard("fabric gather (again)", cfg.timeout + rt.guard_slack):
-            sides: list[dict[tuple[int, int], float] | None] = [None] * rt.world
+            sides: list[dict[tuple[int, int, int], float] | None] = [None] * rt.world
             dist.all_gather_object(sides, timed)
-        slower: dict[tuple[int, int], float] = {}  # a pair's time is its slower side's, as in assemble
+        slower: dict[tuple[int, int, int], float] = {}  # a pair's time is its slower side's, as in assemble
         for side in sides:
             for key, seconds in (side or {}).items():
                 slower[key] = max(slower.get(key, 0.0), float(seconds))
-        merge_recheck(raw, slower)
+        if alone:
+            merge_alone(raw, [(pair, slower.get((i, *pair), 0.0), ref,
+                               slower.get((j, *ref), 0.0) if ref is not None else 0.0) for pair, i, ref, j in plan])
+        else:
+            merge_recheck(raw, {(a, b): seconds for (_, a, b), seconds in slower.items()})
     return raw
 
 

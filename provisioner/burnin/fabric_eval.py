@@ -20,6 +20,13 @@ measured alone (the other ranks wait), so a pair slowed only by the pairs runnin
 two nodes sharing a loaded host's CPUs, a switch uplink two pairs share) is not named. Each pair keeps
 its best time. A stall that passes (a loaded host, another job's burst) no longer names a pair; a slow
 rank or link stays slow.
+
+A pair measured alone is judged against its reference pair (`alone_plan`: the first pair of its kind
+sharing none of its ranks, one not itself judged slow where there is one) measured alone right after
+it, not against the other pairs' times from minutes before: a load on the whole machine in that
+window (another job, a noisy neighbour of a shared host) slows both and names nothing, while a slow
+rank or link slows only the pair. Suite runs 88 and 90 of session 27: a pair measured alone while the
+other xdist worker's burn-in loaded both cores ran at a tenth of the other pairs' earlier times.
 """
 
 from __future__ import annotations
@@ -28,7 +35,14 @@ import statistics
 
 from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import format_size
-from provisioner.burnin.shapes import FabricNode, FabricNodeVerdict, FabricPair, FabricRaw, GlobalAllReduce
+from provisioner.burnin.shapes import (
+    FabricAloneRaw,
+    FabricNode,
+    FabricNodeVerdict,
+    FabricPair,
+    FabricRaw,
+    GlobalAllReduce,
+)
 from provisioner.burnin.verdict import PhaseResult
 
 INTRA, INTER = "intra", "inter"
@@ -82,10 +96,24 @@ def _slow_pairs(raw: FabricRaw, backend: str, slow_fraction: float | None) -> se
             slow_fraction=slow_fraction).data.get("pairs", []) if p.get("slow")}
 
 
-def suspect_pairs(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[tuple[int, int]]:
-    """The pairs the verdict would call slow, in the order `schedule` measures them."""
+Pair = tuple[int, int]
+
+
+def alone_plan(raw: FabricRaw, *, backend: str,
+               slow_fraction: float | None = None) -> list[tuple[Pair, Pair | None]]:
+    """The pairs the verdict would call slow, in the order `schedule` measures them, each with its reference
+    to measure alone right after it: the first pair of its kind sharing none of its ranks, one the verdict does
+    not call slow where there is one (a slow link's other pairs would hide it); None when no pair qualifies."""
     slow = _slow_pairs(raw, backend, slow_fraction)
-    return [(a, b) for rnd in schedule([n["ranks"] for n in raw["nodes"]]) for a, b, _ in rnd if (a, b) in slow]
+    order = [(a, b, kind) for rnd in schedule([n["ranks"] for n in raw["nodes"]]) for a, b, kind in rnd]
+    plan: list[tuple[Pair, Pair | None]] = []
+    for a, b, kind in order:
+        if (a, b) not in slow:
+            continue
+        others = [(c, d) for c, d, k in order if k == kind and not {a, b} & {c, d}]
+        calm = [p for p in others if p not in slow]
+        plan.append(((a, b), (calm or others)[0] if others else None))
+    return plan
 
 
 def suspect_rounds(raw: FabricRaw, *, backend: str, slow_fraction: float | None = None) -> list[int]:
@@ -102,6 +130,31 @@ def merge_recheck(raw: FabricRaw, seconds: dict[tuple[int, int], float]) -> None
         if again is not None and again > 0:
             p["seconds"] = min(float(p["seconds"]), again) if p["seconds"] > 0 else again
             p["rechecked"] = p.get("rechecked", 0) + 1
+
+
+def merge_alone(raw: FabricRaw, measured: list[tuple[Pair, float, Pair | None, float]]) -> None:
+    """Fold the last recheck (`alone_plan`'s pairs, each measured alone, then its reference alone): each pair
+    keeps its best time, as in `merge_recheck`, and its time alone beside its reference's, which the verdict
+    compares. A time of zero is nothing measured."""
+    merge_recheck(raw, {pair: seconds for pair, seconds, _, _ in measured})
+    by_ranks = {(p["ranks"][0], p["ranks"][1]): p for p in raw["pairs"]}
+    for pair, seconds, ref, ref_seconds in measured:
+        p = by_ranks.get(pair)
+        if p is None or seconds <= 0:
+            continue
+        alone: FabricAloneRaw = {"seconds": seconds, "reference": None, "reference_seconds": None}
+        if ref is not None and ref_seconds > 0:
+            alone["reference"], alone["reference_seconds"] = [ref[0], ref[1]], ref_seconds
+        p["alone"] = alone
+
+
+def _ratio(p: FabricPair, ref: float | None) -> float | None:
+    """How fast `p` is against its reference: alone against its reference alone beside it in time where the
+    last recheck measured both, else its best time against `ref` (None: nothing to compare with)."""
+    alone = p.get("alone")
+    if alone is not None and alone["reference_busbw"]:
+        return alone["busbw"] / alone["reference_busbw"]
+    return p["busbw"] / ref if ref else None
 
 
 def _ref(pairs: list[FabricPair], kind: str, exclude: set[int]) -> float | None:
@@ -132,6 +185,12 @@ def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None
                       "kind": measured["kind"], "size": size, "time_us": seconds * 1e6, "algbw": gbps, "busbw": gbps,
                       "wrong": {int(k): int(v) for k, v in (measured.get("wrong") or {}).items()},
                       "rechecked": int(measured.get("rechecked", 0))})
+        alone_raw = measured.get("alone")
+        if alone_raw is not None and float(alone_raw["seconds"]) > 0:
+            ref_s = alone_raw.get("reference_seconds")
+            pairs[-1]["alone"] = {"busbw": size / float(alone_raw["seconds"]) / 1e9,
+                                  "reference_ranks": alone_raw.get("reference"),
+                                  "reference_busbw": size / float(ref_s) / 1e9 if ref_s else None}
     # -- data integrity: who sent what arrived wrong ---------------------------------------------
     bad_from: dict[int, list[int]] = {}  # sender -> receivers that saw wrong data
     partners: dict[int, set[int]] = {}
@@ -156,19 +215,19 @@ def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None
     for p in pairs:
         ref = _ref(pairs, p["kind"], set(p["ranks"]))
         p["reference_busbw"] = ref
-        p["slow"] = ref is not None and ref > 0 and p["busbw"] < frac * ref
+        ratio = _ratio(p, ref)
+        p["slow"] = ratio is not None and ratio < frac
         if p["slow"]:
             slow_pairs.append(p)
     slow_ranks = []
     for r in sorted(partners):
         mine = [p for p in pairs if r in p["ranks"]]
-        compared = [p for p in mine if _ref(pairs, p["kind"], {r}) is not None]
-        if len(mine) < 2 or not compared:
+        ratios = [q for p in mine if (q := _ratio(p, _ref(pairs, p["kind"], {r}))) is not None]
+        if len(mine) < 2 or not ratios:
             continue
-        refs = [(p, _ref(pairs, p["kind"], {r})) for p in compared]
-        if all(ref and p["busbw"] < frac * ref for p, ref in refs):
+        if all(q < frac for q in ratios):
             slow_ranks.append(r)
-            worst = max(p["busbw"] / ref for p, ref in refs if ref)
+            worst = max(ratios)
             seen = ", ".join(f"{p['busbw']:.3g} GB/s with rank {_other(p, r)}" for p in mine)
             res.fail(f"{where(r)} is slow: every pair with it is below {frac:g}x the other pairs of its kind "
                      f"(at best {worst:.2f}x; {seen})")
@@ -198,6 +257,13 @@ def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None
         kept = sum(1 for p in again if p["slow"])
         res.note(f"{len(again)} pair(s) measured again because their round first looked slow (best time kept); "
                  f"{kept} still slow")
+    for p in pairs:
+        alone = p.get("alone")
+        if alone is not None and alone["reference_ranks"] and alone["reference_busbw"]:
+            c, d = alone["reference_ranks"]
+            res.note(f"pair {p['ranks'][0]}-{p['ranks'][1]} measured alone: {alone['busbw']:.3g} GB/s, pair {c}-{d} "
+                     f"alone right after it: {alone['reference_busbw']:.3g} GB/s "
+                     f"({'slow' if p['slow'] else 'not slow'} beside each other in time)")
     judged = {kind: sum(1 for p in pairs if p["kind"] == kind and p["reference_busbw"] is not None)
               for kind in (INTRA, INTER)}
     if not pairs:

@@ -13,6 +13,8 @@ Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
 - `crowded:rank=1[:ms=20]` is contention with the pairs running beside it (two nodes' ranks sharing a loaded
   host's CPUs, a shared uplink): the same sleep whenever that rank's pair is measured with other pairs of its
   round, not when it is measured alone.
+- `burst:rank=1[:ms=20]` is a load on the whole machine while the fabric phase's still-slow pairs are measured
+  alone (its last recheck): the same sleep, then only; planted on every rank, it slows a pair and its reference alike.
 A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
 """
 
@@ -22,7 +24,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "BURNIN_FAULT"
-KINDS = ("corrupt", "hang", "crash", "slow", "stall", "crowded")
+KINDS = ("corrupt", "hang", "crash", "slow", "stall", "crowded", "burst")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Fault:
     kind: str
     rank: int
     collective: str | None = None  # None: every collective
-    ms: float | None = None  # `slow`, `stall`, `crowded`: delay per call
+    ms: float | None = None  # `slow`, `stall`, `crowded`, `burst`: delay per call
 
     def applies(self, kind: str, rank: int, collective: str) -> bool:
         return self.kind == kind and self.rank == rank and self.collective in (None, collective)

@@ -262,6 +262,24 @@ class FabricRawPair(TypedDict, total=False):
     seconds: float
     wrong: dict[str, int]
     rechecked: int
+    alone: FabricAloneRaw
+
+
+class FabricAloneRaw(TypedDict):
+    """The last recheck of a pair still slow (`fabric.run_fabric`): its time measured alone, and the time of its
+    reference pair (same kind, no shared rank) measured alone right after it, in the same window; None: no such pair."""
+
+    seconds: float
+    reference: list[int] | None
+    reference_seconds: float | None
+
+
+class FabricAlone(TypedDict):
+    """A pair's measurement alone beside its reference's (`FabricAloneRaw`), as bandwidths."""
+
+    busbw: float
+    reference_ranks: list[int] | None
+    reference_busbw: float | None
 
 
 class NodeAllReduce(TypedDict):
@@ -298,6 +316,7 @@ class FabricPair(TypedDict, total=False):
     reference_busbw: float | None
     slow: bool
     rechecked: int
+    alone: FabricAlone
 
 
 # -- nvshmem probe -----------------------------------------------------------------------------------
