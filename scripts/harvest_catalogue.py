@@ -215,6 +215,14 @@ SPECS: tuple[Spec, ...] = (
          wordings=("unspecified launch failure",), url=CUDA_RT, kind="documented", code=719),
     Spec("cuda.out_of_memory", "CUDA runtime (cudaErrorMemoryAllocation = 2)", "Device memory is exhausted.",
          wordings=("out of memory",), url=CUDA_RT, kind="documented", code=2),
+    # a kernel (or device symbol) the loaded modules do not hold: a launch or cudaFuncSetAttribute on a kernel the
+    # binary has no code for this GPU in (built for other architectures), as the CUDA runtime and driver word it
+    # (NVIDIA/stdexec#888, fatlipp/cuda-tree#1, tensorflow/tensorflow#68711)
+    Spec("cuda.symbol_not_found", "CUDA runtime (cudaErrorSymbolNotFound = 500; driver API CUDA_ERROR_NOT_FOUND)",
+         "A named symbol (a kernel, a device variable) is not in the loaded modules: for a kernel, usually a binary "
+         "built without code for this GPU's architecture.",
+         wordings=("named symbol not found", "cudaErrorSymbolNotFound"), url=CUDA_RT, kind="documented", code=500,
+         extra_programs=("CUDA driver API (CUDA_ERROR_NOT_FOUND = 500)",)),
     Spec("cuda.stub_library", "CUDA runtime (cudaErrorStubLibrary = 34)",
          "The process loaded the toolkit's libcuda stub instead of the driver's libcuda.so.1.",
          wordings=("CUDA driver is a stub library",), url=CUDA_RT, kind="documented", code=34),
@@ -381,6 +389,30 @@ SPECS: tuple[Spec, ...] = (
          "or not installed completely, or no GPU is bound to it.",
          wordings=("ERROR: Unable to query GPU information",),
          url=GH + "NVIDIA/nvidia-xconfig/blob/main/query_gpu_info.c", kind="documented"),
+    # NVIDIA's X driver (nvidia_drv.so, closed) when it cannot open the kernel module at X start: the README's chapter
+    # "Common Problems" quotes the driver's (EE) lines; the wordings as real Xorg.0.log files show them — the 96.xx-era
+    # "…kernel module! Please ensure that there is a supported NVIDIA GPU…" (a 96.43.17 log, pastebin bctRgg64), the
+    # current "…kernel module. Please see the system's kernel log…" (archzfs/archzfs#548: the prebuilt `nvidia` package
+    # with a pinned older kernel). Each line of the message carries the "(EE) NVIDIA:" / "(EE) NVIDIA(0):" prefix.
+    Spec("xdriver.kernel_module_init_failed", "NVIDIA X driver (nvidia_drv.so)",
+         "The X driver could not use the NVIDIA kernel module: it is not loaded (not built for the running kernel, "
+         "refused, or absent) or its device files are missing.",
+         wordings=("Failed to initialize the NVIDIA kernel module. Please see the system's kernel log for additional "
+                   "error messages and consult the NVIDIA README for details.",
+                   "Failed to initialize the NVIDIA kernel module! Please ensure that there is a supported NVIDIA GPU "
+                   "in this system, and that the NVIDIA device files have been created properly."),
+         url="https://download.nvidia.com/XFree86/Linux-x86_64/455.38/README/commonproblems.html", kind="documented"),
+    # the same driver when the kernel module is loaded but cannot bring the GPU up (the kernel log's RmInitAdapter
+    # failure): "(EE) NVIDIA(GPU-0): Failed to initialize the NVIDIA GPU at PCI:1:0:0.  Please check your system's kernel
+    # log…" and, after it, "Failed to initialize the NVIDIA graphics device!" (Bumblebee-Project/Bumblebee#432, #542,
+    # #615; ewagner12/all-ways-egpu#58)
+    Spec("xdriver.gpu_init_failed", "NVIDIA X driver (nvidia_drv.so)",
+         "The kernel module is loaded but could not initialise the GPU (the kernel log says why: RmInitAdapter).",
+         wordings=("Failed to initialize the NVIDIA GPU at PCI:%d:%d:%d. Please check your system's kernel log for "
+                   "additional error messages and refer to Chapter 8: Common Problems in the README for additional "
+                   "information.",
+                   "Failed to initialize the NVIDIA graphics device!"),
+         url="https://download.nvidia.com/XFree86/Linux-x86_64/455.38/README/commonproblems.html", kind="documented"),
     # Arch's makepkg (scripts/makepkg.sh.in error_function): a PKGBUILD function (prepare, build, package_*) failed;
     # its "==> ERROR: " prefix and "Aborting..." after it. NVIDIA's driver packages are built so on Arch and its
     # derivatives (the AUR's legacy branches, Frogging-Family/nvidia-all)

@@ -11,6 +11,16 @@ _NVHPC_SAME_CC = "|".join(
     rf"-gpu=cc{cc}\b"
     for cc in (35, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121))
 
+#: a kernel launch or a kernel's attributes, as the CUDA runtime/driver calls and their checks print them
+KERNEL_CALL = (r"\b(?:cudaFuncSetAttribute|cudaFuncGetAttributes|cudaLaunchKernel(?:Ex)?|cuLaunchKernel(?:Ex)?"
+               r"|cuModuleGetFunction|cudaLaunchCooperativeKernel)\b|\bKernelError\b|\bkernel launch\b|<<<"
+               r"|\bcudaErrorSymbolNotFound\s*\[[^\]\n]{1,200}\.cuh?:\d+\]")
+#: a GPU below compute capability 3.0 by its name (Fermi GeForce GTX 4xx/5xx, GT 4xx/5xx, Quadro 600-6000, Tesla
+#: C/M20x0) or by the capability deviceQuery prints
+PRE_KEPLER_GPU = (r"\bGTX[ -]?(?:4[5-9]0|4[6-8]5|5[5-9]0|5[5-9]5)(?:[ -]?Ti)?\b|\bGT[ -]?(?:4[2-4]0|5[2-4]0)\b"
+                  r"|\bQuadro[ -](?:[2456]000|600)\b|\bTesla[ -][CM]20[5-9]0\b"
+                  r"|\bCapability Major/Minor version number:\s*[12]\.\d\b")
+
 RULES: tuple[Rule, ...] = (
     Rule(
         name="arch.torch_capability_not_compatible",
@@ -159,6 +169,45 @@ RULES: tuple[Rule, ...] = (
         fix=("Run the model in a dtype this GPU has kernels for (f16 or f32: the program's `--dtype f16`/`--use-f32`, "
              "or the model's config), or use a GPU of compute capability 8.0 or later."),
         examples=('Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading cast_u32_bf16',),
+    ),
+    Rule(
+        # cudaErrorSymbolNotFound / CUDA_ERROR_NOT_FOUND on a kernel launch or a kernel's attributes: the binary holds
+        # no code for this GPU's architecture under that kernel's name (NVIDIA/stdexec#888: built for another GPU's
+        # architecture; RosettaCommons/foundry#5: cuEquivariance's kernels on a Turing GPU). The same words name a
+        # missing device variable or driver entry point elsewhere: only beside a kernel call, and generic
+        name="arch.kernel_symbol_not_found",
+        category="arch_unsupported",
+        patterns=(),
+        requires=(KERNEL_CALL,),
+        generic=True,
+        confidence=0.5,
+        root_cause=("A CUDA kernel the program launches was not found in its binary for this GPU (named symbol not "
+                    "found): the program or extension was built without code for {gpu_cc}."),
+        fix=("Build or install the program for this GPU's architecture (its CUDA architectures list, e.g. "
+             "TORCH_CUDA_ARCH_LIST / CMAKE_CUDA_ARCHITECTURES, must include it), or disable the optional kernels it "
+             "provides for newer GPUs only (the program's option or environment variable for them)."),
+        examples=('[rank0]: RuntimeError: CUDA error: "named symbol not found" at run_fmha.cu:160\n'
+                  "[rank0]: Failed call: cudaFuncSetAttribute(*kernel_ptr, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                  "smem_size)",
+                  "CUDA error cudaErrorSymbolNotFound [/home/u/stdexec/include/nvexec/stream/bulk.cuh:239]: named "
+                  "symbol not found"),
+    ),
+    Rule(
+        # cuDNN has never supported a GPU below compute capability 3.0 (Fermi, and the Tesla generation before it):
+        # cuDNN fails at its first call with whatever status that release returns (NVIDIA/DIGITS#1659: a GTX 460 with
+        # cuDNN 5, CUDNN_STATUS_BAD_PARAM at handle creation)
+        name="arch.gpu_older_than_cudnn",
+        category="arch_unsupported",
+        patterns=(r"CUDNN_STATUS_(?:BAD_PARAM|NOT_SUPPORTED|EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED)\b",
+                  r"(?:Cannot|Could not|Failed to) create (?:a )?cu[dD][nN][nN] handle"),
+        requires=(PRE_KEPLER_GPU,),
+        confidence=0.82,
+        root_cause=("cuDNN does not support this GPU: it is a Fermi-generation (or older) GPU, compute capability below "
+                    "3.0, and no cuDNN release runs on one."),
+        fix=("Use a GPU of compute capability 3.0 or later (check the cuDNN release's support matrix for its floor: 3.5 "
+             "from cuDNN 8, 5.0 from cuDNN 9), or run the program without cuDNN (a CPU build, or its no-cuDNN "
+             "option)."),
+        examples=("backed by GTX-460\nCheck failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  CUDNN_STATUS_BAD_PARAM",),
     ),
     Rule(
         name="arch.toolchain_unknown_arch",

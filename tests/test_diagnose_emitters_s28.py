@@ -1,0 +1,121 @@
+"""Issue #35, diagnosis from the emitters' own words (session 28): NVIDIA's X driver's own lines when it cannot use the
+kernel module or bring the GPU up; the CUDA runtime's "named symbol not found" on a kernel call; cuDNN on a GPU older
+than any cuDNN supports. Each case is a real report's paste (the URL beside it) or its line in another setting."""
+
+from __future__ import annotations
+
+import re
+
+from provisioner.diagnose import diagnose
+from provisioner.diagnose.rules.arch import PRE_KEPLER_GPU
+from tests.support.diagnosis import top_and_rules
+
+
+def top_rule(log: str) -> str | None:
+    found = diagnose(log)
+    return found[0].rule if found else None
+
+
+# --- NVIDIA's X driver (nvidia_drv.so) -------------------------------------------------------------------------------
+
+# archzfs/archzfs#548: the prebuilt `nvidia` package beside a pinned older kernel; Xorg.0.log's lines as posted
+X_MODULE = ("[     9.393] (EE) NVIDIA: Failed to initialize the NVIDIA kernel module. Please see the\n"
+            "[     9.393] (EE) NVIDIA:     system's kernel log for additional error messages and\n"
+            "[     9.393] (EE) NVIDIA:     consult the NVIDIA README for details.")
+# a 96.43.17 X driver's older wording (pastebin bctRgg64, `grep NVIDIA Xorg.0.log`)
+X_MODULE_96 = ("(II) NVIDIA dlloader X Driver 96.43.17 Thu Apr 15 05:35:23 PDT 2010\n"
+               "(EE) NVIDIA(0): Failed to initialize the NVIDIA kernel module! Please ensure\n"
+               "(EE) NVIDIA(0): that there is a supported NVIDIA GPU in this system, and\n"
+               "(EE) NVIDIA(0): that the NVIDIA device files have been created properly.\n"
+               "(EE) NVIDIA(0): Please consult the NVIDIA README for details.\n(EE) NVIDIA(0): *** Aborting ***")
+
+
+def test_the_x_driver_that_cannot_use_the_kernel_module_is_no_driver_loaded() -> None:
+    for log in (X_MODULE, X_MODULE_96):
+        got, rules = top_and_rules(log)
+        assert got == "no_driver_loaded" and "nodriver.x_driver_cannot_use_module" in rules, (log[:60], got, rules)
+
+
+def test_the_kernel_log_beside_the_x_driver_line_names_the_cause() -> None:
+    # the X driver's line is the consequence; the kernel's or modprobe's line beside it says why
+    secure_boot = "modprobe: ERROR: could not insert 'nvidia': Key was rejected by service\n" + X_MODULE
+    assert (top_rule(secure_boot) or "").startswith("nodriver.secure_boot"), top_and_rules(secure_boot)
+    mismatch = ("NVRM: API mismatch: the client has the version 535.54.03, but\nNVRM: this kernel module has the "
+                "version 530.41.03.  Please\nNVRM: make sure that this kernel module and all NVIDIA driver\n"
+                "NVRM: components have the same version.\n" + X_MODULE)
+    got, rules = top_and_rules(mismatch)
+    assert got == "driver_lib_mismatch", (got, rules)
+
+
+def test_the_x_driver_that_cannot_bring_the_gpu_up_reads_as_rm_init_adapter() -> None:
+    # Bumblebee-Project/Bumblebee#432 (bumblebeed relaying Xorg's line) and ewagner12/all-ways-egpu#58 (gdm-x-session)
+    for log in ("[  623.056813] [ERROR]Cannot access secondary GPU - error: [XORG] (EE) NVIDIA(0): Failed to initialize "
+                "the NVIDIA GPU at PCI:1:0:0.  Please\n[  623.056833] [ERROR]Aborting because fallback start is "
+                "disabled.",
+                "Nov  3 12:31:22 host /usr/libexec/gdm-x-session[1605]: (EE) NVIDIA(GPU-0): Failed to initialize the "
+                "NVIDIA GPU at PCI:82:0:0.  Please\nNov  3 12:31:22 host /usr/libexec/gdm-x-session[1605]: (EE) "
+                "NVIDIA(GPU-0):     check your system's kernel log for additional error\nNov  3 12:31:22 host "
+                "/usr/libexec/gdm-x-session[1605]: (EE) NVIDIA(GPU-0): Failed to initialize the NVIDIA graphics "
+                "device!"):
+        got, rules = top_and_rules(log)
+        assert got == "no_driver_loaded" and "nodriver.rm_init_adapter" in rules, (log[:60], got, rules)
+
+
+# --- "named symbol not found" on a kernel call ------------------------------------------------------------------------
+
+def test_a_kernel_call_that_finds_no_symbol_is_a_binary_without_code_for_the_gpu() -> None:
+    for log in (
+        # RosettaCommons/foundry#5: cuEquivariance's fused kernels on a TITAN RTX (Turing)
+        '[rank0]: RuntimeError: CUDA error: "named symbol not found" at run_fmha.cu:160\n\n'
+        "[rank0]: Failed call: cudaFuncSetAttribute(*kernel_ptr, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+        "smem_size)",
+        # NVIDIA/stdexec#888: built with CMAKE_CUDA_ARCHITECTURES for another GPU of the machine
+        "CUDA error cudaErrorSymbolNotFound [/home/eniebler/Code/stdexec/include/nvexec/stream/bulk.cuh:239]: named "
+        "symbol not found",
+        # fatlipp/cuda-tree#1: CUDA_ARCHITECTURES not this GPU's
+        "/tmp/cuda-tree/lib/core/octree/OctreeBuilderCuda.cu(57) : getLastCudaError() CUDA error : KernelError : "
+        "(500) named symbol not found.",
+    ):
+        got, rules = top_and_rules(log)
+        assert got == "arch_unsupported" and "arch.kernel_symbol_not_found" in rules, (log[:60], got, rules)
+
+
+def test_named_symbol_not_found_without_a_kernel_call_is_not_read_as_the_gpu() -> None:
+    # a device variable the program names wrongly, or a driver entry point: the same words, no kernel
+    for log in ("cudaMemcpyToSymbol failed: named symbol not found",
+                "cuGetProcAddress('cuMemAdvise_v2') failed: named symbol not found"):
+        assert "arch.kernel_symbol_not_found" not in top_and_rules(log)[1], log
+    # candle's own loader line keeps its own, more specific rule
+    candle = 'Error: DriverError(CUDA_ERROR_NOT_FOUND, "named symbol not found") when loading cast_u32_bf16'
+    assert top_rule(candle) == "arch.candle_kernel_not_compiled", top_and_rules(candle)
+
+
+# --- cuDNN on a GPU older than any cuDNN supports ---------------------------------------------------------------------
+
+# NVIDIA/DIGITS#1659: a GTX 460 (Fermi) with caffe-nv and cuDNN 5
+DIGITS = ("I have installed Digits (v5..0.0) and running a local devserver on Ubuntu 16.04 backed by GTX-460.\n"
+          '"ERROR: Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0) CUDNN_STATUS_BAD_PARAM\n"\n'
+          '"Cannot create cuDNN handle. cuDNN won\'t be available.\n'
+          'Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  CUDNN_STATUS_BAD_PARAM"\n'
+          "ii  libcudnn5                                   5.1.10-1+cuda8.0")
+
+
+def test_cudnn_failing_on_a_fermi_gpu_is_the_gpu_too_old() -> None:
+    assert top_rule(DIGITS) == "arch.gpu_older_than_cudnn", top_and_rules(DIGITS)
+    # deviceQuery's capability line says the same as the name
+    query = ("  CUDA Capability Major/Minor version number:    2.1\n"
+             "F0412 caffe cudnn_conv_layer.cpp:53] Check failed: status == CUDNN_STATUS_SUCCESS (3 vs. 0)  "
+             "CUDNN_STATUS_BAD_PARAM")
+    assert top_rule(query) == "arch.gpu_older_than_cudnn", top_and_rules(query)
+
+
+def test_cudnn_failing_on_a_newer_gpu_is_not_read_as_fermi() -> None:
+    log = DIGITS.replace("GTX-460", "GTX 1060")
+    assert "arch.gpu_older_than_cudnn" not in top_and_rules(log)[1]
+    fermi = re.compile(PRE_KEPLER_GPU)
+    for name in ("GeForce GTX 460", "GTX 580", "GTX 560 Ti", "GeForce GT 430", "Quadro 4000", "Tesla C2050",
+                 "Tesla M2090"):
+        assert fermi.search(name), name
+    for name in ("GeForce GTX 1050 Ti", "GeForce RTX 4090", "GTX 4090", "Quadro K2000", "Quadro M4000", "Quadro 5000M",
+                 "Quadro RTX 6000", "Tesla K80", "GeForce GT 640", "GTX 650 Ti"):
+        assert not fermi.search(name), name
