@@ -223,6 +223,15 @@ SPECS: tuple[Spec, ...] = (
          "built without code for this GPU's architecture.",
          wordings=("named symbol not found", "cudaErrorSymbolNotFound"), url=CUDA_RT, kind="documented", code=500,
          extra_programs=("CUDA driver API (CUDA_ERROR_NOT_FOUND = 500)",)),
+    # Julia's CUDAnative.jl comparing the toolkit's release with the driver's: an error in 2.3, a warning from 2.5
+    # (src/CUDAnative.jl, then src/compatibility.jl), reworded in 3.2's __runtime_init__ (JuliaGPU/julia-ngc#7: CUDA
+    # 10.0 in an NGC-based image on a 384 driver)
+    Spec("julia.toolkit_newer_than_driver", "CUDAnative.jl (Julia)",
+         "The CUDA toolkit the Julia package uses is newer than the installed driver supports.",
+         wordings=("CUDA %s is not supported by your driver (which supports up to %s)",
+                   "You are using CUDA toolkit %s with a driver that only supports up to %s."),
+         url=GH + "JuliaGPU/CUDAnative.jl/blob/v3.0.3/src/compatibility.jl", kind="documented",
+         extra_programs=("CUDAnative.jl 3.2 (src/CUDAnative.jl)",)),
     Spec("cuda.stub_library", "CUDA runtime (cudaErrorStubLibrary = 34)",
          "The process loaded the toolkit's libcuda stub instead of the driver's libcuda.so.1.",
          wordings=("CUDA driver is a stub library",), url=CUDA_RT, kind="documented", code=34),

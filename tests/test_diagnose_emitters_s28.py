@@ -119,3 +119,19 @@ def test_cudnn_failing_on_a_newer_gpu_is_not_read_as_fermi() -> None:
     for name in ("GeForce GTX 1050 Ti", "GeForce RTX 4090", "GTX 4090", "Quadro K2000", "Quadro M4000", "Quadro 5000M",
                  "Quadro RTX 6000", "Tesla K80", "GeForce GT 640", "GTX 650 Ti"):
         assert not fermi.search(name), name
+
+
+# --- Julia's CUDAnative.jl comparing the toolkit with the driver ------------------------------------------------------
+
+def test_cudanative_toolkit_newer_than_the_driver_is_the_driver_too_old() -> None:
+    for log in (
+        # JuliaGPU/julia-ngc#7 (CUDAnative 2.x's error, its line wrapped where the source wraps it)
+        "Precompiling CUDAnative\nERROR: LoadError: CUDA 10.0 is not supported by\nyour driver (which supports up to 9.0)",
+        # CUDAnative 3.2's warning (src/CUDAnative.jl __runtime_init__)
+        "┌ Warning: You are using CUDA toolkit 10.2.0 with a driver that only supports up to 10.1.0.\n"
+        "│ It is recommended to upgrade your driver, or switch to automatic installation of CUDA.",
+    ):
+        got, rules = top_and_rules(log)
+        assert got == "driver_too_old" and "driver.insufficient_for_runtime" in rules, (log[:60], got, rules)
+    # the toolkit older than the driver is no finding of this rule
+    assert "driver.insufficient_for_runtime" not in top_and_rules("Using CUDA driver v11.2 and toolkit v10.1")[1]
