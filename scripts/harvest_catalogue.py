@@ -1116,6 +1116,19 @@ SPECS: tuple[Spec, ...] = (
          url=GH + "rpm-software-management/dnf/blob/5ad76abc97a6b82a70ddc828d2286a47567eff7f/dnf/cli/main.py#L138",
          kind="documented", extra_programs=("dnf5 (https://github.com/rpm-software-management/dnf5/blob/"
                                             "8a8e234809ebb898c488b0efbdde86f1c958a5c4/dnf5/main.cpp#L1211)",)),
+    # NVIDIA's Windows installer framework (NVI2: the CUDA toolkit's and the display driver's setup.exe, closed) in its
+    # log: the install thread failing, the installer's summary, the constraint check refusing to start while another
+    # installation runs (Windows Update's), and an MSI phase's failure (Nsight / Visual Studio Integration) — as the
+    # logs posted in pytorch/pytorch#64536 and #34821 word them
+    Spec("nvi2.install_failed", "NVIDIA installer for Windows (NVI2, setup.exe)",
+         "NVIDIA's Windows installer (CUDA toolkit or driver) failed: a component's installation failed, or the "
+         "installer refused to start while another installation was running.",
+         wordings=("Installation failed with error Exception {%s}.",
+                   "Install failed - Exception {%s} - going to fail state.",
+                   "Constraints blocked install.",
+                   "Caught exception Exception {0x80070643 - Fatal error during installation.; File: NVMsiPhase.cpp; "
+                   "Line: %d}."),
+         url=GH + "pytorch/pytorch/issues/64536", kind="documented"),
     # --- FFmpeg's NVENC/NVDEC (libavcodec nvenc.c; nv-codec-headers' loader): what media servers (Jellyfin, Plex's
     # transcoder, Tdarr, Frigate) print when the driver's video userspace is missing or older than the build's SDK
     Spec("ffmpeg.nvenc_driver_too_old", "FFmpeg (libavcodec/nvenc.c)",
@@ -1124,6 +1137,16 @@ SPECS: tuple[Spec, ...] = (
          wordings=("The minimum required Nvidia driver for nvenc is %s or newer",
                    "Driver does not support the required nvenc API version. Required: %d.%d Found: %d.%d"),
          url=GH + "FFmpeg/FFmpeg/blob/master/libavcodec/nvenc.c", kind="documented"),
+    # nvenc.c's nvenc_print_error(): "%s: %s (%d)" with the nvenc_errors table's text for the NVENCSTATUS — for
+    # NV_ENC_ERR_INVALID_VERSION (15) "invalid version": the driver's NVENC API is older than the SDK the build's
+    # headers declare (before, or without, FFmpeg's own API-version check above: HandBrake/HandBrake#1827,
+    # "Cannot get the preset configuration: invalid version (15)", settled by a driver update)
+    Spec("ffmpeg.nvenc_invalid_version", "FFmpeg (libavcodec/nvenc.c nvenc_print_error)",
+         "An NVENC call was refused with NV_ENC_ERR_INVALID_VERSION: the driver's NVENC API is older than the one the "
+         "encoder was built for.",
+         wordings=("%s: invalid version (15)",),
+         url=GH + "FFmpeg/FFmpeg/blob/master/libavcodec/nvenc.c", kind="documented",
+         extra_programs=("HandBrake", "OBS Studio's FFmpeg NVENC encoder")),
     # dynlink_loader.h prints `Cannot load %s` with the library macro it dlopen()s: CUDA_LIBNAME, NVCUVID_LIBNAME,
     # NVENC_LIBNAME (Linux: libcuda.so.1, libnvcuvid.so.1, libnvidia-encode.so.1; Windows: nvcuda.dll, nvcuvid.dll,
     # nvEncodeAPI64.dll): the wordings are those expansions (the bare `Cannot load %s` would read any "Cannot load")

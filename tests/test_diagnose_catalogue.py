@@ -34,7 +34,9 @@ CONTEXTS = ("root@pve:~# pct exec 101 -- bash   (inside the LXC container)", "$ 
             # dnf's config-manager adding NVIDIA's CUDA repository
             "Adding repo from: https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64/cuda-rhel9.repo",
             # the kernel call a CUDA error check names (RosettaCommons/foundry#5)
-            "Failed call: cudaFuncSetAttribute(*kernel_ptr, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)")
+            "Failed call: cudaFuncSetAttribute(*kernel_ptr, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_size)",
+            # FFmpeg's output stream on its NVENC encoder
+            "Stream #0:0: Video: h264 (h264_nvenc), yuv420p, 1920x1080, q=2-31, 2000 kb/s")
 # what a program prints on the message's own line before it: apt names the repository it refuses
 PREFIXES = ("W: GPG error: https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  InRelease: ",)
 

@@ -135,3 +135,34 @@ def test_cudanative_toolkit_newer_than_the_driver_is_the_driver_too_old() -> Non
         assert got == "driver_too_old" and "driver.insufficient_for_runtime" in rules, (log[:60], got, rules)
     # the toolkit older than the driver is no finding of this rule
     assert "driver.insufficient_for_runtime" not in top_and_rules("Using CUDA driver v11.2 and toolkit v10.1")[1]
+
+
+# --- FFmpeg's NVENC refusing the encoder's API version --------------------------------------------------------------
+
+def test_nvenc_invalid_version_is_the_driver_older_than_the_encoders_sdk() -> None:
+    # HandBrake/HandBrake#1827 (HandBrake 1.2.0's FFmpeg NVENC on an older driver; settled by driver 399)
+    log = ("[h264_nvenc @ 000001e8482050c0] Cannot get the preset configuration: invalid version (15)\n"
+           "[21:40:25] encavcodecInit: avcodec_open failed\nFailure to initialise thread 'FFMPEG encoder (libavcodec)'")
+    got, rules = top_and_rules(log)
+    assert got == "driver_too_old" and "driver.nvenc_needs_newer_driver" in rules, (got, rules)
+    # the same words from another program, with no NVENC encoder in the log, are not NVENC's
+    assert "driver.nvenc_needs_newer_driver" not in top_and_rules("pip: invalid version (15) in requirement")[1]
+
+
+# --- NVIDIA's Windows installer (NVI2) in its own log ---------------------------------------------------------------
+
+def test_the_windows_installers_own_failure_lines_are_an_installer_failure() -> None:
+    for log in (
+        # pytorch/pytorch#64536: the constraint check refusing while Windows Update installed
+        "ERROR: [NVI2.Installation] 1208@CInstallationCheckingBase::CheckConstraints : Constraints blocked install.\n\n"
+        "ERROR: [NVI2.InstallThread] 54@CInstallThread::ThreadProc : Install failed - Exception {0xe4080000; File: "
+        "InstallationStepper.cpp; Line: 382} - going to fail state.\n\nERROR: [NVI2.NVInstaller] 240@CNVInstaller::"
+        "PerformSteps : Installation failed with error Exception {0xe4080000; File: InstallThread.cpp; Line: 112}.",
+        # pytorch/pytorch#34821: the Nsight Visual Studio Edition MSI failing inside the toolkit's install
+        "    289.428 |    ERROR: [NVI2.NVMsiPhase] 827@CNVMsiPhase::InvokePhase : Caught exception Exception "
+        "{0x80070643 - Fatal error during installation.; File: NVMsiPhase.cpp; Line: 75}.",
+        # philferriere/dlwin#47: the installer's own window
+        'The Cuda installer failed every time with a "CUDA Installer Failed" message',
+    ):
+        got, rules = top_and_rules(log)
+        assert got == "installer_failure" and "installer.nvidia_windows_installer_failed" in rules, (log[:60], rules)

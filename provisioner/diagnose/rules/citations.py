@@ -39,6 +39,7 @@ CITES: dict[str, tuple[str, ...]] = {
     "arch.kernel_symbol_not_found": ("cuda.symbol_not_found",),
     "arch.gpu_older_than_cudnn": ("cudnn.arch_mismatch",),
     "nodriver.x_driver_cannot_use_module": ("xdriver.kernel_module_init_failed",),
+    "installer.nvidia_windows_installer_failed": ("nvi2.install_failed",),
     "container.compose_cannot_request_gpu": ("compose.gpu_key_rejected",),
     "mismatch.flatpak_nvidia_gl_extension": ("blender.glx_unavailable",),
     "lib.java_native_cuda_library": ("java.unsatisfied_link",),

@@ -317,13 +317,15 @@ RULES: tuple[Rule, ...] = (
         name="driver.nvenc_needs_newer_driver",
         category="driver_too_old",
         patterns=(r"\bminimum required Nvidia driver (?:for nvenc )?is [\d.]+ or newer",),
-        messages=("ffmpeg.nvenc_driver_too_old",),
+        messages=("ffmpeg.nvenc_driver_too_old", "ffmpeg.nvenc_invalid_version"),
+        context=r"nvenc|nvEncode",  # "invalid version (15)" is NVENC's only beside its encoder's name
         confidence=0.85,
         root_cause=("This FFmpeg (the transcoder a media server or image ships) was built against an NVENC SDK newer than "
                     "the installed driver supports: its encoder needs a newer driver release."),
         fix=("Update the host's driver to at least the release FFmpeg names (a container uses the host's driver), or "
              "use a build of the image/FFmpeg made against an older NVENC SDK (nv-codec-headers) for this driver."),
-        examples=("[h264_nvenc @ 0x55855d101140] The minimum required Nvidia driver for nvenc is 418.30 or newer",),
+        examples=("[h264_nvenc @ 0x55855d101140] The minimum required Nvidia driver for nvenc is 418.30 or newer",
+                  "[h264_nvenc @ 000001e8482050c0] Cannot get the preset configuration: invalid version (15)"),
     ),
     Rule(
         # conda's __cuda virtual package is the driver's CUDA version (conda docs, "Managing virtual packages");

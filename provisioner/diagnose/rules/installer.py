@@ -19,6 +19,24 @@ _GPU_PKG = (r"(?:lib|kmod-|akmod-)?(?:nvidia|cuda|cudnn|nccl|nvinfer|tensorrt|cu
 
 RULES: tuple[Rule, ...] = (
     Rule(
+        # NVIDIA's Windows installer (NVI2) for the CUDA toolkit or the driver, in its own log's words: a component's
+        # phase failing (Nsight / Visual Studio Integration, pytorch/pytorch#34821; philferriere/dlwin#47), or the
+        # constraint check refusing while Windows Update installs (pytorch/pytorch#64536)
+        name="installer.nvidia_windows_installer_failed",
+        category="installer_failure",
+        patterns=(r"\bCUDA Installer Failed\b", r"\bNVIDIA Installer failed\b"),
+        confidence=0.8,
+        root_cause=("NVIDIA's Windows installer (the CUDA toolkit's or the driver's setup) failed: one of its components "
+                    "did not install, or it refused to start while another installation was running."),
+        fix=("Read the installer's log (its NVI2 lines name the failing phase): if it is Visual Studio Integration or "
+             "Nsight, run a Custom install without them; \"Constraints blocked install\" means another installation "
+             "(Windows Update, an MSI) is running — let it finish or stop it (`sc stop wuauserv`), reboot, and run the "
+             "installer again as an administrator."),
+        examples=("ERROR: [NVI2.Installation] 1208@CInstallationCheckingBase::CheckConstraints : Constraints blocked "
+                  "install.\nERROR: [NVI2.NVInstaller] 240@CNVInstaller::PerformSteps : Installation failed with error "
+                  "Exception {0xe4080000; File: InstallThread.cpp; Line: 112}.",),
+    ),
+    Rule(
         name="installer.module_already_loaded",
         category="installer_failure",
         patterns=(r"An NVIDIA kernel module '[\w-]+' appears to already be loaded in your kernel",),
