@@ -402,14 +402,17 @@ SPECS: tuple[Spec, ...] = (
     # "Common Problems" quotes the driver's (EE) lines; the wordings as real Xorg.0.log files show them — the 96.xx-era
     # "…kernel module! Please ensure that there is a supported NVIDIA GPU…" (a 96.43.17 log, pastebin bctRgg64), the
     # current "…kernel module. Please see the system's kernel log…" (archzfs/archzfs#548: the prebuilt `nvidia` package
-    # with a pinned older kernel). Each line of the message carries the "(EE) NVIDIA:" / "(EE) NVIDIA(0):" prefix.
+    # with a pinned older kernel), and "Failed to load the NVIDIA kernel module" when its own modprobe failed (beside
+    # Xorg's `Failed to load module "nvidia"`). Each line carries the "(EE) NVIDIA:" / "(EE) NVIDIA(0):" prefix.
     Spec("xdriver.kernel_module_init_failed", "NVIDIA X driver (nvidia_drv.so)",
          "The X driver could not use the NVIDIA kernel module: it is not loaded (not built for the running kernel, "
          "refused, or absent) or its device files are missing.",
          wordings=("Failed to initialize the NVIDIA kernel module. Please see the system's kernel log for additional "
                    "error messages and consult the NVIDIA README for details.",
                    "Failed to initialize the NVIDIA kernel module! Please ensure that there is a supported NVIDIA GPU "
-                   "in this system, and that the NVIDIA device files have been created properly."),
+                   "in this system, and that the NVIDIA device files have been created properly.",
+                   "Failed to load the NVIDIA kernel module. Please check your system's kernel log for additional "
+                   "error messages."),
          url="https://download.nvidia.com/XFree86/Linux-x86_64/455.38/README/commonproblems.html", kind="documented"),
     # the same driver when the kernel module is loaded but cannot bring the GPU up (the kernel log's RmInitAdapter
     # failure): "(EE) NVIDIA(GPU-0): Failed to initialize the NVIDIA GPU at PCI:1:0:0.  Please check your system's kernel

@@ -423,6 +423,36 @@ def test_the_reference_alone_is_a_pair_not_judged_slow_where_there_is_one() -> N
     assert evaluate_fabric(lone, backend="nccl").data["pairs"][0]["reference_busbw"] is None
     assert alone_plan(lone, backend="nccl") == []  # the verdict cannot call it slow: no pair to compare with
 
+def test_a_slow_links_other_pair_is_never_its_reference_alone() -> None:
+    """A review of session 28: link n1 <-> n2 at a third, while pair 0-4 was still stalled when the last recheck was
+    planned (holding the inter-node median down, so pair 3-5 escaped the slow label): 3-5 became 2-4's reference,
+    both ran at a third alone, and the link went unnamed. The reference comes from another link where one exists."""
+    nodes = [[0, 1], [2, 3], [4, 5]]
+    node_of = {r: i for i, ns in enumerate(nodes) for r in ns}
+    raw = synthetic(nodes, {(2, 4): 1 / 3, (3, 5): 1 / 3, (0, 4): 0.2})
+    plan = alone_plan(raw, backend="nccl")
+    assert {pair for pair, _ in plan} == {(2, 4), (0, 4)}, plan
+    for (a, b), ref in plan:
+        assert ref is not None and {node_of[ref[0]], node_of[ref[1]]} != {node_of[a], node_of[b]}, plan
+    t = raw["size"] / 1e9
+    speed = {(2, 4): 1 / 3, (3, 5): 1 / 3}  # alone, only the link is slow
+    merge_alone(raw, [(pair, t / speed.get(pair, 1.0), ref, t / speed.get(ref, 1.0)) for pair, ref in plan if ref])
+    res = evaluate_fabric(raw, backend="nccl")
+    assert res.data["slow_links"] == [["n1", "n2"]] and res.data["slow_ranks"] == [], res.reasons
+
+
+def test_a_pair_judged_alone_is_reported_with_the_figures_that_judged_it() -> None:
+    """A review of session 28: pair 2-3 judged slow alone (0.9 GB/s against its reference's 2.0 measured right after
+    it) was reported against the other pairs' earlier 1.0 GB/s, which reads as not slow."""
+    nodes = [[0, 1], [2, 3]]
+    raw = synthetic(nodes, {(2, 3): 0.3})
+    t = raw["size"] / 1e9
+    merge_alone(raw, [(pair, t / 0.9, ref, t / 2.0) for pair, ref in alone_plan(raw, backend="nccl") if ref])
+    res = evaluate_fabric(raw, backend="nccl")
+    assert res.status == "warn", res.reasons
+    assert any("pair 2-3 inside n1 is slow: 0.9 GB/s vs 2 GB/s for pair 0-1 measured alone right after it" in r
+               for r in res.reasons), res.reasons
+
 def test_clean_three_nodes_pass_and_a_slow_rank_is_not_a_link() -> None:
     nodes = [[0, 1], [2, 3], [4, 5]]
     assert evaluate_fabric(synthetic(nodes, {}), backend="nccl").status == "pass"

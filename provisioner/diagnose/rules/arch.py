@@ -11,15 +11,23 @@ _NVHPC_SAME_CC = "|".join(
     rf"-gpu=cc{cc}\b"
     for cc in (35, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 110, 120, 121))
 
-#: a kernel launch or a kernel's attributes, as the CUDA runtime/driver calls and their checks print them
+#: a kernel launch or a kernel's attributes, as the CUDA runtime/driver calls and their checks print them (not
+#: cuModuleGetFunction: a kernel name missing from a module it loaded is the program's own name — C++ mangling, no
+#: `extern "C"` — while a module without this GPU's code fails when it is loaded)
 KERNEL_CALL = (r"\b(?:cudaFuncSetAttribute|cudaFuncGetAttributes|cudaLaunchKernel(?:Ex)?|cuLaunchKernel(?:Ex)?"
-               r"|cuModuleGetFunction|cudaLaunchCooperativeKernel)\b|\bKernelError\b|\bkernel launch\b|<<<"
-               r"|\bcudaErrorSymbolNotFound\s*\[[^\]\n]{1,200}\.cuh?:\d+\]")
-#: a GPU below compute capability 3.0 by its name (Fermi GeForce GTX 4xx/5xx, GT 4xx/5xx, Quadro 600-6000, Tesla
-#: C/M20x0) or by the capability deviceQuery prints
-PRE_KEPLER_GPU = (r"\bGTX[ -]?(?:4[5-9]0|4[6-8]5|5[5-9]0|5[5-9]5)(?:[ -]?Ti)?\b|\bGT[ -]?(?:4[2-4]0|5[2-4]0)\b"
-                  r"|\bQuadro[ -](?:[2456]000|600)\b|\bTesla[ -][CM]20[5-9]0\b"
+               r"|cudaLaunchCooperativeKernel)\b|\bKernelError\b|\bkernel launch\b|<<<[^\n]{0,120}>>>")
+#: a GPU below compute capability 3.0 by its name — Fermi (GeForce GTX 4xx/5xx and their M parts, GTX 670M/675M,
+#: GT 4xx/5xx/610/620, Quadro 600-6000 and their M parts, Tesla C/M20x0/20x5) and the Tesla generation before it
+#: (GeForce 8800/9800, GTX 2xx, Tesla C/M/S10x0) — or by the capability deviceQuery prints
+PRE_KEPLER_GPU = (r"\bGTX[ -]?(?:4[5-9]0|4[6-8]5|5[5-9]0|5[5-9]5)(?:[ -]?Ti)?M?\b|\bGTX[ -]?(?:4[6-8][05]|5[6-8]0|67[05])M\b"
+                  r"|\bGT[ -]?(?:4[2-4]0|5[2-4]0|6[12]0)M?\b|\bQuadro[ -](?:[2-6]000|600|[1-5][01]00)M?\b"
+                  r"|\bTesla[ -][CMS](?:20[5-9][05]|10[67]0)\b|\b(?:8800|9800)[ -]?(?:GTX?|GTS|GX2)\b|\bGTX[ -]?2[6-9][05]\b"
                   r"|\bCapability Major/Minor version number:\s*[12]\.\d\b")
+#: a GPU of compute capability 3.0 or later named in the same log (another card beside an old display card): the
+#: cuDNN failure is then no proof of the old one
+NEWER_GPU = (r"\b(?:RTX|TITAN)\b|\bGTX[ -]?(?:6[4-9]0|[79][5-8]0|1[0-9][5-8]0|16[56]0)(?:[ -]?Ti)?\b"
+             r"|\bTesla[ -]?[KPVTAH]\d|\bQuadro[ -][KMPT]\d|\b(?:[AHB]100|H200|B200|A(?:10|30|40|6000)|L40S?|L4)\b"
+             r"|\bCapability Major/Minor version number:\s*(?:[3-9]|1\d)\.\d\b")
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -172,9 +180,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         # cudaErrorSymbolNotFound / CUDA_ERROR_NOT_FOUND on a kernel launch or a kernel's attributes: the binary holds
-        # no code for this GPU's architecture under that kernel's name (NVIDIA/stdexec#888: built for another GPU's
-        # architecture; RosettaCommons/foundry#5: cuEquivariance's kernels on a Turing GPU). The same words name a
-        # missing device variable or driver entry point elsewhere: only beside a kernel call, and generic
+        # no code for this GPU's architecture under that kernel's name (NVIDIA/stdexec#888 and fatlipp/cuda-tree#1:
+        # built for another GPU's architecture; RosettaCommons/foundry#5: cuEquivariance's kernels on a Turing GPU).
+        # The same words name a missing device variable, a driver entry point or a mistyped kernel name elsewhere:
+        # only beside a kernel launch or attribute call, and generic
         name="arch.kernel_symbol_not_found",
         category="arch_unsupported",
         patterns=(),
@@ -189,8 +198,8 @@ RULES: tuple[Rule, ...] = (
         examples=('[rank0]: RuntimeError: CUDA error: "named symbol not found" at run_fmha.cu:160\n'
                   "[rank0]: Failed call: cudaFuncSetAttribute(*kernel_ptr, cudaFuncAttributeMaxDynamicSharedMemorySize, "
                   "smem_size)",
-                  "CUDA error cudaErrorSymbolNotFound [/home/u/stdexec/include/nvexec/stream/bulk.cuh:239]: named "
-                  "symbol not found"),
+                  "/tmp/cuda-tree/lib/core/octree/OctreeBuilderCuda.cu(57) : getLastCudaError() CUDA error : "
+                  "KernelError : (500) named symbol not found."),
     ),
     Rule(
         # cuDNN has never supported a GPU below compute capability 3.0 (Fermi, and the Tesla generation before it):
@@ -201,6 +210,7 @@ RULES: tuple[Rule, ...] = (
         patterns=(r"CUDNN_STATUS_(?:BAD_PARAM|NOT_SUPPORTED|EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED)\b",
                   r"(?:Cannot|Could not|Failed to) create (?:a )?cu[dD][nN][nN] handle"),
         requires=(PRE_KEPLER_GPU,),
+        unless=NEWER_GPU,
         confidence=0.82,
         root_cause=("cuDNN does not support this GPU: it is a Fermi-generation (or older) GPU, compute capability below "
                     "3.0, and no cuDNN release runs on one."),

@@ -382,18 +382,21 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        # the X driver's own line when it cannot open the kernel module at X start (its module not loaded: a prebuilt
-        # package for another kernel, archzfs/archzfs#548; refused, absent): below the lines that say why (Secure Boot,
-        # an API mismatch, a module built for another kernel), which the kernel log beside it often holds
+        # the X driver's own line when it cannot open the kernel module at X start: the module not loaded (a prebuilt
+        # package for another kernel, archzfs/archzfs#548; refused; absent) or not yet initialised (a display manager
+        # started before it, the Arch wiki's early-KMS advice). Below the lines that say why (Secure Boot, an API
+        # mismatch, a module built for another kernel, RmInitAdapter), which the kernel log beside it often holds
         name="nodriver.x_driver_cannot_use_module",
         category="no_driver_loaded",
         patterns=(),
-        confidence=0.7,
-        root_cause=("The NVIDIA X driver could not use the NVIDIA kernel module: the module is not loaded for the running "
-                    "kernel (built for another kernel, or refused at load), so X (and every GPU program) has no driver."),
-        fix=("Check `lsmod | grep nvidia` and `dmesg | grep -iE 'nvrm|nvidia'`; install the module for the running "
-             "kernel — the distribution's DKMS package (nvidia-dkms, akmod-nvidia) rather than one prebuilt for another "
-             "kernel, or its package for this kernel — enroll the MOK if Secure Boot is on, then reboot."),
+        unless=r"RmInitAdapter failed|rm_init_adapter failed|probe routine failed|None of the NVIDIA devices were initiali",
+        confidence=0.6,
+        root_cause=("The NVIDIA X driver could not use the NVIDIA kernel module: the module was not loaded (not built "
+                    "for the running kernel, or refused at load) or not yet initialised when X started."),
+        fix=("Check `lsmod | grep nvidia` and `dmesg | grep -iE 'nvrm|nvidia'`: if no module is loaded, install it for "
+             "the running kernel — the distribution's DKMS package (nvidia-dkms, akmod-nvidia) rather than one "
+             "prebuilt for another kernel — and enroll the MOK if Secure Boot is on; if it loads only after X starts, "
+             "load it early (the initramfs, `nvidia_drm.modeset=1`); then reboot."),
         examples=("[     9.393] (EE) NVIDIA: Failed to initialize the NVIDIA kernel module. Please see the\n"
                   "[     9.393] (EE) NVIDIA:     system's kernel log for additional error messages and\n"
                   "[     9.393] (EE) NVIDIA:     consult the NVIDIA README for details.",),
