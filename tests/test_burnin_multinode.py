@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from provisioner.burnin.fabric_eval import (
+    ALONE_SAMPLES,
     INTER,
     INTRA,
     RECHECKS,
@@ -292,6 +293,26 @@ def test_a_load_on_the_whole_machine_while_pairs_are_measured_alone_names_nothin
     assert any("measured alone" in n and "not slow beside each other" in n for n in fabric["notes"]), fabric["notes"]
     assert any("beside a reference pair" in log for log in job.logs.values()), job.describe()
     assert job.rc == 0 and doc["verdict"]["failed_phases"] == [], job.describe()
+
+@pytest.mark.slow
+def test_a_load_that_passes_while_a_pair_is_measured_alone_names_nothing(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    """Suite run 93 of session 28: pair 2-3, measured alone while a load on the machine was ending, ran at 0.104 GB/s
+    and its reference 0-1 right after it at 1.23 GB/s, and the phase warned. A load on the planted rank in the alone
+    window's first sample only (`blip`): the pair and its reference are measured in turn, each keeps its best, and
+    the verdict names nothing."""
+    job = run_job(tmp_path, two_nodes, "507", faults={1: "crowded:rank=1:ms=60;crowded:rank=3:ms=60;"
+                                                        "blip:rank=1:ms=60;blip:rank=3:ms=60"})
+    doc = job.doc
+    assert doc is not None, job.describe()
+    crowded = planted_rank(doc)
+    fabric = doc["phases"]["fabric"]
+    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
+    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
+    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    assert all(p["alone"]["reference_ranks"] for p in mine), job.describe()
+    assert any(f"{ALONE_SAMPLES} times in turn" in log for log in job.logs.values()), job.describe()
+    assert job.rc == 0 and doc["verdict"]["failed_phases"] == [] and doc["verdict"]["warned_phases"] == [], \
+        job.describe()
 
 @pytest.mark.slow
 def test_corrupting_rank_on_one_node_is_named(two_nodes: TwoNodes, tmp_path: Path) -> None:
@@ -603,6 +624,8 @@ def test_slow_fault_grammar() -> None:
     assert stall is not None and stall.ms == 40.0
     burst = find(parse_faults("burst:rank=0:ms=60"), "burst", 0, "fabric")
     assert burst is not None and burst.ms == 60.0
+    blip = find(parse_faults("blip:rank=3:ms=60"), "blip", 3, "fabric")
+    assert blip is not None and blip.ms == 60.0
     for bad in ("slow:rank=1:ms=fast", "slow:ms=5", "slow:rank=1:speed=2", "stall:rank=x", "bursts:rank=1"):
         with pytest.raises(ValueError):
             parse_faults(bad)

@@ -189,3 +189,15 @@ def test_the_windows_installers_own_failure_lines_are_an_installer_failure() -> 
     ):
         got, rules = top_and_rules(log)
         assert got == "installer_failure" and "installer.nvidia_windows_installer_failed" in rules, (log[:60], rules)
+
+
+# --- ggml's CUDA check before it named the call ---------------------------------------------------------------------
+
+def test_ggmls_numbered_cuda_error_with_the_runtimes_out_of_memory_text_is_the_gpu_out_of_memory() -> None:
+    # an ollama log of 2023 (llama.cpp's ggml-cuda.cu CUDA_CHECK: "CUDA error %d at %s:%d: %s")
+    log = ("CUDA error 2 at /go/src/github.com/jmorganca/ollama/llm/llama.cpp/gguf/ggml-cuda.cu:7358: out of memory\n"
+           "current device: 0")
+    assert top_rule(log) == "hw.cuda_oom", top_and_rules(log)
+    # another error's text after the same shape is not memory
+    assert "hw.cuda_oom" not in all_rules("CUDA error 209 at ggml-cuda.cu:6968: no kernel image is available for "
+                                          "execution on the device")

@@ -7,14 +7,16 @@ round (the other ranks wait at the barrier). Each side times `iters` exchanges t
 keeps the best; then one exchange on fresh data is compared bit-exactly with the partner's
 pattern. The rounds whose pairs look slow are timed again, whole, up to `fabric_eval.RECHECKS`
 times (`fabric_eval.suspect_rounds`), the last time each still-slow pair alone, each followed by
-its reference pair alone (`fabric_eval.alone_plan`), before the verdict.
+its reference pair alone (`fabric_eval.alone_plan`), `fabric_eval.ALONE_SAMPLES` times in turn, each keeping
+its best, before the verdict.
 
 Faults (BURNIN_FAULT, tests only): `slow:rank=N[:ms=M]` sleeps M ms (default 20) before each
 exchange of that rank, `stall:rank=N[:ms=M]` the same in the first measurement only,
 `crowded:rank=N[:ms=M]` the same while other pairs of its round run beside it (not alone), and
 `burst:rank=N[:ms=M]` the same in the last recheck only (a load on the whole machine while the still-slow
-pairs and their references are measured alone: plant it on every rank), and `corrupt:rank=N` damages what
-that rank sends in the checked exchange.
+pairs and their references are measured alone: plant it on every rank), `blip:rank=N[:ms=M]` the same in the
+last recheck's first sample only (a load that passes while a pair is measured alone), and `corrupt:rank=N`
+damages what that rank sends in the checked exchange.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch.distributed as dist
 from provisioner.burnin import patterns
 from provisioner.burnin.collectives import Runtime
 from provisioner.burnin.fabric_eval import (
+    ALONE_SAMPLES,
     RECHECKS,
     Pair,
     alone_plan,
@@ -127,6 +130,12 @@ def _fault_delay(rt: Runtime, kind: str) -> float:
     return (fault.ms if fault.ms is not None else 20.0) / 1000.0
 
 
+def _best_sample(slower: dict[tuple[int, int, int], float], pair: Pair, at: list[int]) -> float:
+    """A pair's best time over its samples (batches `at`) in the alone window; 0.0: nothing measured."""
+    times = [t for i in at if (t := slower.get((i, *pair), 0.0)) > 0]
+    return min(times) if times else 0.0
+
+
 def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     """Measure; returns the raw document for `fabric_eval.evaluate_fabric` (identical on every rank)."""
     cfg, me, dev = rt.cfg, rt.rank, rt.device
@@ -138,6 +147,7 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
     first_delay = delay + _fault_delay(rt, "stall")  # a stall that passes: the first measurement only
     crowd = _fault_delay(rt, "crowded")  # contention: only while other pairs of the round run beside this one
     burst = _fault_delay(rt, "burst")  # a load on the whole machine: only in the last recheck, alone
+    blip = _fault_delay(rt, "blip")  # a load that passes: the alone window's first sample only
     rt.log(f"fabric: {len(nodes)} node(s), {rt.world} ranks, {size} bytes per exchange")
 
     # per-node all_reduce (every node at once, each in its own group), then the global one
@@ -188,18 +198,27 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
         # every rank holds the same raw document, so every rank picks the same rounds and pairs
         alone = attempt == RECHECKS - 1  # the last time, each still-slow pair with no other pair beside it
         batches: list[tuple[str, list[Pair]]] = []
-        plan: list[tuple[Pair, int, Pair | None, int]] = []  # (pair, its batch, reference, its batch)
+        sample: list[int] = []  # the alone window's sample each batch belongs to (0 for a whole-round recheck)
+        plan: list[tuple[Pair, list[int], Pair | None, list[int]]] = []  # (pair, its batches, reference, its batches)
         if alone:
             for (a, b), ref in alone_plan(raw, backend=cfg.backend, slow_fraction=slow_fraction):
-                batches.append((f"pair {a}-{b} alone", [(a, b)]))
-                if ref is not None:  # right after it, so both are measured in the same window
-                    batches.append((f"pair {ref[0]}-{ref[1]} alone, the reference of {a}-{b}", [ref]))
-                plan.append(((a, b), len(batches) - (2 if ref else 1), ref, len(batches) - 1 if ref else -1))
+                mine_at: list[int] = []
+                ref_at: list[int] = []
+                for n in range(ALONE_SAMPLES):  # the pair, then its reference right after it, in turn
+                    mine_at.append(len(batches))
+                    batches.append((f"pair {a}-{b} alone ({n + 1} of {ALONE_SAMPLES})", [(a, b)]))
+                    sample.append(n)
+                    if ref is not None:
+                        ref_at.append(len(batches))
+                        batches.append((f"pair {ref[0]}-{ref[1]} alone, the reference of {a}-{b}", [ref]))
+                        sample.append(n)
+                plan.append(((a, b), mine_at, ref, ref_at))
             what = (f"pairs {', '.join(f'{a}-{b}' for (a, b), _, _, _ in plan)} look slow, measuring each alone "
-                    "beside a reference pair")
+                    f"beside a reference pair, {ALONE_SAMPLES} times in turn")
         else:
             ks = suspect_rounds(raw, backend=cfg.backend, slow_fraction=slow_fraction)
             batches = [(f"round {k}", [(a, b) for a, b, _ in rounds[k]]) for k in ks]
+            sample = [0] * len(batches)
             what = f"rounds {ks} look slow, measuring them again"
         if not batches:
             break
@@ -211,10 +230,11 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
             if mate is None:
                 continue
             a, b = mate
+            load = (crowd if len(batch) > 1 else 0.0) + (burst if alone else 0.0) + (
+                blip if alone and sample[i] == 0 else 0.0)
             with rt.dog.guard(f"fabric pair {a}-{b} ({label}, again)", cfg.timeout + rt.guard_slack):
                 patterns.fill(send, my_base)
-                timed[(i, a, b)] = _time_pair(rt, send, recv, b if me == a else a,
-                                              delay + (crowd if len(batch) > 1 else 0.0) + (burst if alone else 0.0))
+                timed[(i, a, b)] = _time_pair(rt, send, recv, b if me == a else a, delay + load)
         rt.barrier()
         with rt.dog.guard("fabric gather (again)", cfg.timeout + rt.guard_slack):
             sides: list[dict[tuple[int, int, int], float] | None] = [None] * rt.world
@@ -224,8 +244,9 @@ def run_fabric(rt: Runtime, *, slow_fraction: float | None = None) -> FabricRaw:
             for key, seconds in (side or {}).items():
                 slower[key] = max(slower.get(key, 0.0), float(seconds))
         if alone:
-            merge_alone(raw, [(pair, slower.get((i, *pair), 0.0), ref,
-                               slower.get((j, *ref), 0.0) if ref is not None else 0.0) for pair, i, ref, j in plan])
+            merge_alone(raw, [(pair, _best_sample(slower, pair, mine_at), ref,
+                               _best_sample(slower, ref, ref_at) if ref is not None else 0.0)
+                              for pair, mine_at, ref, ref_at in plan])
         else:
             merge_recheck(raw, {(a, b): seconds for (_, a, b), seconds in slower.items()})
     return raw

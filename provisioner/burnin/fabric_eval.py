@@ -23,12 +23,13 @@ rank or link stays slow.
 
 A pair measured alone is judged against its reference pair (`alone_plan`: the first pair of its kind
 sharing none of its ranks, one not itself judged slow where there is one) measured alone right after
-it, not against the other pairs' times from minutes before: a load on the whole machine in that
+it — the two in turn, `ALONE_SAMPLES` times, each keeping its best — not against the other pairs' times
+from minutes before: a load on the whole machine in that
 window (another job, a noisy neighbour of a shared host) slows both and names nothing, while a slow
 rank or link slows only the pair. Suite runs 88 and 90 of session 27: a pair measured alone while the
 other xdist worker's burn-in loaded both cores ran at a tenth of the other pairs' earlier times. What it
 cannot tell: a load that slows only the reference's measurement makes a slow pair look like its reference
-(the verdict then names nothing); the notes give both figures.
+(the verdict then names nothing) in every sample; the notes give both figures.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ INTRA, INTER = "intra", "inter"
 DEFAULT_SLOW_FRACTION = {"nccl": 0.5, "gloo": 0.1}
 #: how many times the rounds with a slow-looking pair are measured again before the verdict
 RECHECKS = 2
+#: in the last recheck, how many times in turn each still-slow pair and its reference are measured alone (each keeps
+#: its best): a load that starts or ends inside the window then leaves both a sample in the same regime (suite run 93
+#: of session 28: the pair ran at 0.104 GB/s, its reference right after it at 1.23, as a load ended between them)
+ALONE_SAMPLES = 3
 
 
 def round_robin(items: list[int]) -> list[list[tuple[int, int]]]:

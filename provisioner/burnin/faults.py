@@ -15,6 +15,8 @@ Grammar: `KIND:key=value:key=value`, several faults separated by `;`.
   round, not when it is measured alone.
 - `burst:rank=1[:ms=20]` is a load on the whole machine while the fabric phase's still-slow pairs are measured
   alone (its last recheck): the same sleep, then only; planted on every rank, it slows a pair and its reference alike.
+- `blip:rank=1[:ms=20]` is a load that passes while the still-slow pairs are measured alone: the same sleep in the last
+  recheck's first sample only (`fabric_eval.ALONE_SAMPLES`).
 A run with faults records them in its result (`fault_injection`) so it is never mistaken for a real one.
 """
 
@@ -24,7 +26,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "BURNIN_FAULT"
-KINDS = ("corrupt", "hang", "crash", "slow", "stall", "crowded", "burst")
+KINDS = ("corrupt", "hang", "crash", "slow", "stall", "crowded", "burst", "blip")
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Fault:
     kind: str
     rank: int
     collective: str | None = None  # None: every collective
-    ms: float | None = None  # `slow`, `stall`, `crowded`, `burst`: delay per call
+    ms: float | None = None  # `slow`, `stall`, `crowded`, `burst`, `blip`: delay per call
 
     def applies(self, kind: str, rank: int, collective: str) -> bool:
         return self.kind == kind and self.rank == rank and self.collective in (None, collective)

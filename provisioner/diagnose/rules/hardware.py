@@ -165,6 +165,9 @@ RULES: tuple[Rule, ...] = (
             r"CUDA out of memory",
             r"torch\.(?:cuda\.)?OutOfMemoryError",
             r"CUDA error: out of memory",
+            # ggml's CUDA_CHECK before it printed the call: "CUDA error %d at %s:%d: %s" with the runtime's text
+            # (llama.cpp and ollama of 2023: "CUDA error 2 at …/ggml-cuda.cu:7358: out of memory")
+            r"\bCUDA error \d+ at [^\n]{1,200}?:\d+: out of memory",
             r"Cuda failure '?out of memory",
             r"\b(?:CUBLAS|CUDNN|CUSOLVER|CUSPARSE|CUTENSOR)_STATUS_ALLOC_FAILED\b",
             r"\bCUDNN_STATUS_INTERNAL_ERROR_(?:DEVICE|HOST)_ALLOCATION_FAILED\b",  # cuDNN 9's names
