@@ -189,6 +189,9 @@ def test_the_windows_installers_own_failure_lines_are_an_installer_failure() -> 
     ):
         got, rules = top_and_rules(log)
         assert got == "installer_failure" and "installer.nvidia_windows_installer_failed" in rules, (log[:60], rules)
+    # the driver installer's own refusal of the machine says why: that rule's fix, not the generic one
+    refused = "NVIDIA Installer failed\nThis graphics driver could not find compatible graphics hardware."
+    assert top_rule(refused) == "installer.windows_driver_refused", top_and_rules(refused)
 
 
 # --- ggml's CUDA check before it named the call ---------------------------------------------------------------------

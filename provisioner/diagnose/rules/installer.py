@@ -25,7 +25,7 @@ RULES: tuple[Rule, ...] = (
         name="installer.nvidia_windows_installer_failed",
         category="installer_failure",
         patterns=(r"\bCUDA Installer Failed\b", r"\bNVIDIA Installer failed\b"),
-        confidence=0.8,
+        confidence=0.75,  # below the driver installer's own refusal of the machine (windows_driver_refused)
         root_cause=("NVIDIA's Windows installer (the CUDA toolkit's or the driver's setup) failed: one of its components "
                     "did not install, or it refused to start while another installation was running."),
         fix=("Read the installer's log (its NVI2 lines name the failing phase): if it is Visual Studio Integration or "
