@@ -159,6 +159,20 @@ def node_of(doc: dict[str, Any], label: str) -> dict[str, Any]:
     return found[0]
 
 
+def crowded_pairs_named_nothing(job: Job) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """A job with `crowded` planted on node-b's second rank: the fabric phase passes naming no rank or link, and every
+    pair with that rank was slow in the first measurement and the whole-round recheck, right alone — measured again
+    every time. Returns the result document, its fabric phase and those pairs."""
+    doc = job.doc
+    assert doc is not None, job.describe()
+    crowded = planted_rank(doc)
+    fabric = doc["phases"]["fabric"]
+    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
+    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
+    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    return doc, fabric, mine
+
+
 @pytest.mark.slow
 def test_two_nodes_pass_with_per_node_and_per_pair_results(two_nodes: TwoNodes, tmp_path: Path) -> None:
     job = run_job(tmp_path, two_nodes, "501")
@@ -255,14 +269,7 @@ def test_a_pair_slow_only_beside_others_is_measured_alone_and_names_nothing(two_
     run (`crowded`: contention, not the rank) is slow in every whole-round measurement; the last recheck measures each
     still-slow pair alone, and the verdict names nothing."""
     job = run_job(tmp_path, two_nodes, "505", faults={1: "crowded:rank=1:ms=60;crowded:rank=3:ms=60"})
-    doc = job.doc
-    assert doc is not None, job.describe()
-    crowded = planted_rank(doc)
-    fabric = doc["phases"]["fabric"]
-    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
-    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
-    # slow in the first measurement and the whole-round recheck, right alone: measured again every time
-    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    doc, _, _ = crowded_pairs_named_nothing(job)
     assert any("measuring each alone" in log for log in job.logs.values()), job.describe()
     assert job.rc == 0 and doc["verdict"]["failed_phases"] == [], job.describe()
 
@@ -276,13 +283,7 @@ def test_a_load_on_the_whole_machine_while_pairs_are_measured_alone_names_nothin
     burst = ";".join(f"burst:rank={r}:ms=60" for r in range(4))
     job = run_job(tmp_path, two_nodes, "506",
                   faults={0: burst, 1: f"crowded:rank=1:ms=60;crowded:rank=3:ms=60;{burst}"})
-    doc = job.doc
-    assert doc is not None, job.describe()
-    crowded = planted_rank(doc)
-    fabric = doc["phases"]["fabric"]
-    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
-    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
-    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    doc, fabric, mine = crowded_pairs_named_nothing(job)
     # alone, each ran as slow as its reference (60 ms per exchange of 256 KiB: under 0.005 GB/s, both), far
     # below the other pairs' earlier best times: judged against those, the pair would have been named
     for p in mine:
@@ -302,13 +303,7 @@ def test_a_load_that_passes_while_a_pair_is_measured_alone_names_nothing(two_nod
     the verdict names nothing."""
     job = run_job(tmp_path, two_nodes, "507", faults={1: "crowded:rank=1:ms=60;crowded:rank=3:ms=60;"
                                                         "blip:rank=1:ms=60;blip:rank=3:ms=60"})
-    doc = job.doc
-    assert doc is not None, job.describe()
-    crowded = planted_rank(doc)
-    fabric = doc["phases"]["fabric"]
-    assert fabric["status"] == "pass" and fabric["slow_ranks"] == [] and fabric["slow_links"] == [], job.describe()
-    mine = [p for p in fabric["pairs"] if crowded in p["ranks"]]
-    assert mine and all(p["rechecked"] == RECHECKS and not p["slow"] for p in mine), job.describe()
+    doc, _, mine = crowded_pairs_named_nothing(job)
     assert all(p["alone"]["reference_ranks"] for p in mine), job.describe()
     assert any(f"{ALONE_SAMPLES} times in turn" in log for log in job.logs.values()), job.describe()
     assert job.rc == 0 and doc["verdict"]["failed_phases"] == [] and doc["verdict"]["warned_phases"] == [], \

@@ -39,6 +39,7 @@ import statistics
 from provisioner.burnin.bandwidth import bus_factor
 from provisioner.burnin.config import format_size
 from provisioner.burnin.shapes import (
+    FabricAlone,
     FabricAloneRaw,
     FabricNode,
     FabricNodeVerdict,
@@ -159,10 +160,16 @@ def merge_alone(raw: FabricRaw, measured: list[tuple[Pair, float, Pair | None, f
         p["alone"] = alone
 
 
+def _beside(p: FabricPair) -> FabricAlone | None:
+    """`p`'s measurement alone where its reference was measured alone beside it (what the verdict then judges by)."""
+    alone = p.get("alone")
+    return alone if alone is not None and alone["reference_busbw"] else None
+
+
 def _ratio(p: FabricPair, ref: float | None) -> float | None:
     """How fast `p` is against its reference: alone against its reference alone beside it in time where the
     last recheck measured both, else its best time against `ref` (None: nothing to compare with)."""
-    alone = p.get("alone")
+    alone = _beside(p)
     if alone is not None and alone["reference_busbw"]:
         return alone["busbw"] / alone["reference_busbw"]
     return p["busbw"] / ref if ref else None
@@ -170,16 +177,14 @@ def _ratio(p: FabricPair, ref: float | None) -> float | None:
 
 def _judged_busbw(p: FabricPair) -> float:
     """The bandwidth the verdict judged `p` by: alone, where its reference was measured alone beside it."""
-    alone = p.get("alone")
-    return alone["busbw"] if alone is not None and alone["reference_busbw"] else p["busbw"]
+    alone = _beside(p)
+    return alone["busbw"] if alone is not None else p["busbw"]
 
 
 def _judged_reference(p: FabricPair) -> float:
     """The reference bandwidth the verdict compared `p` with (a slow pair always has one)."""
-    alone = p.get("alone")
-    if alone is not None and alone["reference_busbw"]:
-        return alone["reference_busbw"]
-    return p["reference_busbw"] or 0.0
+    alone = _beside(p)
+    return (alone["reference_busbw"] if alone is not None else p["reference_busbw"]) or 0.0
 
 
 def _ref(pairs: list[FabricPair], kind: str, exclude: set[int]) -> float | None:
@@ -275,10 +280,10 @@ def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None
                      "on the other links")  # every pair here is slow, so each has a reference
     for p in slow_pairs:
         if not set(p["ranks"]) & set(slow_ranks) and p["kind"] == INTRA:
-            alone = p.get("alone")
+            alone = _beside(p)
             against = (f"{alone['reference_busbw']:.3g} GB/s for pair {'-'.join(map(str, alone['reference_ranks']))} "
-                       "measured alone right after it" if alone is not None and alone["reference_busbw"]
-                       and alone["reference_ranks"] else f"{p['reference_busbw']:.3g} GB/s for the other pairs")
+                       "measured alone right after it" if alone is not None and alone["reference_ranks"]
+                       else f"{p['reference_busbw']:.3g} GB/s for the other pairs")
             res.warn(f"pair {p['ranks'][0]}-{p['ranks'][1]} inside {p['nodes'][0]} is slow: "
                      f"{_judged_busbw(p):.3g} GB/s vs {against}")
     again = [p for p in pairs if p["rechecked"]]
@@ -287,8 +292,8 @@ def evaluate_fabric(raw: FabricRaw, *, backend: str, slow_fraction: float | None
         res.note(f"{len(again)} pair(s) measured again because their round first looked slow (best time kept); "
                  f"{kept} still slow")
     for p in pairs:
-        alone = p.get("alone")
-        if alone is not None and alone["reference_ranks"] and alone["reference_busbw"]:
+        alone = _beside(p)
+        if alone is not None and alone["reference_ranks"]:
             c, d = alone["reference_ranks"]
             res.note(f"pair {p['ranks'][0]}-{p['ranks'][1]} measured alone: {alone['busbw']:.3g} GB/s, pair {c}-{d} "
                      f"alone right after it: {alone['reference_busbw']:.3g} GB/s "

@@ -208,7 +208,7 @@ RULES: tuple[Rule, ...] = (
         name="arch.gpu_older_than_cudnn",
         category="arch_unsupported",
         patterns=(r"CUDNN_STATUS_(?:BAD_PARAM|NOT_SUPPORTED|EXECUTION_FAILED|INTERNAL_ERROR|NOT_INITIALIZED)\b",
-                  r"(?:Cannot|Could not|Failed to) create (?:a )?cu[dD][nN][nN] handle"),
+                  r"(?:Cannot|Could not|Failed to) create (?:a )?cudnn handle"),
         requires=(PRE_KEPLER_GPU,),
         unless=NEWER_GPU,
         confidence=0.82,
